@@ -1,0 +1,153 @@
+// Package metastore defines the small versioned key-value store that holds
+// flightlog's control state (epoch records, chain checkpoints, stream records,
+// span refs), its errors, and an in-memory backend.
+//
+// The invariant this package keeps for everything above it: every write is
+// conditional on the version the writer last saw (compare-and-swap), and
+// Commit applies a group of conditional writes atomically: all of them or
+// none. Of any number of racing writers expecting the same version, at most
+// one succeeds. Every backend proves it by running metastore/metastoretest.
+//
+// The write path never calls a metastore: acks depend only on object
+// storage. The absorb, epochs and stream lifecycle do, a few tens of requests
+// per second per star at most.
+//
+// Failures: nil, ErrNotFound and ErrConflict are definite. Any other error
+// from a write (timeouts, lost responses, ErrUnavailable) is ambiguous: the
+// write may have applied. Callers resolve it by re-reading; every value
+// flightlog writes carries the writer's identity and a counter so the writer
+// recognises its own write.
+package metastore
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
+var (
+	// ErrNotFound: Get of a key that holds no value.
+	ErrNotFound = errors.New("metastore: key not found")
+	// ErrConflict: an expected version did not hold (the key was absent when
+	// a version was expected, present when NoVersion was expected, or at
+	// another version). Nothing was written.
+	ErrConflict = errors.New("metastore: version conflict")
+	// ErrInvalidKey: an empty key, a key over MaxKeyLen, or one with NUL.
+	ErrInvalidKey = errors.New("metastore: invalid key")
+	// ErrTooLarge: a value over the backend's limit, or a Commit with more
+	// ops than the backend's MaxCommitOps. Nothing was written.
+	ErrTooLarge = errors.New("metastore: request too large")
+	// ErrUnavailable: the store cannot be reached or is closed. Ambiguous
+	// for writes unless the backend documents that nothing was sent.
+	ErrUnavailable = errors.New("metastore: unavailable")
+)
+
+// MaxKeyLen is the longest key every backend must accept.
+const MaxKeyLen = 512
+
+// Version identifies one write of one key. It is opaque: an etcd mod
+// revision, a bbolt counter, an S3 ETag all fit. Versions are compared only
+// for equality, and only versions of the same key.
+type Version string
+
+const (
+	// NoVersion as an expectation means "the key must be absent".
+	NoVersion Version = ""
+	// AnyVersion as an expectation means "whatever is there" (an
+	// unconditional write). flightlog itself never writes unconditionally;
+	// operators' tools may.
+	AnyVersion Version = "*"
+)
+
+// Item is one key with its value and the version of the write that stored it.
+type Item struct {
+	Key     string
+	Value   []byte
+	Version Version
+}
+
+// OpKind says what an Op in a Commit does.
+type OpKind uint8
+
+const (
+	// OpPut writes Value at Key if Expect holds.
+	OpPut OpKind = iota + 1
+	// OpDelete removes Key if Expect holds (Expect == AnyVersion: whether
+	// or not it exists).
+	OpDelete
+	// OpCheck writes nothing; the Commit applies only if Key is at Expect
+	// (NoVersion: absent).
+	OpCheck
+)
+
+// Op is one conditional operation of a Commit.
+type Op struct {
+	Kind   OpKind
+	Key    string
+	Value  []byte  // OpPut only
+	Expect Version // NoVersion, AnyVersion or a version read earlier
+}
+
+// Store is a versioned key-value store with compare-and-swap.
+//
+// Implementations are safe for concurrent use and linearizable: a Get that
+// starts after a write returned sees that write or a later one. Every method
+// honours ctx. Values are small (flightlog writes at most a few KiB); a
+// backend documents its limit and returns ErrTooLarge past it.
+//
+// Buffer ownership: Put and Commit do not retain value slices after they
+// return; Get and Scan return slices the caller owns.
+type Store interface {
+	// Get returns the key's value and version, or ErrNotFound.
+	Get(ctx context.Context, key string) (Item, error)
+
+	// Put writes value at key if expect holds (NoVersion: key absent;
+	// AnyVersion: unconditional; otherwise the key's current version) and
+	// returns the new version. A mismatch returns ErrConflict.
+	Put(ctx context.Context, key string, value []byte, expect Version) (Version, error)
+
+	// Delete removes key if expect holds (AnyVersion: unconditionally, and
+	// a missing key is then not an error). A mismatch, including a missing
+	// key when a version was expected, returns ErrConflict.
+	Delete(ctx context.Context, key string, expect Version) error
+
+	// Scan returns up to limit items (limit <= 0: no limit) whose keys begin
+	// with prefix and sort strictly after startAfter ("" = from the start),
+	// in ascending byte order of key. A Scan is a consistent snapshot.
+	Scan(ctx context.Context, prefix, startAfter string, limit int) ([]Item, error)
+
+	// Commit applies ops atomically: if every op's expectation holds, all
+	// apply and Commit returns one Version per op (the new version for
+	// OpPut, NoVersion for OpDelete, the checked version for OpCheck);
+	// otherwise nothing applies and it returns ErrConflict. A key may appear
+	// at most once in ops. An empty ops is a no-op.
+	Commit(ctx context.Context, ops []Op) ([]Version, error)
+}
+
+// CommitLimiter is implemented by backends whose transactions hold a limited
+// number of ops (etcd's --max-txn-ops). Callers split work to fit; a Store
+// without it takes any number.
+type CommitLimiter interface {
+	MaxCommitOps() int
+}
+
+// MaxCommitOps returns s's limit on ops per Commit, or 0 for no limit.
+func MaxCommitOps(s Store) int {
+	if l, ok := s.(CommitLimiter); ok {
+		return l.MaxCommitOps()
+	}
+	return 0
+}
+
+// ValidateKey reports whether key is acceptable to every backend.
+func ValidateKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return ErrInvalidKey
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			return ErrInvalidKey
+		}
+	}
+	return nil
+}
