@@ -1,0 +1,35 @@
+package objstoretest
+
+import (
+	"testing"
+
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// Capabilities declares where a backend legitimately differs from the
+// ordered, StartAfter-capable listing of S3 general-purpose buckets. The kit
+// tests what the backend claims and nothing it disclaims.
+type Capabilities struct {
+	// UnorderedList: List returns keys in no particular order (S3 Express
+	// directory buckets). The kit then compares listings as sets.
+	UnorderedList bool
+	// NoStartAfter: List ignores startAfter (S3 Express directory buckets).
+	NoStartAfter bool
+	// NoReopen: the storage cannot be reopened (durability across reopen is
+	// not tested). Reopen may then be nil.
+	NoReopen bool
+}
+
+// Harness tells the kit how to get stores of the backend under test.
+type Harness struct {
+	// New returns a store over fresh, empty storage (a new bucket, a new
+	// directory). The kit calls it once per subtest; cleanup is the
+	// harness's business (t.Cleanup).
+	New func(t testing.TB) objstore.Store
+	// Reopen returns a new Store over the same storage as s, as a restarted
+	// process would open it. s may have been used after Reopen is called
+	// only if the backend allows several handles; the kit stops using s.
+	Reopen func(t testing.TB, s objstore.Store) objstore.Store
+	// Caps declares the backend's deviations.
+	Caps Capabilities
+}
