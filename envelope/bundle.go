@@ -1,0 +1,321 @@
+package envelope
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// FrameInfo describes one frame of a transit bundle: its footer entry.
+type FrameInfo struct {
+	// Stream is the stream every record of the frame belongs to.
+	Stream string
+	// FirstSeq is the first record's sequence number; the frame holds
+	// FirstSeq .. FirstSeq+Count-1 in order.
+	FirstSeq uint64
+	// Count is the number of records, at least 1.
+	Count uint32
+	// MinTimestamp and MaxTimestamp bound the records' timestamps.
+	MinTimestamp, MaxTimestamp int64
+	// Offset is the object-absolute offset of the stored frame bytes.
+	Offset uint64
+	// Length is the stored (possibly compressed) length, at most RawLength.
+	Length uint32
+	// RawLength is the length of the encoded records before compression.
+	RawLength uint32
+	// Codec is the codec the stored bytes use.
+	Codec Codec
+	// CRC is the CRC-32C of the stored bytes.
+	CRC uint32
+}
+
+// End returns the object-absolute offset just past the frame's stored bytes.
+func (f FrameInfo) End() uint64 { return f.Offset + uint64(f.Length) }
+
+// BundleWriter renders transit bundles: AddFrame for each frame, then Finish.
+// It is reusable across bundles and not safe for concurrent use.
+type BundleWriter struct {
+	buf     []byte            // envelope placeholder, then the frames so far
+	entries []byte            // footer entries so far
+	frames  []FrameInfo       // the frames so far
+	nextSeq map[string]uint64 // per stream: the sequence number after its last frame
+	hint    int               // capacity for the next bundle's buf
+}
+
+// NewBundleWriter returns an empty writer.
+func NewBundleWriter() *BundleWriter {
+	return &BundleWriter{nextSeq: make(map[string]uint64)}
+}
+
+// minBundleCap is the least buffer a writer starts a bundle with.
+const minBundleCap = 64 << 10
+
+// AddFrame appends one frame: records is the concatenation of exactly count
+// AppendRecord encodings, all of stream, with sequence numbers firstSeq ..
+// firstSeq+count-1 in order, and timestamps within [minTS, maxTS]. The frame
+// is compressed with codec (or stored as is when that is not smaller) and
+// checksummed. records is not retained.
+//
+// AddFrame checks what is cheap and returns a plain error (not ErrCorrupt)
+// without changing the bundle if the stream name is empty or longer than
+// MaxStreamNameLen, count is not in [1, MaxFrameRecords], records do not
+// decode as count records within the limits or carry a timestamp outside
+// [minTS, maxTS], the codec is unknown, the sequence numbers overlap or
+// precede an earlier frame of the same stream in this bundle, or the bundle
+// would exceed MaxFrames, MaxFooterBytes or MaxObjectBytes.
+func (w *BundleWriter) AddFrame(stream string, firstSeq uint64, count int, minTS, maxTS int64, records []byte, codec Codec) error {
+	if err := w.checkFrame(stream, firstSeq, count, minTS, maxTS, records, codec); err != nil {
+		return fmt.Errorf("envelope: frame of stream %q at seq %d: %w", stream, firstSeq, err)
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, EnvelopeSize, max(w.hint, minBundleCap))
+	}
+	if w.nextSeq == nil {
+		w.nextSeq = make(map[string]uint64)
+	}
+	start := len(w.buf)
+	var used Codec
+	w.buf, used = compress(w.buf, records, codec)
+	info := FrameInfo{
+		Stream:       stream,
+		FirstSeq:     firstSeq,
+		Count:        uint32(count),
+		MinTimestamp: minTS,
+		MaxTimestamp: maxTS,
+		Offset:       uint64(start),
+		Length:       uint32(len(w.buf) - start),
+		RawLength:    uint32(len(records)),
+		Codec:        used,
+		CRC:          Checksum(w.buf[start:]),
+	}
+	entriesLen := len(w.entries)
+	w.entries = appendFrameEntry(w.entries, info)
+	if size := uint64(len(w.buf) + len(w.entries) + footerTrailerBytes); size > MaxObjectBytes || len(w.entries)+footerTrailerBytes > MaxFooterBytes {
+		w.buf, w.entries = w.buf[:start], w.entries[:entriesLen]
+		return fmt.Errorf("envelope: frame of stream %q at seq %d: bundle would exceed %d bytes or a %d-byte footer",
+			stream, firstSeq, MaxObjectBytes, MaxFooterBytes)
+	}
+	w.frames = append(w.frames, info)
+	w.nextSeq[stream] = firstSeq + uint64(count)
+	return nil
+}
+
+func (w *BundleWriter) checkFrame(stream string, firstSeq uint64, count int, minTS, maxTS int64, records []byte, codec Codec) error {
+	switch {
+	case len(stream) == 0 || len(stream) > MaxStreamNameLen:
+		return fmt.Errorf("stream name of %d bytes, want 1 to %d", len(stream), MaxStreamNameLen)
+	case count < 1 || count > MaxFrameRecords:
+		return fmt.Errorf("count %d, want 1 to %d", count, MaxFrameRecords)
+	case firstSeq > math.MaxUint64-uint64(count):
+		return fmt.Errorf("sequence numbers overflow")
+	case minTS > maxTS:
+		return fmt.Errorf("min timestamp %d after max %d", minTS, maxTS)
+	case len(records) > MaxFrameRawBytes:
+		return fmt.Errorf("%d bytes of records exceed %d", len(records), MaxFrameRawBytes)
+	case count > len(records)/minRecordBytes:
+		return fmt.Errorf("%d records cannot fit %d bytes", count, len(records))
+	case !codec.known():
+		return fmt.Errorf("unknown codec %d", uint8(codec))
+	case len(w.frames) >= MaxFrames:
+		return fmt.Errorf("bundle already holds %d frames", MaxFrames)
+	}
+	if next, ok := w.nextSeq[stream]; ok && firstSeq < next {
+		return fmt.Errorf("overlaps the stream's previous frame, which ends before seq %d", next)
+	}
+	st, err := scanRecords(records, count)
+	if err != nil {
+		return err
+	}
+	if st.minTS < minTS || st.maxTS > maxTS {
+		return fmt.Errorf("record timestamps [%d, %d] outside [%d, %d]", st.minTS, st.maxTS, minTS, maxTS)
+	}
+	return nil
+}
+
+// Finish renders the bundle: the envelope for (epoch, slot, n), the frames
+// from offset EnvelopeSize on, and the footer. It returns the object and its
+// frames, both new slices the caller owns, and resets the writer for the
+// next bundle. A bundle with no frames is valid.
+func (w *BundleWriter) Finish(epoch, slot uint64, n Nonce) (obj []byte, frames []FrameInfo) {
+	if w.buf == nil {
+		w.buf = make([]byte, EnvelopeSize, EnvelopeSize+len(w.entries)+footerTrailerBytes)
+	}
+	footerOffset := len(w.buf)
+	obj = append(w.buf, w.entries...)
+	obj = binary.LittleEndian.AppendUint32(obj, uint32(len(w.frames)))
+	obj = binary.LittleEndian.AppendUint32(obj, Checksum(obj[footerOffset:]))
+	env := Envelope{
+		Kind:         KindFlight,
+		Epoch:        epoch,
+		Slot:         slot,
+		Nonce:        n,
+		Size:         uint64(len(obj)),
+		FooterOffset: uint64(footerOffset),
+		FooterLength: uint32(len(obj) - footerOffset),
+	}
+	env.AppendTo(obj[:0]) // overwrite the placeholder in place
+	frames = w.frames
+	w.hint = len(obj)
+	w.buf, w.frames = nil, nil
+	w.entries = w.entries[:0]
+	clear(w.nextSeq)
+	return obj[:len(obj):len(obj)], frames
+}
+
+// appendFrameEntry appends info's footer entry (layout in doc.go).
+func appendFrameEntry(dst []byte, f FrameInfo) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(f.Stream)))
+	dst = append(dst, f.Stream...)
+	dst = binary.AppendUvarint(dst, f.FirstSeq)
+	dst = binary.AppendUvarint(dst, uint64(f.Count))
+	dst = binary.AppendVarint(dst, f.MinTimestamp)
+	dst = binary.AppendUvarint(dst, uint64(f.MaxTimestamp)-uint64(f.MinTimestamp))
+	dst = binary.AppendUvarint(dst, f.Offset)
+	dst = binary.AppendUvarint(dst, uint64(f.Length))
+	dst = binary.AppendUvarint(dst, uint64(f.RawLength))
+	dst = append(dst, byte(f.Codec))
+	return binary.LittleEndian.AppendUint32(dst, f.CRC)
+}
+
+// ParseFooter decodes the footer of the flight env heads: footer must be
+// obj[env.FooterOffset : env.FooterOffset+env.FooterLength]. It checks the
+// footer's length and checksum, every entry (see checkFrameInfo), that the
+// frames lie within [EnvelopeSize, FooterOffset) in ascending, non-overlapping
+// order, and that one stream's frames do not overlap in sequence numbers.
+// Every failure wraps ErrCorrupt.
+func ParseFooter(env Envelope, footer []byte) ([]FrameInfo, error) {
+	if env.Kind != KindFlight {
+		return nil, corruptf("footer: object is a %s, not a flight", env.Kind)
+	}
+	if uint64(len(footer)) != uint64(env.FooterLength) {
+		return nil, corruptf("footer: %d bytes, envelope says %d", len(footer), env.FooterLength)
+	}
+	if len(footer) < minFooterBytes || len(footer) > MaxFooterBytes {
+		return nil, corruptf("footer: %d bytes outside [%d, %d]", len(footer), minFooterBytes, MaxFooterBytes)
+	}
+	body := footer[:len(footer)-4]
+	if got, want := Checksum(body), binary.LittleEndian.Uint32(footer[len(body):]); got != want {
+		return nil, corruptf("footer: checksum %#08x, stored %#08x", got, want)
+	}
+	entries := body[:len(body)-4]
+	count := binary.LittleEndian.Uint32(body[len(entries):])
+	if count > MaxFrames || uint64(count) > uint64(len(entries)/minFrameEntryBytes) {
+		return nil, corruptf("footer: %d frames cannot fit %d bytes", count, len(entries))
+	}
+	if count == 0 {
+		if len(entries) != 0 {
+			return nil, corruptf("footer: %d bytes of entries for no frames", len(entries))
+		}
+		return nil, nil
+	}
+	frames := make([]FrameInfo, count)
+	nextSeq := make(map[string]uint64, min(count, 64))
+	prevEnd := uint64(EnvelopeSize)
+	p := 0
+	for i := range frames {
+		f, np, err := parseFrameEntry(entries, p)
+		if err != nil {
+			return nil, corruptf("footer: frame %d: %v", i, err)
+		}
+		p = np
+		if err := checkFrameInfo(f); err != nil {
+			return nil, corruptf("footer: frame %d: %v", i, err)
+		}
+		if f.Offset < prevEnd || f.Offset > env.FooterOffset || uint64(f.Length) > env.FooterOffset-f.Offset {
+			return nil, corruptf("footer: frame %d at [%d, +%d) outside [%d, %d) or overlapping its predecessor",
+				i, f.Offset, f.Length, prevEnd, env.FooterOffset)
+		}
+		prevEnd = f.End()
+		if next, ok := nextSeq[f.Stream]; ok && f.FirstSeq < next {
+			return nil, corruptf("footer: frame %d: stream %q seq %d overlaps its previous frame ending before %d",
+				i, f.Stream, f.FirstSeq, next)
+		}
+		nextSeq[f.Stream] = f.FirstSeq + uint64(f.Count)
+		frames[i] = f
+	}
+	if p != len(entries) {
+		return nil, corruptf("footer: %d bytes after the last frame", len(entries)-p)
+	}
+	return frames, nil
+}
+
+var errFieldRange = errors.New("field out of range")
+
+// entryReader reads footer fields, remembering the first failure.
+type entryReader struct {
+	b   []byte
+	p   int
+	err error
+}
+
+func (r *entryReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.p:])
+	if n <= 0 {
+		r.err = varintErr(n)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+func (r *entryReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.p:])
+	if n <= 0 {
+		r.err = varintErr(n)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+func (r *entryReader) uint32Field() uint32 {
+	v := r.uvarint()
+	if v > math.MaxUint32 && r.err == nil {
+		r.err = errFieldRange
+	}
+	return uint32(v)
+}
+
+// parseFrameEntry decodes the footer entry at b[p:] and returns the position
+// after it.
+func parseFrameEntry(b []byte, p int) (FrameInfo, int, error) {
+	var f FrameInfo
+	start, end, err := lengthPrefixed(b, p)
+	if err != nil {
+		return f, 0, err
+	}
+	if n := end - start; n == 0 || n > MaxStreamNameLen {
+		return f, 0, fmt.Errorf("stream name of %d bytes", n)
+	}
+	f.Stream = string(b[start:end])
+	r := entryReader{b: b, p: end}
+	f.FirstSeq = r.uvarint()
+	f.Count = r.uint32Field()
+	f.MinTimestamp = r.varint()
+	span := r.uvarint()
+	f.Offset = r.uvarint()
+	f.Length = r.uint32Field()
+	f.RawLength = r.uint32Field()
+	if r.err != nil {
+		return f, 0, r.err
+	}
+	if len(b)-r.p < 5 {
+		return f, 0, errTruncated
+	}
+	// The span fits iff MinTimestamp+span <= MaxInt64; the subtraction is
+	// modular and exact for every MinTimestamp.
+	if span > uint64(math.MaxInt64)-uint64(f.MinTimestamp) {
+		return f, 0, fmt.Errorf("timestamp span %d from %d overflows", span, f.MinTimestamp)
+	}
+	f.MaxTimestamp = int64(uint64(f.MinTimestamp) + span)
+	f.Codec = Codec(b[r.p])
+	f.CRC = binary.LittleEndian.Uint32(b[r.p+1:])
+	return f, r.p + 5, nil
+}
