@@ -142,9 +142,16 @@ func decompress(info FrameInfo, stored []byte) ([]byte, error) {
 		if err := h.Decode(stored); err != nil {
 			return nil, corruptf("frame: zstd header: %v", err)
 		}
-		if h.Skippable || !h.HasFCS || h.FrameContentSize != uint64(info.RawLength) {
-			return nil, corruptf("frame: zstd declares %d bytes (known %t), footer says %d",
-				h.FrameContentSize, h.HasFCS && !h.Skippable, info.RawLength)
+		// Our encoder declares the content size of every frame of 256 bytes
+		// or more (the format lets it omit the field below that). Either way
+		// DecodeAll stops at cap(dst) = RawLength.
+		switch {
+		case h.Skippable:
+			return nil, corruptf("frame: zstd skippable frame")
+		case h.HasFCS && h.FrameContentSize != uint64(info.RawLength):
+			return nil, corruptf("frame: zstd declares %d bytes, footer says %d", h.FrameContentSize, info.RawLength)
+		case !h.HasFCS && info.RawLength >= 256:
+			return nil, corruptf("frame: zstd frame of %d bytes declares no size", info.RawLength)
 		}
 		if h.WindowSize > zstdMaxWindow {
 			return nil, corruptf("frame: zstd window %d exceeds %d", h.WindowSize, zstdMaxWindow)
