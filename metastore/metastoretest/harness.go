@@ -17,4 +17,9 @@ type Harness struct {
 	// closing s, since bbolt allows one handle per file). nil: the storage
 	// cannot be reopened and durability across reopen is not tested.
 	Reopen func(t testing.TB, s metastore.Store) metastore.Store
+	// MaxValueLen is the largest value the backend accepts, as it documents
+	// it. When it is > 0 the kit checks that a value of exactly that length
+	// is stored and one a byte longer fails with ErrTooLarge, writing
+	// nothing. 0: the limit is not tested.
+	MaxValueLen int
 }
