@@ -120,7 +120,8 @@ type Store interface {
 	// apply and Commit returns one Version per op (the new version for
 	// OpPut, NoVersion for OpDelete, the checked version for OpCheck);
 	// otherwise nothing applies and it returns ErrConflict. A key may appear
-	// at most once in ops. An empty ops is a no-op.
+	// at most once in ops: a Commit naming a key twice fails and applies
+	// nothing. An empty ops is a no-op.
 	Commit(ctx context.Context, ops []Op) ([]Version, error)
 }
 
