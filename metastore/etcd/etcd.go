@@ -1,0 +1,452 @@
+// Package etcd is the distributed metastore.Store backend, on an etcd v3
+// cluster through go.etcd.io/etcd/client/v3.
+//
+// The invariant it keeps is metastore's: every write is a compare-and-swap,
+// and Commit applies its ops atomically. Each Put, Delete and Commit is one
+// etcd transaction (Txn) whose guards are the expectations:
+//
+//   - NoVersion (must be absent): CreateRevision(key) == 0;
+//   - a version: ModRevision(key) == the version;
+//   - AnyVersion: no guard.
+//
+// # Versions
+//
+// A version is the key's ModRevision in decimal. etcd's revision is one
+// counter for the whole store that every write advances, so a version is
+// never repeated for a key, not even after the key is deleted and created
+// again: a compare-and-swap holding a version read before a delete and
+// re-create fails, as metastore requires. All puts of one Commit share the
+// transaction's revision, which is what Put and Commit return.
+//
+// # Prefix
+//
+// Config.Prefix is prepended to every key on the wire and stripped from
+// every key returned, so several deployments (or test runs) share one etcd
+// cluster without seeing each other's keys. Limits apply to the key as
+// flightlog sees it; etcd itself limits only the request size.
+//
+// # Limits
+//
+// A Commit holds at most Config.MaxCommitOps ops (default 128, etcd's
+// default --max-txn-ops; set it to the cluster's value), reported through
+// metastore.CommitLimiter; more is metastore.ErrTooLarge before anything is
+// sent. Values are limited to Config.MaxValueLen (default 1 MiB, under
+// etcd's default --max-request-bytes of 1.5 MiB); a request etcd still finds
+// too large is also ErrTooLarge, and nothing was written.
+//
+// # Failures
+//
+// nil, ErrNotFound, ErrConflict, ErrTooLarge and ErrInvalidKey are definite.
+// A write that fails any other way after it may have reached the cluster (the
+// request deadline passed, the connection dropped, the leader changed, the
+// proposal timed out) returns an error wrapping ErrAmbiguous, and also
+// metastore.ErrUnavailable when the cluster could not be reached; the write
+// may have applied, and the caller resolves it by reading the key back.
+// The etcd client retries a mutation by itself only when it was never sent
+// (no connection available), so it never turns an ambiguous outcome into a
+// conflict behind the caller's back. Reads that fail are plain errors,
+// wrapping ErrUnavailable when the cluster could not be reached. Every
+// request is bounded by Config.RequestTimeout as well as the caller's
+// context; a cancelled caller context is wrapped in the error.
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	// DefaultMaxCommitOps is etcd's default --max-txn-ops.
+	DefaultMaxCommitOps = 128
+	// DefaultMaxValueLen matches metastore.MemMaxValueLen.
+	DefaultMaxValueLen = 1 << 20
+)
+
+// ErrAmbiguous marks a write whose outcome is unknown: it may have applied.
+// It is never wrapped together with metastore.ErrConflict.
+var ErrAmbiguous = errors.New("etcd: outcome unknown")
+
+// Config says which cluster to use and how.
+type Config struct {
+	// Endpoints are the cluster's client URLs, e.g. "http://127.0.0.1:2379".
+	// Required unless Client is set.
+	Endpoints []string
+	// DialTimeout bounds establishing the first connection (default 5s).
+	DialTimeout time.Duration
+	// RequestTimeout bounds each request, on top of the caller's context
+	// (default 5s).
+	RequestTimeout time.Duration
+	// Prefix is prepended to every key (e.g. "flightlog/prod/"), so that
+	// several deployments share one cluster. Empty: none.
+	Prefix string
+	// MaxCommitOps is the most ops one Commit may hold; set it to the
+	// cluster's --max-txn-ops (default 128, etcd's default).
+	MaxCommitOps int
+	// MaxValueLen is the largest value accepted (default 1 MiB).
+	MaxValueLen int
+	// Username and Password, if set, authenticate to the cluster.
+	Username string
+	Password string
+	// Logger receives the client's logs (default: none).
+	Logger *zap.Logger
+	// Client, if set, is an existing client to use instead of dialing
+	// Endpoints. Close then does not close it.
+	Client *clientv3.Client
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Client == nil && len(c.Endpoints) == 0:
+		return errors.New("etcd: config: Endpoints is required")
+	case c.DialTimeout < 0 || c.RequestTimeout < 0:
+		return errors.New("etcd: config: timeouts must not be negative")
+	case c.MaxCommitOps < 0:
+		return fmt.Errorf("etcd: config: MaxCommitOps %d is negative", c.MaxCommitOps)
+	case c.MaxValueLen < 0:
+		return fmt.Errorf("etcd: config: MaxValueLen %d is negative", c.MaxValueLen)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxCommitOps == 0 {
+		c.MaxCommitOps = DefaultMaxCommitOps
+	}
+	if c.MaxValueLen == 0 {
+		c.MaxValueLen = DefaultMaxValueLen
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Store is a metastore.Store on etcd. It is safe for concurrent use.
+type Store struct {
+	cfg    Config
+	client *clientv3.Client
+	owned  bool
+	closed atomic.Bool
+}
+
+var (
+	_ metastore.Store         = (*Store)(nil)
+	_ metastore.CommitLimiter = (*Store)(nil)
+)
+
+// New returns a Store on the cluster. The connection is made lazily: an
+// unreachable cluster shows up as ErrUnavailable on the first request.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Store{cfg: cfg, client: cfg.Client}
+	if s.client == nil {
+		c, err := clientv3.New(clientv3.Config{
+			Endpoints:   cfg.Endpoints,
+			DialTimeout: cfg.DialTimeout,
+			Username:    cfg.Username,
+			Password:    cfg.Password,
+			Logger:      cfg.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd: connect to %v: %w", cfg.Endpoints, err)
+		}
+		s.client, s.owned = c, true
+	}
+	return s, nil
+}
+
+// Close releases the client (unless it was passed in Config.Client). Calls
+// after Close return ErrUnavailable.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) || !s.owned {
+		return nil
+	}
+	return s.client.Close()
+}
+
+// MaxCommitOps implements metastore.CommitLimiter.
+func (s *Store) MaxCommitOps() int { return s.cfg.MaxCommitOps }
+
+// Prefix returns the key prefix.
+func (s *Store) Prefix() string { return s.cfg.Prefix }
+
+// Client returns the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.client }
+
+// Get implements metastore.Store with a linearizable read.
+func (s *Store) Get(ctx context.Context, key string) (metastore.Item, error) {
+	if err := s.check(key); err != nil {
+		return metastore.Item{}, fmt.Errorf("etcd: get %q: %w", key, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.client.Get(rctx, s.cfg.Prefix+key)
+	if err != nil {
+		return metastore.Item{}, fmt.Errorf("etcd: get %q: %w", key, s.mapErr(ctx, err, false))
+	}
+	if len(resp.Kvs) == 0 {
+		return metastore.Item{}, fmt.Errorf("etcd: get %q: %w", key, metastore.ErrNotFound)
+	}
+	kv := resp.Kvs[0]
+	return metastore.Item{Key: key, Value: kv.Value, Version: revVersion(kv.ModRevision)}, nil
+}
+
+// Put implements metastore.Store as one Txn guarded by expect.
+func (s *Store) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
+	vs, err := s.commit(ctx, "put "+strconv.Quote(key), []metastore.Op{{Kind: metastore.OpPut, Key: key, Value: value, Expect: expect}})
+	if err != nil {
+		return metastore.NoVersion, err
+	}
+	return vs[0], nil
+}
+
+// Delete implements metastore.Store as one Txn guarded by expect.
+func (s *Store) Delete(ctx context.Context, key string, expect metastore.Version) error {
+	_, err := s.commit(ctx, "delete "+strconv.Quote(key), []metastore.Op{{Kind: metastore.OpDelete, Key: key, Expect: expect}})
+	return err
+}
+
+// Commit implements metastore.Store as one Txn: a guard per expectation,
+// then every put and delete. Every OpPut's version is the Txn's revision.
+func (s *Store) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	return s.commit(ctx, "commit", ops)
+}
+
+// Scan implements metastore.Store with one ranged, linearizable Get: a
+// consistent snapshot in ascending key order.
+func (s *Store) Scan(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Item, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("etcd: scan %q: store closed: %w", prefix, metastore.ErrUnavailable)
+	}
+	full := s.cfg.Prefix + prefix
+	end := clientv3.GetPrefixRangeEnd(full)
+	start := full
+	if startAfter != "" {
+		start = max(start, s.cfg.Prefix+startAfter+"\x00")
+	}
+	if start == "" {
+		start = "\x00" // the smallest key etcd accepts
+	}
+	if end != "\x00" && start >= end {
+		return nil, nil
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(end)}
+	if limit > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.client.Get(rctx, start, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: scan %q: %w", prefix, s.mapErr(ctx, err, false))
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	items := make([]metastore.Item, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		items[i] = metastore.Item{
+			Key:     string(kv.Key[len(s.cfg.Prefix):]),
+			Value:   kv.Value,
+			Version: revVersion(kv.ModRevision),
+		}
+	}
+	return items, nil
+}
+
+// check validates a key and that the store is open.
+func (s *Store) check(key string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("store closed: %w", metastore.ErrUnavailable)
+	}
+	return metastore.ValidateKey(key)
+}
+
+// commit runs ops as one Txn. what names the call in errors.
+func (s *Store) commit(ctx context.Context, what string, ops []metastore.Op) ([]metastore.Version, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("etcd: %s: store closed: %w", what, metastore.ErrUnavailable)
+	}
+	if err := s.checkOps(ops); err != nil {
+		return nil, fmt.Errorf("etcd: %s: %w", what, err)
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	var (
+		cmps     []clientv3.Cmp
+		thens    []clientv3.Op
+		elses    []clientv3.Op
+		guarded  []int       // index into ops of each guard, for the conflict message
+		checkGet map[int]int // op index → index into the Then responses (AnyVersion checks)
+	)
+	for i, op := range ops {
+		k := s.cfg.Prefix + op.Key
+		switch op.Expect {
+		case metastore.AnyVersion:
+		case metastore.NoVersion:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		default:
+			rev, ok := parseVersion(op.Expect)
+			if !ok {
+				return nil, fmt.Errorf("etcd: %s: op on %q: version %q is not an etcd revision: %w",
+					what, op.Key, op.Expect, metastore.ErrConflict)
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", rev))
+		}
+		if op.Expect != metastore.AnyVersion {
+			guarded = append(guarded, i)
+			elses = append(elses, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+		}
+		switch op.Kind {
+		case metastore.OpPut:
+			thens = append(thens, clientv3.OpPut(k, string(op.Value)))
+		case metastore.OpDelete:
+			thens = append(thens, clientv3.OpDelete(k))
+		case metastore.OpCheck:
+			if op.Expect == metastore.AnyVersion {
+				if checkGet == nil {
+					checkGet = make(map[int]int)
+				}
+				checkGet[i] = len(thens)
+				thens = append(thens, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.client.Txn(rctx).If(cmps...).Then(thens...).Else(elses...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %s: %w", what, s.mapErr(ctx, err, true))
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("etcd: %s: %s: %w", what, s.conflictDetail(ops, guarded, resp), metastore.ErrConflict)
+	}
+	rev := revVersion(resp.Header.Revision)
+	out := make([]metastore.Version, len(ops))
+	for i, op := range ops {
+		switch op.Kind {
+		case metastore.OpPut:
+			out[i] = rev
+		case metastore.OpCheck:
+			if j, ok := checkGet[i]; ok {
+				if kvs := resp.Responses[j].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					out[i] = revVersion(kvs[0].ModRevision)
+				}
+			} else {
+				out[i] = op.Expect
+			}
+		}
+	}
+	return out, nil
+}
+
+// conflictDetail says which expectation failed, from the Else gets.
+func (s *Store) conflictDetail(ops []metastore.Op, guarded []int, resp *clientv3.TxnResponse) string {
+	for j, i := range guarded {
+		if j >= len(resp.Responses) {
+			break
+		}
+		kvs := resp.Responses[j].GetResponseRange().GetKvs()
+		op := ops[i]
+		switch {
+		case len(kvs) == 0 && op.Expect != metastore.NoVersion:
+			return fmt.Sprintf("op on %q: absent, expected version %q", op.Key, op.Expect)
+		case len(kvs) > 0 && revVersion(kvs[0].ModRevision) != op.Expect:
+			return fmt.Sprintf("op on %q: at version %s, expected %q", op.Key, revVersion(kvs[0].ModRevision), op.Expect)
+		}
+	}
+	return "an expectation did not hold"
+}
+
+// checkOps validates a Commit before anything is sent.
+func (s *Store) checkOps(ops []metastore.Op) error {
+	if len(ops) > s.cfg.MaxCommitOps {
+		return fmt.Errorf("%d ops over the limit of %d: %w", len(ops), s.cfg.MaxCommitOps, metastore.ErrTooLarge)
+	}
+	seen := make(map[string]struct{}, len(ops))
+	for i, op := range ops {
+		if op.Kind != metastore.OpPut && op.Kind != metastore.OpDelete && op.Kind != metastore.OpCheck {
+			return fmt.Errorf("op %d on %q has unknown kind %d", i, op.Key, op.Kind)
+		}
+		if err := metastore.ValidateKey(op.Key); err != nil {
+			return fmt.Errorf("op %d on %q: %w", i, op.Key, err)
+		}
+		if op.Kind == metastore.OpPut && len(op.Value) > s.cfg.MaxValueLen {
+			return fmt.Errorf("op %d on %q: value of %d bytes over the limit of %d: %w",
+				i, op.Key, len(op.Value), s.cfg.MaxValueLen, metastore.ErrTooLarge)
+		}
+		if _, dup := seen[op.Key]; dup {
+			return fmt.Errorf("key %q appears more than once: %w", op.Key, metastore.ErrInvalidKey)
+		}
+		seen[op.Key] = struct{}{}
+	}
+	return nil
+}
+
+// mapErr turns a client error into the error to report. ctx is the
+// caller's; write says the request may have changed state.
+func (s *Store) mapErr(ctx context.Context, err error, write bool) error {
+	amb := func(err error) error {
+		if write {
+			return fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		}
+		return err
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return amb(fmt.Errorf("%w (%w)", cerr, err))
+	}
+	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return fmt.Errorf("%w (%w)", metastore.ErrTooLarge, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return amb(fmt.Errorf("no answer within %v (%v)", s.cfg.RequestTimeout, err))
+	}
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		// The client refused to send a message over its size limit.
+		return fmt.Errorf("%w (%w)", metastore.ErrTooLarge, err)
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition:
+		// The server rejected the request before applying it.
+		return err
+	case codes.DeadlineExceeded:
+		return amb(fmt.Errorf("no answer within %v (%v)", s.cfg.RequestTimeout, err))
+	case codes.Unavailable, codes.Canceled:
+		return amb(fmt.Errorf("%w (%w)", metastore.ErrUnavailable, err))
+	}
+	return amb(err)
+}
+
+func revVersion(rev int64) metastore.Version {
+	return metastore.Version(strconv.FormatInt(rev, 10))
+}
+
+func parseVersion(v metastore.Version) (int64, bool) {
+	rev, err := strconv.ParseInt(string(v), 10, 64)
+	return rev, err == nil && rev > 0
+}
