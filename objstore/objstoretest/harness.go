@@ -18,6 +18,13 @@ type Capabilities struct {
 	// NoReopen: the storage cannot be reopened (durability across reopen is
 	// not tested). Reopen may then be nil.
 	NoReopen bool
+	// PathKeys: the backend stores each key as a filesystem path, as some
+	// S3-compatible servers do (versitygw's posix backend), so a key
+	// cannot hold an object while also being a "directory" of other keys
+	// ("a" with "a/b"), and a segment is limited to 255 bytes. AWS S3 and
+	// flightlog's own backends have neither limit; flightlog's key scheme
+	// never needs them. The kit then leaves such keys out.
+	PathKeys bool
 }
 
 // Harness tells the kit how to get stores of the backend under test.

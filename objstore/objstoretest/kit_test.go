@@ -3,6 +3,7 @@ package objstoretest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -119,4 +120,40 @@ func TestKitFailsOnBrokenBackends(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The capability branches of the kit run too: a correct backend passes
+// whatever deviations it declares.
+func TestKitCapabilitiesOnMem(t *testing.T) {
+	for _, caps := range []objstoretest.Capabilities{
+		{PathKeys: true},
+		{UnorderedList: true, NoStartAfter: true, NoReopen: true},
+	} {
+		t.Run(fmt.Sprintf("%+v", caps), func(t *testing.T) {
+			objstoretest.Run(t, objstoretest.Harness{
+				New: func(testing.TB) objstore.Store {
+					return reversed{Store: objstore.NewMem(), reverse: caps.UnorderedList}
+				},
+				Caps: caps,
+				Reopen: func(_ testing.TB, s objstore.Store) objstore.Store {
+					return s
+				},
+			})
+		})
+	}
+}
+
+// reversed lists in descending order when reverse is set, as an
+// UnorderedList backend may.
+type reversed struct {
+	objstore.Store
+	reverse bool
+}
+
+func (r reversed) List(ctx context.Context, prefix, startAfter string, limit int) ([]string, error) {
+	keys, err := r.Store.List(ctx, prefix, startAfter, limit)
+	if r.reverse {
+		slices.Reverse(keys)
+	}
+	return keys, err
 }
