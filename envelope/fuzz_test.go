@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"bytes"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
@@ -15,7 +16,11 @@ import (
 // panics), and that whatever decodes also re-encodes to the same meaning.
 
 func FuzzParseEnvelope(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Fuzz(func(t *testing.T, b []byte, resign bool) {
+		if resign && len(b) >= EnvelopeSize {
+			// Re-sign the mutated bytes so the checks behind the CRC are reached.
+			b = reseal(bytes.Clone(b))
+		}
 		e, err := ParseEnvelope(b)
 		if err != nil {
 			mustCorrupt(t, "ParseEnvelope", err)
@@ -41,7 +46,12 @@ func FuzzParseEnvelope(f *testing.F) {
 }
 
 func FuzzParseFooter(f *testing.F) {
-	f.Fuzz(func(t *testing.T, footerOffset uint64, footer []byte) {
+	f.Fuzz(func(t *testing.T, footerOffset uint64, footer []byte, resign bool) {
+		if resign && len(footer) >= 4 {
+			// Re-sign the mutated bytes so the entry parser is reached.
+			footer = bytes.Clone(footer)
+			binary.LittleEndian.PutUint32(footer[len(footer)-4:], Checksum(footer[:len(footer)-4]))
+		}
 		env := Envelope{Kind: KindFlight, FooterOffset: footerOffset, FooterLength: uint32(len(footer)),
 			Size: footerOffset + uint64(len(footer))}
 		frames, err := ParseFooter(env, footer)
@@ -247,10 +257,10 @@ func fuzzSeeds(t *testing.T) map[string][]fuzzSeed {
 	empty, _ := NewBundleWriter().Finish(7, 8, testNonce)
 	bundles := map[string][]byte{"mixed": mixed, "zstd": zstdBig, "empty": empty}
 
-	add("FuzzParseEnvelope", "flight", mixed[:EnvelopeSize])
-	add("FuzzParseEnvelope", "poison", Poison(3, 4, testNonce))
-	add("FuzzParseEnvelope", "settled", Envelope{Kind: KindSettled, Epoch: 1, Slot: 1, Size: 100, FooterOffset: 80, FooterLength: 20}.AppendTo(nil))
-	add("FuzzParseEnvelope", "short", mixed[:EnvelopeSize-1])
+	add("FuzzParseEnvelope", "flight", mixed[:EnvelopeSize], true)
+	add("FuzzParseEnvelope", "poison", Poison(3, 4, testNonce), true)
+	add("FuzzParseEnvelope", "settled", Envelope{Kind: KindSettled, Epoch: 1, Slot: 1, Size: 100, FooterOffset: 80, FooterLength: 20}.AppendTo(nil), true)
+	add("FuzzParseEnvelope", "short", mixed[:EnvelopeSize-1], false)
 
 	for _, name := range []string{"mixed", "zstd", "empty"} {
 		obj := bundles[name]
@@ -259,7 +269,7 @@ func fuzzSeeds(t *testing.T) map[string][]fuzzSeed {
 			t.Fatal(err)
 		}
 		add("FuzzReadBundle", name, obj)
-		add("FuzzParseFooter", name, env.FooterOffset, obj[env.FooterOffset:])
+		add("FuzzParseFooter", name, env.FooterOffset, obj[env.FooterOffset:], true)
 		for i, fr := range frames {
 			add("FuzzDecodeFrame", fmt.Sprintf("%s-%d-%s", name, i, fr.Codec),
 				byte(fr.Codec), fr.Count, fr.RawLength, fr.MinTimestamp, fr.MaxTimestamp, obj[fr.Offset:fr.End()], false)
