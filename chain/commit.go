@@ -1,0 +1,191 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// Flight is one rendered transit bundle and the slot it is written to.
+type Flight struct {
+	Key   string         // SlotKey(star, class, Epoch, Slot)
+	Obj   []byte         // the whole object, envelope first; not modified
+	Epoch uint64         // the writer's epoch
+	Slot  uint64         // the claimed slot
+	Nonce envelope.Nonce // the writer's nonce for this slot, in Obj's envelope
+}
+
+// CopyStatus is how one bucket's copy of a flight resolved.
+type CopyStatus uint8
+
+const (
+	// CopyOurs: the bucket holds this writer's copy (created by this call,
+	// or by an earlier attempt whose response was lost: a ghost PUT).
+	CopyOurs CopyStatus = iota + 1
+	// CopyForeign: the bucket holds something else at the slot key (a
+	// fencer's poison, another writer's flight, an unreadable object). The
+	// epoch must halt.
+	CopyForeign
+	// CopyFailed: the copy could not be resolved before ctx ended (a down
+	// bucket, persistent errors). Its outcome is unknown.
+	CopyFailed
+)
+
+// String names the status.
+func (s CopyStatus) String() string {
+	switch s {
+	case CopyOurs:
+		return "ours"
+	case CopyForeign:
+		return "foreign"
+	case CopyFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("CopyStatus(%d)", uint8(s))
+}
+
+// CopyResult is the resolution of one bucket's copy.
+type CopyResult struct {
+	Bucket   int
+	Status   CopyStatus
+	Ghost    bool               // ours, recognised by nonce after ErrExists
+	Occupant *envelope.Envelope // foreign: the occupant's envelope, nil if unreadable
+	Attempts int                // PutIfAbsent calls made
+	Latency  time.Duration      // from the start of the write to resolution
+	Err      error              // failed: the last error; foreign: why
+}
+
+// RetryPolicy paces retries of ambiguous failures.
+type RetryPolicy struct {
+	MinBackoff time.Duration // first wait (default 5ms)
+	MaxBackoff time.Duration // cap (default 500ms)
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MinBackoff <= 0 {
+		p.MinBackoff = 5 * time.Millisecond
+	}
+	if p.MaxBackoff < p.MinBackoff {
+		p.MaxBackoff = max(500*time.Millisecond, p.MinBackoff)
+	}
+	return p
+}
+
+// WriteFlight writes f to every bucket concurrently and delivers one
+// CopyResult per bucket on the returned channel as each copy resolves, then
+// closes it. ctx bounds the whole write: when it ends, unresolved copies
+// resolve as CopyFailed. The caller counts results (see Tally) and applies
+// its own commit deadline; it must drain the channel.
+func WriteFlight(ctx context.Context, buckets []objstore.Store, f Flight, p RetryPolicy) <-chan CopyResult {
+	p = p.withDefaults()
+	out := make(chan CopyResult, len(buckets))
+	start := time.Now()
+	done := make(chan struct{}, len(buckets))
+	for i, b := range buckets {
+		go func() {
+			r := writeCopy(ctx, b, f, p)
+			r.Bucket = i
+			r.Latency = time.Since(start)
+			out <- r
+			done <- struct{}{}
+		}()
+	}
+	go func() {
+		for range buckets {
+			<-done
+		}
+		close(out)
+	}()
+	return out
+}
+
+func writeCopy(ctx context.Context, b objstore.Store, f Flight, p RetryPolicy) CopyResult {
+	backoff := p.MinBackoff
+	var last error
+	for attempt := 1; ; attempt++ {
+		err := b.PutIfAbsent(ctx, f.Key, f.Obj)
+		switch {
+		case err == nil:
+			return CopyResult{Status: CopyOurs, Attempts: attempt}
+		case errors.Is(err, objstore.ErrExists):
+			env, perr := ProbeEnvelope(ctx, b, f.Key)
+			switch {
+			case perr == nil && env.IsFlightOf(f.Epoch, f.Slot, f.Nonce):
+				return CopyResult{Status: CopyOurs, Ghost: true, Attempts: attempt}
+			case perr == nil:
+				return CopyResult{Status: CopyForeign, Occupant: &env, Attempts: attempt,
+					Err: fmt.Errorf("chain: slot %d of epoch %d: foreign occupant (%s of epoch %d, slot %d, nonce %s)", f.Slot, f.Epoch, env.Kind, env.Epoch, env.Slot, env.Nonce)}
+			case envelope.IsCorruption(perr):
+				return CopyResult{Status: CopyForeign, Attempts: attempt,
+					Err: fmt.Errorf("chain: slot %d of epoch %d: unreadable occupant: %w", f.Slot, f.Epoch, perr)}
+			default:
+				// Not found after ErrExists (a racing delete, an S3
+				// oddity) or a failed probe: try the PUT again.
+				last = perr
+			}
+		case errors.Is(err, objstore.ErrInvalidKey):
+			return CopyResult{Status: CopyFailed, Attempts: attempt, Err: err}
+		default:
+			last = err // ambiguous: retry, and resolve by probing if it landed
+		}
+		if ctx.Err() != nil {
+			return CopyResult{Status: CopyFailed, Attempts: attempt, Err: fmt.Errorf("chain: slot %d: %w (last error: %v)", f.Slot, ctx.Err(), last)}
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return CopyResult{Status: CopyFailed, Attempts: attempt, Err: fmt.Errorf("chain: slot %d: %w (last error: %v)", f.Slot, ctx.Err(), last)}
+		case <-t.C:
+		}
+		backoff = min(2*backoff, p.MaxBackoff)
+	}
+}
+
+// ProbeEnvelope reads and parses the envelope of the object at key with one
+// ranged GET. A short or corrupt object returns an error wrapping
+// envelope.ErrCorrupt; a missing one, objstore.ErrNotFound.
+func ProbeEnvelope(ctx context.Context, b objstore.Store, key string) (envelope.Envelope, error) {
+	head, err := b.Get(ctx, key, 0, envelope.EnvelopeSize)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	return envelope.ParseEnvelope(head)
+}
+
+// Tally counts one flight's copy results against its quorum. It is pure.
+type Tally struct {
+	K, W                  int
+	Ours, Foreign, Failed int
+}
+
+// Add counts r and reports whether this result made the slot durable (the
+// W-th copy of ours).
+func (t *Tally) Add(r CopyResult) (nowDurable bool) {
+	switch r.Status {
+	case CopyOurs:
+		t.Ours++
+		return t.Ours == t.W
+	case CopyForeign:
+		t.Foreign++
+	default:
+		t.Failed++
+	}
+	return false
+}
+
+// Durable reports whether W copies are ours.
+func (t *Tally) Durable() bool { return t.Ours >= t.W }
+
+// Reachable reports whether W copies of ours can still be reached by the
+// copies not yet resolved.
+func (t *Tally) Reachable() bool { return t.Ours+(t.K-t.Ours-t.Foreign-t.Failed) >= t.W }
+
+// Resolved reports whether every copy has resolved.
+func (t *Tally) Resolved() bool { return t.Ours+t.Foreign+t.Failed == t.K }
