@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, vet, and every package's tests with the
+# race detector, the real-server tests included. It installs and starts what
+# they need on 127.0.0.1 and stops it at the end:
+#   - versitygw (S3-compatible, posix backend), built with `go install` and
+#     cached under $HOME/.cache/flightlog/tools (the cache is never required);
+#   - etcd (from PATH, else the distribution's etcd-server package).
+#
+# Usage: scripts/test.sh [go test args...]
+#   scripts/test.sh                              # everything: -race -count=1 ./...
+#   scripts/test.sh -run Conformance ./objstore/...
+# Extra args replace the default package list ./... when they name packages.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+
+VERSITYGW_VERSION=v1.8.0
+TOOLS=${FLIGHTLOG_TOOLS:-$HOME/.cache/flightlog/tools/versitygw-$VERSITYGW_VERSION}
+work=$(mktemp -d "${TMPDIR:-/tmp}/flightlog-test.XXXXXX")
+pids=()
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+
+cleanup() {
+	rc=$?
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ "$rc" -ne 0 ]; then
+		for f in "$work"/*.log; do
+			[ -s "$f" ] || continue
+			log "---- $(basename "$f") (last 50 lines) ----"
+			tail -n 50 "$f" >&2
+		done
+		log "FAILED (exit $rc)"
+	fi
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+
+# A free loopback port: bind port 0, read what the kernel chose. (Another
+# process could take it before the server binds; the readiness wait below
+# then fails clearly.)
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
+		echo $((20000 + RANDOM % 20000))
+}
+
+# wait_for NAME SECONDS CMD...: poll CMD until it succeeds.
+wait_for() {
+	local name=$1 secs=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			log "$name did not answer within ${secs}s"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# ---- static checks -------------------------------------------------------
+log "gofmt and go vet"
+unformatted=$(gofmt -l . | grep -v '^\.git/' || true)
+if [ -n "$unformatted" ]; then
+	log "gofmt needed on:"
+	printf '%s\n' "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+
+# ---- versitygw -----------------------------------------------------------
+vgw=$TOOLS/versitygw
+if [ ! -x "$vgw" ]; then
+	log "building versitygw $VERSITYGW_VERSION into $TOOLS (first run only)"
+	mkdir -p "$TOOLS"
+	# Outside the module, so this project's go.mod is not consulted.
+	(cd "$work" && GOFLAGS= GOBIN="$TOOLS" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
+fi
+
+s3_port=$(free_port)
+mkdir -p "$work/s3"
+ROOT_ACCESS_KEY=flightlog ROOT_SECRET_KEY=flightlog-secret \
+	"$vgw" --port "127.0.0.1:$s3_port" --quiet --keep-alive posix "$work/s3" >"$work/versitygw.log" 2>&1 &
+pids+=($!)
+
+# ---- etcd ----------------------------------------------------------------
+etcd_bin=$(command -v etcd || true)
+if [ -z "$etcd_bin" ] && [ -x /usr/bin/etcd ]; then
+	etcd_bin=/usr/bin/etcd
+fi
+if [ -z "$etcd_bin" ]; then
+	log "installing etcd-server"
+	sudo=
+	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server >"$work/apt.log" 2>&1 ||
+		{ cat "$work/apt.log" >&2; exit 1; }
+	# The package may start a system etcd on the default ports; ours uses others.
+	etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
+fi
+
+etcd_port=$(free_port)
+etcd_peer=$(free_port)
+"$etcd_bin" --name flightlog-test --data-dir "$work/etcd" \
+	--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+	--listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+	--initial-cluster "flightlog-test=http://127.0.0.1:$etcd_peer" \
+	--logger=zap --log-level=warn >"$work/etcd.log" 2>&1 &
+pids+=($!)
+
+# ---- wait until both answer ----------------------------------------------
+s3_up() { # versitygw answers an anonymous GET / (403 once it is up)
+	local code
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$s3_port/") && [ "$code" != 000 ]
+}
+etcd_up() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
+alive() { kill -0 "$1" 2>/dev/null; }
+wait_for "versitygw on 127.0.0.1:$s3_port" 20 s3_up || { alive "${pids[0]}" || log "versitygw exited"; exit 1; }
+wait_for "etcd on 127.0.0.1:$etcd_port" 30 etcd_up || { alive "${pids[1]}" || log "etcd exited"; exit 1; }
+log "versitygw on 127.0.0.1:$s3_port, etcd on 127.0.0.1:$etcd_port"
+
+export FLIGHTLOG_S3_ENDPOINT="http://127.0.0.1:$s3_port"
+export FLIGHTLOG_S3_ACCESS_KEY=flightlog
+export FLIGHTLOG_S3_SECRET_KEY=flightlog-secret
+export FLIGHTLOG_S3_POSIX_KEYS=1 # versitygw posix stores keys as paths
+export FLIGHTLOG_ETCD_ENDPOINTS="http://127.0.0.1:$etcd_port"
+export FLIGHTLOG_REQUIRE_SERVERS=1
+
+# ---- tests ---------------------------------------------------------------
+args=("$@")
+has_pkg=false
+for a in "${args[@]}"; do
+	case $a in ./* | github.com/*) has_pkg=true ;; esac
+done
+if ! $has_pkg; then
+	args+=(./...)
+fi
+log "go test -race -count=1 ${args[*]}"
+cd "$root"
+go test -race -count=1 "${args[@]}"
