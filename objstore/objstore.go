@@ -1,5 +1,6 @@
 // Package objstore defines the one-bucket object store that flightlog writes
-// chain slots and settled objects to, its errors, and an in-memory backend.
+// chain slots and settled objects to, its errors, an in-memory backend (Mem)
+// and a fault-injecting wrapper over any backend (FaultStore).
 //
 // A Store is one bucket. A class's bucket set is K Stores addressed with the
 // same keys; the chain package writes a flight to all K and counts W confirms.
