@@ -1,0 +1,272 @@
+package loglet
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// Config configures a Star. The zero values of optional fields take the
+// defaults documented beside them (see DefaultConfig and ClassConfig).
+type Config struct {
+	// Star names the star this process leads: 1-64 of [a-z0-9._-].
+	Star string
+	// Owner identifies this process in epoch records (default
+	// "<hostname>/<pid>/<random>").
+	Owner string
+	// Meta is the metastore. Required. The write path never calls it.
+	Meta metastore.Store
+	// Standard and Express configure the two chains. A class with no
+	// Buckets is disabled: its streams cannot be created or appended to.
+	Standard, Express ClassConfig
+	// Stars lists every star of the deployment, for placing new streams by
+	// hash (chain.PlaceStream). Default: just Star.
+	Stars []string
+	// CreateOnAppend creates an unknown stream on its first append, in
+	// DefaultClass. It costs one metastore write per new stream, on that
+	// first append's path.
+	CreateOnAppend bool
+	// DefaultClass is the class of streams created on append.
+	DefaultClass Class
+	// MaxRecordBytes bounds one record's encoded size (default 1 MiB).
+	MaxRecordBytes int
+	// MaxBatchRecords bounds the records of one batch (default 1000).
+	MaxBatchRecords int
+	// MaxBatchBytes bounds one batch's encoded size (default 1 MiB + 64 KiB,
+	// so a batch can hold one maximal record).
+	MaxBatchBytes int
+	// FlightIndexBytes bounds the released records the leader keeps in
+	// memory to serve reads, per class (default 64 MiB). Until the absorb
+	// records them in the metastore, records evicted from it are not
+	// readable from this process.
+	FlightIndexBytes int64
+	// Logger receives events (halts, under-replicated slots). Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// ClassConfig configures one class's chain. Defaults differ per class; see
+// the Default* constants.
+type ClassConfig struct {
+	// Buckets is the bucket set, K = len(Buckets). Every flight is written
+	// to the same key in each.
+	Buckets []objstore.Store
+	// BucketNames names the buckets in epoch records and Stats (default
+	// "bucket-0", "bucket-1", ...).
+	BucketNames []string
+	// W is the copy quorum (default: K/2+1, so 1 for K=1 and 2 for K=3).
+	W int
+	// MemoryBufferMiB is the pool budget (Standard 256, Express 32: the
+	// seed's --s3-memory-buffer-mib and --s3-express-memory-buffer-mib).
+	MemoryBufferMiB int
+	// ParallelUploads is the pipeline window: slots claimed and not yet
+	// released (the seed's --s3-parallel-uploads).
+	ParallelUploads int
+	// FlushDeadline is how long the oldest pooled byte may wait before a
+	// flight is cut.
+	FlushDeadline time.Duration
+	// FlightBytes cuts a flight once the pool holds this many bytes.
+	FlightBytes int
+	// CommitDeadline is how long a flight may take to reach W copies from
+	// its claim before the epoch halts. Keep it well above the store's
+	// p99.9 PUT latency: a halt costs a fence.
+	CommitDeadline time.Duration
+	// StragglerTimeout bounds how long copies past W keep trying; a copy
+	// still missing then is counted under-replicated.
+	StragglerTimeout time.Duration
+	// Codec compresses frames.
+	Codec envelope.Codec
+	// Retry paces retries of ambiguous PUT failures.
+	Retry chain.RetryPolicy
+}
+
+// Per-class defaults. The benchmark in loglet/bench_test.go and
+// `flightlog bench` are how they were chosen; see README.md.
+const (
+	DefaultStandardMemoryBufferMiB = 256
+	DefaultExpressMemoryBufferMiB  = 32
+	DefaultStandardParallelUploads = 16
+	DefaultExpressParallelUploads  = 32
+	DefaultStandardFlushDeadline   = 20 * time.Millisecond
+	DefaultExpressFlushDeadline    = 1 * time.Millisecond
+	DefaultStandardFlightBytes     = 8 << 20
+	DefaultExpressFlightBytes      = 1 << 20
+	DefaultStandardCommitDeadline  = 10 * time.Second
+	DefaultExpressCommitDeadline   = 2 * time.Second
+	DefaultStragglerTimeout        = 30 * time.Second
+	DefaultStandardCodec           = envelope.CodecS2
+	DefaultExpressCodec            = envelope.CodecS2
+)
+
+func (c *ClassConfig) applyDefaults(class Class) {
+	std := class == Standard
+	pick := func(s, e int) int {
+		if std {
+			return s
+		}
+		return e
+	}
+	pickD := func(s, e time.Duration) time.Duration {
+		if std {
+			return s
+		}
+		return e
+	}
+	if c.W == 0 {
+		c.W = len(c.Buckets)/2 + 1
+	}
+	if len(c.BucketNames) == 0 {
+		for i := range c.Buckets {
+			c.BucketNames = append(c.BucketNames, fmt.Sprintf("bucket-%d", i))
+		}
+	}
+	if c.MemoryBufferMiB == 0 {
+		c.MemoryBufferMiB = pick(DefaultStandardMemoryBufferMiB, DefaultExpressMemoryBufferMiB)
+	}
+	if c.ParallelUploads == 0 {
+		c.ParallelUploads = pick(DefaultStandardParallelUploads, DefaultExpressParallelUploads)
+	}
+	if c.FlushDeadline == 0 {
+		c.FlushDeadline = pickD(DefaultStandardFlushDeadline, DefaultExpressFlushDeadline)
+	}
+	if c.FlightBytes == 0 {
+		c.FlightBytes = pick(DefaultStandardFlightBytes, DefaultExpressFlightBytes)
+	}
+	if c.CommitDeadline == 0 {
+		c.CommitDeadline = pickD(DefaultStandardCommitDeadline, DefaultExpressCommitDeadline)
+	}
+	if c.StragglerTimeout == 0 {
+		c.StragglerTimeout = DefaultStragglerTimeout
+	}
+	if c.Codec == 0 && std {
+		c.Codec = DefaultStandardCodec
+	} else if c.Codec == 0 {
+		c.Codec = DefaultExpressCodec
+	}
+}
+
+// CodecNone selects no compression explicitly (the zero Codec means "the
+// class default").
+const CodecNone = envelope.Codec(255)
+
+func (c *ClassConfig) validate(class Class, maxBatch int) error {
+	if len(c.Buckets) == 0 {
+		return nil
+	}
+	k := len(c.Buckets)
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("loglet: %s: "+format, append([]any{class}, args...)...))
+	}
+	for i, b := range c.Buckets {
+		if b == nil {
+			bad("bucket %d is nil", i)
+		}
+	}
+	if len(c.BucketNames) != k {
+		bad("%d bucket names for %d buckets", len(c.BucketNames), k)
+	}
+	if c.W < 1 || c.W > k {
+		bad("W=%d must be in [1, K=%d]", c.W, k)
+	}
+	if c.W <= k/2 {
+		bad("W=%d must be a majority of K=%d (two epochs' quorums must intersect)", c.W, k)
+	}
+	if c.MemoryBufferMiB < 1 {
+		bad("MemoryBufferMiB=%d must be >= 1", c.MemoryBufferMiB)
+	}
+	if int64(c.MemoryBufferMiB)<<20 < int64(maxBatch) {
+		bad("MemoryBufferMiB=%d cannot hold one maximal batch (%d bytes)", c.MemoryBufferMiB, maxBatch)
+	}
+	if c.ParallelUploads < 1 || c.ParallelUploads > 4096 {
+		bad("ParallelUploads=%d must be in [1, 4096]", c.ParallelUploads)
+	}
+	if c.FlushDeadline < 0 {
+		bad("FlushDeadline=%v must not be negative", c.FlushDeadline)
+	}
+	if c.FlightBytes < 1 || c.FlightBytes > 32<<20 {
+		bad("FlightBytes=%d must be in [1, 32 MiB]", c.FlightBytes)
+	}
+	if c.CommitDeadline <= 0 || c.StragglerTimeout < c.CommitDeadline {
+		bad("CommitDeadline=%v must be positive and at most StragglerTimeout=%v", c.CommitDeadline, c.StragglerTimeout)
+	}
+	switch c.Codec {
+	case envelope.CodecS2, envelope.CodecZstd, CodecNone:
+	default:
+		bad("unknown codec %v", c.Codec)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *ClassConfig) codec() envelope.Codec {
+	if c.Codec == CodecNone {
+		return envelope.CodecNone
+	}
+	return c.Codec
+}
+
+func (c *Config) applyDefaults() {
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		n := envelope.NewNonce()
+		c.Owner = fmt.Sprintf("%s/%d/%x", host, os.Getpid(), n[:4])
+	}
+	if len(c.Stars) == 0 && c.Star != "" {
+		c.Stars = []string{c.Star}
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = 1 << 20
+	}
+	if c.MaxBatchRecords == 0 {
+		c.MaxBatchRecords = 1000
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 1<<20 + 64<<10
+	}
+	if c.FlightIndexBytes == 0 {
+		c.FlightIndexBytes = 64 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Standard.applyDefaults(Standard)
+	c.Express.applyDefaults(Express)
+}
+
+// Validate applies defaults to a copy of c and reports every setting that
+// makes no sense, joined into one error.
+func (c Config) Validate() error {
+	c.applyDefaults()
+	return c.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if err := chain.ValidateStarName(c.Star); err != nil {
+		errs = append(errs, fmt.Errorf("loglet: Star: %w", err))
+	}
+	if c.Meta == nil {
+		errs = append(errs, errors.New("loglet: Meta (the metastore) is required"))
+	}
+	if len(c.Standard.Buckets) == 0 && len(c.Express.Buckets) == 0 {
+		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Buckets or Express.Buckets"))
+	}
+	if c.MaxRecordBytes < 1 || c.MaxBatchRecords < 1 || c.MaxBatchBytes < c.MaxRecordBytes {
+		errs = append(errs, fmt.Errorf("loglet: limits: MaxRecordBytes=%d, MaxBatchRecords=%d, MaxBatchBytes=%d (must be positive, batch >= record)", c.MaxRecordBytes, c.MaxBatchRecords, c.MaxBatchBytes))
+	}
+	if c.MaxBatchRecords > envelope.MaxFrameRecords {
+		errs = append(errs, fmt.Errorf("loglet: MaxBatchRecords=%d over the format's %d", c.MaxBatchRecords, envelope.MaxFrameRecords))
+	}
+	if c.FlightIndexBytes < 0 {
+		errs = append(errs, errors.New("loglet: FlightIndexBytes must not be negative"))
+	}
+	errs = append(errs, c.Standard.validate(Standard, c.MaxBatchBytes), c.Express.validate(Express, c.MaxBatchBytes))
+	return errors.Join(errs...)
+}

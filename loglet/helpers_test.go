@@ -1,0 +1,126 @@
+package loglet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// rig is a star over Mem buckets wrapped in fault injectors.
+type rig struct {
+	t     testing.TB
+	star  *Star
+	mems  []*objstore.Mem
+	fault []*objstore.FaultStore
+	meta  *metastore.Mem
+	cfg   Config
+
+	mu       sync.Mutex
+	released []uint64 // slots in release order
+	bad      []string // invariant violations seen by the release hook
+}
+
+// newRig opens a star with k buckets in class c. tweak edits the config
+// before Open.
+func newRig(t testing.TB, c Class, k int, seed uint64, tweak func(*Config, []*objstore.FaultStore)) *rig {
+	t.Helper()
+	r := &rig{t: t, meta: metastore.NewMem()}
+	var stores []objstore.Store
+	for i := 0; i < k; i++ {
+		m := objstore.NewMem()
+		f := objstore.WithFaults(m, seed*31+uint64(i))
+		r.mems, r.fault = append(r.mems, m), append(r.fault, f)
+		stores = append(stores, f)
+	}
+	cfg := Config{Star: "s1", Meta: r.meta, CreateOnAppend: true, DefaultClass: c, Logger: slog.New(slog.DiscardHandler)}
+	cc := ClassConfig{Buckets: stores, FlushDeadline: time.Millisecond, FlightBytes: 64 << 10, ParallelUploads: 8,
+		CommitDeadline: 5 * time.Second, StragglerTimeout: 10 * time.Second, Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}}
+	if c == Express {
+		cfg.Express = cc
+	} else {
+		cfg.Standard = cc
+	}
+	if tweak != nil {
+		tweak(&cfg, r.fault)
+	}
+	r.cfg = cfg
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	r.star = s
+	l := s.lanes[c]
+	w := l.cfg.W
+	// The release hook checks invariant 1 at the moment of release: slots
+	// release in order, each holding W copies of this epoch's flight.
+	l.onRelease = func(slot uint64) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n := len(r.released); n > 0 && r.released[n-1]+1 != slot {
+			r.bad = append(r.bad, fmt.Sprintf("released slot %d after %d", slot, r.released[n-1]))
+		}
+		r.released = append(r.released, slot)
+		key := chain.SlotKey("s1", c, l.epoch, slot)
+		ours := 0
+		for _, m := range r.mems {
+			head, err := m.Get(context.Background(), key, 0, envelope.EnvelopeSize)
+			if err != nil {
+				continue
+			}
+			if env, err := envelope.ParseEnvelope(head); err == nil && env.Kind == envelope.KindFlight && env.Epoch == l.epoch && env.Slot == slot {
+				ours++
+			}
+		}
+		if ours < w {
+			r.bad = append(r.bad, fmt.Sprintf("released slot %d with %d copies < W=%d", slot, ours, w))
+		}
+	}
+	t.Cleanup(func() { s.Close() })
+	return r
+}
+
+func (r *rig) checkReleases() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bad {
+		r.t.Error(b)
+	}
+}
+
+func body(stream string, seq int, size int, rnd *rand.Rand) []byte {
+	b := make([]byte, size)
+	prefix := fmt.Sprintf("%s#%d#", stream, seq)
+	copy(b, prefix)
+	for i := len(prefix); i < size; i++ {
+		b[i] = byte('a' + rnd.IntN(26))
+	}
+	return b
+}
+
+// readAll reads every released record of stream from the flight index.
+func readAll(t testing.TB, s *Star, stream string) []SequencedRecord {
+	t.Helper()
+	var out []SequencedRecord
+	next := uint64(0)
+	for {
+		res, err := s.Read(context.Background(), stream, ReadQuery{Start: AtSeq(next), MaxRecords: 500})
+		if err != nil {
+			t.Fatalf("read %s from %d: %v", stream, next, err)
+		}
+		if len(res.Records) == 0 {
+			return out
+		}
+		out = append(out, res.Records...)
+		next = res.Next
+	}
+}

@@ -1,0 +1,463 @@
+package loglet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/pool"
+	"github.com/flightlog/flightlog/sequencer"
+)
+
+// pending is one admitted batch, from admission to its outcome.
+type pending struct {
+	st           *streamState
+	start        uint64
+	count        int
+	minTS, maxTS int64
+	payload      []byte // the encoded records
+	charge       int64  // bytes charged to the pool
+	submitted    time.Time
+
+	done chan struct{} // closed when ack or err is set
+	ack  Ack
+	err  error
+}
+
+func (p *pending) finish(ack Ack, err error) {
+	p.ack, p.err = ack, err
+	close(p.done)
+}
+
+// flight is a cut, claimed slot, kept until its release or failure.
+type flight struct {
+	slot    uint64
+	batches []*pending
+	bytes   int64 // payload bytes
+	claimed time.Time
+	cancel  context.CancelFunc // ends the upload (set at claim)
+	failed  bool               // its batches were failed by a halt
+}
+
+// lane runs one chain (star, class): the pool, the flusher that cuts and
+// claims in one loop, the uploads below the claim, and the release in slot
+// order. Invariants 1 and 3 live here.
+type lane struct {
+	star    *Star
+	class   Class
+	cfg     ClassConfig
+	epoch   uint64
+	buckets []objstore.Store
+	pool    *pool.Pool[*pending]
+	log     *slog.Logger
+	writers sync.Pool // *envelope.BundleWriter
+
+	ctx    context.Context // ends uploads on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the flusher and every upload
+	flushr chan struct{}  // closed when the flusher exits
+
+	mu      sync.Mutex
+	space   *sync.Cond // signalled on release, halt and close
+	window  *sequencer.Window
+	flights map[uint64]*flight
+	haltErr error // non-nil once halted
+	closing bool  // no admission; flush what is pooled
+	index   flightIndex
+
+	stats laneStats
+
+	// onRelease, if set (tests only), is called under the lane lock for
+	// each released slot, in release order.
+	onRelease func(slot uint64)
+}
+
+type laneStats struct {
+	flights, flightBytes, objBytes  atomic.Uint64
+	acked, ackedRecords, ackedBytes atomic.Uint64
+	failedUnknown, failedNotCommit  atomic.Uint64
+	ghosts, foreign, underReplic    atomic.Uint64
+	halts                           atomic.Uint64
+	ackLatency, quorumLatency       histogram.H
+	flightSize                      histogram.H
+	putLatency                      []histogram.H // per bucket
+	mu                              sync.Mutex
+	underReplicated                 []uint64 // most recent slots with fewer than K copies
+	haltCause                       string
+}
+
+const maxUnderReplicatedList = 1024
+
+func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, indexBytes int64) *lane {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &lane{
+		star: s, class: class, cfg: cfg, epoch: epoch, buckets: cfg.Buckets,
+		pool:    pool.New[*pending](int64(cfg.MemoryBufferMiB) << 20),
+		log:     s.log.With("star", s.cfg.Star, "class", class.String(), "epoch", epoch),
+		ctx:     ctx, cancel: cancel,
+		flushr:  make(chan struct{}),
+		window:  sequencer.NewWindow(0, cfg.ParallelUploads),
+		flights: map[uint64]*flight{},
+		index:   flightIndex{budget: indexBytes},
+	}
+	l.space = sync.NewCond(&l.mu)
+	l.writers.New = func() any { return envelope.NewBundleWriter() }
+	l.stats.putLatency = make([]histogram.H, len(cfg.Buckets))
+	l.wg.Add(1)
+	go l.flushLoop()
+	return l
+}
+
+// admit sequences p and pushes it to the pool; the caller reserved
+// p.charge bytes. On error nothing was admitted and the reservation is
+// returned.
+func (l *lane) admit(p *pending, recs []Record, match *uint64, monotone bool) error {
+	l.mu.Lock()
+	if l.closing || l.haltErr != nil {
+		err := ErrClosed
+		if l.haltErr != nil {
+			err = fmt.Errorf("%w: %v", ErrChainHalted, l.haltErr)
+		}
+		l.mu.Unlock()
+		l.pool.Unreserve(p.charge)
+		return notCommitted(err)
+	}
+	st := p.st
+	start, err := st.seq.Assign(p.count, match)
+	if err != nil {
+		tail := Tail{Seq: st.seq.Next, Timestamp: st.seq.LastTimestamp}
+		l.mu.Unlock()
+		l.pool.Unreserve(p.charge)
+		var me *sequencer.MismatchError
+		errors.As(err, &me)
+		return &SeqNumMismatchError{Stream: st.name, Expected: me.Expected, Tail: tail}
+	}
+	p.start = start
+	if !monotone || p.minTS < st.seq.LastTimestamp {
+		// Rare: timestamps would go backwards. Re-stamp and re-encode;
+		// the charge covered the widest timestamp encoding.
+		p.payload = p.payload[:0]
+		p.minTS = 0
+		for i, r := range recs {
+			r.Timestamp = st.seq.Stamp(r.Timestamp, p.submitted.UnixMilli())
+			if i == 0 {
+				p.minTS = r.Timestamp
+			}
+			p.maxTS = r.Timestamp
+			p.payload = envelope.AppendRecord(p.payload, r)
+		}
+	} else {
+		st.seq.LastTimestamp = p.maxTS
+	}
+	l.pool.Push(p, p.charge, p.submitted)
+	l.mu.Unlock()
+	return nil
+}
+
+// flushLoop is the one loop that cuts flights and claims their slots, so cut
+// order is slot order. It waits for a cut condition (FlightBytes pooled, the
+// oldest byte's deadline, or close), then for window space, then cuts and
+// claims under the lane lock and starts the upload.
+func (l *lane) flushLoop() {
+	defer l.wg.Done()
+	defer close(l.flushr)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if !l.waitForCut(timer) {
+			return
+		}
+		l.mu.Lock()
+		for !l.window.CanClaim() && l.haltErr == nil {
+			l.space.Wait()
+		}
+		if l.haltErr != nil {
+			// Nothing more is cut: fail what is pooled (never claimed,
+			// so definitely not committed) and wait for close.
+			err := l.haltErr
+			items, _ := l.pool.Cut(1 << 62)
+			closing := l.closing
+			l.mu.Unlock()
+			l.failPending(items, notCommitted(fmt.Errorf("%w: %v", ErrChainHalted, err)))
+			if closing {
+				if _, n := l.pool.Queued(); n == 0 {
+					return
+				}
+			}
+			continue
+		}
+		slot, _ := l.window.Claim()
+		items, bytes := l.pool.Cut(int64(l.cfg.FlightBytes))
+		ctx, cancel := context.WithTimeout(l.ctx, l.cfg.StragglerTimeout)
+		f := &flight{slot: slot, batches: items, bytes: bytes, claimed: time.Now(), cancel: cancel}
+		l.flights[slot] = f
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go l.upload(ctx, f)
+	}
+}
+
+// waitForCut blocks until a flight should be cut; false means the lane is
+// closing and the pool is empty.
+func (l *lane) waitForCut(timer *time.Timer) bool {
+	for {
+		bytes, n := l.pool.Queued()
+		l.mu.Lock()
+		closing := l.closing
+		halted := l.haltErr != nil
+		l.mu.Unlock()
+		if n > 0 && (closing || halted || bytes >= int64(l.cfg.FlightBytes)) {
+			return true
+		}
+		if n == 0 && closing {
+			return false
+		}
+		wait := time.Hour
+		if n > 0 {
+			oldest, _ := l.pool.Oldest()
+			wait = time.Until(oldest.Add(l.cfg.FlushDeadline))
+			if wait <= 0 {
+				return true
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-l.pool.Ready():
+		case <-timer.C:
+		case <-l.star.closing:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// render builds the flight's transit bundle: one frame per stream, holding
+// that stream's batches of this flight (consecutive sequence numbers), frames
+// in the order each stream first arrived.
+func (l *lane) render(f *flight, nonce envelope.Nonce) ([]byte, error) {
+	w := l.writers.Get().(*envelope.BundleWriter)
+	defer l.writers.Put(w)
+	type group struct {
+		st    *streamState
+		parts []*pending
+	}
+	var order []*group
+	byStream := map[*streamState]*group{}
+	for _, p := range f.batches {
+		g := byStream[p.st]
+		if g == nil {
+			g = &group{st: p.st}
+			byStream[p.st] = g
+			order = append(order, g)
+		}
+		g.parts = append(g.parts, p)
+	}
+	var scratch []byte
+	for _, g := range order {
+		first := g.parts[0]
+		recs, count := first.payload, first.count
+		minTS, maxTS := first.minTS, first.maxTS
+		if len(g.parts) > 1 {
+			scratch = scratch[:0]
+			count = 0
+			for _, p := range g.parts {
+				scratch = append(scratch, p.payload...)
+				count += p.count
+				maxTS = max(maxTS, p.maxTS)
+			}
+			recs = scratch
+		}
+		if err := w.AddFrame(g.st.name, first.start, count, minTS, maxTS, recs, l.cfg.codec()); err != nil {
+			return nil, fmt.Errorf("loglet: render slot %d: %w", f.slot, err)
+		}
+	}
+	obj, _ := w.Finish(l.epoch, f.slot, nonce)
+	return obj, nil
+}
+
+// upload renders f and writes it to every bucket, counting copies against W.
+// It marks the slot durable at W, halts the epoch on a foreign occupant or a
+// missed commit deadline, and lets stragglers finish (bounded by ctx).
+func (l *lane) upload(ctx context.Context, f *flight) {
+	defer l.wg.Done()
+	defer f.cancel()
+	nonce := envelope.NewNonce()
+	obj, err := l.render(f, nonce)
+	if err != nil {
+		l.halt(f.slot, err)
+		return
+	}
+	l.stats.flights.Add(1)
+	l.stats.flightBytes.Add(uint64(f.bytes))
+	l.stats.objBytes.Add(uint64(len(obj)))
+	l.stats.flightSize.Record(int64(len(obj)))
+
+	key := chain.SlotKey(l.star.cfg.Star, l.class, l.epoch, f.slot)
+	results := chain.WriteFlight(ctx, l.buckets, chain.Flight{Key: key, Obj: obj, Epoch: l.epoch, Slot: f.slot, Nonce: nonce}, l.cfg.Retry)
+	deadline := time.NewTimer(l.cfg.CommitDeadline - time.Since(f.claimed))
+	defer deadline.Stop()
+	tally := chain.Tally{K: len(l.buckets), W: l.cfg.W}
+	decided := false // durable, or halted at this slot
+	for results != nil {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				results = nil
+				continue
+			}
+			if r.Status == chain.CopyOurs {
+				l.stats.putLatency[r.Bucket].RecordDuration(r.Latency)
+				if r.Ghost {
+					l.stats.ghosts.Add(1)
+				}
+			}
+			if r.Status == chain.CopyForeign {
+				l.stats.foreign.Add(1)
+				l.log.Warn("foreign occupant in slot; halting the epoch", "slot", f.slot, "bucket", l.cfg.BucketNames[r.Bucket], "err", r.Err)
+				// Nothing past this slot may release. This slot itself
+				// still counts if W copies are ours.
+				l.halt(f.slot+1, r.Err)
+			}
+			if tally.Add(r) && !decided {
+				decided = true
+				l.stats.quorumLatency.RecordDuration(time.Since(f.claimed))
+				l.durable(f)
+			}
+			if !decided && !tally.Reachable() {
+				decided = true
+				l.halt(f.slot, fmt.Errorf("slot %d cannot reach W=%d: %d ours, %d foreign, %d failed", f.slot, tally.W, tally.Ours, tally.Foreign, tally.Failed))
+			}
+		case <-deadline.C:
+			if !decided {
+				decided = true
+				l.halt(f.slot, fmt.Errorf("slot %d missed its commit deadline %v with %d of W=%d copies", f.slot, l.cfg.CommitDeadline, tally.Ours, tally.W))
+			}
+		}
+	}
+	if tally.Durable() && tally.Ours < tally.K {
+		l.stats.underReplic.Add(1)
+		l.stats.mu.Lock()
+		if len(l.stats.underReplicated) >= maxUnderReplicatedList {
+			l.stats.underReplicated = l.stats.underReplicated[1:]
+		}
+		l.stats.underReplicated = append(l.stats.underReplicated, f.slot)
+		l.stats.mu.Unlock()
+		l.log.Info("slot under-replicated", "slot", f.slot, "copies", tally.Ours, "k", tally.K)
+	}
+}
+
+// durable marks f's slot durable and releases every flight that is now
+// durable with all earlier slots released, in slot order.
+func (l *lane) durable(f *flight) {
+	l.mu.Lock()
+	l.window.MarkDurable(f.slot)
+	from, to := l.window.Release()
+	var released []*flight
+	now := time.Now()
+	for s := from; s < to; s++ {
+		rf := l.flights[s]
+		delete(l.flights, s)
+		if l.onRelease != nil {
+			l.onRelease(s)
+		}
+		released = append(released, rf)
+		for _, p := range rf.batches {
+			st := p.st
+			st.durable = Tail{Seq: p.start + uint64(p.count), Timestamp: p.maxTS}
+			l.index.add(st, p)
+			p.ack = Ack{Start: p.start, End: p.start + uint64(p.count), Tail: st.durable}
+		}
+	}
+	if len(released) > 0 {
+		l.space.Broadcast()
+	}
+	l.mu.Unlock()
+	for _, rf := range released {
+		for _, p := range rf.batches {
+			l.stats.ackLatency.RecordDuration(now.Sub(p.submitted))
+			l.stats.acked.Add(1)
+			l.stats.ackedRecords.Add(uint64(p.count))
+			l.stats.ackedBytes.Add(uint64(len(p.payload)))
+			p.st.wake()
+			close(p.done)
+		}
+	}
+}
+
+// halt stops every claim and every release at or past slot, fails the
+// unreleased flights at or past it (outcome unknown: a copy may still land)
+// and cancels their uploads. Flights below it go on.
+func (l *lane) halt(slot uint64, cause error) {
+	l.mu.Lock()
+	first := l.haltErr == nil
+	if first {
+		l.haltErr = cause
+		l.stats.halts.Add(1)
+		l.stats.mu.Lock()
+		l.stats.haltCause = cause.Error()
+		l.stats.mu.Unlock()
+	}
+	l.window.Halt(slot)
+	bound, _ := l.window.Halted()
+	var failed []*pending
+	for s, f := range l.flights {
+		if s >= bound && !f.failed {
+			f.failed = true
+			f.cancel()
+			failed = append(failed, f.batches...)
+			delete(l.flights, s)
+		}
+	}
+	l.space.Broadcast()
+	l.mu.Unlock()
+	if first {
+		l.log.Error("chain halted; no ack at or past the halt slot will be released", "slot", bound, "cause", cause)
+	}
+	l.failPending(failed, outcomeUnknown(fmt.Errorf("%w at slot %d: %v", ErrChainHalted, bound, cause)))
+	select {
+	case l.star.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *lane) failPending(ps []*pending, err error) {
+	for _, p := range ps {
+		if errors.Is(err, ErrOutcomeUnknown) {
+			l.stats.failedUnknown.Add(1)
+		} else {
+			l.stats.failedNotCommit.Add(1)
+		}
+		p.finish(Ack{}, err)
+	}
+}
+
+// close stops admission, lets the flusher cut everything pooled, waits until
+// every claimed flight is released or failed, then ends stragglers and waits
+// for every goroutine.
+func (l *lane) close() {
+	l.mu.Lock()
+	l.closing = true
+	l.space.Broadcast()
+	l.mu.Unlock()
+	l.pool.Close()
+	<-l.flushr
+	l.mu.Lock()
+	for len(l.flights) > 0 {
+		l.space.Wait()
+	}
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+}

@@ -1,0 +1,475 @@
+package loglet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// Star is one star led by this process: a lane (chain) per configured
+// class, the streams placed on the star, and their flight indexes. It
+// implements Loglet. All methods are safe for concurrent use.
+type Star struct {
+	cfg   Config
+	log   *slog.Logger
+	lanes [2]*lane // by Class; nil when the class is disabled
+
+	mu      sync.RWMutex
+	streams map[string]*streamState
+	closed  bool
+
+	closing   chan struct{} // closed by Close: wakes flushers
+	kick      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ Loglet = (*Star)(nil)
+
+// streamRecord is the value at streams/<stream-key>.
+type streamRecord struct {
+	Name    string `json:"name"`
+	Class   string `json:"class"`
+	Star    string `json:"star"`
+	Created int64  `json:"created_ms"`
+	Owner   string `json:"owner"` // who created it
+	Nonce   string `json:"nonce"` // unique per CreateStream call: recognises our own write after an ambiguous failure
+}
+
+// Open starts leading cfg.Star: it mints the first epoch of each configured
+// class's chain and loads the star's streams. A chain that already has an
+// epoch (an earlier process led it) returns ErrTakeoverPending: taking over
+// a star safely needs fencing, which is not built yet.
+func Open(ctx context.Context, cfg Config) (*Star, error) {
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Star{
+		cfg: cfg, log: cfg.Logger,
+		streams: map[string]*streamState{},
+		closing: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+	}
+	epochs := [2]uint64{}
+	for _, c := range chain.Classes {
+		cc := s.classConfig(c)
+		if len(cc.Buckets) == 0 {
+			continue
+		}
+		rec, _, err := chain.MintFirst(ctx, cfg.Meta, cfg.Star, c, chain.EpochRecord{
+			Owner: cfg.Owner, Window: cc.ParallelUploads, K: len(cc.Buckets), W: cc.W, Buckets: cc.BucketNames,
+		})
+		if errors.Is(err, chain.ErrEpochTaken) {
+			return nil, fmt.Errorf("%w: %v", ErrTakeoverPending, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
+		}
+		epochs[c] = rec.Epoch
+	}
+	for _, c := range chain.Classes {
+		if epochs[c] != 0 {
+			s.lanes[c] = newLane(s, c, *s.classConfig(c), epochs[c], cfg.FlightIndexBytes)
+		}
+	}
+	if err := s.loadStreams(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", epochs[Standard], "express_epoch", epochs[Express])
+	return s, nil
+}
+
+func (s *Star) classConfig(c Class) *ClassConfig {
+	if c == Express {
+		return &s.cfg.Express
+	}
+	return &s.cfg.Standard
+}
+
+// loadStreams reads every stream record placed on this star, so appends to
+// known streams never touch the metastore.
+func (s *Star) loadStreams(ctx context.Context) error {
+	after := ""
+	for {
+		items, err := s.cfg.Meta.Scan(ctx, "streams/", after, 1000)
+		if err != nil {
+			return fmt.Errorf("loglet: load streams: %w", err)
+		}
+		for _, it := range items {
+			var rec streamRecord
+			if err := json.Unmarshal(it.Value, &rec); err != nil {
+				return fmt.Errorf("loglet: stream record %s is corrupt: %v", it.Key, err)
+			}
+			if rec.Star != s.cfg.Star {
+				continue
+			}
+			c, err := chain.ParseClass(rec.Class)
+			if err != nil {
+				return fmt.Errorf("loglet: stream record %s: %w", it.Key, err)
+			}
+			s.streams[rec.Name] = s.newStreamState(rec.Name, c)
+		}
+		if len(items) < 1000 {
+			return nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
+
+// StreamOptions configure CreateStream.
+type StreamOptions struct {
+	Class Class
+	// Star places the stream explicitly; "" places it by hash over
+	// Config.Stars.
+	Star string
+}
+
+// StreamInfo describes a stream.
+type StreamInfo struct {
+	Name  string
+	Class Class
+	Star  string
+}
+
+// CreateStream records a new stream in the metastore. It fails with
+// ErrStreamExists if the name is taken.
+func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions) (StreamInfo, error) {
+	if err := chain.ValidateStreamName(name); err != nil {
+		return StreamInfo{}, fmt.Errorf("loglet: %w", err)
+	}
+	if opts.Class != Standard && opts.Class != Express {
+		return StreamInfo{}, fmt.Errorf("loglet: stream %q: unknown class %v", name, opts.Class)
+	}
+	star := opts.Star
+	if star == "" {
+		star = chain.PlaceStream(name, s.cfg.Stars)
+	}
+	if err := chain.ValidateStarName(star); err != nil {
+		return StreamInfo{}, fmt.Errorf("loglet: stream %q: %w", name, err)
+	}
+	if star == s.cfg.Star && s.lanes[opts.Class] == nil {
+		return StreamInfo{}, fmt.Errorf("loglet: stream %q: %w: %s", name, ErrClassDisabled, opts.Class)
+	}
+	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner, Nonce: envelope.NewNonce().String()}
+	val, _ := json.Marshal(rec)
+	key := chain.StreamRecordKey(name)
+	_, err := s.cfg.Meta.Put(ctx, key, val, metastore.NoVersion)
+	if err != nil {
+		// A conflict may be our own ambiguous earlier attempt; re-read.
+		it, gerr := s.cfg.Meta.Get(ctx, key)
+		var got streamRecord
+		if gerr != nil || json.Unmarshal(it.Value, &got) != nil || got != rec {
+			if errors.Is(err, metastore.ErrConflict) {
+				return StreamInfo{}, fmt.Errorf("%w: %q", ErrStreamExists, name)
+			}
+			return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, err)
+		}
+	}
+	info := StreamInfo{Name: name, Class: opts.Class, Star: star}
+	if star == s.cfg.Star {
+		s.mu.Lock()
+		if _, ok := s.streams[name]; !ok {
+			s.streams[name] = s.newStreamState(name, opts.Class)
+		}
+		s.mu.Unlock()
+	}
+	return info, nil
+}
+
+// DeleteStream removes a stream's record. Its data is not deleted (the
+// settle and trim do that). Appends to it fail afterwards.
+func (s *Star) DeleteStream(ctx context.Context, name string) error {
+	key := chain.StreamRecordKey(name)
+	it, err := s.cfg.Meta.Get(ctx, key)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrStreamNotFound, name)
+	}
+	if err != nil {
+		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
+	}
+	if err := s.cfg.Meta.Delete(ctx, key, it.Version); err != nil {
+		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
+	}
+	s.mu.Lock()
+	delete(s.streams, name)
+	s.mu.Unlock()
+	return nil
+}
+
+// ListStreams returns the streams whose names begin with prefix, in name
+// order of their keys, at most limit (<= 0: all), after the key of
+// startAfter ("" from the start).
+func (s *Star) ListStreams(ctx context.Context, prefix string, limit int) ([]StreamInfo, error) {
+	var out []StreamInfo
+	after := ""
+	for {
+		items, err := s.cfg.Meta.Scan(ctx, "streams/", after, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("loglet: list streams: %w", err)
+		}
+		for _, it := range items {
+			var rec streamRecord
+			if json.Unmarshal(it.Value, &rec) != nil || !strings.HasPrefix(rec.Name, prefix) {
+				continue
+			}
+			c, _ := chain.ParseClass(rec.Class)
+			out = append(out, StreamInfo{Name: rec.Name, Class: c, Star: rec.Star})
+			if limit > 0 && len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(items) < 1000 {
+			return out, nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
+
+// stream returns the state of a stream this star leads, loading or creating
+// its record on a miss.
+func (s *Star) stream(ctx context.Context, name string) (*streamState, error) {
+	s.mu.RLock()
+	st, ok := s.streams[name]
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !ok {
+		if err := chain.ValidateStreamName(name); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidBatch, err)
+		}
+		// A miss: another process may have created it. One metastore
+		// read, once per stream per process.
+		it, err := s.cfg.Meta.Get(ctx, chain.StreamRecordKey(name))
+		switch {
+		case errors.Is(err, metastore.ErrNotFound) && s.cfg.CreateOnAppend:
+			if _, err := s.CreateStream(ctx, name, StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}); err != nil && !errors.Is(err, ErrStreamExists) {
+				return nil, err
+			}
+			return s.stream(ctx, name)
+		case errors.Is(err, metastore.ErrNotFound):
+			return nil, fmt.Errorf("%w: %q", ErrStreamNotFound, name)
+		case err != nil:
+			return nil, fmt.Errorf("loglet: look up stream %q: %w", name, err)
+		}
+		var rec streamRecord
+		if err := json.Unmarshal(it.Value, &rec); err != nil {
+			return nil, fmt.Errorf("loglet: stream record of %q is corrupt: %v", name, err)
+		}
+		if rec.Star != s.cfg.Star {
+			return nil, &NotLeaderError{Stream: name, Star: rec.Star}
+		}
+		c, err := chain.ParseClass(rec.Class)
+		if err != nil {
+			return nil, fmt.Errorf("loglet: stream %q: %w", name, err)
+		}
+		s.mu.Lock()
+		if st, ok = s.streams[name]; !ok {
+			st = s.newStreamState(name, c)
+			s.streams[name] = st
+		}
+		s.mu.Unlock()
+	}
+	if st.lane == nil {
+		return nil, fmt.Errorf("%w: stream %q is %s", ErrClassDisabled, name, st.class)
+	}
+	return st, nil
+}
+
+// newStreamState binds a stream to its class's lane (nil if the class is
+// disabled here).
+func (s *Star) newStreamState(name string, c Class) *streamState {
+	return &streamState{name: name, class: c, lane: s.lanes[c]}
+}
+
+// submit validates, encodes, reserves pool budget for and admits b. After it
+// returns nil, the batch's outcome arrives on p.done.
+func (s *Star) submit(ctx context.Context, name string, b Batch) (*pending, error) {
+	if len(b.Records) == 0 || len(b.Records) > s.cfg.MaxBatchRecords {
+		return nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
+	}
+	st, err := s.stream(ctx, name)
+	if err != nil {
+		return nil, notCommitted(err)
+	}
+	now := time.Now()
+	arrival := now.UnixMilli()
+	size, charge := 0, 0
+	monotone := true
+	var prev int64
+	for i, r := range b.Records {
+		if len(r.Headers) > envelope.MaxRecordHeaders {
+			return nil, notCommitted(fmt.Errorf("%w: record %d has %d headers (max %d)", ErrInvalidBatch, i, len(r.Headers), envelope.MaxRecordHeaders))
+		}
+		if r.Timestamp < 0 {
+			return nil, notCommitted(fmt.Errorf("%w: record %d has a negative timestamp", ErrInvalidBatch, i))
+		}
+		ts := r.Timestamp
+		if ts == 0 {
+			ts = arrival
+		}
+		if ts < prev {
+			monotone = false
+		}
+		prev = ts
+		rs := envelope.EncodedRecordSize(Record{Timestamp: ts, Headers: r.Headers, Body: r.Body})
+		if rs > s.cfg.MaxRecordBytes {
+			return nil, notCommitted(fmt.Errorf("%w: record %d is %d bytes encoded (max %d)", ErrInvalidBatch, i, rs, s.cfg.MaxRecordBytes))
+		}
+		size += rs
+		charge += rs + 10 - varintLen(ts) // room for any re-stamped timestamp
+	}
+	if size > s.cfg.MaxBatchBytes {
+		return nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
+	}
+	p := &pending{st: st, count: len(b.Records), charge: int64(charge), submitted: now, done: make(chan struct{})}
+	p.payload = make([]byte, 0, charge)
+	for i, r := range b.Records {
+		if r.Timestamp == 0 {
+			r.Timestamp = arrival
+		}
+		if i == 0 {
+			p.minTS = r.Timestamp
+		}
+		p.minTS, p.maxTS = min(p.minTS, r.Timestamp), max(p.maxTS, r.Timestamp)
+		p.payload = envelope.AppendRecord(p.payload, r)
+	}
+	l := st.lane
+	if err := l.pool.Reserve(ctx, p.charge); err != nil {
+		return nil, notCommitted(fmt.Errorf("loglet: admission to the %s pool: %w", l.class, err))
+	}
+	stamped := b.Records
+	if !monotone {
+		stamped = make([]Record, len(b.Records))
+		copy(stamped, b.Records)
+	}
+	if err := l.admit(p, stamped, b.MatchSeqNum, monotone); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func varintLen(v int64) int {
+	u := uint64(v) << 1
+	if v < 0 {
+		u = ^u
+	}
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// Append writes b to stream and waits for its acknowledgement: the batch is
+// durable in W buckets and every earlier flight of its chain is too. The
+// metastore is not touched (except once for a stream this process has not
+// seen). An error wraps ErrNotCommitted or ErrOutcomeUnknown.
+func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) {
+	p, err := s.submit(ctx, stream, b)
+	if err != nil {
+		return Ack{}, err
+	}
+	select {
+	case <-p.done:
+		return p.ack, p.err
+	case <-ctx.Done():
+		return Ack{}, outcomeUnknown(fmt.Errorf("loglet: stream %q: gave up waiting for the ack: %w", stream, ctx.Err()))
+	}
+}
+
+// CheckTail returns the stream's tail: the sequence number the next
+// admitted record will get (it counts admitted batches not yet acked) and
+// the last admitted timestamp.
+func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
+	st, err := s.stream(ctx, stream)
+	if err != nil {
+		return Tail{}, err
+	}
+	st.lane.mu.Lock()
+	defer st.lane.mu.Unlock()
+	return Tail{Seq: st.seq.Next, Timestamp: st.seq.LastTimestamp}, nil
+}
+
+// Read returns released records of stream from q.Start on. Until the absorb
+// records history in the metastore, it serves the leader's flight index: the
+// last Config.FlightIndexBytes of released records per class. A start at or
+// past the durable tail returns no records and the tail; a start below what
+// the index still holds returns ErrHistoryTrimmed.
+func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ReadResult{}, err
+	}
+	st, err := s.stream(ctx, stream)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	maxRecs, maxBytes := q.MaxRecords, q.MaxBytes
+	if maxRecs <= 0 {
+		maxRecs = 1000
+	}
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	l := st.lane
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	start := st.resolve(q.Start)
+	recs, err := st.read(start, maxRecs, maxBytes)
+	res := ReadResult{Records: recs, Next: start, Tail: st.durable}
+	if n := len(recs); n > 0 {
+		res.Next = recs[n-1].Seq + 1
+	}
+	if err != nil {
+		return res, fmt.Errorf("loglet: read %q from %d: %w", stream, start, err)
+	}
+	return res, nil
+}
+
+// resolve turns a Position into a sequence number. Lane lock held.
+func (st *streamState) resolve(p Position) uint64 {
+	switch p.kind {
+	case posTimestamp:
+		return st.seqFromTimestamp(p.ts)
+	case posTailOffset:
+		oldest := st.durable.Seq
+		if len(st.entries) > 0 {
+			oldest = st.entries[0].start
+		}
+		if p.value >= st.durable.Seq-oldest {
+			return oldest
+		}
+		return st.durable.Seq - p.value
+	}
+	return p.value
+}
+
+// Close stops admission (later appends fail with ErrClosed), flushes every
+// admitted batch, waits for their outcomes, and stops every goroutine.
+func (s *Star) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.closing)
+		for _, l := range s.lanes {
+			if l != nil {
+				l.close()
+			}
+		}
+		s.log.Info("star closed", "star", s.cfg.Star)
+	})
+	return nil
+}

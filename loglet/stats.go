@@ -1,0 +1,88 @@
+package loglet
+
+import (
+	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/pool"
+)
+
+// Stats is a point-in-time view of a star: one plain struct, cheap to take.
+type Stats struct {
+	Star     string
+	Standard *ClassStats // nil when the class is disabled
+	Express  *ClassStats
+}
+
+// ClassStats are one chain's gauges, counters and histograms. Latencies are
+// in nanoseconds, sizes in bytes.
+type ClassStats struct {
+	Epoch uint64
+	Pool  pool.Stats // budget, reserved and queued bytes, blocked admission time
+
+	WindowSize, WindowInFlight int
+	ReleasePoint               uint64 // every slot below it is released
+
+	Flights       uint64 // flights uploaded
+	FlightPayload uint64 // record bytes in them
+	FlightObjects uint64 // bytes of the rendered objects (after compression), per copy
+
+	AckedBatches, AckedRecords, AckedBytes uint64
+	// FailedOutcomeUnknown and FailedNotCommitted count batches that
+	// ended with those errors after admission.
+	FailedOutcomeUnknown, FailedNotCommitted uint64
+
+	GhostPuts        uint64   // copies recognised by nonce after ErrExists
+	ForeignOccupants uint64   // copies that found someone else's object
+	UnderReplicated  uint64   // durable slots with fewer than K copies
+	UnderReplSlots   []uint64 // the most recent such slots (for a repair pass)
+	Halts            uint64
+	HaltCause        string
+
+	FlightIndexBytes int64
+
+	AckLatency    histogram.Summary   // admission to ack
+	QuorumLatency histogram.Summary   // claim to W copies
+	FlightSize    histogram.Summary   // object bytes
+	PutLatency    []histogram.Summary // per bucket: start of the write to our copy confirmed
+	BucketNames   []string
+}
+
+// Stats returns the star's current figures.
+func (s *Star) Stats() Stats {
+	out := Stats{Star: s.cfg.Star}
+	if l := s.lanes[Standard]; l != nil {
+		out.Standard = l.snapshot()
+	}
+	if l := s.lanes[Express]; l != nil {
+		out.Express = l.snapshot()
+	}
+	return out
+}
+
+func (l *lane) snapshot() *ClassStats {
+	st := &l.stats
+	cs := &ClassStats{
+		Epoch: l.epoch, Pool: l.pool.Stats(),
+		Flights: st.flights.Load(), FlightPayload: st.flightBytes.Load(), FlightObjects: st.objBytes.Load(),
+		AckedBatches: st.acked.Load(), AckedRecords: st.ackedRecords.Load(), AckedBytes: st.ackedBytes.Load(),
+		FailedOutcomeUnknown: st.failedUnknown.Load(), FailedNotCommitted: st.failedNotCommit.Load(),
+		GhostPuts: st.ghosts.Load(), ForeignOccupants: st.foreign.Load(), UnderReplicated: st.underReplic.Load(),
+		Halts:         st.halts.Load(),
+		AckLatency:    st.ackLatency.Snapshot().Summary(),
+		QuorumLatency: st.quorumLatency.Snapshot().Summary(),
+		FlightSize:    st.flightSize.Snapshot().Summary(),
+		BucketNames:   l.cfg.BucketNames,
+	}
+	for i := range st.putLatency {
+		cs.PutLatency = append(cs.PutLatency, st.putLatency[i].Snapshot().Summary())
+	}
+	st.mu.Lock()
+	cs.UnderReplSlots = append([]uint64(nil), st.underReplicated...)
+	cs.HaltCause = st.haltCause
+	st.mu.Unlock()
+	l.mu.Lock()
+	cs.WindowSize, cs.WindowInFlight = l.window.Size(), l.window.InFlight()
+	cs.ReleasePoint = l.window.Released()
+	cs.FlightIndexBytes = l.index.bytes
+	l.mu.Unlock()
+	return cs
+}

@@ -1,0 +1,195 @@
+package loglet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+)
+
+// Record is one stream record: a timestamp in milliseconds since the Unix
+// epoch (0: the leader stamps arrival time), headers and a body.
+type Record = envelope.Record
+
+// Header is one record header.
+type Header = envelope.Header
+
+// Class is a stream's storage class.
+type Class = chain.Class
+
+// The classes: Standard (cheap, slower ack) and Express (K=3/W=2 across
+// zones, fast ack).
+const (
+	Standard = chain.Standard
+	Express  = chain.Express
+)
+
+// Batch is what one Append writes to one stream, all or nothing.
+type Batch struct {
+	Records []Record
+	// MatchSeqNum, if set, makes the append conditional: it is admitted
+	// only if the stream's next sequence number equals *MatchSeqNum.
+	// Retrying an append whose outcome is unknown with the same MatchSeqNum
+	// makes the retry idempotent.
+	MatchSeqNum *uint64
+}
+
+// Tail is a position at the end of a stream.
+type Tail struct {
+	Seq       uint64 // the next sequence number
+	Timestamp int64  // the timestamp of the record before Seq (0 if none)
+}
+
+// Ack acknowledges a durable batch: its records hold sequence numbers
+// [Start, End), and W copies of the flight holding them are in object
+// storage, as are all earlier flights of the chain.
+type Ack struct {
+	Start, End uint64
+	// Tail is the stream's durable tail just after this batch.
+	Tail Tail
+}
+
+// SequencedRecord is a record read back with its sequence number.
+type SequencedRecord struct {
+	Seq uint64
+	Record
+}
+
+// Position says where a read starts.
+type Position struct {
+	kind  posKind
+	value uint64
+	ts    int64
+}
+
+type posKind uint8
+
+const (
+	posSeq posKind = iota
+	posTimestamp
+	posTailOffset
+)
+
+// AtSeq starts a read at sequence number seq.
+func AtSeq(seq uint64) Position { return Position{kind: posSeq, value: seq} }
+
+// AtTimestamp starts a read at the first record whose timestamp is >= ms.
+func AtTimestamp(ms int64) Position { return Position{kind: posTimestamp, ts: ms} }
+
+// TailOffset starts a read n records before the durable tail (clamped to
+// the oldest readable record).
+func TailOffset(n uint64) Position { return Position{kind: posTailOffset, value: n} }
+
+// ReadQuery says where a read starts and how much it returns at most.
+type ReadQuery struct {
+	Start Position
+	// MaxRecords bounds the records returned (0: 1000).
+	MaxRecords int
+	// MaxBytes bounds the records' body and header bytes (0: 1 MiB); at
+	// least one record is returned if any is readable.
+	MaxBytes int
+}
+
+// ReadResult is what a read returns.
+type ReadResult struct {
+	Records []SequencedRecord
+	// Next is the sequence number to read from next.
+	Next uint64
+	// Tail is the stream's durable tail when the read was served.
+	Tail Tail
+}
+
+// Loglet is the public surface of flightlog: named streams to append to and
+// read from. *Star implements it.
+type Loglet interface {
+	Append(ctx context.Context, stream string, b Batch) (Ack, error)
+	OpenAppendSession(ctx context.Context, stream string) (*AppendSession, error)
+	Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error)
+	OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error)
+	CheckTail(ctx context.Context, stream string) (Tail, error)
+	Close() error
+}
+
+// The two outcomes of a failed append. Every error Append (or an append
+// session's Wait) returns wraps exactly one of them.
+var (
+	// ErrNotCommitted: the batch is definitely not committed and never
+	// will be; retrying is safe. (A match_seq_num miss, a full or closed
+	// star, a halted chain that never cut the batch, bad input, an unknown
+	// stream, the caller's context ending before admission.)
+	ErrNotCommitted = errors.New("loglet: not committed")
+	// ErrOutcomeUnknown: the batch was admitted and may or may not become
+	// durable (the caller's context ended while it was in flight, or its
+	// chain halted at or before its slot). Retry with MatchSeqNum to make
+	// the retry idempotent, or read the stream to find out.
+	ErrOutcomeUnknown = errors.New("loglet: outcome unknown")
+)
+
+// Errors that say why an append was not committed, or why another call
+// failed. Each is matched with errors.Is; append errors also match
+// ErrNotCommitted.
+var (
+	ErrClosed          = errors.New("loglet: closed")
+	ErrStreamNotFound  = errors.New("loglet: stream not found")
+	ErrStreamExists    = errors.New("loglet: stream already exists")
+	ErrInvalidBatch    = errors.New("loglet: invalid batch")
+	ErrChainHalted     = errors.New("loglet: chain halted")
+	ErrClassDisabled   = errors.New("loglet: class has no buckets configured")
+	ErrHistoryTrimmed  = errors.New("loglet: records below the start are no longer readable here")
+	ErrSessionFailed   = errors.New("loglet: append session failed earlier")
+	ErrTakeoverPending = errors.New("loglet: chain has an earlier epoch; opening it needs a takeover")
+)
+
+// SeqNumMismatchError is returned when a batch's MatchSeqNum is not the
+// stream's tail. The batch is not committed; Tail is the current tail.
+type SeqNumMismatchError struct {
+	Stream   string
+	Expected uint64
+	Tail     Tail
+}
+
+func (e *SeqNumMismatchError) Error() string {
+	return fmt.Sprintf("loglet: stream %q: match_seq_num %d, tail is %d", e.Stream, e.Expected, e.Tail.Seq)
+}
+
+// Is makes a mismatch match ErrNotCommitted.
+func (e *SeqNumMismatchError) Is(target error) bool { return target == ErrNotCommitted }
+
+// NotLeaderError is returned for a stream whose star this process does not
+// lead. The batch is not committed; the host routes it to Star's leader.
+type NotLeaderError struct {
+	Stream, Star string
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("loglet: stream %q belongs to star %q, which this process does not lead", e.Stream, e.Star)
+}
+
+// Is makes it match ErrNotCommitted.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotCommitted }
+
+// outcome wraps err so that it matches kind (ErrNotCommitted or
+// ErrOutcomeUnknown) as well as err.
+type outcome struct {
+	kind error
+	err  error
+}
+
+func (o *outcome) Error() string   { return o.err.Error() }
+func (o *outcome) Unwrap() []error { return []error{o.kind, o.err} }
+
+func notCommitted(err error) error {
+	if errors.Is(err, ErrNotCommitted) {
+		return err
+	}
+	return &outcome{ErrNotCommitted, err}
+}
+
+func outcomeUnknown(err error) error {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	return &outcome{ErrOutcomeUnknown, err}
+}
