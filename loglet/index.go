@@ -15,7 +15,7 @@ type streamState struct {
 	lane  *lane // its class's lane; nil if the class is disabled here
 
 	seq     sequencer.Stream // assigned tail
-	durable Tail     // released tail
+	durable Tail             // released tail
 	entries []*pending
 	waiters chan struct{} // closed and replaced on each release
 }

@@ -100,9 +100,9 @@ func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, indexBytes int
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lane{
 		star: s, class: class, cfg: cfg, epoch: epoch, buckets: cfg.Buckets,
-		pool:    pool.New[*pending](int64(cfg.MemoryBufferMiB) << 20),
-		log:     s.log.With("star", s.cfg.Star, "class", class.String(), "epoch", epoch),
-		ctx:     ctx, cancel: cancel,
+		pool: pool.New[*pending](int64(cfg.MemoryBufferMiB) << 20),
+		log:  s.log.With("star", s.cfg.Star, "class", class.String(), "epoch", epoch),
+		ctx:  ctx, cancel: cancel,
 		flushr:  make(chan struct{}),
 		window:  sequencer.NewWindow(0, cfg.ParallelUploads),
 		flights: map[uint64]*flight{},
