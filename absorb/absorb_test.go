@@ -1,0 +1,299 @@
+package absorb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+func frame(stream string, first uint64, n uint32, off uint64) envelope.FrameInfo {
+	return envelope.FrameInfo{Stream: stream, FirstSeq: first, Count: n, Offset: off, Length: 10, RawLength: 10, MinTimestamp: int64(first), MaxTimestamp: int64(first) + int64(n)}
+}
+
+func slots() []Slot {
+	return []Slot{
+		{Epoch: 1, Slot: 4, Key: "k4", Frames: []envelope.FrameInfo{frame("a", 0, 3, 60), frame("b", 10, 2, 70)}},
+		{Epoch: 1, Slot: 5, Key: "k5", Frames: []envelope.FrameInfo{frame("b", 12, 1, 60)}},
+		{Epoch: 1, Slot: 6, Key: "k6", Frames: []envelope.FrameInfo{frame("a", 3, 4, 60)}},
+	}
+}
+
+func TestPlanOneRefPerStream(t *testing.T) {
+	tails := map[string]StreamTail{"b": {Next: 10}}
+	refs, err := Plan("express", "w", slots(), tails)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 2 || refs[0].Stream != "a" || refs[0].Start != 0 || refs[0].End != 7 || len(refs[0].Extents) != 2 ||
+		refs[1].Stream != "b" || refs[1].Start != 10 || refs[1].End != 13 {
+		t.Fatalf("refs %+v", refs)
+	}
+	for _, r := range refs {
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tails["a"].Next != 7 || tails["b"].Next != 13 {
+		t.Fatalf("tails %+v", tails)
+	}
+	// A frame that does not continue its stream is a bug upstream.
+	bad := slots()
+	bad[2].Frames[0].FirstSeq = 4
+	if _, err := Plan("express", "w", bad, map[string]StreamTail{}); err == nil {
+		t.Fatal("gap accepted")
+	}
+	if _, err := Plan("express", "w", slots(), map[string]StreamTail{"a": {Next: 1}}); err == nil {
+		t.Fatal("frame not continuing the tail accepted")
+	}
+}
+
+func TestRefValidateRejectsInconsistency(t *testing.T) {
+	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+	r := refs[0]
+	r.End++
+	if err := r.Validate(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("ref with a wrong end: %v", err)
+	}
+	b, _ := json.Marshal(refs[0])
+	if _, err := DecodeRef(b[:len(b)-3]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated ref: %v", err)
+	}
+}
+
+// limited makes a Mem declare an op limit, to exercise the split path.
+type limited struct {
+	*metastore.Mem
+	n int
+}
+
+func (l limited) MaxCommitOps() int { return l.n }
+
+func (l limited) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	if len(ops) > l.n {
+		return nil, fmt.Errorf("%w: %d ops > %d", metastore.ErrTooLarge, len(ops), l.n)
+	}
+	return l.Mem.Commit(ctx, ops)
+}
+
+func commitRound(t *testing.T, ms metastore.Store) (*Committer, []SpanRef) {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+	if err := cm.Commit(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "tk"); err != nil {
+		t.Fatal(err)
+	}
+	return cm, refs
+}
+
+func TestCommitAtomicAndSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ms   func() (metastore.Store, *metastore.Mem)
+		ops  uint64 // metastore requests the round took
+	}{
+		{"atomic", func() (metastore.Store, *metastore.Mem) { m := metastore.NewMem(); return m, m }, 1},
+		// pending CAS, one commit per ref (limit 2 = 1 ref + the seal check), final CAS
+		{"split", func() (metastore.Store, *metastore.Mem) { m := metastore.NewMem(); return limited{m, 2}, m }, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, mem := tc.ms()
+			ctx := context.Background()
+			cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "me", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := mem.Counters().Requests()
+			refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+			if err := cm.Commit(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "tk"); err != nil {
+				t.Fatal(err)
+			}
+			if got := mem.Counters().Requests() - before; got != tc.ops {
+				t.Errorf("round took %d metastore requests, want %d", got, tc.ops)
+			}
+			cp, _, _ := ReadCheckpoint(ctx, ms, "s", chain.Standard)
+			if cp.Next != 7 || cp.Pending != nil || cp.Tails != "tk" {
+				t.Fatalf("checkpoint %+v", cp)
+			}
+			for _, r := range refs {
+				it, err := ms.Get(ctx, r.Key())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := DecodeRef(it.Value)
+				if err != nil || got.End != r.End {
+					t.Fatalf("ref %s: %+v %v", r.Key(), got, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayAfterCrashMidRound: a leader died after writing the pending
+// round and some refs; its successor (same owner after restart here)
+// replays the round exactly, creates only the missing refs and never
+// overwrites one (settle may have repointed it).
+func TestReplayAfterCrashMidRound(t *testing.T) {
+	mem := metastore.NewMem()
+	ms := limited{mem, 2}
+	ctx := context.Background()
+	cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+	round := Round{Epoch: 1, From: 4, To: 7}
+	// Crash point: pending recorded, the first ref written (and since
+	// repointed by settle), the second not, checkpoint not advanced.
+	pend := cm.cp
+	pend.Pending, pend.Counter = &round, pend.Counter+1
+	if err := cm.casCheckpoint(ctx, pend); err != nil {
+		t.Fatal(err)
+	}
+	repointed := refs[0]
+	repointed.Writer = "settle"
+	val, _ := json.Marshal(repointed)
+	if _, err := ms.Put(ctx, refs[0].Key(), val, metastore.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	// The successor reads the checkpoint and replays the pending round.
+	cp, ver, _ := ReadCheckpoint(ctx, ms, "s", chain.Standard)
+	if cp.Pending == nil || *cp.Pending != round {
+		t.Fatalf("pending %+v", cp.Pending)
+	}
+	succ := ResumeCommitter(ms, "s", chain.Standard, "me", 1, cp, ver)
+	if err := succ.Commit(ctx, *cp.Pending, refs, "tk"); err != nil {
+		t.Fatal(err)
+	}
+	it, _ := ms.Get(ctx, refs[0].Key())
+	got, _ := DecodeRef(it.Value)
+	if got.Writer != "settle" {
+		t.Fatal("the replay overwrote a repointed ref")
+	}
+	if _, err := ms.Get(ctx, refs[1].Key()); err != nil {
+		t.Fatalf("the replay did not write the missing ref: %v", err)
+	}
+}
+
+func TestDeposedStopsAbsorb(t *testing.T) {
+	ms := metastore.NewMem()
+	ctx := context.Background()
+	cm, _ := commitRound(t, ms)
+	// A successor takes the seal.
+	cp, ver, _ := ReadCheckpoint(ctx, ms, "s", chain.Standard)
+	cp.Owner, cp.OwnerEpoch, cp.Counter = "successor", 2, cp.Counter+1
+	val, _ := json.Marshal(cp)
+	if _, err := ms.Put(ctx, chain.CheckpointKey("s", chain.Standard), val, ver); err != nil {
+		t.Fatal(err)
+	}
+	more := []SpanRef{{Stream: "a", Class: "standard", Start: 7, End: 8, Extents: []Extent{{Key: "k7", Length: 1, FirstSeq: 7, Count: 1}}}}
+	err := cm.Commit(ctx, Round{Epoch: 1, From: 7, To: 8}, more, "tk2")
+	if !errors.Is(err, ErrDeposed) {
+		t.Fatalf("commit after losing the seal: %v", err)
+	}
+	if _, err := ms.Get(ctx, more[0].Key()); !errors.Is(err, metastore.ErrNotFound) {
+		t.Fatal("a deposed leader wrote a ref")
+	}
+}
+
+// TestAmbiguousCommitResolved: a commit that applied but reported failure
+// is recognised by re-reading the checkpoint.
+func TestAmbiguousCommitResolved(t *testing.T) {
+	fs := metastore.WithFaults(metastore.NewMem(), 1)
+	ctx := context.Background()
+	cm, err := InitCheckpoint(ctx, fs, "s", chain.Express, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.SetAmbiguousRate(1)
+	refs, _ := Plan("express", "w", slots(), map[string]StreamTail{})
+	if err := cm.Commit(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "tk"); err != nil {
+		t.Fatalf("ambiguous but applied commit: %v", err)
+	}
+	if cm.Checkpoint().Next != 7 {
+		t.Fatalf("checkpoint %+v", cm.Checkpoint())
+	}
+}
+
+func TestBacklogBoundAndStallCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cause := CauseMetastoreSlow
+		var told []StallCause
+		b := NewBacklog(2, 100, func() StallCause { return cause }, func(c StallCause, _ int, _ int64) { told = append(told, c) })
+		ctx := context.Background()
+		for slot := uint64(0); slot < 2; slot++ {
+			if err := b.Acquire(ctx, 40); err != nil {
+				t.Fatal(err)
+			}
+			b.Add(slot, 40)
+		}
+		tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		if err := b.Acquire(tctx, 10); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("acquire past the flight bound: %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- b.Acquire(ctx, 10) }()
+		synctest.Wait() // blocked at the flight bound
+		b.Release(1)    // frees slot 0
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		// The byte bound: 80 held after this Add, 30 more does not fit.
+		b.Add(2, 40)
+		cause = CauseAbsorbLagging
+		go func() { done <- b.Acquire(ctx, 30) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("acquire past the byte bound returned %v", err)
+		default:
+		}
+		b.Release(2)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		st := b.Stats()
+		if st.Stalls["metastore slow"] != 2 || st.Stalls["absorb lagging"] != 1 || len(told) != 3 || st.Flights != 1 || st.Bytes != 40 {
+			t.Fatalf("stats %+v told %v", st, told)
+		}
+		b.Close()
+		if err := b.Acquire(ctx, 1e9); err != nil {
+			t.Fatal("acquire after close must return")
+		}
+	})
+}
+
+func TestSnapshotRoundTripAndCorruption(t *testing.T) {
+	ctx := context.Background()
+	ms := []objstore.Store{objstore.NewMem(), objstore.NewMem()}
+	tails := Tails{Epoch: 1, Next: 9, Streams: map[string]StreamTail{"a": {Next: 5, Timestamp: 7}}}
+	key := TailsKey("s", chain.Express, 1, 9)
+	if err := PutSnapshot(ctx, ms, 2, key, EncodeTails(tails)); err != nil {
+		t.Fatal(err)
+	}
+	if err := PutSnapshot(ctx, ms, 2, key, EncodeTails(tails)); err != nil {
+		t.Fatalf("replayed snapshot: %v", err)
+	}
+	ms[0].(*objstore.Mem).Corrupt(key, 3)
+	got, err := ReadSnapshot(ctx, ms, key)
+	if err != nil || got.Streams["a"].Next != 5 {
+		t.Fatalf("read past a corrupt copy: %+v %v", got, err)
+	}
+	ms[1].(*objstore.Mem).Corrupt(key, 3)
+	if _, err := ReadSnapshot(ctx, ms, key); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("every copy corrupt: %v", err)
+	}
+}

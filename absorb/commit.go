@@ -1,0 +1,292 @@
+package absorb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// ErrDeposed: the checkpoint's seal names another owner (or a later epoch of
+// this one): a successor has taken the chain, and this leader must stop.
+var ErrDeposed = errors.New("absorb: deposed: the checkpoint is sealed by another owner")
+
+// Committer writes rounds for one chain and holds the checkpoint as last
+// written. It is not safe for concurrent use: one absorb loop owns it.
+type Committer struct {
+	meta  metastore.Store
+	star  string
+	class chain.Class
+	owner string
+	epoch uint64 // the owner's epoch, in the seal
+
+	cp  Checkpoint
+	ver metastore.Version
+
+	// Requests counts metastore requests this committer made.
+	Requests uint64
+}
+
+// InitCheckpoint creates the checkpoint of a chain that has none, sealed by
+// owner at epoch, positioned at (epoch, 0). An ambiguous failure is
+// resolved by re-reading.
+func InitCheckpoint(ctx context.Context, ms metastore.Store, star string, c chain.Class, owner string, epoch uint64) (*Committer, error) {
+	cm := &Committer{meta: ms, star: star, class: c, owner: owner, epoch: epoch}
+	cp := Checkpoint{Epoch: epoch, Owner: owner, OwnerEpoch: epoch, Counter: 1}
+	val, _ := json.Marshal(cp)
+	key := chain.CheckpointKey(star, c)
+	v, err := ms.Put(ctx, key, val, metastore.NoVersion)
+	cm.Requests++
+	if err == nil {
+		cm.cp, cm.ver = cp, v
+		return cm, nil
+	}
+	got, gv, rerr := ReadCheckpoint(ctx, ms, star, c)
+	cm.Requests++
+	if rerr != nil {
+		return nil, fmt.Errorf("absorb: create checkpoint of %s/%s: %w", star, c, err)
+	}
+	if got.Owner == owner && got.OwnerEpoch == epoch && got.Counter == 1 && got.Next == 0 {
+		cm.cp, cm.ver = got, gv
+		return cm, nil
+	}
+	return nil, fmt.Errorf("absorb: create checkpoint of %s/%s: one exists, sealed by %q at epoch %d: %w", star, c, got.Owner, got.OwnerEpoch, err)
+}
+
+// ResumeCommitter returns a committer over an existing checkpoint that
+// already carries this owner's seal (cp and ver as read after sealing).
+func ResumeCommitter(ms metastore.Store, star string, c chain.Class, owner string, epoch uint64, cp Checkpoint, ver metastore.Version) *Committer {
+	return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: epoch, cp: cp, ver: ver}
+}
+
+// ReadCheckpoint returns a chain's checkpoint and its version.
+func ReadCheckpoint(ctx context.Context, ms metastore.Store, star string, c chain.Class) (Checkpoint, metastore.Version, error) {
+	it, err := ms.Get(ctx, chain.CheckpointKey(star, c))
+	if err != nil {
+		return Checkpoint{}, "", fmt.Errorf("absorb: read checkpoint of %s/%s: %w", star, c, err)
+	}
+	cp, err := DecodeCheckpoint(it.Value)
+	return cp, it.Version, err
+}
+
+// Checkpoint returns the checkpoint as last written by this committer.
+func (c *Committer) Checkpoint() Checkpoint { return c.cp }
+
+// Commit writes one round: refs (each created only if absent) and the
+// checkpoint advanced to (round.Epoch, round.To) pointing at tailsKey. It is
+// one atomic metastore Commit when the backend takes that many ops;
+// otherwise it records the round as pending, writes the refs in chunks, and
+// then advances. It returns ErrDeposed (wrapped) if the seal changed. Any
+// other error leaves the round to be retried with the same arguments: a
+// retry is idempotent.
+func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tailsKey string) error {
+	next := c.cp
+	next.Epoch, next.Next, next.Pending, next.Tails = round.Epoch, round.To, nil, tailsKey
+	next.Counter = c.cp.Counter + 1
+	limit := metastore.MaxCommitOps(c.meta)
+	if limit == 0 || len(refs)+1 <= limit {
+		for attempt := 0; ; attempt++ {
+			ops, err := c.refOps(refs)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, c.checkpointOp(next))
+			vs, err := c.meta.Commit(ctx, ops)
+			c.Requests++
+			if err == nil {
+				c.cp, c.ver = next, vs[len(vs)-1]
+				return nil
+			}
+			applied, rerr := c.resolve(ctx, next)
+			if rerr != nil || applied {
+				return rerr
+			}
+			if !errors.Is(err, metastore.ErrConflict) || attempt > 0 {
+				return fmt.Errorf("absorb: commit round [%d, %d): %w", round.From, round.To, err)
+			}
+			// Unchanged checkpoint, so a ref exists (a replay): drop the
+			// refs already there and try once more.
+			if refs, err = c.missingRefs(ctx, refs); err != nil {
+				return err
+			}
+		}
+	}
+	// Split: pending first, so a successor replays exactly this range.
+	replay := c.cp.Pending != nil && *c.cp.Pending == round
+	if c.cp.Pending != nil && *c.cp.Pending != round {
+		return fmt.Errorf("absorb: round [%d, %d) while round [%d, %d) is pending: replay the pending round first", round.From, round.To, c.cp.Pending.From, c.cp.Pending.To)
+	}
+	if c.cp.Pending == nil {
+		pend := c.cp
+		pend.Pending = &round
+		pend.Counter = c.cp.Counter + 1
+		if err := c.casCheckpoint(ctx, pend); err != nil {
+			return err
+		}
+		next.Counter = pend.Counter + 1
+	}
+	if limit < 2 {
+		return fmt.Errorf("absorb: backend allows %d ops per commit; a round needs at least 2", limit)
+	}
+	for len(refs) > 0 {
+		n := min(len(refs), limit-1) // one op stays for the seal check
+		if err := c.commitChunk(ctx, refs[:n], replay); err != nil {
+			return fmt.Errorf("absorb: write refs of round [%d, %d): %w", round.From, round.To, err)
+		}
+		refs = refs[n:]
+	}
+	return c.casCheckpoint(ctx, next)
+}
+
+// commitChunk writes refs (all absent, unless this is a replay) with a
+// check of the seal, so a deposed leader writes no refs. On a conflict with
+// an unchanged seal it drops the refs that exist and retries once.
+func (c *Committer) commitChunk(ctx context.Context, refs []SpanRef, replay bool) error {
+	if replay {
+		var err error
+		if refs, err = c.missingRefs(ctx, refs); err != nil || len(refs) == 0 {
+			return err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		ops, err := c.refOps(refs)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, metastore.Op{Kind: metastore.OpCheck, Key: chain.CheckpointKey(c.star, c.class), Expect: c.ver})
+		_, err = c.meta.Commit(ctx, ops)
+		c.Requests++
+		if err == nil {
+			return nil
+		}
+		if _, rerr := c.resolve(ctx, c.cp); rerr != nil {
+			return rerr
+		}
+		if attempt > 0 {
+			return err
+		}
+		// Seal unchanged: either refs exist (an ambiguous earlier attempt
+		// applied) or the failure was transient. Keep what is missing.
+		if refs, err = c.missingRefs(ctx, refs); err != nil || len(refs) == 0 {
+			return err
+		}
+	}
+}
+
+func (c *Committer) casCheckpoint(ctx context.Context, next Checkpoint) error {
+	val, _ := json.Marshal(next)
+	v, err := c.meta.Put(ctx, chain.CheckpointKey(c.star, c.class), val, c.ver)
+	c.Requests++
+	if err == nil {
+		c.cp, c.ver = next, v
+		return nil
+	}
+	applied, rerr := c.resolve(ctx, next)
+	if rerr != nil || applied {
+		return rerr
+	}
+	return fmt.Errorf("absorb: advance checkpoint: %w", err)
+}
+
+// resolve re-reads the checkpoint after a failed write: it reports whether
+// want (identified by its counter) was applied, and ErrDeposed if the seal
+// is no longer ours.
+func (c *Committer) resolve(ctx context.Context, want Checkpoint) (bool, error) {
+	got, v, err := ReadCheckpoint(ctx, c.meta, c.star, c.class)
+	c.Requests++
+	if err != nil {
+		return false, fmt.Errorf("absorb: re-read checkpoint: %w", err)
+	}
+	if got.Owner != c.owner || got.OwnerEpoch != c.epoch {
+		return false, fmt.Errorf("%w: sealed by %q at epoch %d", ErrDeposed, got.Owner, got.OwnerEpoch)
+	}
+	if got.Counter == want.Counter && got.Next == want.Next && got.Epoch == want.Epoch {
+		c.cp, c.ver = got, v
+		return true, nil
+	}
+	c.cp, c.ver = got, v
+	return false, nil
+}
+
+func (c *Committer) refOps(refs []SpanRef) ([]metastore.Op, error) {
+	ops := make([]metastore.Op, 0, len(refs)+1)
+	for i := range refs {
+		val, err := json.Marshal(&refs[i])
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: refs[i].Key(), Value: val, Expect: metastore.NoVersion})
+	}
+	return ops, nil
+}
+
+// missingRefs returns the refs whose keys do not exist yet.
+func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef) ([]SpanRef, error) {
+	var out []SpanRef
+	for _, r := range refs {
+		_, err := c.meta.Get(ctx, r.Key())
+		c.Requests++
+		switch {
+		case errors.Is(err, metastore.ErrNotFound):
+			out = append(out, r)
+		case err != nil:
+			return nil, fmt.Errorf("absorb: check ref %s: %w", r.Key(), err)
+		}
+	}
+	return out, nil
+}
+
+// PutSnapshot writes a tails snapshot to every bucket of a set and returns
+// once w copies are there (an existing object counts: a snapshot's content
+// is determined by its key's position).
+func PutSnapshot(ctx context.Context, stores []objstore.Store, w int, key string, body []byte) error {
+	errs := make(chan error, len(stores))
+	for _, s := range stores {
+		go func() {
+			err := s.PutIfAbsent(ctx, key, body)
+			if errors.Is(err, objstore.ErrExists) {
+				err = nil
+			}
+			errs <- err
+		}()
+	}
+	ok := 0
+	var last error
+	for range stores {
+		if err := <-errs; err != nil {
+			last = err
+		} else if ok++; ok == w {
+			return nil
+		}
+	}
+	return fmt.Errorf("absorb: tails snapshot %s: %d of %d copies: %w", key, ok, w, last)
+}
+
+// ReadSnapshot reads a tails snapshot from the first bucket holding a good
+// copy.
+func ReadSnapshot(ctx context.Context, stores []objstore.Store, key string) (Tails, error) {
+	var last error
+	for _, s := range stores {
+		b, err := s.Get(ctx, key, 0, -1)
+		if err != nil {
+			last = err
+			continue
+		}
+		t, err := DecodeTails(b)
+		if err != nil {
+			last = err
+			continue
+		}
+		return t, nil
+	}
+	return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, last)
+}
+
+func (c *Committer) checkpointOp(next Checkpoint) metastore.Op {
+	val, _ := json.Marshal(next)
+	return metastore.Op{Kind: metastore.OpPut, Key: chain.CheckpointKey(c.star, c.class), Value: val, Expect: c.ver}
+}

@@ -1,0 +1,25 @@
+// Package absorb turns released flights into span refs in the metastore and
+// advances the chain's checkpoint: the write path's step 6, off the ack path.
+//
+// It owns three things:
+//
+//   - The formats of what the absorb writes: SpanRef (one per stream per
+//     round, at refs/<stream-key>/<end-seq>), the Checkpoint (everything
+//     before (Epoch, Next) is absorbed; who sealed it; the pending round; a
+//     pointer to the tails snapshot), and the tails snapshot object.
+//   - The round: Plan is a pure function from the released slots of a
+//     deterministic range [a, b) to the refs of that range; Round writes them
+//     and advances the checkpoint in one atomic metastore Commit (split to
+//     fit the backend's op limit, with the range recorded as pending first,
+//     so a successor replays exactly it).
+//   - The backlog budget: claimed-but-unabsorbed flights and bytes are
+//     bounded; at the bound the flusher blocks, and each stall is counted
+//     with its diagnosed cause.
+//
+// Invariants it keeps: refs are created only if absent, so a replay is
+// idempotent and never overwrites a ref that settle has repointed; the
+// checkpoint only moves forward, by compare-and-swap, and only while its seal
+// names this owner, so a deposed leader's absorb stops at its first CAS; the
+// number of metastore requests per round does not grow with ingest, and
+// rounds are paced, so requests per second per star stay in the tens.
+package absorb

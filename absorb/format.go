@@ -1,0 +1,163 @@
+package absorb
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+)
+
+// ErrCorrupt is wrapped by decode failures of refs, checkpoints and
+// snapshots.
+var ErrCorrupt = errors.New("absorb: corrupt value")
+
+// Extent is one frame run a ref points at: object-absolute coordinates in
+// an object of the stream's class's bucket set.
+type Extent struct {
+	Key          string         `json:"k"`  // object key (a chain slot, later a settled object)
+	Offset       uint64         `json:"o"`  // object-absolute offset of the stored frame
+	Length       uint32         `json:"l"`  // stored length
+	RawLength    uint32         `json:"rl"` // decoded length
+	Codec        envelope.Codec `json:"c"`
+	CRC          uint32         `json:"crc"` // CRC-32C of the stored bytes: a read verifies it
+	FirstSeq     uint64         `json:"s"`
+	Count        uint32         `json:"n"`
+	MinTimestamp int64          `json:"t0"`
+	MaxTimestamp int64          `json:"t1"`
+}
+
+// FrameInfo returns the envelope frame description of the extent.
+func (e Extent) FrameInfo(stream string) envelope.FrameInfo {
+	return envelope.FrameInfo{Stream: stream, FirstSeq: e.FirstSeq, Count: e.Count, MinTimestamp: e.MinTimestamp,
+		MaxTimestamp: e.MaxTimestamp, Offset: e.Offset, Length: e.Length, RawLength: e.RawLength, Codec: e.Codec, CRC: e.CRC}
+}
+
+// SpanRef is the value at refs/<stream-key>/<End>: where records
+// [Start, End) of one stream live. Extents tile [Start, End) in order.
+type SpanRef struct {
+	Stream  string   `json:"stream"`
+	Class   string   `json:"class"`
+	Start   uint64   `json:"start"`
+	End     uint64   `json:"end"`
+	MinTS   int64    `json:"min_ts"`
+	MaxTS   int64    `json:"max_ts"`
+	Extents []Extent `json:"extents"`
+	// Writer identifies the write: "<owner>/<epoch>/<round start>".
+	Writer string `json:"writer"`
+}
+
+// Key is the ref's metastore key.
+func (r *SpanRef) Key() string { return chain.RefKey(r.Stream, r.End) }
+
+// Validate checks the ref's internal consistency: extents tile [Start, End).
+func (r *SpanRef) Validate() error {
+	if r.Start >= r.End || len(r.Extents) == 0 {
+		return fmt.Errorf("%w: ref of %q covers [%d, %d) with %d extents", ErrCorrupt, r.Stream, r.Start, r.End, len(r.Extents))
+	}
+	next := r.Start
+	for i, e := range r.Extents {
+		if e.FirstSeq != next || e.Count == 0 || e.Length == 0 || e.Key == "" {
+			return fmt.Errorf("%w: ref of %q [%d, %d): extent %d starts at %d (want %d), %d records, %d bytes", ErrCorrupt, r.Stream, r.Start, r.End, i, e.FirstSeq, next, e.Count, e.Length)
+		}
+		next += uint64(e.Count)
+	}
+	if next != r.End {
+		return fmt.Errorf("%w: ref of %q: extents end at %d, ref at %d", ErrCorrupt, r.Stream, next, r.End)
+	}
+	return nil
+}
+
+// DecodeRef parses and validates a ref value.
+func DecodeRef(b []byte) (SpanRef, error) {
+	var r SpanRef
+	if err := json.Unmarshal(b, &r); err != nil {
+		return SpanRef{}, fmt.Errorf("%w: ref: %v", ErrCorrupt, err)
+	}
+	return r, r.Validate()
+}
+
+// Round is a pending round: slots [From, To) of Epoch.
+type Round struct {
+	Epoch uint64 `json:"epoch"`
+	From  uint64 `json:"from"`
+	To    uint64 `json:"to"`
+}
+
+// Checkpoint is the value at stars/<star>/<class>/checkpoint.
+type Checkpoint struct {
+	// Epoch and Next: every slot before (Epoch, Next) is absorbed.
+	Epoch uint64 `json:"epoch"`
+	Next  uint64 `json:"next"`
+	// Owner and OwnerEpoch seal the checkpoint: only that owner's absorb
+	// may advance it. A successor takes the seal first.
+	Owner      string `json:"owner"`
+	OwnerEpoch uint64 `json:"owner_epoch"`
+	// Pending is a round whose refs may be partly written: a successor
+	// replays exactly it before anything else.
+	Pending *Round `json:"pending,omitempty"`
+	// Tails is the object key of the snapshot of stream tails as of
+	// (Epoch, Next), in the class's bucket set; "" if no stream has a tail.
+	Tails string `json:"tails,omitempty"`
+	// Counter bumps on every write, so a writer recognises its own.
+	Counter uint64 `json:"counter"`
+}
+
+// DecodeCheckpoint parses a checkpoint value.
+func DecodeCheckpoint(b []byte) (Checkpoint, error) {
+	var c Checkpoint
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: checkpoint: %v", ErrCorrupt, err)
+	}
+	if c.Pending != nil && (c.Pending.From > c.Pending.To) {
+		return Checkpoint{}, fmt.Errorf("%w: checkpoint: pending round [%d, %d)", ErrCorrupt, c.Pending.From, c.Pending.To)
+	}
+	return c, nil
+}
+
+// StreamTail is one stream's tail in a tails snapshot.
+type StreamTail struct {
+	Next      uint64 `json:"next"`
+	Timestamp int64  `json:"ts"`
+}
+
+// Tails is the content of a tails snapshot: every stream of the chain that
+// has records, with its next sequence number and last timestamp, as of
+// (Epoch, Next).
+type Tails struct {
+	Epoch   uint64                `json:"epoch"`
+	Next    uint64                `json:"next"`
+	Streams map[string]StreamTail `json:"streams"`
+}
+
+// TailsKey is the object key of the tails snapshot as of (epoch, next).
+func TailsKey(star string, c chain.Class, epoch, next uint64) string {
+	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d", star, c, epoch, next)
+}
+
+// EncodeTails renders a snapshot object: an envelope-less JSON document
+// followed by its CRC-32C (4 bytes, little-endian), so a torn or corrupted
+// snapshot is detected.
+func EncodeTails(t Tails) []byte {
+	b, _ := json.Marshal(t)
+	c := envelope.Checksum(b)
+	return append(b, byte(c), byte(c>>8), byte(c>>16), byte(c>>24))
+}
+
+// DecodeTails parses a snapshot object, checking its checksum.
+func DecodeTails(b []byte) (Tails, error) {
+	if len(b) < 4 {
+		return Tails{}, fmt.Errorf("%w: tails snapshot of %d bytes", ErrCorrupt, len(b))
+	}
+	body, sum := b[:len(b)-4], b[len(b)-4:]
+	want := uint32(sum[0]) | uint32(sum[1])<<8 | uint32(sum[2])<<16 | uint32(sum[3])<<24
+	if envelope.Checksum(body) != want {
+		return Tails{}, fmt.Errorf("%w: tails snapshot checksum mismatch", ErrCorrupt)
+	}
+	var t Tails
+	if err := json.Unmarshal(body, &t); err != nil {
+		return Tails{}, fmt.Errorf("%w: tails snapshot: %v", ErrCorrupt, err)
+	}
+	return t, nil
+}
