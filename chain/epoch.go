@@ -1,10 +1,13 @@
 package chain
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/flightlog/flightlog/metastore"
 )
@@ -20,11 +23,59 @@ type EpochRecord struct {
 	W       int      `json:"w"`       // copy quorum
 	Buckets []string `json:"buckets"` // bucket names, in set order
 	Counter uint64   `json:"counter"` // bumps on every write, so a writer recognises its own
+
+	// Cuts are the recorded cuts of earlier epochs that walking or reading
+	// still needs, in ascending epoch order. A slot of epoch e counts if and
+	// only if it is below e's cut; nothing at or past it ever counts,
+	// whatever copies it holds.
+	Cuts []Cut `json:"cuts,omitempty"`
+	// Seal is a clean seal of this epoch, written by its owner's clean Close
+	// (SealEpoch): the next owner takes it as this epoch's cut and skips
+	// fencing. Nil while the epoch is live or after a crash.
+	Seal *Cut `json:"seal,omitempty"`
 }
 
-// ErrEpochTaken is returned by MintFirst when the chain already has an
-// epoch: opening it needs a takeover (fence, walk), not a fresh mint.
-var ErrEpochTaken = errors.New("chain: chain already has an epoch")
+// Cut is the recorded end of a fenced or sealed epoch.
+type Cut struct {
+	// Epoch is the epoch the cut ends.
+	Epoch uint64 `json:"epoch"`
+	// Slot is the first dead slot: every slot below it is committed and
+	// counts; nothing at or past it counts.
+	Slot uint64 `json:"slot"`
+	// Clean is true for a cut recorded by a clean Close (a seal), false for
+	// one found by a fence.
+	Clean bool `json:"clean,omitempty"`
+}
+
+// CutOf returns the recorded cut of epoch: from r.Cuts, or r.Seal when it
+// seals that epoch. ok is false when r records no cut for it (for r.Epoch
+// itself: the epoch is live, or its owner crashed).
+func (r EpochRecord) CutOf(epoch uint64) (c Cut, ok bool) {
+	if r.Seal != nil && r.Seal.Epoch == epoch {
+		return *r.Seal, true
+	}
+	for _, c := range r.Cuts {
+		if c.Epoch == epoch {
+			return c, true
+		}
+	}
+	return Cut{}, false
+}
+
+// Errors of the epoch CAS writes.
+var (
+	// ErrEpochTaken is returned by MintFirst when the chain already has an
+	// epoch: opening it needs a takeover (fence, walk), not a fresh mint.
+	ErrEpochTaken = errors.New("chain: chain already has an epoch")
+	// ErrMintLost is wrapped by MintNext's error when the record moved on
+	// from the version the caller minted from: another candidate minted a
+	// successor first (or the incumbent sealed), so the caller is deposed.
+	// MintNext returns the record it found alongside.
+	ErrMintLost = errors.New("chain: lost the epoch mint: a successor exists")
+	// ErrDeposed is wrapped by SealEpoch's error when the record is no
+	// longer the one the caller owns: a successor has minted.
+	ErrDeposed = errors.New("chain: deposed: the epoch record has moved on")
+)
 
 // ReadEpoch returns the chain's epoch record and its version, or an error
 // wrapping metastore.ErrNotFound for a chain never opened.
@@ -71,4 +122,130 @@ func MintFirst(ctx context.Context, ms metastore.Store, star string, c Class, re
 		return EpochRecord{}, "", fmt.Errorf("chain: mint epoch 1 of %s/%s: %w", star, c, err)
 	}
 	return got, "", fmt.Errorf("%w: %s/%s is at epoch %d owned by %q", ErrEpochTaken, star, c, got.Epoch, got.Owner)
+}
+
+// MintNext mints the successor of prev: it writes next, with Epoch set to
+// prev.Epoch+1 and Counter to prev.Counter+1 (next carries the owner,
+// window, K, W, buckets and the cuts walking still needs; its Seal is
+// cleared), by compare-and-swap from prevVersion, the version prev was read
+// at. The CAS doubles as the deposed-check.
+//
+// It returns the record written and its version. If the record is no longer
+// at prevVersion and is not our write, the error wraps ErrMintLost and the
+// record returned is the one found (the winner), with its version: the
+// caller is deposed. An ambiguous failure (or a conflict that may be our own
+// earlier attempt) is resolved by re-reading: a record equal to ours (same
+// epoch, owner, counter and every other field) is ours; the record still at
+// prevVersion means the write did not apply, and it is retried with backoff
+// until ctx ends. Owners must be unique per process incarnation, or two
+// candidates minting identical records could both believe they won.
+func MintNext(ctx context.Context, ms metastore.Store, star string, c Class, prev EpochRecord, prevVersion metastore.Version, next EpochRecord) (EpochRecord, metastore.Version, error) {
+	if prevVersion == metastore.NoVersion || prevVersion == metastore.AnyVersion {
+		return EpochRecord{}, "", fmt.Errorf("chain: mint epoch %d of %s/%s: want the version the previous record was read at, got %q", prev.Epoch+1, star, c, prevVersion)
+	}
+	next.Epoch = prev.Epoch + 1
+	next.Counter = prev.Counter + 1
+	next.Seal = nil
+	for _, cut := range next.Cuts {
+		if cut.Epoch >= next.Epoch {
+			return EpochRecord{}, "", fmt.Errorf("chain: mint epoch %d of %s/%s: cut of epoch %d is not of an earlier epoch", next.Epoch, star, c, cut.Epoch)
+		}
+	}
+	what := fmt.Sprintf("mint epoch %d of %s/%s", next.Epoch, star, c)
+	v, found, foundV, err := casEpoch(ctx, ms, star, c, prevVersion, next, what)
+	switch {
+	case err == nil:
+		return next, v, nil
+	case errors.Is(err, errMovedOn):
+		return found, foundV, fmt.Errorf("%w: %s/%s is at epoch %d owned by %q (we minted from epoch %d)", ErrMintLost, star, c, found.Epoch, found.Owner, prev.Epoch)
+	}
+	return EpochRecord{}, "", err
+}
+
+// SealEpoch records a clean seal of rec's epoch: it rewrites rec, read at
+// version, with Seal = {rec.Epoch, cut, Clean} by compare-and-swap, and
+// returns the new version. The owner's clean Close calls it after every
+// flight below cut has been acknowledged and absorbed; the next owner then
+// takes the seal as the cut and skips fencing.
+//
+// If the record has moved on (a successor minted) the error wraps
+// ErrDeposed. Ambiguous failures are resolved by re-reading, as in MintNext.
+// Sealing an already sealed record with the same cut returns its version.
+func SealEpoch(ctx context.Context, ms metastore.Store, star string, c Class, rec EpochRecord, version metastore.Version, cut uint64) (metastore.Version, error) {
+	seal := Cut{Epoch: rec.Epoch, Slot: cut, Clean: true}
+	if rec.Seal != nil {
+		if *rec.Seal == seal {
+			return version, nil
+		}
+		return "", fmt.Errorf("chain: seal epoch %d of %s/%s at slot %d: already sealed at slot %d", rec.Epoch, star, c, cut, rec.Seal.Slot)
+	}
+	rec.Seal = &seal
+	rec.Counter++
+	what := fmt.Sprintf("seal epoch %d of %s/%s at slot %d", rec.Epoch, star, c, cut)
+	v, found, _, err := casEpoch(ctx, ms, star, c, version, rec, what)
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, errMovedOn):
+		return "", fmt.Errorf("%w: %s: the record is at epoch %d owned by %q", ErrDeposed, what, found.Epoch, found.Owner)
+	}
+	return "", err
+}
+
+// errMovedOn: casEpoch found a record that is neither at the expected
+// version nor ours.
+var errMovedOn = errors.New("chain: epoch record moved on")
+
+// casEpoch writes rec at EpochKey if the key is at expect, resolving
+// ambiguity by re-reading. It returns the new version; or errMovedOn with
+// the record and version found; or the error that ended it (ctx, an
+// unreadable record).
+func casEpoch(ctx context.Context, ms metastore.Store, star string, c Class, expect metastore.Version, rec EpochRecord, what string) (metastore.Version, EpochRecord, metastore.Version, error) {
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return "", EpochRecord{}, "", err
+	}
+	key := EpochKey(star, c)
+	p := RetryPolicy{}.withDefaults()
+	backoff := p.MinBackoff
+	for {
+		v, err := ms.Put(ctx, key, val, expect)
+		if err == nil {
+			return v, EpochRecord{}, "", nil
+		}
+		if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
+			return "", EpochRecord{}, "", fmt.Errorf("chain: %s: %w", what, err)
+		}
+		// A conflict, or an ambiguous failure: read what is there. Our own
+		// earlier attempt may have applied (a ghost write).
+		it, rerr := ms.Get(ctx, key)
+		if rerr == nil {
+			if bytes.Equal(it.Value, val) {
+				return it.Version, EpochRecord{}, "", nil
+			}
+			if it.Version != expect {
+				var found EpochRecord
+				if jerr := json.Unmarshal(it.Value, &found); jerr != nil {
+					return "", EpochRecord{}, "", fmt.Errorf("chain: %s: the record found is corrupt: %v", what, jerr)
+				}
+				return "", found, it.Version, errMovedOn
+			}
+			// Still at expect: our write did not apply. Try again.
+		} else if errors.Is(rerr, metastore.ErrNotFound) {
+			return "", EpochRecord{}, "", fmt.Errorf("chain: %s: %w: the epoch record is gone", what, errMovedOn)
+		}
+		last := err
+		if rerr != nil {
+			last = fmt.Errorf("%w (and re-read failed: %v)", err, rerr)
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", EpochRecord{}, "", fmt.Errorf("chain: %s: outcome unknown: %w (last error: %v)", what, ctx.Err(), last)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, p.MaxBackoff)
+	}
 }
