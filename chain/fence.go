@@ -1,0 +1,442 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// OccupantKind classifies what one bucket holds at a slot key, as a fencer
+// finds it.
+type OccupantKind uint8
+
+const (
+	// OccupantUnknown: not resolved. The bucket could not be reached, the
+	// poison PUT failed and the key reads empty, or the read failed. It is
+	// the only kind that is not permanent.
+	OccupantUnknown OccupantKind = iota
+	// OccupantFlight: a flight copy of this (epoch, slot), whatever its
+	// nonce, by its envelope. Its body is not checked (see Occupant.Readable).
+	OccupantFlight
+	// OccupantPoison: a poison of this (epoch, slot), anyone's.
+	OccupantPoison
+	// OccupantCorrupt: an object whose envelope does not parse (short,
+	// checksum mismatch, unknown format). It counts as neither a flight nor
+	// a poison: it may be a flight copy damaged at rest.
+	OccupantCorrupt
+	// OccupantForeign: an object with a valid envelope that is neither a
+	// flight nor a poison of this (epoch, slot): another epoch or slot, or a
+	// settled object. It cannot happen without a bug; it counts as neither.
+	OccupantForeign
+)
+
+// String names the kind.
+func (k OccupantKind) String() string {
+	switch k {
+	case OccupantUnknown:
+		return "unknown"
+	case OccupantFlight:
+		return "flight"
+	case OccupantPoison:
+		return "poison"
+	case OccupantCorrupt:
+		return "corrupt"
+	case OccupantForeign:
+		return "foreign"
+	}
+	return fmt.Sprintf("OccupantKind(%d)", uint8(k))
+}
+
+// Occupant is what one bucket holds at a slot key.
+type Occupant struct {
+	Kind OccupantKind
+	// Nonce is the writer's nonce of a flight or poison: flight copies count
+	// toward the quorum only with copies of the same nonce.
+	Nonce envelope.Nonce
+	// Readable is set on a flight whose whole copy was read and checked
+	// (ParseBundle and DecodeFrame of every frame succeeded). Fence only
+	// checks it under FenceOptions.AcceptReadableFlight; Decide ignores it.
+	Readable bool
+	// Err says why the occupant is unknown, corrupt or foreign.
+	Err error
+}
+
+// Decision is a fence's verdict on one slot.
+type Decision uint8
+
+const (
+	// Undecided: neither W flight copies nor K−W+1 poisons are known yet.
+	Undecided Decision = iota
+	// Committed: W buckets hold flight copies (of one nonce). Permanent.
+	Committed
+	// Dead: K−W+1 buckets hold poison, so W flight copies can never exist.
+	// Permanent.
+	Dead
+)
+
+// String names the decision.
+func (d Decision) String() string {
+	switch d {
+	case Undecided:
+		return "undecided"
+	case Committed:
+		return "committed"
+	case Dead:
+		return "dead"
+	}
+	return fmt.Sprintf("Decision(%d)", uint8(d))
+}
+
+// Decide is the fence's per-slot rule, a pure function of the slot's
+// occupants (one per bucket, len(occupants) == k): Committed if at least w
+// of them are flight copies with the same nonce, Dead if at least k−w+1 are
+// poisons, Undecided otherwise (and for malformed input: a length other
+// than k, or w outside [1, k]).
+//
+// The two can never both hold (w + k−w+1 > k), and because every kind but
+// OccupantUnknown is permanent, a decision reached from a partial view is
+// the decision of every fuller view: whoever decides, from whatever final
+// occupants they see, decides the same.
+func Decide(k, w int, occupants []Occupant) Decision {
+	if len(occupants) != k || w < 1 || w > k {
+		return Undecided
+	}
+	poisons := 0
+	for i, o := range occupants {
+		switch o.Kind {
+		case OccupantPoison:
+			poisons++
+		case OccupantFlight:
+			same := 0
+			for _, p := range occupants[i:] {
+				if p.Kind == OccupantFlight && p.Nonce == o.Nonce {
+					same++
+				}
+			}
+			if same >= w {
+				return Committed
+			}
+		}
+	}
+	if poisons >= k-w+1 {
+		return Dead
+	}
+	return Undecided
+}
+
+// decideWith is Decide plus the operator override: an undecided slot with a
+// readable flight copy is committed.
+func decideWith(k, w int, occupants []Occupant, acceptReadable bool) (d Decision, overridden bool) {
+	d = Decide(k, w, occupants)
+	if d != Undecided || !acceptReadable {
+		return d, false
+	}
+	for _, o := range occupants {
+		if o.Kind == OccupantFlight && o.Readable {
+			return Committed, true
+		}
+	}
+	return Undecided, false
+}
+
+// Fence errors.
+var (
+	// ErrUndecided is wrapped (by *UndecidedError) when a fence slot could
+	// not be decided before ctx ended.
+	ErrUndecided = errors.New("chain: fence: slot undecided")
+	// ErrFenceBound is wrapped when a fence decided FenceOptions.MaxSlots
+	// slots committed without finding a dead one.
+	ErrFenceBound = errors.New("chain: fence: safety bound reached")
+)
+
+// UndecidedError says which slot blocked a fence and what each bucket held
+// when ctx ended. It unwraps to ErrUndecided and to the context's error.
+type UndecidedError struct {
+	Epoch, Slot uint64
+	K, W        int
+	// Buckets names the buckets, in set order.
+	Buckets []string
+	// Occupants is each bucket's last resolution, in set order.
+	Occupants []OccupantKind
+	// Causes says, per bucket, why it is unknown, corrupt or foreign (nil
+	// for a flight or poison).
+	Causes []error
+	// Err is what ended the wait (ctx.Err()).
+	Err error
+}
+
+// Error names the slot, the quorum it lacked and each bucket's state.
+func (e *UndecidedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chain: fence epoch %d slot %d: undecided (need %d flight copies or %d poisons of %d buckets):", e.Epoch, e.Slot, e.W, e.K-e.W+1, e.K)
+	for i, k := range e.Occupants {
+		name := "bucket " + fmt.Sprint(i)
+		if i < len(e.Buckets) {
+			name = e.Buckets[i]
+		}
+		fmt.Fprintf(&b, " %s: %s", name, k)
+		if i < len(e.Causes) && e.Causes[i] != nil {
+			fmt.Fprintf(&b, " (%v)", e.Causes[i])
+		}
+		b.WriteByte(';')
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, " gave up: %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrUndecided and the context's error.
+func (e *UndecidedError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrUndecided}
+	}
+	return []error{ErrUndecided, e.Err}
+}
+
+// DefaultFenceMaxSlots is FenceOptions.MaxSlots's default: far above any
+// backlog budget plus window, so it only stops a fence chasing a writer that
+// should not be running.
+const DefaultFenceMaxSlots = 1 << 20
+
+// FenceOptions tunes a fence.
+type FenceOptions struct {
+	// AcceptReadableFlight is the operator override: a slot that cannot be
+	// decided but holds at least one readable, checksummed flight copy of
+	// the epoch (ParseBundle and DecodeFrame of every frame succeed) is
+	// treated as committed. Use it only for an epoch that has no recorded
+	// cut, when buckets are lost for good or envelopes unreadable: it may
+	// call committed a slot whose unreachable buckets hold poison, and a
+	// fencer without it may then reach a different cut.
+	AcceptReadableFlight bool
+	// Retry paces the retries of undecided slots; zero: BucketSet.Retry.
+	Retry RetryPolicy
+	// MaxSlots bounds the slots a fence decides committed before it gives
+	// up with ErrFenceBound (0: DefaultFenceMaxSlots). The takeover's bound
+	// is the backlog budget plus the window plus one.
+	MaxSlots uint64
+}
+
+// FenceResult is what a fence found.
+type FenceResult struct {
+	// Cut is the first dead slot: every slot in [from, Cut) is committed.
+	// Zero when Fence returns an error.
+	Cut uint64
+	// Committed is the number of slots decided committed (Cut − from on
+	// success; on error, the slots decided before it).
+	Committed uint64
+	// Overridden is how many of them were decided by AcceptReadableFlight.
+	Overridden uint64
+	// Poisoned is the number of poisons this call placed (a rerun that
+	// finds its own poison already there places none).
+	Poisoned int
+}
+
+// Fence finds the cut of epoch of the chain (star, class), from slot from
+// on: for each slot it makes every reachable bucket hold something
+// (PutIfAbsent of a poison carrying nonce, the fencer's own; on ErrExists or
+// an ambiguous failure it reads the occupant's envelope), and decides from
+// the final occupants with Decide: committed, go on; dead, that slot is the
+// cut. It uses point lookups only, never a listing.
+//
+// Because it decides from occupants rather than from what it placed, Fence
+// is idempotent: a rerun, or a second fencer racing this one, reaches the
+// same cut. A slot that cannot be decided (buckets down or failing, a
+// corrupt occupant that leaves the quorum unknowable) is retried with
+// backoff until ctx ends; the error is then an *UndecidedError naming the
+// slot and what each bucket held.
+//
+// from must be at or past the chain's trim cursor (the design starts at 0,
+// or at the checkpoint's slot if the checkpoint is in epoch): trimmed slots
+// read empty, and a fence there would kill them.
+func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, from uint64, nonce envelope.Nonce, opt FenceOptions) (FenceResult, error) {
+	if err := set.Validate(); err != nil {
+		return FenceResult{}, err
+	}
+	if err := objstore.ValidateKey(SlotKey(star, class, epoch, from)); err != nil {
+		return FenceResult{}, fmt.Errorf("chain: fence %s/%s epoch %d: %w", star, class, epoch, err)
+	}
+	retry := opt.Retry
+	if retry == (RetryPolicy{}) {
+		retry = set.Retry
+	}
+	bound := opt.MaxSlots
+	if bound == 0 {
+		bound = DefaultFenceMaxSlots
+	}
+	var res FenceResult
+	for slot := from; ; slot++ {
+		if slot-from >= bound {
+			return res, fmt.Errorf("%w: %s/%s epoch %d: %d slots from %d are committed and no dead slot found (is a writer still running?)", ErrFenceBound, star, class, epoch, bound, from)
+		}
+		f := slotFence{set: set, key: SlotKey(star, class, epoch, slot), epoch: epoch, slot: slot, nonce: nonce, accept: opt.AcceptReadableFlight}
+		d, overridden, err := f.run(ctx, retry)
+		res.Poisoned += f.placed
+		if err != nil {
+			return res, err
+		}
+		if d == Dead {
+			res.Cut = slot
+			return res, nil
+		}
+		res.Committed++
+		if overridden {
+			res.Overridden++
+		}
+	}
+}
+
+// slotFence decides one slot.
+type slotFence struct {
+	set    BucketSet
+	key    string
+	epoch  uint64
+	slot   uint64
+	nonce  envelope.Nonce
+	accept bool
+
+	occ       []Occupant
+	ambiguous []bool // a poison PUT of ours to bucket i failed ambiguously
+	checked   []bool // bucket i's flight copy was read whole for the override
+	placed    int
+}
+
+func (f *slotFence) run(ctx context.Context, retry RetryPolicy) (Decision, bool, error) {
+	k := f.set.K()
+	f.occ = make([]Occupant, k)
+	f.ambiguous = make([]bool, k)
+	f.checked = make([]bool, k)
+	poison := envelope.Poison(f.epoch, f.slot, f.nonce)
+	bo := newBackoff(retry)
+	for {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := range f.occ {
+			switch f.occ[i].Kind {
+			case OccupantFlight, OccupantPoison, OccupantForeign:
+				continue // permanent: no need to look again
+			}
+			occupied := f.occ[i].Kind == OccupantCorrupt
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o, placed, ambiguous := resolveOccupant(ctx, f.set.Stores[i], f.key, poison, f.epoch, f.slot, f.nonce, occupied, f.ambiguous[i])
+				mu.Lock()
+				if o.Kind == OccupantUnknown && ctx.Err() != nil && f.occ[i].Err != nil {
+					// A look cut short by ctx tells nothing new: keep what
+					// the previous round saw (a corrupt occupant, a fault).
+					o = f.occ[i]
+				}
+				f.occ[i] = o
+				f.ambiguous[i] = ambiguous
+				if placed {
+					f.placed++
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if f.accept && Decide(k, f.set.W, f.occ) == Undecided {
+			f.checkReadable(ctx)
+		}
+		d, overridden := decideWith(k, f.set.W, f.occ, f.accept)
+		if d != Undecided {
+			return d, overridden, nil
+		}
+		if !bo.wait(ctx) {
+			e := &UndecidedError{Epoch: f.epoch, Slot: f.slot, K: k, W: f.set.W, Err: ctx.Err()}
+			for i, o := range f.occ {
+				e.Buckets = append(e.Buckets, f.set.name(i))
+				e.Occupants = append(e.Occupants, o.Kind)
+				e.Causes = append(e.Causes, o.Err)
+			}
+			return Undecided, false, e
+		}
+	}
+}
+
+// checkReadable reads whole each flight copy not yet checked, until one
+// proves readable.
+func (f *slotFence) checkReadable(ctx context.Context) {
+	for i, o := range f.occ {
+		if o.Kind != OccupantFlight {
+			continue
+		}
+		if o.Readable {
+			return
+		}
+		if f.checked[i] {
+			continue
+		}
+		obj, err := f.set.Stores[i].Get(ctx, f.key, 0, -1)
+		if err != nil {
+			continue // transient: try again next round
+		}
+		f.checked[i] = true
+		env, _, err := checkCopy(obj, f.epoch, f.slot)
+		if err == nil && env.Nonce == o.Nonce {
+			f.occ[i].Readable = true
+			return
+		}
+	}
+}
+
+// resolveOccupant makes one bucket hold something at key and says what: it
+// PutIfAbsents poison (unless the key is known occupied) and reads the
+// envelope of whatever is there on ErrExists or an ambiguous failure.
+// placed reports that this call's poison is the occupant; ambiguous, that a
+// poison PUT to this bucket has failed ambiguously during this fence (so
+// finding our nonce later means we placed it).
+func resolveOccupant(ctx context.Context, b objstore.Store, key string, poison []byte, epoch, slot uint64, nonce envelope.Nonce, occupied, wasAmbiguous bool) (o Occupant, placed, ambiguous bool) {
+	ambiguous = wasAmbiguous
+	var putErr error
+	if !occupied {
+		putErr = b.PutIfAbsent(ctx, key, poison)
+		switch {
+		case putErr == nil:
+			return Occupant{Kind: OccupantPoison, Nonce: nonce}, true, ambiguous
+		case errors.Is(putErr, objstore.ErrExists):
+			putErr = nil
+		default:
+			ambiguous = true // it may have landed: read it back
+		}
+	}
+	env, err := ProbeEnvelope(ctx, b, key)
+	switch {
+	case err == nil:
+		o = classify(env, epoch, slot)
+		placed = ambiguous && o.Kind == OccupantPoison && env.Nonce == nonce
+		if placed {
+			ambiguous = false // counted once
+		}
+		return o, placed, ambiguous
+	case envelope.IsCorruption(err):
+		return Occupant{Kind: OccupantCorrupt, Err: err}, false, ambiguous
+	case errors.Is(err, objstore.ErrNotFound) && putErr != nil:
+		return Occupant{Kind: OccupantUnknown, Err: fmt.Errorf("poison PUT failed and the key reads empty: %w", putErr)}, false, ambiguous
+	case errors.Is(err, objstore.ErrNotFound):
+		return Occupant{Kind: OccupantUnknown, Err: errors.New("the key was occupied and now reads empty")}, false, ambiguous
+	case putErr != nil:
+		return Occupant{Kind: OccupantUnknown, Err: fmt.Errorf("poison PUT: %v; probe: %w", putErr, err)}, false, ambiguous
+	}
+	return Occupant{Kind: OccupantUnknown, Err: fmt.Errorf("probe: %w", err)}, false, ambiguous
+}
+
+// classify turns an occupant's envelope into an Occupant of (epoch, slot).
+func classify(env envelope.Envelope, epoch, slot uint64) Occupant {
+	if env.Epoch == epoch && env.Slot == slot {
+		switch env.Kind {
+		case envelope.KindFlight:
+			return Occupant{Kind: OccupantFlight, Nonce: env.Nonce}
+		case envelope.KindPoison:
+			return Occupant{Kind: OccupantPoison, Nonce: env.Nonce}
+		}
+	}
+	return Occupant{Kind: OccupantForeign, Nonce: env.Nonce,
+		Err: fmt.Errorf("a %s of epoch %d slot %d", env.Kind, env.Epoch, env.Slot)}
+}

@@ -1,0 +1,88 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/flightlog/flightlog/envelope"
+)
+
+// ErrNoGoodCopy is wrapped by Walk's error when a slot below the cut has no
+// good copy in any bucket before ctx ends. The slot was decided committed,
+// so W copies existed: this is data loss, or the set is down.
+var ErrNoGoodCopy = errors.New("chain: walk: no good copy of a committed slot")
+
+// WalkStats counts what a walk read.
+type WalkStats struct {
+	Slots   uint64 // slots handed to fn
+	Bytes   int64  // bytes of the copies handed to fn
+	Skipped int    // copies passed over: missing, poisoned, short, corrupt or unreachable
+}
+
+// Walk reads every committed slot of epoch in [from, cut) in slot order and
+// calls fn with the slot, its whole object and its frames. cut must be the
+// epoch's recorded cut (or the live epoch's release point), so every slot in
+// the range is committed.
+//
+// Each slot is read by point lookups: the whole object is fetched from the
+// first bucket, in set order, whose copy parses (ParseBundle), is a flight of
+// (epoch, slot) and whose every frame passes DecodeFrame's checks. A
+// missing, poisoned, short or corrupt copy is skipped for the next bucket. A
+// slot with no good copy is retried with backoff until ctx ends, and the
+// error then wraps ErrNoGoodCopy and names the slot and each bucket's fault.
+// An error from fn stops the walk and is returned wrapped. fn may retain obj
+// and frames.
+func Walk(ctx context.Context, set BucketSet, star string, class Class, epoch, from, cut uint64, fn func(slot uint64, obj []byte, frames []envelope.FrameInfo) error) error {
+	_, err := WalkWithStats(ctx, set, star, class, epoch, from, cut, fn)
+	return err
+}
+
+// WalkWithStats is Walk, also returning what it read and skipped.
+func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class, epoch, from, cut uint64, fn func(slot uint64, obj []byte, frames []envelope.FrameInfo) error) (WalkStats, error) {
+	var st WalkStats
+	if err := set.Validate(); err != nil {
+		return st, err
+	}
+	for slot := from; slot < cut; slot++ {
+		obj, frames, err := readSlot(ctx, set, star, class, epoch, slot, &st)
+		if err != nil {
+			return st, err
+		}
+		st.Slots++
+		st.Bytes += int64(len(obj))
+		if err := fn(slot, obj, frames); err != nil {
+			return st, fmt.Errorf("chain: walk %s/%s epoch %d slot %d: %w", star, class, epoch, slot, err)
+		}
+	}
+	return st, nil
+}
+
+// readSlot returns the first good copy of a committed slot, retrying until
+// ctx ends.
+func readSlot(ctx context.Context, set BucketSet, star string, class Class, epoch, slot uint64, st *WalkStats) ([]byte, []envelope.FrameInfo, error) {
+	key := SlotKey(star, class, epoch, slot)
+	bo := newBackoff(set.Retry)
+	faults := make([]error, set.K())
+	for {
+		for i, b := range set.Stores {
+			obj, err := b.Get(ctx, key, 0, -1)
+			if err == nil {
+				var frames []envelope.FrameInfo
+				if _, frames, err = checkCopy(obj, epoch, slot); err == nil {
+					return obj, frames, nil
+				}
+			}
+			faults[i] = err
+			st.Skipped++
+		}
+		if !bo.wait(ctx) {
+			var b strings.Builder
+			for i, f := range faults {
+				fmt.Fprintf(&b, " %s: %v;", set.name(i), f)
+			}
+			return nil, nil, fmt.Errorf("%w: %s/%s epoch %d slot %d:%s gave up: %w", ErrNoGoodCopy, star, class, epoch, slot, b.String(), ctx.Err())
+		}
+	}
+}
