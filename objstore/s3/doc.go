@@ -77,8 +77,8 @@
 // StartAfter: this Store then omits StartAfter, filters keys that do not sort
 // after startAfter on the client side, and stops at limit, so a listing is a
 // subset in arbitrary order (harness capabilities UnorderedList and
-// NoStartAfter; see DirectoryBucket). AWS also documents that directory
-// bucket prefixes are matched per "/"-delimited directory, so list with
-// prefixes that end in "/". Nothing on flightlog's write or takeover path
-// lists.
+// NoStartAfter; see DirectoryBucket). Directory buckets also restrict
+// listing prefixes and delimiters (see AWS's ListObjectsV2 notes for
+// directory buckets; not verified here). Nothing on flightlog's write or
+// takeover path lists.
 package s3
