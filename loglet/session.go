@@ -16,10 +16,26 @@ type AppendSession struct {
 	s      *Star
 	stream string
 
-	mu     sync.Mutex
-	failed error
+	mu     sync.Mutex // serialises Submit and Close
 	last   *pending
 	closed bool
+
+	fmu    sync.Mutex // guards failed; never held while blocking
+	failed error
+}
+
+func (a *AppendSession) fail(err error) {
+	a.fmu.Lock()
+	if a.failed == nil {
+		a.failed = err
+	}
+	a.fmu.Unlock()
+}
+
+func (a *AppendSession) failure() error {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	return a.failed
 }
 
 // AckFuture is the outcome of one submitted batch.
@@ -46,21 +62,21 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 	if a.closed {
 		return nil, notCommitted(fmt.Errorf("%w: append session closed", ErrClosed))
 	}
-	if a.failed == nil && a.last != nil {
+	if a.last != nil {
 		select {
 		case <-a.last.done:
 			if a.last.err != nil {
-				a.failed = a.last.err
+				a.fail(a.last.err)
 			}
 		default:
 		}
 	}
-	if a.failed != nil {
-		return nil, notCommitted(fmt.Errorf("%w: %v", ErrSessionFailed, a.failed))
+	if err := a.failure(); err != nil {
+		return nil, notCommitted(fmt.Errorf("%w: %v", ErrSessionFailed, err))
 	}
 	p, err := a.s.submit(ctx, a.stream, b)
 	if err != nil {
-		a.failed = err
+		a.fail(err)
 		return nil, err
 	}
 	a.last = p
@@ -73,17 +89,17 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 func (f *AckFuture) Wait(ctx context.Context) (Ack, error) {
 	select {
 	case <-f.p.done:
-		if f.p.err != nil {
-			f.sess.mu.Lock()
-			if f.sess.failed == nil {
-				f.sess.failed = f.p.err
-			}
-			f.sess.mu.Unlock()
-		}
-		return f.p.ack, f.p.err
 	case <-ctx.Done():
-		return Ack{}, outcomeUnknown(fmt.Errorf("loglet: gave up waiting for the ack: %w", ctx.Err()))
+		select {
+		case <-f.p.done: // a known outcome beats "unknown"
+		default:
+			return Ack{}, outcomeUnknown(fmt.Errorf("loglet: gave up waiting for the ack: %w", ctx.Err()))
+		}
 	}
+	if f.p.err != nil {
+		f.sess.fail(f.p.err)
+	}
+	return f.p.ack, f.p.err
 }
 
 // Done is closed when the outcome is known.
@@ -100,25 +116,29 @@ func (a *AppendSession) Close(ctx context.Context) error {
 		select {
 		case <-last.done:
 		case <-ctx.Done():
-			return outcomeUnknown(fmt.Errorf("loglet: closing append session: %w", ctx.Err()))
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed == nil && last != nil && last.err != nil {
-		a.failed = last.err
+	if last != nil {
+		select {
+		case <-last.done:
+		default:
+			return outcomeUnknown(fmt.Errorf("loglet: closing append session: %w", ctx.Err()))
+		}
+		if last.err != nil {
+			a.fail(last.err)
+		}
 	}
-	return a.failed
+	return a.failure()
 }
 
-// ReadSession catches up on a stream and then follows its tail, woken by
-// each release (no polling).
+// ReadSession catches up on a stream and then follows its tail. On the
+// leader it is woken by each release (no polling); on a Reader it polls the
+// metastore every Config.ReaderPollInterval. Not safe for concurrent use.
 type ReadSession struct {
-	s      *Star
-	st     *streamState
-	stream string
-	next   uint64
-	q      ReadQuery
+	next uint64
+	read func(ctx context.Context, from uint64) ([]SequencedRecord, error)
+	// wait blocks until records at or past next may have become readable.
+	wait func(ctx context.Context, next uint64) error
 }
 
 // OpenReadSession starts a session at q.Start; q's limits apply to each
@@ -128,40 +148,51 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 	if err != nil {
 		return nil, err
 	}
-	st.lane.mu.Lock()
-	next := st.resolve(q.Start)
-	st.lane.mu.Unlock()
-	return &ReadSession{s: s, st: st, stream: stream, next: next, q: q}, nil
+	next, err := s.resolve(ctx, st, q.Start)
+	if err != nil {
+		return nil, err
+	}
+	read := func(ctx context.Context, from uint64) ([]SequencedRecord, error) {
+		res, err := s.Read(ctx, stream, ReadQuery{Start: AtSeq(from), MaxRecords: q.MaxRecords, MaxBytes: q.MaxBytes})
+		return res.Records, err
+	}
+	wait := func(ctx context.Context, next uint64) error {
+		l := st.lane
+		l.mu.Lock()
+		var ch <-chan struct{}
+		if st.durable.Seq <= next {
+			ch = st.changed()
+		}
+		l.mu.Unlock()
+		if ch == nil {
+			return nil
+		}
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closing:
+			return ErrClosed
+		}
+	}
+	return &ReadSession{next: next, read: read, wait: wait}, nil
 }
 
-// Recv returns the next records, blocking until at least one is released or
+// Recv returns the next records, blocking until at least one is readable or
 // ctx ends (then it returns ctx's error). Records come once each, in order.
 func (r *ReadSession) Recv(ctx context.Context) ([]SequencedRecord, error) {
 	for {
-		res, err := r.s.Read(ctx, r.stream, ReadQuery{Start: AtSeq(r.next), MaxRecords: r.q.MaxRecords, MaxBytes: r.q.MaxBytes})
+		recs, err := r.read(ctx, r.next)
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Records) > 0 {
-			r.next = res.Next
-			return res.Records, nil
+		if len(recs) > 0 {
+			r.next = recs[len(recs)-1].Seq + 1
+			return recs, nil
 		}
-		l := r.st.lane
-		l.mu.Lock()
-		var wait <-chan struct{}
-		if r.st.durable.Seq <= r.next {
-			wait = r.st.changed()
-		}
-		l.mu.Unlock()
-		if wait == nil {
-			continue
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-r.s.closing:
-			return nil, ErrClosed
+		if err := r.wait(ctx, r.next); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // Star is one star led by this process: a lane (chain) per configured
@@ -22,6 +24,7 @@ type Star struct {
 	cfg   Config
 	log   *slog.Logger
 	lanes [2]*lane // by Class; nil when the class is disabled
+	hist  *history
 
 	mu      sync.RWMutex
 	streams map[string]*streamState
@@ -58,8 +61,10 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		streams: map[string]*streamState{},
 		closing: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
+		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}},
 	}
 	epochs := [2]uint64{}
+	committers := [2]*absorb.Committer{}
 	for _, c := range chain.Classes {
 		cc := s.classConfig(c)
 		if len(cc.Buckets) == 0 {
@@ -75,10 +80,15 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 			return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 		}
 		epochs[c] = rec.Epoch
+		cm, err := absorb.InitCheckpoint(ctx, cfg.Meta, cfg.Star, c, cfg.Owner, rec.Epoch)
+		if err != nil {
+			return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
+		}
+		committers[c] = cm
 	}
 	for _, c := range chain.Classes {
 		if epochs[c] != 0 {
-			s.lanes[c] = newLane(s, c, *s.classConfig(c), epochs[c], cfg.FlightIndexBytes)
+			s.lanes[c] = newLane(s, c, *s.classConfig(c), epochs[c], committers[c])
 		}
 	}
 	if err := s.loadStreams(ctx); err != nil {
@@ -386,6 +396,11 @@ func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) 
 	case <-p.done:
 		return p.ack, p.err
 	case <-ctx.Done():
+		select {
+		case <-p.done: // a known outcome beats "unknown"
+			return p.ack, p.err
+		default:
+		}
 		return Ack{}, outcomeUnknown(fmt.Errorf("loglet: stream %q: gave up waiting for the ack: %w", stream, ctx.Err()))
 	}
 }
@@ -403,11 +418,11 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	return Tail{Seq: st.seq.Next, Timestamp: st.seq.LastTimestamp}, nil
 }
 
-// Read returns released records of stream from q.Start on. Until the absorb
-// records history in the metastore, it serves the leader's flight index: the
-// last Config.FlightIndexBytes of released records per class. A start at or
-// past the durable tail returns no records and the tail; a start below what
-// the index still holds returns ErrHistoryTrimmed.
+// Read returns durable records of stream from q.Start on: absorbed history
+// from refs and the object store, then the unabsorbed tail from the
+// leader's flight index, with no gap and no duplicate between them. A start
+// at or past the durable tail returns no records and the tail; a start below
+// the oldest readable record returns ErrHistoryTrimmed.
 func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
 	if err := ctx.Err(); err != nil {
 		return ReadResult{}, err
@@ -416,6 +431,29 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	if err != nil {
 		return ReadResult{}, err
 	}
+	maxRecs, maxBytes := limits(q)
+	start, err := s.resolve(ctx, st, q.Start)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	l := st.lane
+	l.mu.Lock()
+	tail := st.durable
+	if start >= st.indexStart() {
+		recs, err := st.read(start, maxRecs, maxBytes)
+		l.mu.Unlock()
+		return result(recs, start, tail), err
+	}
+	l.mu.Unlock()
+	// Below the index: absorbed before we looked, so refs hold it.
+	recs, err := s.hist.read(ctx, stream, start, maxRecs, maxBytes)
+	if err == nil && len(recs) == 0 {
+		err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, start)
+	}
+	return result(recs, start, tail), err
+}
+
+func limits(q ReadQuery) (int, int) {
 	maxRecs, maxBytes := q.MaxRecords, q.MaxBytes
 	if maxRecs <= 0 {
 		maxRecs = 1000
@@ -423,37 +461,46 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
-	l := st.lane
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	start := st.resolve(q.Start)
-	recs, err := st.read(start, maxRecs, maxBytes)
-	res := ReadResult{Records: recs, Next: start, Tail: st.durable}
+	return maxRecs, maxBytes
+}
+
+func result(recs []SequencedRecord, start uint64, tail Tail) ReadResult {
+	res := ReadResult{Records: recs, Next: start, Tail: tail}
 	if n := len(recs); n > 0 {
 		res.Next = recs[n-1].Seq + 1
 	}
-	if err != nil {
-		return res, fmt.Errorf("loglet: read %q from %d: %w", stream, start, err)
-	}
-	return res, nil
+	return res
 }
 
-// resolve turns a Position into a sequence number. Lane lock held.
-func (st *streamState) resolve(p Position) uint64 {
-	switch p.kind {
-	case posTimestamp:
-		return st.seqFromTimestamp(p.ts)
-	case posTailOffset:
-		oldest := st.durable.Seq
-		if len(st.entries) > 0 {
-			oldest = st.entries[0].start
-		}
-		if p.value >= st.durable.Seq-oldest {
-			return oldest
-		}
-		return st.durable.Seq - p.value
+// resolve turns a Position into a sequence number.
+func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64, error) {
+	l := st.lane
+	l.mu.Lock()
+	durable := st.durable.Seq
+	idx := st.indexStart()
+	idxMin := int64(-1)
+	if len(st.entries) > 0 {
+		idxMin = st.entries[0].minTS
 	}
-	return p.value
+	l.mu.Unlock()
+	switch p.kind {
+	case posTailOffset:
+		if p.value >= durable {
+			return 0, nil
+		}
+		return durable - p.value, nil
+	case posTimestamp:
+		if idx > 0 && (idxMin < 0 || idxMin > p.ts) {
+			seq, ok, err := s.hist.seqAtTimestamp(ctx, st.name, p.ts)
+			if err != nil || ok {
+				return seq, err
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return st.seqFromTimestamp(p.ts), nil
+	}
+	return p.value, nil
 }
 
 // Close stops admission (later appends fail with ErrClosed), flushes every
