@@ -42,11 +42,16 @@ type Config struct {
 	// MaxBatchBytes bounds one batch's encoded size (default 1 MiB + 64 KiB,
 	// so a batch can hold one maximal record).
 	MaxBatchBytes int
-	// FlightIndexBytes bounds the released records the leader keeps in
-	// memory to serve reads, per class (default 64 MiB). Until the absorb
-	// records them in the metastore, records evicted from it are not
-	// readable from this process.
-	FlightIndexBytes int64
+	// AbsorbInterval is the minimum time between absorb rounds of a chain
+	// (default 100ms): it caps metastore requests at about 1/AbsorbInterval
+	// per chain, whatever the ingest rate and number of streams.
+	AbsorbInterval time.Duration
+	// AbsorbMaxSlots bounds the slots one round covers (default 256).
+	AbsorbMaxSlots int
+	// ReaderPollInterval is how often a read session on a Reader (a
+	// process that leads nothing) polls the metastore for new refs
+	// (default 250ms). Sessions on the leader are woken by releases.
+	ReaderPollInterval time.Duration
 	// Logger receives events (halts, under-replicated slots). Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -85,6 +90,12 @@ type ClassConfig struct {
 	Codec envelope.Codec
 	// Retry paces retries of ambiguous PUT failures.
 	Retry chain.RetryPolicy
+	// ChainBacklogFlights bounds claimed-but-unabsorbed flights (the
+	// seed's --s3-chain-backlog-flights, default 1024).
+	ChainBacklogFlights int
+	// ChainBacklogMiB bounds their payload bytes, which the leader holds in
+	// its flight index until absorbed (default: twice MemoryBufferMiB).
+	ChainBacklogMiB int
 }
 
 // Per-class defaults. The benchmark in loglet/bench_test.go and
@@ -101,6 +112,7 @@ const (
 	DefaultStandardCommitDeadline  = 10 * time.Second
 	DefaultExpressCommitDeadline   = 2 * time.Second
 	DefaultStragglerTimeout        = 30 * time.Second
+	DefaultChainBacklogFlights     = 1024
 	DefaultStandardCodec           = envelope.CodecS2
 	DefaultExpressCodec            = envelope.CodecS2
 )
@@ -141,6 +153,12 @@ func (c *ClassConfig) applyDefaults(class Class) {
 	}
 	if c.CommitDeadline == 0 {
 		c.CommitDeadline = pickD(DefaultStandardCommitDeadline, DefaultExpressCommitDeadline)
+	}
+	if c.ChainBacklogFlights == 0 {
+		c.ChainBacklogFlights = DefaultChainBacklogFlights
+	}
+	if c.ChainBacklogMiB == 0 {
+		c.ChainBacklogMiB = 2 * c.MemoryBufferMiB
 	}
 	if c.StragglerTimeout == 0 {
 		c.StragglerTimeout = DefaultStragglerTimeout
@@ -194,6 +212,12 @@ func (c *ClassConfig) validate(class Class, maxBatch int) error {
 	if c.FlightBytes < 1 || c.FlightBytes > 32<<20 {
 		bad("FlightBytes=%d must be in [1, 32 MiB]", c.FlightBytes)
 	}
+	if c.ChainBacklogFlights < c.ParallelUploads {
+		bad("ChainBacklogFlights=%d must be at least ParallelUploads=%d", c.ChainBacklogFlights, c.ParallelUploads)
+	}
+	if c.ChainBacklogMiB < 1 {
+		bad("ChainBacklogMiB=%d must be >= 1", c.ChainBacklogMiB)
+	}
 	if c.CommitDeadline <= 0 || c.StragglerTimeout < c.CommitDeadline {
 		bad("CommitDeadline=%v must be positive and at most StragglerTimeout=%v", c.CommitDeadline, c.StragglerTimeout)
 	}
@@ -230,8 +254,14 @@ func (c *Config) applyDefaults() {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = 1<<20 + 64<<10
 	}
-	if c.FlightIndexBytes == 0 {
-		c.FlightIndexBytes = 64 << 20
+	if c.AbsorbInterval == 0 {
+		c.AbsorbInterval = 100 * time.Millisecond
+	}
+	if c.AbsorbMaxSlots == 0 {
+		c.AbsorbMaxSlots = 256
+	}
+	if c.ReaderPollInterval == 0 {
+		c.ReaderPollInterval = 250 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -264,8 +294,8 @@ func (c *Config) validate() error {
 	if c.MaxBatchRecords > envelope.MaxFrameRecords {
 		errs = append(errs, fmt.Errorf("loglet: MaxBatchRecords=%d over the format's %d", c.MaxBatchRecords, envelope.MaxFrameRecords))
 	}
-	if c.FlightIndexBytes < 0 {
-		errs = append(errs, errors.New("loglet: FlightIndexBytes must not be negative"))
+	if c.AbsorbInterval < 0 || c.AbsorbMaxSlots < 1 || c.ReaderPollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("loglet: AbsorbInterval=%v, AbsorbMaxSlots=%d, ReaderPollInterval=%v: want >= 0, >= 1, > 0", c.AbsorbInterval, c.AbsorbMaxSlots, c.ReaderPollInterval))
 	}
 	errs = append(errs, c.Standard.validate(Standard, c.MaxBatchBytes), c.Express.validate(Express, c.MaxBatchBytes))
 	return errors.Join(errs...)

@@ -41,7 +41,7 @@ func newRig(t testing.TB, c Class, k int, seed uint64, tweak func(*Config, []*ob
 		r.mems, r.fault = append(r.mems, m), append(r.fault, f)
 		stores = append(stores, f)
 	}
-	cfg := Config{Star: "s1", Meta: r.meta, CreateOnAppend: true, DefaultClass: c, Logger: slog.New(slog.DiscardHandler)}
+	cfg := Config{Star: "s1", Meta: r.meta, CreateOnAppend: true, DefaultClass: c, Logger: quietLogger()}
 	cc := ClassConfig{Buckets: stores, FlushDeadline: time.Millisecond, FlightBytes: 64 << 10, ParallelUploads: 8,
 		CommitDeadline: 5 * time.Second, StragglerTimeout: 10 * time.Second, Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}}
 	if c == Express {
@@ -124,3 +124,5 @@ func readAll(t testing.TB, s *Star, stream string) []SequencedRecord {
 		next = res.Next
 	}
 }
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,6 +1,7 @@
 package loglet
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/flightlog/flightlog/envelope"
@@ -20,17 +21,6 @@ type streamState struct {
 	waiters chan struct{} // closed and replaced on each release
 }
 
-// wake tells read sessions following the stream that it grew. Called with
-// the lane lock NOT held; takes it briefly.
-func (st *streamState) wake() {
-	st.lane.mu.Lock()
-	if st.waiters != nil {
-		close(st.waiters)
-		st.waiters = nil
-	}
-	st.lane.mu.Unlock()
-}
-
 // changed returns a channel closed at the stream's next release. Lane lock
 // held.
 func (st *streamState) changed() <-chan struct{} {
@@ -40,48 +30,37 @@ func (st *streamState) changed() <-chan struct{} {
 	return st.waiters
 }
 
-// flightIndex keeps released batches, per stream and in release order, to
-// serve reads, under a byte budget: past it the oldest released batches are
-// evicted first. Guarded by the lane's mutex.
+// flightIndex accounts the released, unabsorbed batches the leader keeps
+// per stream (streamState.entries) to serve the tail of each stream until
+// the absorb records them. The backlog bounds it. Guarded by the lane lock.
 type flightIndex struct {
-	budget int64
-	bytes  int64
-	fifo   []*pending // every indexed batch, in release order
-	head   int
+	bytes int64
 }
 
 func (x *flightIndex) add(st *streamState, p *pending) {
 	st.entries = append(st.entries, p)
-	x.fifo = append(x.fifo, p)
 	x.bytes += int64(len(p.payload))
-	for x.bytes > x.budget && x.head < len(x.fifo) {
-		old := x.fifo[x.head]
-		x.fifo[x.head] = nil
-		x.head++
-		x.bytes -= int64(len(old.payload))
-		// Per stream, eviction is also oldest first.
-		if e := old.st.entries; len(e) > 0 && e[0] == old {
-			e[0] = nil
-			old.st.entries = e[1:]
-		}
-	}
-	if x.head > 1024 && x.head*2 > len(x.fifo) {
-		n := copy(x.fifo, x.fifo[x.head:])
-		clear(x.fifo[n:])
-		x.fifo, x.head = x.fifo[:n], 0
+}
+
+// drop removes p, which must be st's oldest entry, once it is absorbed.
+func (x *flightIndex) drop(p *pending) {
+	e := p.st.entries
+	if len(e) > 0 && e[0] == p {
+		e[0] = nil
+		p.st.entries = e[1:]
+		x.bytes -= int64(len(p.payload))
 	}
 }
 
-// read serves up to maxRecords/maxBytes records of st from seq on. It
-// returns ErrHistoryTrimmed if seq is below the oldest indexed record and
-// above 0 of what was ever written here. Lane lock held.
+// read serves up to maxRecords/maxBytes records of st from seq on, from the
+// flight index. seq must not be below indexStart(). Lane lock held.
 func (st *streamState) read(seq uint64, maxRecords, maxBytes int) ([]SequencedRecord, error) {
 	e := st.entries
 	if seq >= st.durable.Seq {
 		return nil, nil
 	}
 	if len(e) == 0 || seq < e[0].start {
-		return nil, ErrHistoryTrimmed
+		return nil, fmt.Errorf("loglet: %d is below the flight index (%d)", seq, st.indexStart())
 	}
 	i := sort.Search(len(e), func(i int) bool { return e[i].start+uint64(e[i].count) > seq })
 	var out []SequencedRecord
@@ -108,6 +87,15 @@ func (st *streamState) read(seq uint64, maxRecords, maxBytes int) ([]SequencedRe
 		}
 	}
 	return out, nil
+}
+
+// indexStart is the first sequence number the flight index serves: below
+// it, records are read from history (refs). Lane lock held.
+func (st *streamState) indexStart() uint64 {
+	if len(st.entries) > 0 {
+		return st.entries[0].start
+	}
+	return st.durable.Seq
 }
 
 // seqFromTimestamp returns the first indexed sequence number whose record

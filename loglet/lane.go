@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/histogram"
@@ -45,6 +46,8 @@ type flight struct {
 	claimed time.Time
 	cancel  context.CancelFunc // ends the upload (set at claim)
 	failed  bool               // its batches were failed by a halt
+	key     string             // set by the upload, under the lane lock
+	frames  []envelope.FrameInfo
 }
 
 // lane runs one chain (star, class): the pool, the flusher that cuts and
@@ -73,6 +76,10 @@ type lane struct {
 	closing bool  // no admission; flush what is pooled
 	index   flightIndex
 
+	backlog  *absorb.Backlog
+	absorber *absorber
+	absorbQ  []*flight // released, not yet absorbed, in slot order (lane lock)
+
 	stats laneStats
 
 	// onRelease, if set (tests only), is called under the lane lock for
@@ -96,7 +103,7 @@ type laneStats struct {
 
 const maxUnderReplicatedList = 1024
 
-func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, indexBytes int64) *lane {
+func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, cm *absorb.Committer) *lane {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lane{
 		star: s, class: class, cfg: cfg, epoch: epoch, buckets: cfg.Buckets,
@@ -106,13 +113,18 @@ func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, indexBytes int
 		flushr:  make(chan struct{}),
 		window:  sequencer.NewWindow(0, cfg.ParallelUploads),
 		flights: map[uint64]*flight{},
-		index:   flightIndex{budget: indexBytes},
 	}
 	l.space = sync.NewCond(&l.mu)
+	l.absorber = newAbsorber(l, cm)
+	l.backlog = absorb.NewBacklog(cfg.ChainBacklogFlights, int64(cfg.ChainBacklogMiB)<<20, l.absorber.diagnose,
+		func(cause absorb.StallCause, flights int, bytes int64) {
+			l.log.Warn("backlog full: publishes blocked", "cause", cause.String(), "flights", flights, "bytes", bytes)
+		})
 	l.writers.New = func() any { return envelope.NewBundleWriter() }
 	l.stats.putLatency = make([]histogram.H, len(cfg.Buckets))
-	l.wg.Add(1)
+	l.wg.Add(2)
 	go l.flushLoop()
+	go l.absorber.run()
 	return l
 }
 
@@ -175,6 +187,11 @@ func (l *lane) flushLoop() {
 		if !l.waitForCut(timer) {
 			return
 		}
+		// The backlog bounds claimed-but-unabsorbed flights: at the bound
+		// the flusher (and behind it, admission) waits for the absorb.
+		if err := l.backlog.Acquire(l.ctx, int64(max(l.cfg.FlightBytes, l.star.cfg.MaxBatchBytes))); err != nil {
+			return
+		}
 		l.mu.Lock()
 		for !l.window.CanClaim() && l.haltErr == nil {
 			l.space.Wait()
@@ -199,6 +216,7 @@ func (l *lane) flushLoop() {
 		ctx, cancel := context.WithTimeout(l.ctx, l.cfg.StragglerTimeout)
 		f := &flight{slot: slot, batches: items, bytes: bytes, claimed: time.Now(), cancel: cancel}
 		l.flights[slot] = f
+		l.backlog.Add(slot, bytes)
 		l.wg.Add(1)
 		l.mu.Unlock()
 		go l.upload(ctx, f)
@@ -283,7 +301,11 @@ func (l *lane) render(f *flight, nonce envelope.Nonce) ([]byte, error) {
 			return nil, fmt.Errorf("loglet: render slot %d: %w", f.slot, err)
 		}
 	}
-	obj, _ := w.Finish(l.epoch, f.slot, nonce)
+	obj, frames := w.Finish(l.epoch, f.slot, nonce)
+	l.mu.Lock()
+	f.frames = frames
+	f.key = chain.SlotKey(l.star.cfg.Star, l.class, l.epoch, f.slot)
+	l.mu.Unlock()
 	return obj, nil
 }
 
@@ -300,13 +322,19 @@ func (l *lane) upload(ctx context.Context, f *flight) {
 		return
 	}
 	l.stats.flights.Add(1)
-	l.stats.flightBytes.Add(uint64(f.bytes))
+	var payload uint64
+	for _, p := range f.batches {
+		payload += uint64(len(p.payload))
+	}
+	l.stats.flightBytes.Add(payload)
 	l.stats.objBytes.Add(uint64(len(obj)))
 	l.stats.flightSize.Record(int64(len(obj)))
 
-	key := chain.SlotKey(l.star.cfg.Star, l.class, l.epoch, f.slot)
-	results := chain.WriteFlight(ctx, l.buckets, chain.Flight{Key: key, Obj: obj, Epoch: l.epoch, Slot: f.slot, Nonce: nonce}, l.cfg.Retry)
-	deadline := time.NewTimer(l.cfg.CommitDeadline - time.Since(f.claimed))
+	results := chain.WriteFlight(ctx, l.buckets, chain.Flight{Key: f.key, Obj: obj, Epoch: l.epoch, Slot: f.slot, Nonce: nonce}, l.cfg.Retry)
+	// The commit deadline (and the quorum latency) run from the first
+	// PUT, not the claim: compression time is CPU, not the store's.
+	putStart := time.Now()
+	deadline := time.NewTimer(l.cfg.CommitDeadline)
 	defer deadline.Stop()
 	tally := chain.Tally{K: len(l.buckets), W: l.cfg.W}
 	decided := false // durable, or halted at this slot
@@ -332,7 +360,7 @@ func (l *lane) upload(ctx context.Context, f *flight) {
 			}
 			if tally.Add(r) && !decided {
 				decided = true
-				l.stats.quorumLatency.RecordDuration(time.Since(f.claimed))
+				l.stats.quorumLatency.RecordDuration(time.Since(putStart))
 				l.durable(f)
 			}
 			if !decided && !tally.Reachable() {
@@ -377,20 +405,27 @@ func (l *lane) durable(f *flight) {
 			st := p.st
 			st.durable = Tail{Seq: p.start + uint64(p.count), Timestamp: p.maxTS}
 			l.index.add(st, p)
+			if st.waiters != nil { // wake read sessions following st
+				close(st.waiters)
+				st.waiters = nil
+			}
 			p.ack = Ack{Start: p.start, End: p.start + uint64(p.count), Tail: st.durable}
 		}
 	}
 	if len(released) > 0 {
+		l.absorbQ = append(l.absorbQ, released...)
 		l.space.Broadcast()
 	}
 	l.mu.Unlock()
+	if len(released) > 0 {
+		l.absorber.kick()
+	}
 	for _, rf := range released {
 		for _, p := range rf.batches {
 			l.stats.ackLatency.RecordDuration(now.Sub(p.submitted))
 			l.stats.acked.Add(1)
 			l.stats.ackedRecords.Add(uint64(p.count))
 			l.stats.ackedBytes.Add(uint64(len(p.payload)))
-			p.st.wake()
 			close(p.done)
 		}
 	}
@@ -458,6 +493,10 @@ func (l *lane) close() {
 		l.space.Wait()
 	}
 	l.mu.Unlock()
+	// Everything released is absorbed before the lane stops, so the next
+	// owner finds the checkpoint at the release point.
+	l.absorber.drain()
+	l.backlog.Close()
 	l.cancel()
 	l.wg.Wait()
 }

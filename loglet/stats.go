@@ -1,6 +1,7 @@
 package loglet
 
 import (
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/internal/histogram"
 	"github.com/flightlog/flightlog/pool"
 )
@@ -37,7 +38,18 @@ type ClassStats struct {
 	Halts            uint64
 	HaltCause        string
 
+	// FlightIndexBytes: released, unabsorbed payload the leader holds to
+	// serve the tail of each stream.
 	FlightIndexBytes int64
+	// Backlog: claimed-but-unabsorbed flights and bytes, the age of the
+	// oldest, and stalls by diagnosed cause.
+	Backlog absorb.BacklogStats
+	// Absorb rounds, refs written, failed commit attempts, the metastore
+	// requests they took, and round latency (ns).
+	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
+	AbsorbRoundLatency                                          histogram.Summary
+	// Checkpoint is the next unabsorbed slot of the current epoch.
+	Checkpoint uint64
 
 	AckLatency    histogram.Summary   // admission to ack
 	QuorumLatency histogram.Summary   // claim to W copies
@@ -84,5 +96,11 @@ func (l *lane) snapshot() *ClassStats {
 	cs.ReleasePoint = l.window.Released()
 	cs.FlightIndexBytes = l.index.bytes
 	l.mu.Unlock()
+	a := l.absorber
+	cs.Backlog = l.backlog.Stats()
+	cs.AbsorbRounds, cs.AbsorbRefs, cs.AbsorbFailures = a.rounds.Load(), a.refs.Load(), a.failures.Load()
+	cs.MetastoreRequests = a.metaRequests.Load()
+	cs.AbsorbRoundLatency = a.roundLatency.Snapshot().Summary()
+	cs.Checkpoint = a.checkpointNext.Load()
 	return cs
 }

@@ -1,0 +1,258 @@
+package loglet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// TestAckedRecordsReadableFromFreshReader: after Close (which absorbs
+// everything), a Reader in "another process" reads every acked record back,
+// byte for byte and in order, even with one copy of every slot corrupted.
+func TestAckedRecordsReadableFromFreshReader(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := newRig(t, Express, 3, seed, func(c *Config, fs []*objstore.FaultStore) {
+		c.AbsorbInterval = 2 * time.Millisecond
+		for _, f := range fs {
+			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 8*time.Millisecond))
+		}
+	})
+	rnd := rand.New(rand.NewPCG(seed, 0))
+	want := map[string][][]byte{}
+	ctx := context.Background()
+	for i := 0; i < 300; i++ {
+		stream := fmt.Sprint("r", rnd.IntN(4))
+		b := body(stream, i, 1+rnd.IntN(3000), rnd)
+		if _, err := r.star.Append(ctx, stream, Batch{Records: []Record{{Body: b}}}); err != nil {
+			t.Fatal(err)
+		}
+		want[stream] = append(want[stream], b)
+	}
+	if err := r.star.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := r.star.Stats().Express
+	if st.Checkpoint != st.ReleasePoint || st.AbsorbRounds == 0 || st.FlightIndexBytes != 0 || st.Backlog.Flights != 0 {
+		t.Fatalf("after Close: checkpoint %d release point %d rounds %d index %d backlog %+v", st.Checkpoint, st.ReleasePoint, st.AbsorbRounds, st.FlightIndexBytes, st.Backlog)
+	}
+	// Corrupt one copy of every slot: the reader must fall through.
+	for _, key := range r.mems[1].Keys() {
+		if strings.HasPrefix(key, "chains/") {
+			if err := r.mems[1].Corrupt(key, 60); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rd, err := NewReader(ReaderConfig{Meta: r.meta, Express: []objstore.Store{r.mems[1], r.mems[0], r.mems[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stream, bodies := range want {
+		tail, err := rd.CheckTail(ctx, stream)
+		if err != nil || tail.Seq != uint64(len(bodies)) {
+			t.Fatalf("%s: reader tail %+v %v, want %d", stream, tail, err, len(bodies))
+		}
+		next := uint64(0)
+		for next < uint64(len(bodies)) {
+			res, err := rd.Read(ctx, stream, ReadQuery{Start: AtSeq(next), MaxRecords: 37})
+			if err != nil {
+				t.Fatalf("%s at %d: %v", stream, next, err)
+			}
+			for _, rec := range res.Records {
+				if rec.Seq != next || !bytes.Equal(rec.Body, bodies[next]) {
+					t.Fatalf("seed %d: %s: record %d differs (seq %d)", seed, stream, next, rec.Seq)
+				}
+				next++
+			}
+		}
+	}
+	if s := rd.Stats(); s.CorruptCopies == 0 {
+		t.Fatalf("no corrupt copy was detected: %+v", s)
+	}
+}
+
+// TestReadsRacingAbsorbNoGapNoDup: readers re-read from 0 and follow the
+// tail while appends continue and the absorb moves records from the flight
+// index to refs underneath them.
+func TestReadsRacingAbsorbNoGapNoDup(t *testing.T) {
+	r := newRig(t, Standard, 1, 21, func(c *Config, _ []*objstore.FaultStore) {
+		c.AbsorbInterval = time.Millisecond
+		c.AbsorbMaxSlots = 3
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i++ {
+			if _, err := r.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte(fmt.Sprint(i))}}}); err != nil {
+				t.Errorf("append: %v", err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pass := 0; ; pass++ {
+				next := uint64(0)
+				for {
+					res, err := r.star.Read(ctx, "x", ReadQuery{Start: AtSeq(next), MaxRecords: 50})
+					if err != nil {
+						t.Errorf("read at %d: %v", next, err)
+						return
+					}
+					for _, rec := range res.Records {
+						if rec.Seq != next || string(rec.Body) != fmt.Sprint(next) {
+							t.Errorf("pass %d: got seq %d body %q, want %d", pass, rec.Seq, rec.Body, next)
+							return
+						}
+						next++
+					}
+					if len(res.Records) == 0 {
+						break
+					}
+				}
+				select {
+				case <-done:
+					if next == n {
+						return
+					}
+				case <-time.After(2 * time.Millisecond): // pace the passes
+				}
+			}
+		}()
+	}
+	rs, err := r.star.OpenReadSession(ctx, "x", ReadQuery{Start: AtSeq(0), MaxRecords: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := uint64(0); got < n; {
+		recs, err := rs.Recv(ctx)
+		if err != nil {
+			t.Fatalf("session after %d: %v", got, err)
+		}
+		for _, rec := range recs {
+			if rec.Seq != got {
+				t.Fatalf("session: seq %d, want %d", rec.Seq, got)
+			}
+			got++
+		}
+	}
+	wg.Wait()
+	if st := r.star.Stats().Standard; st.AbsorbRounds < 5 {
+		t.Fatalf("only %d absorb rounds: the race was not exercised", st.AbsorbRounds)
+	}
+}
+
+// TestMetastoreOutageStallsThenRecovers: with the metastore down, the absorb
+// cannot commit, the backlog fills, publishes stall (counted as "metastore
+// slow"), producers block; when it returns, everything is acked and absorbed.
+func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mf := metastore.WithFaults(metastore.NewMem(), 3)
+		m := objstore.NewMem()
+		cfg := Config{Star: "s1", Meta: mf, CreateOnAppend: true, Logger: quietLogger(),
+			Standard: ClassConfig{Buckets: []objstore.Store{m}, ParallelUploads: 2, ChainBacklogFlights: 4, FlushDeadline: time.Millisecond}}
+		s, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := context.Background()
+		if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("warm")}}}); err != nil {
+			t.Fatal(err) // creates the stream while the metastore is up
+		}
+		mf.SetDown(true)
+		const n = 12
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				_, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("x")}}})
+				errs <- err
+			}()
+			time.Sleep(5 * time.Millisecond) // one flight each (fake clock)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		st := s.Stats().Standard
+		if st.Backlog.Flights > 4 || st.Backlog.Stalls["metastore slow"] == 0 {
+			t.Fatalf("backlog %+v", st.Backlog)
+		}
+		if st.AckedBatches >= n+1 {
+			t.Fatalf("all %d appends acked while the backlog was full", st.AckedBatches)
+		}
+		mf.SetDown(false)
+		for i := 0; i < n; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("append after recovery: %v", err)
+			}
+		}
+		s.Close()
+		if st := s.Stats().Standard; st.Checkpoint != st.ReleasePoint {
+			t.Fatalf("checkpoint %d != release point %d after recovery", st.Checkpoint, st.ReleasePoint)
+		}
+	})
+}
+
+// TestMetastoreRequestsDoNotGrowWithStreams: the same number of absorb
+// rounds costs the same metastore requests for 1 stream and for 500.
+func TestMetastoreRequestsDoNotGrowWithStreams(t *testing.T) {
+	perRound := func(streams int) float64 {
+		meta := metastore.NewMem()
+		m := objstore.NewMem()
+		s, err := Open(context.Background(), Config{Star: "s1", Meta: meta, CreateOnAppend: true, Logger: quietLogger(),
+			AbsorbInterval: time.Hour, // rounds only when drained at Close: one round per 256 slots
+			Standard:       ClassConfig{Buckets: []objstore.Store{m}, FlushDeadline: time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for i := 0; i < streams; i++ {
+			if _, err := s.CreateStream(ctx, fmt.Sprint("st", i), StreamOptions{Class: Standard}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sess := make([]*AppendSession, streams)
+		for i := range sess {
+			sess[i], _ = s.OpenAppendSession(ctx, fmt.Sprint("st", i))
+		}
+		var futs []*AckFuture
+		for i := 0; i < 2000; i++ {
+			f, err := sess[i%streams].Submit(ctx, Batch{Records: []Record{{Body: []byte("x")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs = append(futs, f)
+		}
+		for _, f := range futs {
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before, rounds := meta.Counters().Requests(), s.Stats().Standard.AbsorbRounds
+		s.Close()
+		rounds = s.Stats().Standard.AbsorbRounds - rounds
+		if rounds == 0 {
+			t.Fatal("no absorb round at Close")
+		}
+		return float64(meta.Counters().Requests()-before) / float64(rounds)
+	}
+	one, many := perRound(1), perRound(500)
+	if one != 1 || many != 1 {
+		t.Fatalf("metastore requests per absorb round: %.2f with 1 stream, %.2f with 500 (want 1 and 1)", one, many)
+	}
+}

@@ -1,0 +1,204 @@
+package loglet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/internal/histogram"
+)
+
+// absorber is a lane's absorb loop: woken by releases, paced by
+// Config.AbsorbInterval, it turns the released flights of a deterministic
+// slot range into one round (refs + checkpoint, one metastore Commit), then
+// drops them from the flight index and frees their backlog tokens.
+type absorber struct {
+	l    *lane
+	cm   *absorb.Committer
+	wake chan struct{}
+
+	tails        map[string]absorb.StreamTail // as of the checkpoint; absorb loop only
+	prevSnapshot string
+
+	drainReq  chan struct{} // closed by drain: absorb everything, then stop
+	drainOnce sync.Once
+	done      chan struct{}
+
+	commitStart atomic.Int64 // unix nanos of the commit in flight, 0 if none
+	lastFailed  atomic.Bool  // the last commit attempt failed
+	settling    atomic.Bool  // paused while an epoch settles
+
+	rounds, refs, failures atomic.Uint64
+	metaRequests           atomic.Uint64 // metastore requests of the committer
+	checkpointNext         atomic.Uint64
+	roundLatency           histogram.H
+}
+
+// slowCommit is the commit duration past which a stall is blamed on the
+// metastore rather than on the absorb's pace.
+const slowCommit = time.Second
+
+func newAbsorber(l *lane, cm *absorb.Committer) *absorber {
+	return &absorber{l: l, cm: cm, wake: make(chan struct{}, 1), tails: map[string]absorb.StreamTail{},
+		drainReq: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (a *absorber) kick() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// diagnose names the cause of a backlog stall as it begins.
+func (a *absorber) diagnose() absorb.StallCause {
+	if a.settling.Load() {
+		return absorb.CauseEpochSettling
+	}
+	if start := a.commitStart.Load(); a.lastFailed.Load() || (start != 0 && time.Since(time.Unix(0, start)) > slowCommit) {
+		return absorb.CauseMetastoreSlow
+	}
+	return absorb.CauseAbsorbLagging
+}
+
+// drain asks the loop to absorb everything released and stop, and waits
+// (bounded: a metastore that stays down must not hang Close forever; what
+// is left is durable in the chain and a successor's walk absorbs it).
+func (a *absorber) drain() {
+	a.drainOnce.Do(func() { close(a.drainReq) })
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		a.l.log.Error("absorb did not drain within 30s; the rest is left to the next owner's walk")
+	}
+}
+
+func (a *absorber) run() {
+	defer a.l.wg.Done()
+	defer close(a.done)
+	var last time.Time
+	draining := false
+	for {
+		a.l.mu.Lock()
+		n := len(a.l.absorbQ)
+		a.l.mu.Unlock()
+		if n == 0 {
+			if draining {
+				return
+			}
+			select {
+			case <-a.wake:
+			case <-a.drainReq:
+				draining = true
+			}
+			continue
+		}
+		if wait := a.l.star.cfg.AbsorbInterval - time.Since(last); wait > 0 && !draining {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-a.drainReq:
+				draining = true
+				t.Stop()
+			}
+		}
+		last = time.Now()
+		if err := a.round(draining); err != nil {
+			if errors.Is(err, absorb.ErrDeposed) {
+				a.l.log.Error("deposed: a successor sealed the checkpoint; halting", "err", err)
+				a.l.mu.Lock()
+				at := a.l.window.Released()
+				a.l.mu.Unlock()
+				a.l.halt(at, err)
+				return
+			}
+			if draining && time.Since(last) > 30*time.Second {
+				return
+			}
+		}
+	}
+}
+
+// round absorbs up to AbsorbMaxSlots released flights, retrying the commit
+// until it lands (or the absorb is deposed or, draining, gives up).
+func (a *absorber) round(draining bool) error {
+	l := a.l
+	l.mu.Lock()
+	n := min(len(l.absorbQ), l.star.cfg.AbsorbMaxSlots)
+	flights := append([]*flight(nil), l.absorbQ[:n]...)
+	l.mu.Unlock()
+	slots := make([]absorb.Slot, n)
+	for i, f := range flights {
+		slots[i] = absorb.Slot{Epoch: l.epoch, Slot: f.slot, Key: f.key, Frames: f.frames}
+	}
+	round := absorb.Round{Epoch: l.epoch, From: flights[0].slot, To: flights[n-1].slot + 1}
+	writer := fmt.Sprintf("%s/%d/%d", l.star.cfg.Owner, l.epoch, round.From)
+	refs, err := absorb.Plan(l.class.String(), writer, slots, a.tails)
+	if err != nil {
+		// A bug upstream: stop the chain rather than record a gap.
+		l.halt(round.From, err)
+		return err
+	}
+	snapKey := absorb.TailsKey(l.star.cfg.Star, l.class, l.epoch, round.To)
+	snap := absorb.EncodeTails(absorb.Tails{Epoch: l.epoch, Next: round.To, Streams: a.tails})
+	backoff := 10 * time.Millisecond
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		a.commitStart.Store(time.Now().UnixNano())
+		err = absorb.PutSnapshot(l.ctx, l.buckets, l.cfg.W, snapKey, snap)
+		if err == nil {
+			err = a.cm.Commit(l.ctx, round, refs, snapKey)
+		}
+		a.commitStart.Store(0)
+		if err == nil {
+			a.lastFailed.Store(false)
+			break
+		}
+		a.lastFailed.Store(true)
+		a.failures.Add(1)
+		if errors.Is(err, absorb.ErrDeposed) || l.ctx.Err() != nil {
+			return err
+		}
+		if attempt == 0 {
+			l.log.Warn("absorb round failed; retrying", "from", round.From, "to", round.To, "err", err)
+		}
+		if draining && time.Since(start) > 30*time.Second {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-l.ctx.Done():
+			t.Stop()
+			return l.ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	a.metaRequests.Store(a.cm.Requests)
+	a.checkpointNext.Store(round.To)
+	a.roundLatency.RecordDuration(time.Since(start))
+	a.rounds.Add(1)
+	a.refs.Add(uint64(len(refs)))
+	// The round is in the metastore: drop its flights from the index and
+	// free their backlog tokens.
+	l.mu.Lock()
+	for _, f := range flights {
+		for _, p := range f.batches {
+			l.index.drop(p)
+		}
+	}
+	l.absorbQ = l.absorbQ[n:]
+	l.mu.Unlock()
+	l.backlog.Release(round.To)
+	if a.prevSnapshot != "" {
+		for _, b := range l.buckets {
+			_ = b.Delete(context.Background(), a.prevSnapshot) // best effort: an orphan snapshot is only storage
+		}
+	}
+	a.prevSnapshot = snapKey
+	return nil
+}

@@ -1,0 +1,196 @@
+package loglet
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// history reads absorbed records: span refs from the metastore, frames from
+// the object store by ranged GETs. Any process can use it.
+type history struct {
+	meta metastore.Store
+	sets [2][]objstore.Store // bucket sets by class
+
+	skipped  atomic.Uint64 // copies skipped: missing, short, poison or corrupt
+	corrupt  atomic.Uint64 // of which failed a checksum or decode
+	gets     atomic.Uint64
+	getBytes atomic.Uint64
+}
+
+const refScanBatch = 16
+
+// read returns up to maxRecs records (and about maxBytes) of stream from
+// seq `from` on. It returns no records if nothing at or past from is
+// absorbed, and ErrHistoryTrimmed if refs exist only past from.
+func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs, maxBytes int) ([]SequencedRecord, error) {
+	prefix := "refs/" + chain.StreamKey(stream) + "/"
+	after := chain.RefKey(stream, from) // refs ending after from
+	next := from
+	var out []SequencedRecord
+	size := 0
+	for {
+		items, err := h.meta.Scan(ctx, prefix, after, refScanBatch)
+		if err != nil {
+			return out, fmt.Errorf("loglet: read refs of %q: %w", stream, err)
+		}
+		for _, it := range items {
+			ref, err := absorb.DecodeRef(it.Value)
+			if err != nil {
+				return out, fmt.Errorf("loglet: ref %s: %w", it.Key, err)
+			}
+			if ref.Start > next {
+				if len(out) == 0 {
+					return nil, fmt.Errorf("%w: stream %q: oldest readable record after %d is %d", ErrHistoryTrimmed, stream, from, ref.Start)
+				}
+				return out, nil // a gap past what we return: let the caller come back
+			}
+			for _, ext := range ref.Extents {
+				if ext.FirstSeq+uint64(ext.Count) <= next {
+					continue
+				}
+				recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
+				if err != nil {
+					return out, err
+				}
+				for j, r := range recs {
+					seq := ext.FirstSeq + uint64(j)
+					if seq < next {
+						continue // refs may overlap while settle repoints: dedupe by seq
+					}
+					rs := recordSize(r)
+					if len(out) >= maxRecs || (len(out) > 0 && size+rs > maxBytes) {
+						return out, nil
+					}
+					size += rs
+					out = append(out, SequencedRecord{Seq: seq, Record: r})
+					next = seq + 1
+				}
+			}
+		}
+		if len(items) < refScanBatch {
+			return out, nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
+
+func recordSize(r Record) int {
+	n := len(r.Body)
+	for _, h := range r.Headers {
+		n += len(h.Name) + len(h.Value)
+	}
+	return n
+}
+
+// fetch reads one extent, falling through the class's bucket set past
+// missing, short, poisoned or corrupt copies; if none is good it re-reads
+// the ref once (settle may have repointed it) and tries again.
+func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, ext absorb.Extent, stream string) ([]Record, error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		set, err := h.set(ref.Class)
+		if err != nil {
+			return nil, err
+		}
+		var last error
+		for _, b := range set {
+			data, err := b.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
+			h.gets.Add(1)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				h.skipped.Add(1)
+				last = err
+				continue
+			}
+			h.getBytes.Add(uint64(len(data)))
+			recs, err := envelope.DecodeFrame(ext.FrameInfo(stream), data)
+			if err != nil {
+				h.skipped.Add(1)
+				h.corrupt.Add(1)
+				last = err
+				continue
+			}
+			return recs, nil
+		}
+		// Every copy failed: has the ref been repointed meanwhile?
+		it, err := h.meta.Get(ctx, refKey)
+		if err != nil {
+			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref failed: %w", ext.Key, ext.Offset, ext.Length, last, err)
+		}
+		nref, err := absorb.DecodeRef(it.Value)
+		if err != nil {
+			return nil, fmt.Errorf("loglet: ref %s: %w", refKey, err)
+		}
+		found := false
+		for _, e := range nref.Extents {
+			if e.FirstSeq <= ext.FirstSeq && ext.FirstSeq < e.FirstSeq+uint64(e.Count) && (e.Key != ext.Key || e.Offset != ext.Offset) {
+				ref, ext, found = nref, e, true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) in %d buckets: %w", ext.Key, ext.Offset, ext.Length, len(set), last)
+		}
+	}
+	return nil, fmt.Errorf("loglet: extent of %q at %d unreadable after re-resolving its ref", stream, ext.FirstSeq)
+}
+
+func (h *history) set(class string) ([]objstore.Store, error) {
+	c, err := chain.ParseClass(class)
+	if err != nil {
+		return nil, err
+	}
+	if len(h.sets[c]) == 0 {
+		return nil, fmt.Errorf("%w: refs point into the %s bucket set, which this process was not given", ErrClassDisabled, c)
+	}
+	return h.sets[c], nil
+}
+
+// seqAtTimestamp returns the first absorbed sequence number whose record's
+// timestamp is >= ms, and false if every absorbed record is older. It scans
+// refs in order (settled objects will index this; transit refs do not).
+func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (uint64, bool, error) {
+	prefix := "refs/" + chain.StreamKey(stream) + "/"
+	after := ""
+	for {
+		items, err := h.meta.Scan(ctx, prefix, after, refScanBatch)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, it := range items {
+			ref, err := absorb.DecodeRef(it.Value)
+			if err != nil {
+				return 0, false, err
+			}
+			if ref.MaxTS < ms {
+				continue
+			}
+			for _, ext := range ref.Extents {
+				if ext.MaxTimestamp < ms {
+					continue
+				}
+				recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
+				if err != nil {
+					return 0, false, err
+				}
+				for j, r := range recs {
+					if r.Timestamp >= ms {
+						return ext.FirstSeq + uint64(j), true, nil
+					}
+				}
+			}
+		}
+		if len(items) < refScanBatch {
+			return 0, false, nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
