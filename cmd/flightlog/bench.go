@@ -1,0 +1,562 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// latencyModel is a bucket set whose PUTs wait out a latency distribution,
+// named for what it imitates. Only PUTs are delayed (the write path does no
+// GETs unless a PUT is ambiguous).
+type latencyModel struct {
+	Name        string        `json:"name"`
+	Class       string        `json:"class"`
+	K           int           `json:"k"`
+	W           int           `json:"w"`
+	Median, P99 time.Duration `json:"-"`
+}
+
+// The named models: figures commonly reported for small PUTs from an
+// instance in the same region; adjust with --model custom.
+var latencyModels = map[string]latencyModel{
+	"s3-standard": {"s3-standard", "standard", 1, 1, 30 * time.Millisecond, 120 * time.Millisecond},
+	"s3-express":  {"s3-express", "express", 3, 2, 4 * time.Millisecond, 15 * time.Millisecond},
+}
+
+// timedStore counts and times the PutIfAbsent calls of the store it wraps.
+type timedStore struct {
+	objstore.Store
+	m *putMeter
+}
+
+type putMeter struct {
+	lat        histogram.H
+	slotPuts   atomic.Int64 // PUTs of chain slots
+	puts       atomic.Int64 // every PUT
+	bytes      atomic.Int64 // body bytes of every PUT
+	slotBytes  atomic.Int64
+	collecting atomic.Bool
+}
+
+func (t timedStore) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	start := time.Now()
+	err := t.Store.PutIfAbsent(ctx, key, body)
+	if t.m.collecting.Load() {
+		t.m.lat.RecordDuration(time.Since(start))
+		t.m.puts.Add(1)
+		t.m.bytes.Add(int64(len(body)))
+		if strings.HasPrefix(key, "chains/") {
+			t.m.slotPuts.Add(1)
+			t.m.slotBytes.Add(int64(len(body)))
+		}
+	}
+	return err
+}
+
+// countedMeta counts the requests made to the metastore it wraps.
+type countedMeta struct {
+	metastore.Store
+	n atomic.Int64
+}
+
+func (m *countedMeta) Get(ctx context.Context, key string) (metastore.Item, error) {
+	m.n.Add(1)
+	return m.Store.Get(ctx, key)
+}
+
+func (m *countedMeta) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
+	m.n.Add(1)
+	return m.Store.Put(ctx, key, value, expect)
+}
+
+func (m *countedMeta) Delete(ctx context.Context, key string, expect metastore.Version) error {
+	m.n.Add(1)
+	return m.Store.Delete(ctx, key, expect)
+}
+
+func (m *countedMeta) Scan(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Item, error) {
+	m.n.Add(1)
+	return m.Store.Scan(ctx, prefix, startAfter, limit)
+}
+
+func (m *countedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	m.n.Add(1)
+	return m.Store.Commit(ctx, ops)
+}
+
+// MaxCommitOps passes the inner store's limit through.
+func (m *countedMeta) MaxCommitOps() int { return metastore.MaxCommitOps(m.Store) }
+
+// benchOpts is the workload.
+type benchOpts struct {
+	model              string
+	class              string
+	k, w               int
+	median, p99        time.Duration
+	producers, streams int
+	batch, recordSize  int
+	depth              int
+	duration           time.Duration
+	transitHours       float64
+	seed               uint64
+	json               bool
+	plot               string
+}
+
+// latency is one latency figure set, in microseconds.
+type latency struct {
+	P50  float64 `json:"p50_us"`
+	P99  float64 `json:"p99_us"`
+	P999 float64 `json:"p999_us"`
+}
+
+// versus compares ack latency with a latency it contains.
+type versus struct {
+	Ratio latency `json:"ratio"`    // ack / other, per percentile
+	Added latency `json:"added_us"` // ack - other, per percentile
+}
+
+// benchResult is what `flightlog bench --json` prints.
+type benchResult struct {
+	Model      string  `json:"model"`
+	Class      string  `json:"class"`
+	K          int     `json:"k"`
+	W          int     `json:"w"`
+	PutMedian  string  `json:"put_model_median,omitempty"`
+	PutP99     string  `json:"put_model_p99,omitempty"`
+	Producers  int     `json:"producers"`
+	Streams    int     `json:"streams"`
+	Batch      int     `json:"batch_records"`
+	Record     int     `json:"record_bytes"`
+	Depth      int     `json:"batches_in_flight_per_producer"`
+	Seconds    float64 `json:"seconds"`
+	GOMAXPROCS int     `json:"gomaxprocs"`
+
+	Records     int64   `json:"records"`
+	MBps        float64 `json:"mb_per_s"`
+	RecordsPS   float64 `json:"records_per_s"`
+	CopyMBps    float64 `json:"copy_mb_per_s"`
+	XCopy       float64 `json:"x_copy"`
+	Ack         latency `json:"ack"`
+	Put         latency `json:"put"`
+	Quorum      latency `json:"quorum"`
+	AckVsPut    versus  `json:"ack_vs_put"`
+	AckVsQuorum versus  `json:"ack_vs_quorum"`
+
+	FlightBytes   int       `json:"flight_bytes_config"`
+	FlightP50     int64     `json:"flight_object_bytes_p50"`
+	Flights       uint64    `json:"flights"`
+	PutsPerGB     float64   `json:"puts_per_gb"`
+	MinPutsPerGB  float64   `json:"min_puts_per_gb"`
+	PutBytesPerB  float64   `json:"put_bytes_per_body_byte"`
+	MetaReqPerSec float64   `json:"metastore_requests_per_s"`
+	TransitHours  float64   `json:"transit_hours"`
+	Cost          costPerGB `json:"usd_per_gb_ingested"`
+	Halts         uint64    `json:"halts"`
+	FailedBatches uint64    `json:"failed_batches"`
+
+	cdf []cdfPoint
+}
+
+// benchCmd: flightlog bench.
+func benchCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
+	o := &benchOpts{}
+	fs.StringVar(&o.model, "model", "s3-standard", "s3-standard (K=1 W=1, PUT LogNormal median 30ms p99 120ms), s3-express (K=3 W=2, median 4ms p99 15ms), custom (--k --w --put-median --put-p99 --class), or real (the configured backends)")
+	fs.StringVar(&o.class, "class", "", "class for --model custom or real (standard or express)")
+	fs.IntVar(&o.k, "k", 3, "custom model: buckets")
+	fs.IntVar(&o.w, "w", 2, "custom model: copy quorum")
+	fs.DurationVar(&o.median, "put-median", 10*time.Millisecond, "custom model: PUT latency median")
+	fs.DurationVar(&o.p99, "put-p99", 40*time.Millisecond, "custom model: PUT latency p99")
+	fs.IntVar(&o.producers, "producers", 64, "producers, each with one append session")
+	fs.IntVar(&o.streams, "streams", 16, "streams (producer p appends to stream p mod streams)")
+	fs.IntVar(&o.batch, "batch", 10, "records per batch")
+	fs.IntVar(&o.recordSize, "record-size", 1024, "record body bytes (JSON-like log lines)")
+	fs.IntVar(&o.depth, "depth", 1, "batches in flight per producer (1: closed loop; more: saturation)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long producers submit")
+	fs.Float64Var(&o.transitHours, "transit-hours", 1, "hours transit data is stored before settle, for the storage cost")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the latency model and the workload")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
+	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file")
+	return func(ctx context.Context, env *cmdEnv, _ []string) int {
+		res, err := runBench(ctx, env, o)
+		if err != nil {
+			return env.fail(err)
+		}
+		if o.plot != "" {
+			if err := os.WriteFile(o.plot, plotCDF(res), 0o644); err != nil {
+				return env.fail(err)
+			}
+		}
+		if o.json {
+			b, _ := json.MarshalIndent(res, "", "  ")
+			fmt.Fprintf(env.stdout, "%s\n", b)
+		} else {
+			printBench(env.stdout, res)
+		}
+		if res.Halts > 0 || res.FailedBatches > 0 {
+			env.errorf("bench: %d halts, %d failed batches", res.Halts, res.FailedBatches)
+			return exitProblems
+		}
+		return exitOK
+	}
+}
+
+func (o *benchOpts) validate() error {
+	switch {
+	case o.producers < 1 || o.streams < 1 || o.batch < 1 || o.recordSize < 1 || o.depth < 1:
+		return fmt.Errorf("bench: --producers, --streams, --batch, --record-size and --depth must be positive")
+	case o.duration <= 0:
+		return fmt.Errorf("bench: --duration must be positive")
+	}
+	return nil
+}
+
+// corpus returns n distinct JSON-like records of size-byte bodies: batches
+// drawn from it compress like log lines, not like one repeated record.
+func corpus(n, size int, seed uint64) []loglet.Record {
+	rng := mrand.New(mrand.NewPCG(seed, 2))
+	levels := []string{"debug", "info", "info", "info", "warn", "error"}
+	routes := []string{"/api/cart", "/api/cart/{id}/items", "/api/login", "/ping", "/api/checkout/confirm"}
+	vocab := []string{"request", "served", "from", "replica", "after", "backoff", "stale", "read", "lease", "renewed", "shard", "rebalanced", "queue", "depth"}
+	out := make([]loglet.Record, n)
+	for i := range out {
+		body := fmt.Appendf(make([]byte, 0, size+64), `{"level":%q,"svc":"cart","route":%q,"code":%d,"dur_ms":%.2f,"req":"%016x","note":"`,
+			levels[rng.IntN(len(levels))], routes[rng.IntN(len(routes))], []int{200, 200, 201, 204, 404, 503}[rng.IntN(6)], rng.Float64()*400, rng.Uint64())
+		for len(body) < size {
+			body = append(body, vocab[rng.IntN(len(vocab))]...)
+			body = append(body, ' ')
+		}
+		out[i] = loglet.Record{Body: body[:size]}
+	}
+	return out
+}
+
+func randomStar() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return "bench-" + hex.EncodeToString(b[:])
+}
+
+func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	meter := &putMeter{}
+	var (
+		m     latencyModel
+		meta  *countedMeta
+		sets  [2][]objstore.Store
+		names [2][]string
+	)
+	wrap := func(ss []objstore.Store) []objstore.Store {
+		out := make([]objstore.Store, len(ss))
+		for i, s := range ss {
+			out[i] = timedStore{s, meter}
+		}
+		return out
+	}
+	star := randomStar()
+	switch o.model {
+	case "s3-standard", "s3-express", "custom":
+		if o.model == "custom" {
+			if o.class == "" {
+				o.class = "express"
+			}
+			m = latencyModel{"custom", o.class, o.k, o.w, o.median, o.p99}
+		} else {
+			m = latencyModels[o.model]
+		}
+		c, err := chain.ParseClass(m.Class)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < m.K; i++ {
+			f := objstore.WithFaults(objstore.NewMem(), o.seed*31+uint64(i))
+			f.SetLatency(objstore.OpPut, objstore.LogNormal(m.Median, m.P99))
+			sets[c] = append(sets[c], f)
+			names[c] = append(names[c], fmt.Sprintf("mem-%d", i))
+		}
+		sets[c] = wrap(sets[c])
+		meta = &countedMeta{Store: metastore.NewMem()}
+		star = "bench"
+	case "real":
+		if o.class == "" {
+			o.class = "standard"
+		}
+		c, err := chain.ParseClass(o.class)
+		if err != nil {
+			return nil, err
+		}
+		b, err := env.g.open(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		defer b.Close()
+		if len(b.sets[c]) == 0 {
+			return nil, fmt.Errorf("bench: no %s buckets configured", c)
+		}
+		sets[c], names[c] = wrap(b.sets[c]), b.names[c]
+		meta = &countedMeta{Store: b.meta}
+		m = latencyModel{Name: "real: " + b.describe, Class: c.String(), K: len(b.sets[c]), W: len(b.sets[c])/2 + 1}
+	default:
+		return nil, fmt.Errorf("bench: unknown --model %q (want s3-standard, s3-express, custom or real)", o.model)
+	}
+	class, _ := chain.ParseClass(m.Class)
+	g := env.g
+	g.star = star
+	bk := &backends{meta: meta, sets: sets, names: names}
+	cfg := g.starConfig(bk, env.stderr)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	if g.verbose {
+		cfg.Logger = g.logger(env.stderr)
+	}
+	cc := &cfg.Standard
+	if class == chain.Express {
+		cc = &cfg.Express
+	}
+	cc.W = m.W
+	s, err := loglet.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	streamName := func(p int) string { return fmt.Sprintf("bench-%03d", p%o.streams) }
+	for i := 0; i < o.streams; i++ {
+		if _, err := s.CreateStream(ctx, streamName(i), loglet.StreamOptions{Class: class, Star: star}); err != nil {
+			return nil, err
+		}
+	}
+	recs := corpus(4096, o.recordSize, o.seed)
+	var ack histogram.H
+	var acked, failed atomic.Int64
+	var firstErr atomic.Value
+	stopAt := time.Now().Add(o.duration)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	meter.collecting.Store(true)
+	meta0 := meta.n.Load()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for p := 0; p < o.producers; p++ {
+		sess, err := s.OpenAppendSession(ctx, streamName(p))
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := mrand.New(mrand.NewPCG(o.seed, uint64(p)))
+			type inflight struct {
+				f *loglet.AckFuture
+				t time.Time
+			}
+			var q []inflight
+			wait := func() bool {
+				a, err := q[0].f.Wait(context.Background())
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					return false
+				}
+				ack.RecordDuration(time.Since(q[0].t))
+				acked.Add(int64(a.End - a.Start))
+				q = q[1:]
+				return true
+			}
+			for time.Now().Before(stopAt) && runCtx.Err() == nil {
+				if len(q) >= o.depth && !wait() {
+					return
+				}
+				off := rng.IntN(len(recs) - o.batch)
+				t := time.Now()
+				f, err := sess.Submit(runCtx, loglet.Batch{Records: recs[off : off+o.batch]})
+				if err != nil {
+					if runCtx.Err() == nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err)
+					}
+					break
+				}
+				q = append(q, inflight{f, t})
+			}
+			for len(q) > 0 && wait() {
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	prog := newProgress(env.stderr)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			el := time.Since(start).Seconds()
+			prog.update("bench %s: %.1fs, %d records acked, %.1f MB/s", m.Name, el, acked.Load(), float64(acked.Load())*float64(o.recordSize)/1e6/el)
+		}
+	}
+	prog.done()
+	elapsed := time.Since(start)
+	meter.collecting.Store(false)
+	metaN := meta.n.Load() - meta0
+	if err, _ := firstErr.Load().(error); err != nil {
+		env.errorf("bench: first failure: %v", err)
+	}
+	s.Close()
+	st := s.Stats()
+	cs := st.Standard
+	if class == chain.Express {
+		cs = st.Express
+	}
+
+	records := acked.Load()
+	body := float64(records) * float64(o.recordSize)
+	if body == 0 {
+		return nil, fmt.Errorf("bench: nothing was acked in %v", elapsed)
+	}
+	res := &benchResult{
+		Model: m.Name, Class: m.Class, K: m.K, W: m.W,
+		Producers: o.producers, Streams: o.streams, Batch: o.batch, Record: o.recordSize, Depth: o.depth,
+		Seconds: round(elapsed.Seconds(), 3), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Records: records, TransitHours: o.transitHours,
+	}
+	if m.Median > 0 {
+		res.PutMedian, res.PutP99 = m.Median.String(), m.P99.String()
+	}
+	res.MBps = round(body/1e6/elapsed.Seconds(), 2)
+	res.RecordsPS = round(float64(records)/elapsed.Seconds(), 0)
+	res.CopyMBps = round(copyBaseline(recs, o.batch, records, o.seed), 0)
+	res.XCopy = round(res.MBps/res.CopyMBps, 6)
+	as := ack.Snapshot()
+	ps := meter.lat.Snapshot()
+	res.Ack = latency{us(as.Quantile(0.5)), us(as.Quantile(0.99)), us(as.Quantile(0.999))}
+	res.Put = latency{us(ps.Quantile(0.5)), us(ps.Quantile(0.99)), us(ps.Quantile(0.999))}
+	res.Quorum = latency{us(cs.QuorumLatency.P50), us(cs.QuorumLatency.P99), us(cs.QuorumLatency.P999)}
+	res.AckVsPut = compare(res.Ack, res.Put)
+	res.AckVsQuorum = compare(res.Ack, res.Quorum)
+	cfgC := cc.FlightBytes
+	if cfgC == 0 {
+		cfgC = loglet.DefaultStandardFlightBytes
+		if class == chain.Express {
+			cfgC = loglet.DefaultExpressFlightBytes
+		}
+	}
+	res.FlightBytes = cfgC
+	res.FlightP50 = cs.FlightSize.P50
+	res.Flights = cs.Flights
+	gb := body / 1e9
+	res.PutsPerGB = round(float64(meter.slotPuts.Load())/gb, 0)
+	res.MinPutsPerGB = round(float64(m.K)*1e9/float64(cfgC), 0)
+	res.PutBytesPerB = round(float64(meter.slotBytes.Load())/body, 4)
+	res.MetaReqPerSec = round(float64(metaN)/elapsed.Seconds(), 1)
+	res.Cost = cost(m.Class, res.PutsPerGB, res.PutBytesPerB, o.transitHours)
+	res.Cost.Puts, res.Cost.Upload, res.Cost.Storage, res.Cost.Total = round(res.Cost.Puts, 6), round(res.Cost.Upload, 6), round(res.Cost.Storage, 6), round(res.Cost.Total, 6)
+	res.Halts = cs.Halts
+	res.FailedBatches = uint64(failed.Load())
+	for i := 0; i <= 200; i++ {
+		q := float64(i) / 200
+		res.cdf = append(res.cdf, cdfPoint{q, us(as.Quantile(q))})
+	}
+	for _, q := range []float64{0.999, 0.9999, 1} {
+		res.cdf = append(res.cdf, cdfPoint{q, us(as.Quantile(q))})
+	}
+	return res, nil
+}
+
+func us(ns int64) float64 { return round(float64(ns)/1e3, 1) }
+
+func round(v float64, places int) float64 {
+	p := 1.0
+	for i := 0; i < places; i++ {
+		p *= 10
+	}
+	if v < 0 {
+		return -float64(int64(-v*p+0.5)) / p
+	}
+	return float64(int64(v*p+0.5)) / p
+}
+
+func compare(a, b latency) versus {
+	ratio := func(x, y float64) float64 {
+		if y == 0 {
+			return 0
+		}
+		return round(x/y, 3)
+	}
+	return versus{
+		Ratio: latency{ratio(a.P50, b.P50), ratio(a.P99, b.P99), ratio(a.P999, b.P999)},
+		Added: latency{round(a.P50-b.P50, 1), round(a.P99-b.P99, 1), round(a.P999-b.P999, 1)},
+	}
+}
+
+// copyBaseline times a plain copy of the record bytes the run acked, from
+// the same corpus, into one reused buffer: the ceiling any ingest path
+// is measured against on this machine.
+func copyBaseline(recs []loglet.Record, batch int, records int64, seed uint64) float64 {
+	size := len(recs[0].Body)
+	dst := make([]byte, batch*size)
+	rng := mrand.New(mrand.NewPCG(seed, 99))
+	runtime.GC()
+	start := time.Now()
+	for n := int64(0); n < records; n += int64(batch) {
+		off := rng.IntN(len(recs) - batch)
+		o := 0
+		for _, r := range recs[off : off+batch] {
+			o += copy(dst[o:], r.Body)
+		}
+	}
+	el := max(time.Since(start), time.Microsecond)
+	return float64(records) * float64(size) / 1e6 / el.Seconds()
+}
+
+func printBench(w io.Writer, r *benchResult) {
+	fmt.Fprintf(w, "flightlog bench: model %s (class %s, K=%d W=%d", r.Model, r.Class, r.K, r.W)
+	if r.PutMedian != "" {
+		fmt.Fprintf(w, ", PUT LogNormal median %s p99 %s", r.PutMedian, r.PutP99)
+	}
+	fmt.Fprintf(w, ")\n  %d producers x %d in flight, %d streams, %d records of %d B per batch, %.1fs, GOMAXPROCS %d\n\n",
+		r.Producers, r.Depth, r.Streams, r.Batch, r.Record, r.Seconds, r.GOMAXPROCS)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "latency (µs)\tp50\tp99\tp99.9\t")
+	row := func(name string, l latency) {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t\n", name, l.P50, l.P99, l.P999)
+	}
+	row("ack (producer)", r.Ack)
+	row("store PUT", r.Put)
+	row("quorum (W copies)", r.Quorum)
+	fmt.Fprintf(tw, "ack / PUT\t%.2fx\t%.2fx\t%.2fx\t\n", r.AckVsPut.Ratio.P50, r.AckVsPut.Ratio.P99, r.AckVsPut.Ratio.P999)
+	row("ack - PUT", r.AckVsPut.Added)
+	fmt.Fprintf(tw, "ack / quorum\t%.2fx\t%.2fx\t%.2fx\t\n", r.AckVsQuorum.Ratio.P50, r.AckVsQuorum.Ratio.P99, r.AckVsQuorum.Ratio.P999)
+	row("ack - quorum", r.AckVsQuorum.Added)
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-18s %.2f MB/s, %.0f records/s (copy baseline %.0f MB/s; ratio %.5f)\n", "throughput", r.MBps, r.RecordsPS, r.CopyMBps, r.XCopy)
+	fmt.Fprintf(w, "%-18s %.0f (the minimum flight size %d B allows: %.0f)\n", "PUTs per GB", r.PutsPerGB, r.FlightBytes, r.MinPutsPerGB)
+	fmt.Fprintf(w, "%-18s %d (object p50 %d B; %.3f bytes PUT per body byte, all copies)\n", "flights", r.Flights, r.FlightP50, r.PutBytesPerB)
+	fmt.Fprintf(w, "%-18s %.1f requests/s\n", "metastore", r.MetaReqPerSec)
+	fmt.Fprintf(w, "%-18s %.6f = PUTs %.6f + upload %.6f + storage %.6f (%gh in transit)\n", "$ per GB ingested", r.Cost.Total, r.Cost.Puts, r.Cost.Upload, r.Cost.Storage, r.TransitHours)
+	fmt.Fprintf(w, "%-18s %s\n", "", r.Cost.Prices)
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// slotKey is a parsed chain slot key chains/<star>/<class>/<epoch>/<slot>.
+type slotKey struct {
+	star        string
+	class       chain.Class
+	epoch, slot uint64
+}
+
+func parseSlotKey(key string) (slotKey, bool) {
+	p := strings.Split(key, "/")
+	if len(p) != 5 || p[0] != "chains" {
+		return slotKey{}, false
+	}
+	c, err := chain.ParseClass(p[2])
+	if err != nil {
+		return slotKey{}, false
+	}
+	e, err1 := strconv.ParseUint(p[3], 10, 64)
+	s, err2 := strconv.ParseUint(p[4], 10, 64)
+	if err1 != nil || err2 != nil {
+		return slotKey{}, false
+	}
+	return slotKey{p[1], c, e, s}, true
+}
+
+// copyReport is what inspect found in one bucket.
+type copyReport struct {
+	Bucket  string               `json:"bucket"`
+	State   string               `json:"state"` // missing, flight, poison, settled, corrupt, error
+	Verdict string               `json:"verdict,omitempty"`
+	Error   string               `json:"error,omitempty"`
+	Kind    string               `json:"kind,omitempty"`
+	Epoch   uint64               `json:"epoch,omitempty"`
+	Slot    uint64               `json:"slot,omitempty"`
+	Nonce   string               `json:"nonce,omitempty"`
+	Size    uint64               `json:"size,omitempty"`
+	Footer  string               `json:"footer,omitempty"`
+	Frames  []envelope.FrameInfo `json:"frames,omitempty"`
+	env     envelope.Envelope
+}
+
+// inspectCopy classifies one copy of key from its envelope (one ranged GET
+// of 60 bytes) and, for a flight or settled object, reads its footer (one
+// more ranged GET).
+func inspectCopy(ctx context.Context, b objstore.Store, name, key string, sk slotKey, isSlot bool) copyReport {
+	r := copyReport{Bucket: name}
+	env, err := chain.ProbeEnvelope(ctx, b, key)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		r.State = "missing"
+		return r
+	case envelope.IsCorruption(err):
+		r.State, r.Error = "corrupt", err.Error()
+		return r
+	case err != nil:
+		r.State, r.Error = "error", err.Error()
+		return r
+	}
+	r.env = env
+	r.State, r.Kind, r.Epoch, r.Slot, r.Nonce, r.Size = env.Kind.String(), env.Kind.String(), env.Epoch, env.Slot, env.Nonce.String(), env.Size
+	if isSlot {
+		switch {
+		case env.Epoch != sk.epoch || env.Slot != sk.slot:
+			r.Verdict = fmt.Sprintf("FOREIGN: names epoch %d slot %d, the key names epoch %d slot %d", env.Epoch, env.Slot, sk.epoch, sk.slot)
+		case env.Kind == envelope.KindFlight:
+			r.Verdict = "a flight copy of this slot"
+		case env.Kind == envelope.KindPoison:
+			r.Verdict = "poison: a fencer killed this slot in this bucket"
+		}
+	}
+	if env.Kind == envelope.KindFlight || env.Kind == envelope.KindSettled {
+		r.Footer = fmt.Sprintf("@%d+%d", env.FooterOffset, env.FooterLength)
+		footer, err := b.Get(ctx, key, int64(env.FooterOffset), int64(env.FooterLength))
+		if err == nil {
+			r.Frames, err = envelope.ParseFooter(env, footer)
+		}
+		if err != nil {
+			r.State, r.Error = "corrupt", "footer: "+err.Error()
+		}
+	}
+	return r
+}
+
+// inspectCmd: flightlog inspect KEY.
+func inspectCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, env *cmdEnv, args []string) int {
+		key := args[0]
+		b, err := env.g.open(ctx, true)
+		if err != nil {
+			return env.fail(err)
+		}
+		defer b.Close()
+		sk, isSlot := parseSlotKey(key)
+		classes := chain.Classes
+		if isSlot {
+			classes = []chain.Class{sk.class}
+		}
+		var reports []copyReport
+		for _, c := range classes {
+			for i, s := range b.sets[c] {
+				reports = append(reports, inspectCopy(ctx, s, c.String()+"/"+b.names[c][i], key, sk, isSlot))
+			}
+		}
+		if len(reports) == 0 {
+			return env.fail(fmt.Errorf("no buckets configured for %s", key))
+		}
+		found := false
+		for _, r := range reports {
+			found = found || r.State != "missing"
+		}
+		if *asJSON {
+			out, _ := json.MarshalIndent(map[string]any{"key": key, "copies": reports}, "", "  ")
+			fmt.Fprintf(env.stdout, "%s\n", out)
+		} else {
+			printInspect(env.stdout, key, reports)
+		}
+		if !found {
+			return exitProblems
+		}
+		return exitOK
+	}
+}
+
+func printInspect(w io.Writer, key string, reports []copyReport) {
+	fmt.Fprintf(w, "key %s\n", key)
+	var frames []envelope.FrameInfo
+	for _, r := range reports {
+		switch r.State {
+		case "missing", "error":
+			fmt.Fprintf(w, "  %-20s %s %s\n", r.Bucket, r.State, r.Error)
+			continue
+		}
+		fmt.Fprintf(w, "  %-20s %s epoch %d slot %d nonce %s size %d", r.Bucket, r.Kind, r.Epoch, r.Slot, r.Nonce, r.Size)
+		if r.Footer != "" {
+			fmt.Fprintf(w, " footer %s (%d frames)", r.Footer, len(r.Frames))
+		}
+		fmt.Fprintln(w)
+		if r.Verdict != "" {
+			fmt.Fprintf(w, "  %-20s %s\n", "", r.Verdict)
+		}
+		if r.Error != "" {
+			fmt.Fprintf(w, "  %-20s %s: %s\n", "", r.State, r.Error)
+		}
+		if frames == nil && r.Frames != nil {
+			frames = r.Frames
+		}
+	}
+	if frames == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nfooter (from the first readable copy):")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "#\tstream\tfirst seq\tcount\tmin ts\tmax ts\toffset\tlength\traw\tcodec\tcrc32c\t")
+	for i, f := range frames {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%08x\t\n", i, f.Stream, f.FirstSeq, f.Count, f.MinTimestamp, f.MaxTimestamp, f.Offset, f.Length, f.RawLength, f.Codec, f.CRC)
+	}
+	tw.Flush()
+}

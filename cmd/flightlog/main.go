@@ -1,0 +1,227 @@
+// Command flightlog is the operator's tool for a flightlog deployment:
+// append to and read streams, inspect a chain slot, walk a star's chains by
+// point lookups, check every ref and extent (fsck), and run a load
+// generator with latency models of S3 Standard and S3 Express One Zone.
+//
+// By default it works on the embedded layout in a local directory
+// (--dir, default ./flightlog-data): one subdirectory per bucket
+// (standard/, express-a/, express-b/, express-c/) and a bbolt metastore at
+// <dir>/meta.db. bbolt allows one process at a time: stop the service that
+// embeds the star before using this tool on its directory. Distributed
+// deployments use S3 (--s3-endpoint, --s3-bucket, --s3-express-buckets) and
+// etcd (--etcd).
+//
+// Run `flightlog --help` for the commands and flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Exit codes. fsck and walk use exitProblems for "ran, and found problems".
+const (
+	exitOK       = 0
+	exitProblems = 1
+	exitCannot   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	args    string // positional arguments, for the usage line
+	summary string
+	// flags adds the command's own flags to fs and returns the function
+	// that runs the command with its positional arguments.
+	flags func(fs *flag.FlagSet, g *globalOpts) func(ctx context.Context, env *cmdEnv, args []string) int
+}
+
+// cmdEnv is what a running command may touch.
+type cmdEnv struct {
+	g      *globalOpts
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func (e *cmdEnv) errorf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "flightlog: "+format+"\n", args...)
+}
+
+// fail reports err and returns exitCannot.
+func (e *cmdEnv) fail(err error) int {
+	e.errorf("%v", err)
+	return exitCannot
+}
+
+var commands = []command{
+	{"append", "STREAM", "append records read from stdin (one per line, or --length-prefixed)", appendCmd},
+	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readCmd},
+	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", tailCmd},
+	{"inspect", "KEY", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectCmd},
+	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", walkCmd},
+	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run)", fsckCmd},
+	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", benchCmd},
+}
+
+const helpIntro = `flightlog: operator's tool for flightlog, a durable multi-stream append log
+whose write path goes straight to object storage.
+
+Usage:
+  flightlog COMMAND [flags] [ARGS]
+  flightlog COMMAND --help
+
+Commands:
+`
+
+const helpBackends = `
+Backends (flags accepted by every command):
+  The default is the embedded layout in --dir (default ./flightlog-data): a local
+  directory per bucket (standard/, express-a/, express-b/, express-c/) and a bbolt
+  metastore at <dir>/meta.db.
+
+  bbolt allows ONE process at a time: the embedded store is for one process. Stop
+  the service that embeds the star before using this tool on its directory (the
+  tool waits --lock-timeout for the lock, then gives up with exit code 2).
+
+  --s3-endpoint URL with --s3-bucket NAME (Standard) and/or --s3-express-buckets
+  A,B,C (Express, K=3) use S3 or an S3-compatible server; --etcd URL[,URL] uses
+  etcd as the metastore (otherwise bbolt in --dir). Credentials: --s3-access-key and
+  --s3-secret-key, else FLIGHTLOG_S3_ACCESS_KEY/FLIGHTLOG_S3_SECRET_KEY, else the
+  SDK's default chain.
+
+Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed;
+2 could not run (bad flags, backend unreachable or in use).
+`
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, helpIntro)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, helpBackends)
+	fs := flag.NewFlagSet("flightlog", flag.ContinueOnError)
+	(&globalOpts{}).register(fs)
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "\nBackend and configuration flags:")
+	fs.PrintDefaults()
+}
+
+// run is the whole program: it parses args, runs one command, and returns
+// the process's exit code. ctx ends on Ctrl-C (tail and bench stop there).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitCannot
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	}
+	var cmd *command
+	for i := range commands {
+		if commands[i].name == args[0] {
+			cmd = &commands[i]
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "flightlog: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitCannot
+	}
+	g := &globalOpts{}
+	fs := flag.NewFlagSet("flightlog "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	g.register(fs)
+	runCmd := cmd.flags(fs, g)
+	fs.Usage = func() {
+		o := fs.Output()
+		fmt.Fprintf(o, "Usage: flightlog %s [flags] %s\n  %s\n\n", cmd.name, cmd.args, cmd.summary)
+		fmt.Fprintf(o, "The embedded store (bbolt in --dir) is for one process: stop the service first.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return exitOK
+	}
+	if err != nil {
+		return exitCannot // flag already printed the error and usage
+	}
+	want := len(strings.Fields(cmd.args))
+	if len(pos) != want {
+		fmt.Fprintf(stderr, "flightlog %s: want %d argument(s) (%s), got %d\n", cmd.name, want, cmd.args, len(pos))
+		return exitCannot
+	}
+	return runCmd(ctx, &cmdEnv{g: g, stdin: stdin, stdout: stdout, stderr: stderr}, pos)
+}
+
+// parseInterspersed parses flags anywhere among the positional arguments
+// ("read STREAM --from 3" as well as "read --from 3 STREAM"); "--" ends
+// the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		args = rest
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// isTerminal reports whether w is a terminal: progress goes to stderr only
+// then, so piped or captured output stays quiet.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress writes a one-line, overwritten status to stderr when it is a
+// terminal, and nothing otherwise.
+type progress struct {
+	w  io.Writer
+	on bool
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, on: isTerminal(w)} }
+
+func (p *progress) update(format string, args ...any) {
+	if p.on {
+		fmt.Fprintf(p.w, "\r\033[K"+format, args...)
+	}
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
