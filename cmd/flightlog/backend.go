@@ -61,8 +61,8 @@ func (g *globalOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.verbose, "v", false, "log the library's events to stderr")
 	fs.StringVar(&g.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (an S3-compatible server; empty with --s3-bucket: AWS)")
 	fs.StringVar(&g.s3Region, "s3-region", "", "S3 region (default: the SDK's configuration)")
-	fs.StringVar(&g.s3AccessKey, "s3-access-key", os.Getenv("FLIGHTLOG_S3_ACCESS_KEY"), "S3 access key (default $FLIGHTLOG_S3_ACCESS_KEY, else the SDK's chain)")
-	fs.StringVar(&g.s3SecretKey, "s3-secret-key", os.Getenv("FLIGHTLOG_S3_SECRET_KEY"), "S3 secret key (default $FLIGHTLOG_S3_SECRET_KEY)")
+	fs.StringVar(&g.s3AccessKey, "s3-access-key", "", "S3 access key (default $FLIGHTLOG_S3_ACCESS_KEY, else the SDK's chain)")
+	fs.StringVar(&g.s3SecretKey, "s3-secret-key", "", "S3 secret key (default $FLIGHTLOG_S3_SECRET_KEY)")
 	fs.StringVar(&g.s3Bucket, "s3-bucket", "", "S3 bucket of the Standard class (K=1)")
 	fs.StringVar(&g.s3Express, "s3-express-buckets", "", "comma-separated S3 buckets of the Express class (one per zone, K=3, W=2)")
 	fs.BoolVar(&g.s3PathStyle, "s3-path-style", true, "path-style S3 addressing (S3-compatible servers; false for S3 directory buckets)")
@@ -172,10 +172,14 @@ func (g *globalOpts) open(ctx context.Context, mustExist bool) (*backends, error
 		ok = true
 		return b, nil
 	}
+	access, secret := g.s3AccessKey, g.s3SecretKey
+	if access == "" {
+		access, secret = os.Getenv("FLIGHTLOG_S3_ACCESS_KEY"), os.Getenv("FLIGHTLOG_S3_SECRET_KEY")
+	}
 	newS3 := func(bucket string) (objstore.Store, error) {
 		return s3.New(ctx, s3.Config{
 			Bucket: bucket, Endpoint: g.s3Endpoint, Region: g.s3Region, UsePathStyle: g.s3PathStyle,
-			AccessKey: g.s3AccessKey, SecretKey: g.s3SecretKey,
+			AccessKey: access, SecretKey: secret,
 		})
 	}
 	if g.s3Bucket != "" {
