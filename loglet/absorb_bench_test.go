@@ -49,6 +49,8 @@ import (
 //     producers' target; on these 2-core machines 100x may not be reached),
 //     and acked-MB/s (encoded record bytes acked, from Stats);
 //   - min-appends/stream: the fewest batches any stream got in the window;
+//   - round-p50-ms, round-p99-ms: absorb round latency (snapshot PUT and
+//     Commit, retries included) over the whole run, from Stats;
 //   - snapshot-MB/s: bytes of tails snapshots PUT to the object store (not
 //     the metastore: each round writes every stream's tail there).
 //
@@ -118,7 +120,8 @@ type absorbRun struct {
 	metaReqs, commitOps    uint64
 	rounds, refs           uint64
 	admitted, ackedPayload int64
-	snapshotBytes          int64 // tails snapshots PUT (all copies)
+	snapshotBytes          int64             // tails snapshots PUT (all copies)
+	roundLatency           histogram.Summary // over the whole run
 	minAppends             int
 	bodyBytes, perBatch    int
 }
@@ -268,7 +271,8 @@ func runAbsorbLoad(b *testing.B, rate float64, streams int, window time.Duration
 	if st := s.Stats().Standard; st.Halts > 0 || st.FailedNotCommitted+st.FailedOutcomeUnknown > 0 {
 		b.Errorf("%d halts (%s), %d+%d failed batches", st.Halts, st.HaltCause, st.FailedNotCommitted, st.FailedOutcomeUnknown)
 	}
-	r := &absorbRun{
+	final := s.Stats().Standard
+	r := &absorbRun{roundLatency: final.AbsorbRoundLatency,
 		window:   t1.Sub(t0),
 		metaReqs: m1.Requests() - m0.Requests(), commitOps: m1.CommitOps - m0.CommitOps,
 		rounds: s1.AbsorbRounds - s0.AbsorbRounds, refs: s1.AbsorbRefs - s0.AbsorbRefs,
@@ -300,6 +304,8 @@ func BenchmarkAbsorbMetastore(b *testing.B) {
 				b.ReportMetric(float64(r.minAppends), "min-appends/stream")
 				b.ReportMetric(float64(r.bodyBytes*r.perBatch), "batch-B")
 				b.ReportMetric(float64(r.snapshotBytes)/1e6/sec, "snapshot-MB/s")
+				b.ReportMetric(float64(r.roundLatency.P50)/1e6, "round-p50-ms")
+				b.ReportMetric(float64(r.roundLatency.P99)/1e6, "round-p99-ms")
 				if r.minAppends == 0 {
 					b.Errorf("a stream got no append in the window: the run is not %d active streams", streams)
 				}
