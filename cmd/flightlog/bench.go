@@ -130,9 +130,16 @@ type latency struct {
 	P999 float64 `json:"p999_us"`
 }
 
+// ratios are unitless, per percentile.
+type ratios struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+}
+
 // versus compares ack latency with a latency it contains.
 type versus struct {
-	Ratio latency `json:"ratio"`    // ack / other, per percentile
+	Ratio ratios  `json:"ratio"`    // ack / other, per percentile
 	Added latency `json:"added_us"` // ack - other, per percentile
 }
 
@@ -507,7 +514,7 @@ func compare(a, b latency) versus {
 		return round(x/y, 3)
 	}
 	return versus{
-		Ratio: latency{ratio(a.P50, b.P50), ratio(a.P99, b.P99), ratio(a.P999, b.P999)},
+		Ratio: ratios{ratio(a.P50, b.P50), ratio(a.P99, b.P99), ratio(a.P999, b.P999)},
 		Added: latency{round(a.P50-b.P50, 1), round(a.P99-b.P99, 1), round(a.P999-b.P999, 1)},
 	}
 }
