@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/metastore/bbolt"
 	"github.com/flightlog/flightlog/objstore/file"
@@ -27,19 +30,61 @@ func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// seeded returns a data directory holding stream "orders" (Standard, the
-// three lines) and "clicks" (Express, two lines), written by one leader run
-// each, and cleanly closed.
+// seeded returns a data directory holding stream "orders" (Standard:
+// one, two, three) and "clicks" (Express: x, y), written by one leader and
+// cleanly closed. (One process, so it does not need a star to be reopened.)
 func seeded(t *testing.T) string {
 	t.Helper()
+	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
-	if code, out, errs := cli(t, "one\ntwo\nthree\n", "append", "--dir", dir, "--create", "orders"); code != 0 {
-		t.Fatalf("append orders: exit %d\n%s%s", code, out, errs)
+	g := &globalOpts{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	g.register(fs)
+	fs.Parse([]string{"--dir", dir})
+	b, err := g.open(ctx, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code, out, errs := cli(t, "x\ny", "append", "--dir", dir, "--create", "--class", "express", "clicks"); code != 0 {
-		t.Fatalf("append clicks: exit %d\n%s%s", code, out, errs)
+	defer b.Close()
+	star, err := g.openStar(ctx, b, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		name  string
+		class loglet.Class
+		recs  []string
+	}{{"orders", loglet.Standard, []string{"one", "two", "three"}}, {"clicks", loglet.Express, []string{"x", "y"}}} {
+		if _, err := star.CreateStream(ctx, s.name, loglet.StreamOptions{Class: s.class}); err != nil {
+			t.Fatal(err)
+		}
+		var batch loglet.Batch
+		for _, r := range s.recs {
+			batch.Records = append(batch.Records, loglet.Record{Body: []byte(r)})
+		}
+		if _, err := star.Append(ctx, s.name, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := star.Close(); err != nil {
+		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestAppendCLI appends through the command line into a fresh directory.
+func TestAppendCLI(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	code, out, errs := cli(t, "a\nb\r\nc", "append", "--dir", dir, "--create", "--class", "express", "--batch", "2", "s")
+	if code != 0 || out != "s: appended 3 records, seq [0, 3)\n" {
+		t.Fatalf("append: exit %d, %q %s", code, out, errs)
+	}
+	if code, out, _ := cli(t, "", "read", "s", "--dir", dir); code != 0 || out != "a\nb\nc\n" {
+		t.Fatalf("read back: exit %d, %q", code, out)
+	}
+	if code, _, errs := cli(t, "x\n", "append", "--dir", filepath.Join(t.TempDir(), "d2"), "nosuch"); code != exitCannot || !strings.Contains(errs, "not found") {
+		t.Fatalf("append to a missing stream without --create: exit %d, %s", code, errs)
+	}
 }
 
 func TestHelpStatesTheOneProcessRule(t *testing.T) {
