@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -229,9 +230,11 @@ func TestAmbiguousCommitResolved(t *testing.T) {
 
 func TestBacklogBoundAndStallCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cause := CauseMetastoreSlow
+		var causeV atomic.Uint32
+		setCause := func(c StallCause) { causeV.Store(uint32(c)) }
+		setCause(CauseMetastoreSlow)
 		var told []StallCause
-		b := NewBacklog(2, 100, func() StallCause { return cause }, func(c StallCause, _ int, _ int64) { told = append(told, c) })
+		b := NewBacklog(2, 100, func() StallCause { return StallCause(causeV.Load()) }, func(c StallCause, _ int, _ int64) { told = append(told, c) })
 		ctx := context.Background()
 		for slot := uint64(0); slot < 2; slot++ {
 			if err := b.Acquire(ctx, 40); err != nil {
@@ -253,7 +256,7 @@ func TestBacklogBoundAndStallCause(t *testing.T) {
 		}
 		// The byte bound: 80 held after this Add, 30 more does not fit.
 		b.Add(2, 40)
-		cause = CauseAbsorbLagging
+		setCause(CauseAbsorbLagging)
 		go func() { done <- b.Acquire(ctx, 30) }()
 		synctest.Wait()
 		select {
@@ -268,6 +271,28 @@ func TestBacklogBoundAndStallCause(t *testing.T) {
 		st := b.Stats()
 		if st.Stalls["metastore slow"] != 2 || st.Stalls["absorb lagging"] != 1 || len(told) != 3 || st.Flights != 1 || st.Bytes != 40 {
 			t.Fatalf("stats %+v told %v", st, told)
+		}
+		// A stall that begins as "absorb lagging" and goes on while the
+		// metastore fails is counted as "metastore slow".
+		b.Add(3, 90)
+		b.Add(4, 5)
+		setCause(CauseAbsorbLagging)
+		go func() { done <- b.Acquire(ctx, 30) }()
+		synctest.Wait()
+		if st := b.Stats(); !st.Stalling || st.StallingCause != "absorb lagging" {
+			t.Fatalf("during a stall: %+v", st)
+		}
+		setCause(CauseMetastoreSlow)
+		time.Sleep(3 * rediagnose)
+		if st := b.Stats(); st.StallingCause != "metastore slow" {
+			t.Fatalf("re-diagnosed stall: %+v", st)
+		}
+		b.Release(5)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if st := b.Stats(); st.Stalls["metastore slow"] != 3 || st.Stalls["absorb lagging"] != 1 {
+			t.Fatalf("after a re-diagnosed stall: %+v", st.Stalls)
 		}
 		b.Close()
 		if err := b.Acquire(ctx, 1e9); err != nil {

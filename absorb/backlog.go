@@ -59,6 +59,9 @@ type Backlog struct {
 
 	stalls       [numCauses]uint64
 	stalledNanos int64
+	stalling     int        // Acquire calls blocked now
+	stallCause   StallCause // the cause of the current stall, as last diagnosed
+	stallStart   time.Time
 }
 
 // NewBacklog returns a backlog bounded by maxFlights and maxBytes. diagnose
@@ -70,8 +73,13 @@ func NewBacklog(maxFlights int, maxBytes int64, diagnose func() StallCause, onSt
 
 // Acquire blocks until one more flight of up to need bytes fits, ctx ends
 // (its error is returned) or the backlog closes (nil: the caller's own
-// shutdown handles it). A wait that blocks is one stall, counted under the
-// cause diagnosed when it began.
+// shutdown handles it). A wait that blocks is one stall. onStall is told
+// when it begins, with the cause diagnosed then; the cause is re-diagnosed
+// every rediagnose interval while it lasts, and the stall is counted when it
+// ends under the most specific cause seen (metastore slow, then epoch
+// settling, then absorb lagging), so a stall that began while the absorb
+// was merely pacing and went on because the metastore was down counts as
+// "metastore slow".
 func (b *Backlog) Acquire(ctx context.Context, need int64) error {
 	b.mu.Lock()
 	if b.fits(need) || b.closed {
@@ -79,18 +87,23 @@ func (b *Backlog) Acquire(ctx context.Context, need int64) error {
 		return nil
 	}
 	cause := b.diagnose()
-	b.stalls[cause]++
 	flights, bytes := len(b.tokens), b.bytes
 	start := time.Now()
+	b.stalling++
+	b.stallCause, b.stallStart = cause, start
 	b.mu.Unlock()
 	if b.onStall != nil {
 		b.onStall(cause, flights, bytes)
 	}
 	defer func() {
 		b.mu.Lock()
+		b.stalls[cause]++
 		b.stalledNanos += int64(time.Since(start))
+		b.stalling--
 		b.mu.Unlock()
 	}()
+	tick := time.NewTicker(rediagnose)
+	defer tick.Stop()
 	for {
 		b.mu.Lock()
 		if b.fits(need) || b.closed {
@@ -101,10 +114,30 @@ func (b *Backlog) Acquire(ctx context.Context, need int64) error {
 		b.mu.Unlock()
 		select {
 		case <-ch:
+		case <-tick.C:
+			if c := b.diagnose(); precedence(c) > precedence(cause) {
+				cause = c
+				b.mu.Lock()
+				b.stallCause = c
+				b.mu.Unlock()
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// rediagnose is how often a stall's cause is re-examined.
+const rediagnose = 100 * time.Millisecond
+
+func precedence(c StallCause) int {
+	switch c {
+	case CauseMetastoreSlow:
+		return 2
+	case CauseEpochSettling:
+		return 1
+	}
+	return 0
 }
 
 func (b *Backlog) fits(need int64) bool {
@@ -148,13 +181,19 @@ func (b *Backlog) Close() {
 
 // BacklogStats are the backlog's gauges and counters.
 type BacklogStats struct {
-	Flights      int
-	Bytes        int64
-	MaxFlights   int
-	MaxBytes     int64
-	OldestAge    time.Duration // age of the oldest unabsorbed claimed flight
+	Flights    int
+	Bytes      int64
+	MaxFlights int
+	MaxBytes   int64
+	OldestAge  time.Duration // age of the oldest unabsorbed claimed flight
+	// Stalls counts ended stalls by cause; StalledNanos is their total.
 	Stalls       map[string]uint64
 	StalledNanos int64
+	// Stalling: publishes are blocked now, since StallingFor, for
+	// StallingCause (as diagnosed so far).
+	Stalling      bool
+	StallingCause string
+	StallingFor   time.Duration
 }
 
 // Stats returns the backlog's figures.
@@ -168,6 +207,9 @@ func (b *Backlog) Stats() BacklogStats {
 	}
 	for c := StallCause(0); c < numCauses; c++ {
 		s.Stalls[c.String()] = b.stalls[c]
+	}
+	if b.stalling > 0 {
+		s.Stalling, s.StallingCause, s.StallingFor = true, b.stallCause.String(), time.Since(b.stallStart)
 	}
 	return s
 }
