@@ -1,7 +1,6 @@
 package loglet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -42,8 +41,12 @@ type absorber struct {
 // metastore rather than on the absorb's pace.
 const slowCommit = time.Second
 
-func newAbsorber(l *lane, cm *absorb.Committer) *absorber {
-	return &absorber{l: l, cm: cm, wake: make(chan struct{}, 1), tails: map[string]absorb.StreamTail{},
+func newAbsorber(l *lane, cm *absorb.Committer, tails map[string]absorb.StreamTail) *absorber {
+	own := make(map[string]absorb.StreamTail, len(tails))
+	for k, v := range tails {
+		own[k] = v
+	}
+	return &absorber{l: l, cm: cm, wake: make(chan struct{}, 1), tails: own,
 		drainReq: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -83,6 +86,9 @@ func (a *absorber) run() {
 	var last time.Time
 	draining := false
 	for {
+		if a.l.ctx.Err() != nil {
+			return // the lane stopped (or crashed): nothing more can commit
+		}
 		a.l.mu.Lock()
 		n := len(a.l.absorbQ)
 		a.l.mu.Unlock()
@@ -94,6 +100,7 @@ func (a *absorber) run() {
 			case <-a.wake:
 			case <-a.drainReq:
 				draining = true
+			case <-a.l.ctx.Done():
 			}
 			continue
 		}
@@ -143,16 +150,11 @@ func (a *absorber) round(draining bool) error {
 		l.halt(round.From, err)
 		return err
 	}
-	snapKey := absorb.TailsKey(l.star.cfg.Star, l.class, l.epoch, round.To)
-	snap := absorb.EncodeTails(absorb.Tails{Epoch: l.epoch, Next: round.To, Streams: a.tails})
 	backoff := 10 * time.Millisecond
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		a.commitStart.Store(time.Now().UnixNano())
-		err = absorb.PutSnapshot(l.ctx, l.buckets, l.cfg.W, snapKey, snap)
-		if err == nil {
-			err = a.cm.Commit(l.ctx, round, refs, snapKey)
-		}
+		err = commitRound(l.ctx, a.cm, l.buckets, l.cfg.W, l.star.cfg.Star, l.class, round, refs, a.tails, &a.prevSnapshot)
 		a.commitStart.Store(0)
 		if err == nil {
 			a.lastFailed.Store(false)
@@ -194,11 +196,5 @@ func (a *absorber) round(draining bool) error {
 	l.absorbQ = l.absorbQ[n:]
 	l.mu.Unlock()
 	l.backlog.Release(round.To)
-	if a.prevSnapshot != "" {
-		for _, b := range l.buckets {
-			_ = b.Delete(context.Background(), a.prevSnapshot) // best effort: an orphan snapshot is only storage
-		}
-	}
-	a.prevSnapshot = snapKey
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -126,3 +127,11 @@ func readAll(t testing.TB, s *Star, stream string) []SequencedRecord {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testLogger logs to stderr when FLIGHTLOG_TEST_LOG is set (debugging).
+func testLogger() *slog.Logger {
+	if os.Getenv("FLIGHTLOG_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return quietLogger()
+}

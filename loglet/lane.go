@@ -13,6 +13,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/pool"
 	"github.com/flightlog/flightlog/sequencer"
@@ -76,6 +77,10 @@ type lane struct {
 	closing bool  // no admission; flush what is pooled
 	index   flightIndex
 
+	rec        chain.EpochRecord // this lane's epoch record and version
+	recVer     metastore.Version
+	startTails map[string]absorb.StreamTail // tails at Open (read-only)
+
 	backlog  *absorb.Backlog
 	absorber *absorber
 	absorbQ  []*flight // released, not yet absorbed, in slot order (lane lock)
@@ -103,7 +108,8 @@ type laneStats struct {
 
 const maxUnderReplicatedList = 1024
 
-func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, cm *absorb.Committer) *lane {
+func newLane(s *Star, class Class, cfg ClassConfig, start chainStart) *lane {
+	epoch := start.rec.Epoch
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lane{
 		star: s, class: class, cfg: cfg, epoch: epoch, buckets: cfg.Buckets,
@@ -115,7 +121,9 @@ func newLane(s *Star, class Class, cfg ClassConfig, epoch uint64, cm *absorb.Com
 		flights: map[uint64]*flight{},
 	}
 	l.space = sync.NewCond(&l.mu)
-	l.absorber = newAbsorber(l, cm)
+	l.rec, l.recVer, l.startTails = start.rec, start.ver, start.tails
+	l.absorber = newAbsorber(l, start.cm, start.tails)
+	l.absorber.prevSnapshot = start.snapshot
 	l.backlog = absorb.NewBacklog(cfg.ChainBacklogFlights, int64(cfg.ChainBacklogMiB)<<20, l.absorber.diagnose,
 		func(cause absorb.StallCause, flights int, bytes int64) {
 			l.log.Warn("backlog full: publishes blocked", "cause", cause.String(), "flights", flights, "bytes", bytes)
@@ -487,6 +495,11 @@ func (l *lane) close() {
 	l.space.Broadcast()
 	l.mu.Unlock()
 	l.pool.Close()
+	// Admission is over, so the backlog can grow by at most what is pooled
+	// (already within the pool budget): lift its bound, so what was
+	// admitted is flushed and acked even while the metastore is down
+	// (acks never depend on it).
+	l.backlog.Close()
 	<-l.flushr
 	l.mu.Lock()
 	for len(l.flights) > 0 {
@@ -496,7 +509,27 @@ func (l *lane) close() {
 	// Everything released is absorbed before the lane stops, so the next
 	// owner finds the checkpoint at the release point.
 	l.absorber.drain()
-	l.backlog.Close()
 	l.cancel()
 	l.wg.Wait()
+}
+
+// seal records a clean seal of the lane's epoch after close: every slot
+// below the release point is committed and acked, and nothing at or past it
+// was written (no halt), so the next owner can skip fencing. A halted or
+// deposed lane records nothing: its successor fences.
+func (l *lane) seal() {
+	l.mu.Lock()
+	halted := l.haltErr != nil
+	cut := l.window.Released()
+	l.mu.Unlock()
+	if halted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := chain.SealEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class, l.rec, l.recVer, cut); err != nil {
+		l.log.Warn("clean seal not recorded; the next owner will fence", "cut", cut, "err", err)
+		return
+	}
+	l.log.Info("epoch sealed cleanly", "cut", cut)
 }

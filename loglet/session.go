@@ -47,7 +47,7 @@ type AckFuture struct {
 // OpenAppendSession opens a session on stream (which must exist, or be
 // creatable on append).
 func (s *Star) OpenAppendSession(ctx context.Context, stream string) (*AppendSession, error) {
-	if _, err := s.stream(ctx, stream); err != nil {
+	if _, err := s.streamForAppend(ctx, stream); err != nil {
 		return nil, err
 	}
 	return &AppendSession{s: s, stream: stream}, nil

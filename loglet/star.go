@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
@@ -47,10 +46,13 @@ type streamRecord struct {
 	Nonce   string `json:"nonce"` // unique per CreateStream call: recognises our own write after an ambiguous failure
 }
 
-// Open starts leading cfg.Star: it mints the first epoch of each configured
-// class's chain and loads the star's streams. A chain that already has an
-// epoch (an earlier process led it) returns ErrTakeoverPending: taking over
-// a star safely needs fencing, which is not built yet.
+// Open starts leading cfg.Star. For each configured class it mints the
+// chain's first epoch, or takes the chain over from its previous owner: after
+// a clean Close straight from the recorded seal; after a crash (or from a
+// live leader, which is then deposed) by sealing the checkpoint, fencing the
+// old epoch, minting the next, poisoning the old epoch's window past the cut
+// and walking every committed slot below it. Every stream continues from its
+// tail. If another process wins the mint, Open fails with ErrTakeoverLost.
 func Open(ctx context.Context, cfg Config) (*Star, error) {
 	cfg.applyDefaults()
 	if err := cfg.validate(); err != nil {
@@ -63,39 +65,29 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		kick:    make(chan struct{}, 1),
 		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}},
 	}
-	epochs := [2]uint64{}
-	committers := [2]*absorb.Committer{}
+	var starts [2]chainStart
 	for _, c := range chain.Classes {
 		cc := s.classConfig(c)
 		if len(cc.Buckets) == 0 {
 			continue
 		}
-		rec, _, err := chain.MintFirst(ctx, cfg.Meta, cfg.Star, c, chain.EpochRecord{
-			Owner: cfg.Owner, Window: cc.ParallelUploads, K: len(cc.Buckets), W: cc.W, Buckets: cc.BucketNames,
-		})
-		if errors.Is(err, chain.ErrEpochTaken) {
-			return nil, fmt.Errorf("%w: %v", ErrTakeoverPending, err)
-		}
+		st, err := s.startChain(ctx, c, cc)
 		if err != nil {
+			for _, l := range s.lanes {
+				if l != nil {
+					l.close()
+				}
+			}
 			return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 		}
-		epochs[c] = rec.Epoch
-		cm, err := absorb.InitCheckpoint(ctx, cfg.Meta, cfg.Star, c, cfg.Owner, rec.Epoch)
-		if err != nil {
-			return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
-		}
-		committers[c] = cm
-	}
-	for _, c := range chain.Classes {
-		if epochs[c] != 0 {
-			s.lanes[c] = newLane(s, c, *s.classConfig(c), epochs[c], committers[c])
-		}
+		starts[c] = st
+		s.lanes[c] = newLane(s, c, *cc, st)
 	}
 	if err := s.loadStreams(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", epochs[Standard], "express_epoch", epochs[Express])
+	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", starts[Standard].rec.Epoch, "express_epoch", starts[Express].rec.Epoch)
 	return s, nil
 }
 
@@ -245,9 +237,18 @@ func (s *Star) ListStreams(ctx context.Context, prefix string, limit int) ([]Str
 	}
 }
 
-// stream returns the state of a stream this star leads, loading or creating
-// its record on a miss.
+// stream returns the state of a stream this star leads, loading its record
+// on a miss (and creating it, for appends with CreateOnAppend: reads never
+// create a stream).
 func (s *Star) stream(ctx context.Context, name string) (*streamState, error) {
+	return s.lookup(ctx, name, false)
+}
+
+func (s *Star) streamForAppend(ctx context.Context, name string) (*streamState, error) {
+	return s.lookup(ctx, name, s.cfg.CreateOnAppend)
+}
+
+func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamState, error) {
 	s.mu.RLock()
 	st, ok := s.streams[name]
 	closed := s.closed
@@ -263,11 +264,11 @@ func (s *Star) stream(ctx context.Context, name string) (*streamState, error) {
 		// read, once per stream per process.
 		it, err := s.cfg.Meta.Get(ctx, chain.StreamRecordKey(name))
 		switch {
-		case errors.Is(err, metastore.ErrNotFound) && s.cfg.CreateOnAppend:
+		case errors.Is(err, metastore.ErrNotFound) && create:
 			if _, err := s.CreateStream(ctx, name, StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}); err != nil && !errors.Is(err, ErrStreamExists) {
 				return nil, err
 			}
-			return s.stream(ctx, name)
+			return s.lookup(ctx, name, false)
 		case errors.Is(err, metastore.ErrNotFound):
 			return nil, fmt.Errorf("%w: %q", ErrStreamNotFound, name)
 		case err != nil:
@@ -298,9 +299,16 @@ func (s *Star) stream(ctx context.Context, name string) (*streamState, error) {
 }
 
 // newStreamState binds a stream to its class's lane (nil if the class is
-// disabled here).
+// disabled here) and starts it at its recovered tail.
 func (s *Star) newStreamState(name string, c Class) *streamState {
-	return &streamState{name: name, class: c, lane: s.lanes[c]}
+	st := &streamState{name: name, class: c, lane: s.lanes[c]}
+	if l := st.lane; l != nil {
+		if t, ok := l.startTails[name]; ok {
+			st.seq.Next, st.seq.LastTimestamp = t.Next, t.Timestamp
+			st.durable = Tail{Seq: t.Next, Timestamp: t.Timestamp}
+		}
+	}
+	return st
 }
 
 // submit validates, encodes, reserves pool budget for and admits b. After it
@@ -309,7 +317,7 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*pending, erro
 	if len(b.Records) == 0 || len(b.Records) > s.cfg.MaxBatchRecords {
 		return nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
 	}
-	st, err := s.stream(ctx, name)
+	st, err := s.streamForAppend(ctx, name)
 	if err != nil {
 		return nil, notCommitted(err)
 	}
@@ -514,9 +522,39 @@ func (s *Star) Close() error {
 		for _, l := range s.lanes {
 			if l != nil {
 				l.close()
+				l.seal()
 			}
 		}
 		s.log.Info("star closed", "star", s.cfg.Star)
 	})
 	return nil
+}
+
+// crash stops the star the way a dying process does, for tests: no flush,
+// no drain, no seal. In-flight uploads are cancelled (their batches end
+// outcome-unknown); what is durable stays for a successor to take over.
+func (s *Star) crash() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.closing)
+		for _, l := range s.lanes {
+			if l == nil {
+				continue
+			}
+			l.cancel()
+			l.backlog.Close()
+			l.mu.Lock()
+			l.closing = true
+			l.space.Broadcast()
+			l.mu.Unlock()
+			l.pool.Close()
+		}
+		for _, l := range s.lanes {
+			if l != nil {
+				l.wg.Wait()
+			}
+		}
+	})
 }

@@ -131,15 +131,14 @@ var (
 // failed. Each is matched with errors.Is; append errors also match
 // ErrNotCommitted.
 var (
-	ErrClosed          = errors.New("loglet: closed")
-	ErrStreamNotFound  = errors.New("loglet: stream not found")
-	ErrStreamExists    = errors.New("loglet: stream already exists")
-	ErrInvalidBatch    = errors.New("loglet: invalid batch")
-	ErrChainHalted     = errors.New("loglet: chain halted")
-	ErrClassDisabled   = errors.New("loglet: class has no buckets configured")
-	ErrHistoryTrimmed  = errors.New("loglet: records below the start are no longer readable here")
-	ErrSessionFailed   = errors.New("loglet: append session failed earlier")
-	ErrTakeoverPending = errors.New("loglet: chain has an earlier epoch; opening it needs a takeover")
+	ErrClosed         = errors.New("loglet: closed")
+	ErrStreamNotFound = errors.New("loglet: stream not found")
+	ErrStreamExists   = errors.New("loglet: stream already exists")
+	ErrInvalidBatch   = errors.New("loglet: invalid batch")
+	ErrChainHalted    = errors.New("loglet: chain halted")
+	ErrClassDisabled  = errors.New("loglet: class has no buckets configured")
+	ErrHistoryTrimmed = errors.New("loglet: records below the start are no longer readable here")
+	ErrSessionFailed  = errors.New("loglet: append session failed earlier")
 )
 
 // SeqNumMismatchError is returned when a batch's MatchSeqNum is not the
