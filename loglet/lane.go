@@ -68,6 +68,8 @@ type lane struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the flusher and every upload
 	flushr chan struct{}  // closed when the flusher exits
+	closed chan struct{}  // closed when close (or crash) begins: wakes the flusher
+	closeO sync.Once
 
 	mu      sync.Mutex
 	space   *sync.Cond // signalled on release, halt and close
@@ -117,6 +119,7 @@ func newLane(s *Star, class Class, cfg ClassConfig, start chainStart) *lane {
 		log:  s.log.With("star", s.cfg.Star, "class", class.String(), "epoch", epoch),
 		ctx:  ctx, cancel: cancel,
 		flushr:  make(chan struct{}),
+		closed:  make(chan struct{}),
 		window:  sequencer.NewWindow(0, cfg.ParallelUploads),
 		flights: map[uint64]*flight{},
 	}
@@ -258,7 +261,7 @@ func (l *lane) waitForCut(timer *time.Timer) bool {
 		select {
 		case <-l.pool.Ready():
 		case <-timer.C:
-		case <-l.star.closing:
+		case <-l.closed:
 		}
 		if !timer.Stop() {
 			select {
@@ -494,6 +497,7 @@ func (l *lane) close() {
 	l.closing = true
 	l.space.Broadcast()
 	l.mu.Unlock()
+	l.closeCh()
 	l.pool.Close()
 	// Admission is over, so the backlog can grow by at most what is pooled
 	// (already within the pool budget): lift its bound, so what was
@@ -533,3 +537,5 @@ func (l *lane) seal() {
 	}
 	l.log.Info("epoch sealed cleanly", "cut", cut)
 }
+
+func (l *lane) closeCh() { l.closeO.Do(func() { close(l.closed) }) }

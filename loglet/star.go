@@ -458,6 +458,11 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	if err == nil && len(recs) == 0 {
 		err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, start)
 	}
+	// The tail moved on while refs were read: report it as of now, so it
+	// is never behind the records returned.
+	l.mu.Lock()
+	tail = st.durable
+	l.mu.Unlock()
 	return result(recs, start, tail), err
 }
 
@@ -549,6 +554,7 @@ func (s *Star) crash() {
 			l.closing = true
 			l.space.Broadcast()
 			l.mu.Unlock()
+			l.closeCh()
 			l.pool.Close()
 		}
 		for _, l := range s.lanes {
