@@ -104,6 +104,7 @@ type world struct {
 	exclusive map[int]string
 	fenced    *fenceRecord
 	stale     metastore.Store // StaleReader: the frozen view every Reader uses
+	corrupted map[string]bool // slot keys with a corrupted copy (at most one each)
 }
 
 // process is one leader process: its view of the stores (fault wrappers)
@@ -135,7 +136,7 @@ func run(o Options) *Result {
 	h := newHistory()
 	h.strict = o.Strict
 	w := &world{o: o, p: p, h: h, res: &Result{Seed: o.Seed, Plan: p.String()},
-		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}}
+		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}, corrupted: map[string]bool{}}
 	start := time.Now()
 	w.build()
 	ctx := context.Background()
@@ -427,6 +428,9 @@ func (w *world) corruptOne(ctx context.Context) {
 	}
 	slot := uint64(w.intn(int(cs.ReleasePoint)))
 	key := chain.SlotKey(starName, c, cs.Epoch, slot)
+	if w.corrupted[key] {
+		return // one bad copy per slot: K−W = 1
+	}
 	var size int
 	for _, m := range w.mems[c] {
 		obj, err := m.Get(ctx, key, 0, -1)
@@ -440,6 +444,7 @@ func (w *world) corruptOne(ctx context.Context) {
 	}
 	b := w.intn(len(w.mems[c]))
 	if err := w.mems[c][b].Corrupt(key, int64(w.intn(size))); err == nil {
+		w.corrupted[key] = true
 		w.res.Corrupted++
 	}
 }

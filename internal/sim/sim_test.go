@@ -59,10 +59,34 @@ func TestSim(t *testing.T) {
 	first, n := seedRange()
 	start := time.Now()
 	var sim time.Duration
+	var tot Result
+	known := map[string]int{}
+	failed := 0
 	for s := first; s < first+uint64(n); s++ {
 		r := Run(t, Options{Seed: s, Scenarios: Scenarios{Fence: *flagFence && s%2 == 0}})
 		sim += r.SimTime
 		report(t, "TestSim", r)
+		if r.Failed() {
+			failed++
+		}
+		tot.Appends += r.Appends
+		tot.Acked += r.Acked
+		tot.NotCommitted += r.NotCommitted
+		tot.Unknown += r.Unknown
+		tot.UnknownPresent += r.UnknownPresent
+		tot.Reads += r.Reads
+		tot.Halts += r.Halts
+		tot.ZoneDowns += r.ZoneDowns
+		tot.Corrupted += r.Corrupted
+		add(&tot.Injected, r.Injected)
+		tot.MetaInjected.Failed += r.MetaInjected.Failed
+		tot.MetaInjected.Ambiguous += r.MetaInjected.Ambiguous
+		tot.MetaInjected.Delayed += r.MetaInjected.Delayed
+		for k, v := range r.KnownBugs {
+			known[k] += v
+		}
 	}
-	t.Logf("%d seeds from %d: %v simulated in %v wall", n, first, sim, time.Since(start))
+	t.Logf("%d seeds from %d (%d failed): %v simulated in %v wall; appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d, halts %d, zone downs %d, corrupted copies %d; injected %+v; metastore failed %d ambiguous %d delayed %d; known-bug findings %v",
+		n, first, failed, sim, time.Since(start), tot.Appends, tot.Acked, tot.NotCommitted, tot.Unknown, tot.UnknownPresent, tot.Reads, tot.Halts, tot.ZoneDowns, tot.Corrupted,
+		tot.Injected, tot.MetaInjected.Failed, tot.MetaInjected.Ambiguous, tot.MetaInjected.Delayed, known)
 }
