@@ -14,6 +14,7 @@ var (
 	flagSeeds = flag.Int("sim.seeds", 0, "number of seeds to run (default: the CI budget, or $SIM_SEEDS)")
 	flagSeed  = flag.Uint64("sim.seed", 0, "first seed (default 1, or $SIM_SEED); alone, replays that one seed")
 	flagV     = flag.Bool("sim.v", false, "log every seed's plan and summary")
+	flagCrash = flag.Bool("sim.crash", false, "run TestSimCrashRestart (needs loglet takeover)")
 	flagFence = flag.Bool("sim.fence", false, "run the zombie-fence scenario on even seeds (hangs today's loglet: see TestBugDeposedCloseHangs)")
 )
 
