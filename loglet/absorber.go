@@ -1,6 +1,7 @@
 package loglet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/metastore"
 )
 
 // absorber is a lane's absorb loop: woken by releases, paced by
@@ -17,8 +20,12 @@ import (
 // drops them from the flight index and frees their backlog tokens.
 type absorber struct {
 	l    *lane
+	cmMu sync.Mutex // the committer: the absorb loop's rounds, and a recovery's reseal
 	cm   *absorb.Committer
 	wake chan struct{}
+
+	planned *plannedRound // planned, not yet committed (absorb loop only)
+	cpEpoch atomic.Uint64 // the checkpoint's epoch: cuts of earlier epochs are no longer needed
 
 	tails        map[string]absorb.StreamTail // as of the checkpoint; absorb loop only
 	prevSnapshot string
@@ -116,12 +123,28 @@ func (a *absorber) run() {
 		last = time.Now()
 		if err := a.round(draining); err != nil {
 			if errors.Is(err, absorb.ErrDeposed) {
-				a.l.log.Error("deposed: a successor sealed the checkpoint; halting", "err", err)
+				// A successor sealed the checkpoint. Halt: the recovery's
+				// mint finds out whether it has minted (then we are dead)
+				// or not (then we reseal and go on).
+				a.l.log.Warn("checkpoint sealed by another owner; halting", "err", err)
 				a.l.mu.Lock()
 				at := a.l.window.Released()
 				a.l.mu.Unlock()
 				a.l.halt(at, err)
-				return
+				a.l.mu.Lock()
+				wait, dead := a.l.recovered, a.l.dead != nil
+				a.l.mu.Unlock()
+				if dead {
+					return
+				}
+				if wait != nil {
+					select {
+					case <-wait:
+					case <-a.l.ctx.Done():
+						return
+					}
+				}
+				continue
 			}
 			if draining && time.Since(last) > 30*time.Second {
 				return
@@ -130,31 +153,55 @@ func (a *absorber) run() {
 	}
 }
 
-// round absorbs up to AbsorbMaxSlots released flights, retrying the commit
-// until it lands (or the absorb is deposed or, draining, gives up).
+// plannedRound is a round planned (refs built, tails advanced) and not yet
+// committed: a retry commits exactly it, never a re-plan.
+type plannedRound struct {
+	flights []*flight
+	round   absorb.Round
+	refs    []absorb.SpanRef
+}
+
+// round absorbs up to AbsorbMaxSlots released flights of one epoch,
+// retrying the commit until it lands (or the absorb is deposed or,
+// draining, gives up).
 func (a *absorber) round(draining bool) error {
 	l := a.l
-	l.mu.Lock()
-	n := min(len(l.absorbQ), l.star.cfg.AbsorbMaxSlots)
-	flights := append([]*flight(nil), l.absorbQ[:n]...)
-	l.mu.Unlock()
-	slots := make([]absorb.Slot, n)
-	for i, f := range flights {
-		slots[i] = absorb.Slot{Epoch: l.epoch, Slot: f.slot, Key: f.key, Frames: f.frames}
+	if a.planned == nil {
+		l.mu.Lock()
+		n := min(len(l.absorbQ), l.star.cfg.AbsorbMaxSlots)
+		e := l.absorbQ[0].epoch
+		for i := 1; i < n; i++ {
+			if l.absorbQ[i].epoch != e { // a round covers one epoch
+				n = i
+				break
+			}
+		}
+		flights := append([]*flight(nil), l.absorbQ[:n]...)
+		l.mu.Unlock()
+		slots := make([]absorb.Slot, n)
+		for i, f := range flights {
+			slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames}
+		}
+		round := absorb.Round{Epoch: e, From: flights[0].slot, To: flights[n-1].slot + 1}
+		writer := fmt.Sprintf("%s/%d/%d", l.star.cfg.Owner, e, round.From)
+		refs, err := absorb.Plan(l.class.String(), writer, slots, a.tails)
+		if err != nil {
+			// A bug upstream: stop the chain rather than record a gap.
+			l.die(outcomeUnknown(fmt.Errorf("%w: absorb: %v", ErrChainHalted, err)))
+			return err
+		}
+		a.planned = &plannedRound{flights: flights, round: round, refs: refs}
 	}
-	round := absorb.Round{Epoch: l.epoch, From: flights[0].slot, To: flights[n-1].slot + 1}
-	writer := fmt.Sprintf("%s/%d/%d", l.star.cfg.Owner, l.epoch, round.From)
-	refs, err := absorb.Plan(l.class.String(), writer, slots, a.tails)
-	if err != nil {
-		// A bug upstream: stop the chain rather than record a gap.
-		l.halt(round.From, err)
-		return err
-	}
+	flights, round, refs := a.planned.flights, a.planned.round, a.planned.refs
+	n := len(flights)
+	var err error
 	backoff := 10 * time.Millisecond
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		a.commitStart.Store(time.Now().UnixNano())
+		a.cmMu.Lock()
 		err = commitRound(l.ctx, a.cm, l.buckets, l.cfg.W, l.star.cfg.Star, l.class, round, refs, a.tails, &a.prevSnapshot)
+		a.cmMu.Unlock()
 		a.commitStart.Store(0)
 		if err == nil {
 			a.lastFailed.Store(false)
@@ -180,8 +227,12 @@ func (a *absorber) round(draining bool) error {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+	a.planned = nil
+	a.cmMu.Lock()
 	a.metaRequests.Store(a.cm.Requests)
+	a.cmMu.Unlock()
 	a.checkpointNext.Store(round.To)
+	a.cpEpoch.Store(round.Epoch)
 	a.roundLatency.RecordDuration(time.Since(start))
 	a.rounds.Add(1)
 	a.refs.Add(uint64(len(refs)))
@@ -195,6 +246,27 @@ func (a *absorber) round(draining bool) error {
 	}
 	l.absorbQ = l.absorbQ[n:]
 	l.mu.Unlock()
-	l.backlog.Release(round.To)
+	l.backlog.Release(flights[n-1].pos + 1)
 	return nil
+}
+
+// reseal restores this owner's seal on the checkpoint for its new epoch
+// (after a recovery minted it).
+func (a *absorber) reseal(ctx context.Context, epoch uint64, ver metastore.Version) error {
+	a.cmMu.Lock()
+	defer a.cmMu.Unlock()
+	return a.cm.Reseal(ctx, epoch, ver)
+}
+
+// neededCuts keeps the cuts a walk from the checkpoint still needs: those
+// of epochs at or past the checkpoint's.
+func (a *absorber) neededCuts(cuts []chain.Cut) []chain.Cut {
+	cp := a.cpEpoch.Load()
+	var out []chain.Cut
+	for _, k := range cuts {
+		if k.Epoch >= cp {
+			out = append(out, k)
+		}
+	}
+	return out
 }

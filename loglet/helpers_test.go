@@ -26,8 +26,8 @@ type rig struct {
 	cfg   Config
 
 	mu       sync.Mutex
-	released []uint64 // slots in release order
-	bad      []string // invariant violations seen by the release hook
+	released [][2]uint64 // (epoch, slot) in release order
+	bad      []string    // invariant violations seen by the release hook
 }
 
 // newRig opens a star with k buckets in class c. tweak edits the config
@@ -62,27 +62,31 @@ func newRig(t testing.TB, c Class, k int, seed uint64, tweak func(*Config, []*ob
 	l := s.lanes[c]
 	w := l.cfg.W
 	// The release hook checks invariant 1 at the moment of release: slots
-	// release in order, each holding W copies of this epoch's flight.
-	l.onRelease = func(slot uint64) {
+	// release in order (an epoch's first slot after any slot of an earlier
+	// epoch), each holding W copies of its epoch's flight.
+	l.onRelease = func(epoch, slot uint64) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if n := len(r.released); n > 0 && r.released[n-1]+1 != slot {
-			r.bad = append(r.bad, fmt.Sprintf("released slot %d after %d", slot, r.released[n-1]))
+		if n := len(r.released); n > 0 {
+			last := r.released[n-1]
+			if !(epoch == last[0] && slot == last[1]+1) && !(epoch > last[0] && slot == 0) {
+				r.bad = append(r.bad, fmt.Sprintf("released %d/%d after %d/%d", epoch, slot, last[0], last[1]))
+			}
 		}
-		r.released = append(r.released, slot)
-		key := chain.SlotKey("s1", c, l.epoch, slot)
+		r.released = append(r.released, [2]uint64{epoch, slot})
+		key := chain.SlotKey("s1", c, epoch, slot)
 		ours := 0
 		for _, m := range r.mems {
 			head, err := m.Get(context.Background(), key, 0, envelope.EnvelopeSize)
 			if err != nil {
 				continue
 			}
-			if env, err := envelope.ParseEnvelope(head); err == nil && env.Kind == envelope.KindFlight && env.Epoch == l.epoch && env.Slot == slot {
+			if env, err := envelope.ParseEnvelope(head); err == nil && env.Kind == envelope.KindFlight && env.Epoch == epoch && env.Slot == slot {
 				ours++
 			}
 		}
 		if ours < w {
-			r.bad = append(r.bad, fmt.Sprintf("released slot %d with %d copies < W=%d", slot, ours, w))
+			r.bad = append(r.bad, fmt.Sprintf("released %d/%d with %d copies < W=%d", epoch, slot, ours, w))
 		}
 	}
 	t.Cleanup(func() { s.Close() })

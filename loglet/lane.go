@@ -39,9 +39,13 @@ func (p *pending) finish(ack Ack, err error) {
 	close(p.done)
 }
 
-// flight is a cut, claimed slot, kept until its release or failure.
+// flight is a cut, claimed slot, kept until its release or failure. A halt
+// recovery may move it to a slot of the next epoch (republish).
 type flight struct {
+	epoch   uint64 // the epoch it is written in (changes on republish)
 	slot    uint64
+	pos     uint64        // claim position: backlog tokens are keyed by it
+	done    chan struct{} // closed when its current upload goroutine returns
 	batches []*pending
 	bytes   int64 // payload bytes
 	claimed time.Time
@@ -75,9 +79,15 @@ type lane struct {
 	space   *sync.Cond // signalled on release, halt and close
 	window  *sequencer.Window
 	flights map[uint64]*flight
-	haltErr error // non-nil once halted
+	haltErr error // the cause of the halt being recovered from (nil: not halted)
 	closing bool  // no admission; flush what is pooled
 	index   flightIndex
+
+	recovering bool          // a halt recovery is running: no claims
+	recovered  chan struct{} // closed when the current recovery ends
+	dead       error         // deposed for good: every append fails not-committed
+	claims     uint64        // claim positions handed out
+	haltTimes  []time.Time   // recent halts, for the backoff before minting
 
 	rec        chain.EpochRecord // this lane's epoch record and version
 	recVer     metastore.Version
@@ -91,7 +101,7 @@ type lane struct {
 
 	// onRelease, if set (tests only), is called under the lane lock for
 	// each released slot, in release order.
-	onRelease func(slot uint64)
+	onRelease func(epoch, slot uint64)
 }
 
 type laneStats struct {
@@ -127,6 +137,7 @@ func newLane(s *Star, class Class, cfg ClassConfig, start chainStart) *lane {
 	l.rec, l.recVer, l.startTails = start.rec, start.ver, start.tails
 	l.absorber = newAbsorber(l, start.cm, start.tails)
 	l.absorber.prevSnapshot = start.snapshot
+	l.absorber.cpEpoch.Store(start.cm.Checkpoint().Epoch)
 	l.backlog = absorb.NewBacklog(cfg.ChainBacklogFlights, int64(cfg.ChainBacklogMiB)<<20, l.absorber.diagnose,
 		func(cause absorb.StallCause, flights int, bytes int64) {
 			l.log.Warn("backlog full: publishes blocked", "cause", cause.String(), "flights", flights, "bytes", bytes)
@@ -144,10 +155,10 @@ func newLane(s *Star, class Class, cfg ClassConfig, start chainStart) *lane {
 // returned.
 func (l *lane) admit(p *pending, recs []Record, match *uint64, monotone bool) error {
 	l.mu.Lock()
-	if l.closing || l.haltErr != nil {
+	if l.closing || l.dead != nil {
 		err := ErrClosed
-		if l.haltErr != nil {
-			err = fmt.Errorf("%w: %v", ErrChainHalted, l.haltErr)
+		if l.dead != nil {
+			err = l.dead
 		}
 		l.mu.Unlock()
 		l.pool.Unreserve(p.charge)
@@ -204,17 +215,19 @@ func (l *lane) flushLoop() {
 			return
 		}
 		l.mu.Lock()
-		for !l.window.CanClaim() && l.haltErr == nil {
+		// While a halt is recovered from, nothing is claimed: batches wait
+		// in the pool and go out in the next epoch.
+		for l.dead == nil && (l.recovering || !l.window.CanClaim()) {
 			l.space.Wait()
 		}
-		if l.haltErr != nil {
-			// Nothing more is cut: fail what is pooled (never claimed,
-			// so definitely not committed) and wait for close.
-			err := l.haltErr
+		if l.dead != nil {
+			// Deposed: nothing more is cut. What is pooled was never
+			// claimed, so it is definitely not committed.
+			err := l.dead
 			items, _ := l.pool.Cut(1 << 62)
 			closing := l.closing
 			l.mu.Unlock()
-			l.failPending(items, notCommitted(fmt.Errorf("%w: %v", ErrChainHalted, err)))
+			l.failPending(items, notCommitted(err))
 			if closing {
 				if _, n := l.pool.Queued(); n == 0 {
 					return
@@ -224,13 +237,12 @@ func (l *lane) flushLoop() {
 		}
 		slot, _ := l.window.Claim()
 		items, bytes := l.pool.Cut(int64(l.cfg.FlightBytes))
-		ctx, cancel := context.WithTimeout(l.ctx, l.cfg.StragglerTimeout)
-		f := &flight{slot: slot, batches: items, bytes: bytes, claimed: time.Now(), cancel: cancel}
+		l.claims++
+		f := &flight{epoch: l.epoch, slot: slot, pos: l.claims, batches: items, bytes: bytes}
 		l.flights[slot] = f
-		l.backlog.Add(slot, bytes)
-		l.wg.Add(1)
+		l.backlog.Add(f.pos, bytes)
+		l.startUpload(f)
 		l.mu.Unlock()
-		go l.upload(ctx, f)
 	}
 }
 
@@ -241,7 +253,7 @@ func (l *lane) waitForCut(timer *time.Timer) bool {
 		bytes, n := l.pool.Queued()
 		l.mu.Lock()
 		closing := l.closing
-		halted := l.haltErr != nil
+		halted := l.dead != nil
 		l.mu.Unlock()
 		if n > 0 && (closing || halted || bytes >= int64(l.cfg.FlightBytes)) {
 			return true
@@ -312,10 +324,10 @@ func (l *lane) render(f *flight, nonce envelope.Nonce) ([]byte, error) {
 			return nil, fmt.Errorf("loglet: render slot %d: %w", f.slot, err)
 		}
 	}
-	obj, frames := w.Finish(l.epoch, f.slot, nonce)
+	obj, frames := w.Finish(f.epoch, f.slot, nonce)
 	l.mu.Lock()
 	f.frames = frames
-	f.key = chain.SlotKey(l.star.cfg.Star, l.class, l.epoch, f.slot)
+	f.key = chain.SlotKey(l.star.cfg.Star, l.class, f.epoch, f.slot)
 	l.mu.Unlock()
 	return obj, nil
 }
@@ -323,13 +335,14 @@ func (l *lane) render(f *flight, nonce envelope.Nonce) ([]byte, error) {
 // upload renders f and writes it to every bucket, counting copies against W.
 // It marks the slot durable at W, halts the epoch on a foreign occupant or a
 // missed commit deadline, and lets stragglers finish (bounded by ctx).
-func (l *lane) upload(ctx context.Context, f *flight) {
+func (l *lane) upload(ctx context.Context, f *flight, epoch, slot uint64, cancel context.CancelFunc, done chan struct{}) {
 	defer l.wg.Done()
-	defer f.cancel()
+	defer close(done)
+	defer cancel()
 	nonce := envelope.NewNonce()
 	obj, err := l.render(f, nonce)
 	if err != nil {
-		l.halt(f.slot, err)
+		l.haltAt(epoch, slot, err)
 		return
 	}
 	l.stats.flights.Add(1)
@@ -341,7 +354,8 @@ func (l *lane) upload(ctx context.Context, f *flight) {
 	l.stats.objBytes.Add(uint64(len(obj)))
 	l.stats.flightSize.Record(int64(len(obj)))
 
-	results := chain.WriteFlight(ctx, l.buckets, chain.Flight{Key: f.key, Obj: obj, Epoch: l.epoch, Slot: f.slot, Nonce: nonce}, l.cfg.Retry)
+	key := chain.SlotKey(l.star.cfg.Star, l.class, epoch, slot)
+	results := chain.WriteFlight(ctx, l.buckets, chain.Flight{Key: key, Obj: obj, Epoch: epoch, Slot: slot, Nonce: nonce}, l.cfg.Retry)
 	// The commit deadline (and the quorum latency) run from the first
 	// PUT, not the claim: compression time is CPU, not the store's.
 	putStart := time.Now()
@@ -364,24 +378,24 @@ func (l *lane) upload(ctx context.Context, f *flight) {
 			}
 			if r.Status == chain.CopyForeign {
 				l.stats.foreign.Add(1)
-				l.log.Warn("foreign occupant in slot; halting the epoch", "slot", f.slot, "bucket", l.cfg.BucketNames[r.Bucket], "err", r.Err)
+				l.log.Warn("foreign occupant in slot; halting the epoch", "epoch", epoch, "slot", slot, "bucket", l.cfg.BucketNames[r.Bucket], "err", r.Err)
 				// Nothing past this slot may release. This slot itself
 				// still counts if W copies are ours.
-				l.halt(f.slot+1, r.Err)
+				l.haltAt(epoch, slot+1, r.Err)
 			}
 			if tally.Add(r) && !decided {
 				decided = true
 				l.stats.quorumLatency.RecordDuration(time.Since(putStart))
-				l.durable(f)
+				l.durable(f, epoch, slot)
 			}
 			if !decided && !tally.Reachable() {
 				decided = true
-				l.halt(f.slot, fmt.Errorf("slot %d cannot reach W=%d: %d ours, %d foreign, %d failed", f.slot, tally.W, tally.Ours, tally.Foreign, tally.Failed))
+				l.haltAt(epoch, slot, fmt.Errorf("slot %d cannot reach W=%d: %d ours, %d foreign, %d failed", slot, tally.W, tally.Ours, tally.Foreign, tally.Failed))
 			}
 		case <-deadline.C:
 			if !decided {
 				decided = true
-				l.halt(f.slot, fmt.Errorf("slot %d missed its commit deadline %v with %d of W=%d copies", f.slot, l.cfg.CommitDeadline, tally.Ours, tally.W))
+				l.haltAt(epoch, slot, fmt.Errorf("slot %d missed its commit deadline %v with %d of W=%d copies", slot, l.cfg.CommitDeadline, tally.Ours, tally.W))
 			}
 		}
 	}
@@ -391,46 +405,71 @@ func (l *lane) upload(ctx context.Context, f *flight) {
 		if len(l.stats.underReplicated) >= maxUnderReplicatedList {
 			l.stats.underReplicated = l.stats.underReplicated[1:]
 		}
-		l.stats.underReplicated = append(l.stats.underReplicated, f.slot)
+		l.stats.underReplicated = append(l.stats.underReplicated, slot)
 		l.stats.mu.Unlock()
-		l.log.Info("slot under-replicated", "slot", f.slot, "copies", tally.Ours, "k", tally.K)
+		l.log.Info("slot under-replicated", "epoch", epoch, "slot", slot, "copies", tally.Ours, "k", tally.K)
 	}
 }
 
-// durable marks f's slot durable and releases every flight that is now
-// durable with all earlier slots released, in slot order.
-func (l *lane) durable(f *flight) {
+// startUpload launches f's upload at its current (epoch, slot). Lane lock
+// held.
+func (l *lane) startUpload(f *flight) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.StragglerTimeout)
+	f.cancel, f.done, f.claimed, f.failed = cancel, make(chan struct{}), time.Now(), false
+	l.wg.Add(1)
+	go l.upload(ctx, f, f.epoch, f.slot, cancel, f.done)
+}
+
+// durable marks (epoch, slot) durable and releases every flight that is now
+// durable with all earlier slots released, in slot order. A report from an
+// upload of an earlier epoch (its flight since republished) is ignored.
+func (l *lane) durable(f *flight, epoch, slot uint64) {
 	l.mu.Lock()
-	l.window.MarkDurable(f.slot)
+	if epoch != l.epoch || l.flights[slot] != f || f.failed {
+		l.mu.Unlock()
+		return
+	}
+	l.window.MarkDurable(slot)
 	from, to := l.window.Release()
 	var released []*flight
-	now := time.Now()
 	for s := from; s < to; s++ {
-		rf := l.flights[s]
-		delete(l.flights, s)
-		if l.onRelease != nil {
-			l.onRelease(s)
-		}
-		released = append(released, rf)
-		for _, p := range rf.batches {
-			st := p.st
-			st.durable = Tail{Seq: p.start + uint64(p.count), Timestamp: p.maxTS}
-			l.index.add(st, p)
-			if st.waiters != nil { // wake read sessions following st
-				close(st.waiters)
-				st.waiters = nil
-			}
-			p.ack = Ack{Start: p.start, End: p.start + uint64(p.count), Tail: st.durable}
-		}
-	}
-	if len(released) > 0 {
-		l.absorbQ = append(l.absorbQ, released...)
-		l.space.Broadcast()
+		released = append(released, l.releaseLocked(s))
 	}
 	l.mu.Unlock()
-	if len(released) > 0 {
-		l.absorber.kick()
+	l.finishReleased(released)
+}
+
+// releaseLocked releases the flight at slot of the current epoch: its
+// batches get their acks and enter the flight index, and it joins the
+// absorb queue. Lane lock held.
+func (l *lane) releaseLocked(slot uint64) *flight {
+	rf := l.flights[slot]
+	delete(l.flights, slot)
+	if l.onRelease != nil {
+		l.onRelease(l.epoch, slot)
 	}
+	for _, p := range rf.batches {
+		st := p.st
+		st.durable = Tail{Seq: p.start + uint64(p.count), Timestamp: p.maxTS}
+		l.index.add(st, p)
+		if st.waiters != nil { // wake read sessions following st
+			close(st.waiters)
+			st.waiters = nil
+		}
+		p.ack = Ack{Start: p.start, End: p.start + uint64(p.count), Tail: st.durable}
+	}
+	l.absorbQ = append(l.absorbQ, rf)
+	l.space.Broadcast()
+	return rf
+}
+
+// finishReleased delivers the acks of released flights (lane lock not held).
+func (l *lane) finishReleased(released []*flight) {
+	if len(released) == 0 {
+		return
+	}
+	l.absorber.kick()
+	now := time.Now()
 	for _, rf := range released {
 		for _, p := range rf.batches {
 			l.stats.ackLatency.RecordDuration(now.Sub(p.submitted))
@@ -442,40 +481,43 @@ func (l *lane) durable(f *flight) {
 	}
 }
 
-// halt stops every claim and every release at or past slot, fails the
-// unreleased flights at or past it (outcome unknown: a copy may still land)
-// and cancels their uploads. Flights below it go on.
-func (l *lane) halt(slot uint64, cause error) {
+// haltAt halts the current epoch at slot (a report from an upload of an
+// earlier epoch is ignored): no claim, and no release at or past slot, until
+// a recovery has fenced the epoch and moved on. The first halt starts the
+// recovery; a later one only lowers the halt slot.
+func (l *lane) haltAt(epoch, slot uint64, cause error) {
 	l.mu.Lock()
-	first := l.haltErr == nil
-	if first {
+	if epoch != l.epoch || l.dead != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.window.Halt(slot)
+	start := !l.recovering
+	if start {
+		l.recovering = true
 		l.haltErr = cause
+		l.recovered = make(chan struct{})
 		l.stats.halts.Add(1)
 		l.stats.mu.Lock()
 		l.stats.haltCause = cause.Error()
 		l.stats.mu.Unlock()
+		l.wg.Add(1)
+		go l.recover()
 	}
-	l.window.Halt(slot)
 	bound, _ := l.window.Halted()
-	var failed []*pending
-	for s, f := range l.flights {
-		if s >= bound && !f.failed {
-			f.failed = true
-			f.cancel()
-			failed = append(failed, f.batches...)
-			delete(l.flights, s)
-		}
-	}
 	l.space.Broadcast()
 	l.mu.Unlock()
-	if first {
-		l.log.Error("chain halted; no ack at or past the halt slot will be released", "slot", bound, "cause", cause)
+	if start {
+		l.log.Warn("chain halted; recovering", "slot", bound, "cause", cause)
 	}
-	l.failPending(failed, outcomeUnknown(fmt.Errorf("%w at slot %d: %v", ErrChainHalted, bound, cause)))
-	select {
-	case l.star.kick <- struct{}{}:
-	default:
-	}
+}
+
+// halt halts the current epoch at slot.
+func (l *lane) halt(slot uint64, cause error) {
+	l.mu.Lock()
+	e := l.epoch
+	l.mu.Unlock()
+	l.haltAt(e, slot, cause)
 }
 
 func (l *lane) failPending(ps []*pending, err error) {
@@ -505,11 +547,22 @@ func (l *lane) close() {
 	// (acks never depend on it).
 	l.backlog.Close()
 	<-l.flushr
+	// Wait for every claimed flight's outcome. A recovery that cannot
+	// finish (the stores are down) is ended after a bound: its flights then
+	// end outcome-unknown.
+	stop := time.AfterFunc(l.cfg.StragglerTimeout+l.cfg.CommitDeadline, func() {
+		l.log.Warn("close: flights still unresolved; cancelling")
+		l.cancel()
+		l.mu.Lock()
+		l.space.Broadcast()
+		l.mu.Unlock()
+	})
 	l.mu.Lock()
-	for len(l.flights) > 0 {
+	for len(l.flights) > 0 || l.recovering {
 		l.space.Wait()
 	}
 	l.mu.Unlock()
+	stop.Stop()
 	// Everything released is absorbed before the lane stops, so the next
 	// owner finds the checkpoint at the release point.
 	l.absorber.drain()
@@ -523,15 +576,16 @@ func (l *lane) close() {
 // deposed lane records nothing: its successor fences.
 func (l *lane) seal() {
 	l.mu.Lock()
-	halted := l.haltErr != nil
+	halted := l.haltErr != nil || l.dead != nil || l.window.InFlight() > 0
 	cut := l.window.Released()
+	rec, ver := l.rec, l.recVer
 	l.mu.Unlock()
 	if halted {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := chain.SealEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class, l.rec, l.recVer, cut); err != nil {
+	if _, err := chain.SealEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class, rec, ver, cut); err != nil {
 		l.log.Warn("clean seal not recorded; the next owner will fence", "cut", cut, "err", err)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,50 +231,122 @@ func TestAmbiguousPutRecognisedByNonce(t *testing.T) {
 	}
 }
 
-// TestForeignOccupantHalts: a poison at slot 2 halts the chain there: slots
-// 0 and 1 ack, the batch in slot 2 ends outcome-unknown, and nothing later
-// is ever acked.
-func TestForeignOccupantHalts(t *testing.T) {
+// TestForeignOccupantRecovers: a poison at slot 2 halts the epoch there;
+// the recovery fences, acks slots 0 and 1, mints epoch 2 and republishes the
+// halted flight into its slot 0: the producer sees latency, never an error,
+// and no sequence number is committed twice.
+func TestForeignOccupantRecovers(t *testing.T) {
 	r := newRig(t, Standard, 1, 4, nil)
 	key := chain.SlotKey("s1", Standard, 1, 2)
 	if err := r.mems[0].PutIfAbsent(context.Background(), key, envelope.Poison(1, 2, envelope.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2; i++ { // one batch per flight: each Append waits
-		if _, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("ok")}}}); err != nil {
-			t.Fatalf("append %d: %v", i, err)
+	for i := 0; i < 5; i++ { // one batch per flight: each Append waits
+		ack, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte(fmt.Sprint(i))}}})
+		if err != nil || ack.Start != uint64(i) {
+			t.Fatalf("append %d: %+v %v", i, ack, err)
 		}
-	}
-	_, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("halts")}}})
-	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotCommitted) || !errors.Is(err, ErrChainHalted) {
-		t.Fatalf("append into the poisoned slot: %v", err)
-	}
-	_, err = r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("after")}}})
-	if !errors.Is(err, ErrNotCommitted) || errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("append after the halt: %v", err)
 	}
 	r.checkReleases()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.released) != 2 {
-		t.Fatalf("released slots %v, want [0 1]", r.released)
+	want := [][2]uint64{{1, 0}, {1, 1}, {2, 0}, {2, 1}, {2, 2}}
+	if fmt.Sprint(r.released) != fmt.Sprint(want) {
+		t.Fatalf("released %v, want %v", r.released, want)
 	}
-	if st := r.star.Stats().Standard; st.Halts != 1 || st.ForeignOccupants != 1 {
-		t.Fatalf("stats %+v", st)
+	r.mu.Unlock()
+	st := r.star.Stats().Standard
+	if st.Halts != 1 || st.ForeignOccupants != 1 || st.Epoch != 2 {
+		t.Fatalf("halts %d foreign %d epoch %d", st.Halts, st.ForeignOccupants, st.Epoch)
+	}
+	got := readAll(t, r.star, "a")
+	for i, rec := range got {
+		if rec.Seq != uint64(i) || string(rec.Body) != fmt.Sprint(i) {
+			t.Fatalf("record %d: seq %d body %q", i, rec.Seq, rec.Body)
+		}
+	}
+	if len(got) != 5 {
+		t.Fatalf("read %d records", len(got))
 	}
 }
 
-// TestCommitDeadlineHalts: a bucket that never answers in time halts the
-// epoch; the append's outcome is unknown, never "not committed".
-func TestCommitDeadlineHalts(t *testing.T) {
+// TestCommitDeadlineRecovers: a PUT that never answers misses the commit
+// deadline and halts the epoch; the recovery cancels it, fences (the slot is
+// empty: dead), and republishes: the append acks late, in epoch 2.
+func TestCommitDeadlineRecovers(t *testing.T) {
+	var once sync.Once
 	r := newRig(t, Standard, 1, 5, func(c *Config, fs []*objstore.FaultStore) {
-		fs[0].SetLatency(objstore.OpPut, objstore.Fixed(time.Hour))
+		fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
+			var f objstore.Fault
+			if op == objstore.OpPut && strings.HasPrefix(key, "chains/") {
+				once.Do(func() { f.Delay = time.Hour })
+			}
+			return f
+		})
 		c.Standard.CommitDeadline = 50 * time.Millisecond
-		c.Standard.StragglerTimeout = 100 * time.Millisecond
+		c.Standard.StragglerTimeout = time.Second
 	})
-	_, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("x")}}})
-	if !errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("append past the commit deadline: %v", err)
+	ack, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("x")}}})
+	if err != nil || ack.Start != 0 {
+		t.Fatalf("append past the commit deadline: %+v %v", ack, err)
+	}
+	if st := r.star.Stats().Standard; st.Halts != 1 || st.Epoch != 2 {
+		t.Fatalf("halts %d epoch %d", st.Halts, st.Epoch)
+	}
+	r.checkReleases()
+}
+
+// lateStore applies a PUT and then withholds the answer until the caller
+// gives up: the copy is committed, the writer does not know it.
+type lateStore struct {
+	objstore.Store
+	late atomic.Int32 // PUTs of chain slots still to answer late
+}
+
+func (s *lateStore) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	err := s.Store.PutIfAbsent(ctx, key, body)
+	if strings.HasPrefix(key, "chains/") && s.late.Add(-1) >= 0 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
+}
+
+// TestHaltedSlotThatCommittedIsAckedNotRepublished: the slot that missed its
+// deadline had in fact landed; the fence finds it committed, so its batch is
+// acked in epoch 1 and nothing is republished (no duplicate).
+func TestHaltedSlotThatCommittedIsAckedNotRepublished(t *testing.T) {
+	r := newRig(t, Standard, 1, 6, func(c *Config, fs []*objstore.FaultStore) {
+		ls := &lateStore{Store: c.Standard.Buckets[0]}
+		ls.late.Store(1)
+		c.Standard.Buckets[0] = ls
+		c.Standard.CommitDeadline = 50 * time.Millisecond
+		c.Standard.StragglerTimeout = time.Second
+	})
+	ack, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("once")}}})
+	if err != nil || ack.Start != 0 {
+		t.Fatalf("append: %+v %v", ack, err)
+	}
+	if _, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("next")}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	if fmt.Sprint(r.released) != "[[1 0] [2 0]]" {
+		t.Fatalf("released %v, want [[1 0] [2 0]]: the committed slot acked in epoch 1, the next append in epoch 2", r.released)
+	}
+	r.mu.Unlock()
+	got := readAll(t, r.star, "a")
+	if len(got) != 2 || string(got[0].Body) != "once" || string(got[1].Body) != "next" {
+		t.Fatalf("read back %d records", len(got))
+	}
+	// Nothing of epoch 2 holds the first batch again.
+	for _, k := range r.mems[0].Keys() {
+		if strings.HasPrefix(k, "chains/s1/standard/00000000000000000002/") {
+			obj, _ := r.mems[0].Get(context.Background(), k, 0, -1)
+			_, frames, err := envelope.ParseBundle(obj)
+			if err != nil || frames[0].FirstSeq == 0 {
+				t.Fatalf("%s holds seq %d again (%v)", k, frames[0].FirstSeq, err)
+			}
+		}
 	}
 }
 
