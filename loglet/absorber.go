@@ -118,6 +118,9 @@ func (a *absorber) run() {
 			case <-a.drainReq:
 				draining = true
 				t.Stop()
+			case <-a.l.ctx.Done():
+				t.Stop()
+				return
 			}
 		}
 		last = time.Now()

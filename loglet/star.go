@@ -279,7 +279,13 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 			return nil, fmt.Errorf("loglet: stream record of %q is corrupt: %v", name, err)
 		}
 		if rec.Star != s.cfg.Star {
-			return nil, &NotLeaderError{Stream: name, Star: rec.Star}
+			nl := &NotLeaderError{Stream: name, Star: rec.Star}
+			if c, err := chain.ParseClass(rec.Class); err == nil {
+				if ep, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, rec.Star, c); err == nil {
+					nl.Leader, nl.Epoch = ep.Owner, ep.Epoch
+				}
+			}
+			return nil, nl
 		}
 		c, err := chain.ParseClass(rec.Class)
 		if err != nil {

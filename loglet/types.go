@@ -157,17 +157,22 @@ func (e *SeqNumMismatchError) Error() string {
 func (e *SeqNumMismatchError) Is(target error) bool { return target == ErrNotCommitted }
 
 // NotLeaderError is returned for a stream whose star this process does not
-// lead. The batch is not committed; the host routes it to Star's leader.
+// lead. The batch is not committed; the host routes it to Leader, the owner
+// named by the star's epoch record ("" if the star has never been led).
 type NotLeaderError struct {
 	Stream, Star string
+	Leader       string
+	Epoch        uint64
 }
 
 func (e *NotLeaderError) Error() string {
-	return fmt.Sprintf("loglet: stream %q belongs to star %q, which this process does not lead", e.Stream, e.Star)
+	return fmt.Sprintf("loglet: stream %q belongs to star %q, led by %q (epoch %d), not by this process", e.Stream, e.Star, e.Leader, e.Epoch)
 }
 
-// Is makes it match ErrNotCommitted.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotCommitted }
+// Is makes it match ErrNotCommitted and ErrNotLeader.
+func (e *NotLeaderError) Is(target error) bool {
+	return target == ErrNotCommitted || target == ErrNotLeader
+}
 
 // outcome wraps err so that it matches kind (ErrNotCommitted or
 // ErrOutcomeUnknown) as well as err.
