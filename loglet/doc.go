@@ -15,9 +15,19 @@
 // safe to retry); or outcome unknown (errors.Is(err, ErrOutcomeUnknown):
 // retry with Batch.MatchSeqNum to make the retry idempotent).
 //
-// What is not built yet (see the project's issues): the absorb that records
-// span refs in the metastore (reads are served from the leader's in-memory
-// flight index until then), and epochs beyond the first (fencing, halt
-// recovery, takeover). A halted chain therefore stays halted, and Open
-// refuses a star an earlier process led (ErrTakeoverPending).
+// Each chain runs under an epoch minted by compare-and-swap. Open mints the
+// first epoch of a new chain, continues after a clean Close from the
+// recorded seal, or takes the chain over (seal the checkpoint, fence the old
+// epoch by point lookups, mint, reseal, garbage-probe, walk and absorb every
+// committed slot below the cut). A halt (a foreign occupant, a missed commit
+// deadline, a lost seal) is recovered in place: fence the own epoch, ack
+// below the cut, mint the next epoch, republish the rest.
+//
+// The absorb, off the ack path, turns released flights into span refs in
+// the metastore (one Commit per paced round) so any process can read
+// history (Reader); until a flight is absorbed the leader serves it from its
+// flight index.
+//
+// Not built yet: settle (rewriting transit data into per-stream settled
+// objects) and the trim of chain slots it enables.
 package loglet
