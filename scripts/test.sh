@@ -9,6 +9,7 @@
 # Usage: scripts/test.sh [go test args...]
 #   scripts/test.sh                              # everything: -race -count=1 ./...
 #   scripts/test.sh -run Conformance ./objstore/...
+#   FLIGHTLOG_RACE=0 scripts/test.sh -run XXX -bench . ./objstore/...   # benchmarks
 # Extra args replace the default package list ./... when they name packages.
 set -euo pipefail
 
@@ -142,6 +143,10 @@ done
 if ! $has_pkg; then
 	args+=(./...)
 fi
-log "go test -race -count=1 ${args[*]}"
+# FLIGHTLOG_RACE=0 drops the race detector (for benchmarks against the
+# real servers: scripts/test.sh -run XXX -bench . ./objstore/...).
+race=-race
+[ "${FLIGHTLOG_RACE:-1}" = 0 ] && race=
+log "go test $race -count=1 ${args[*]}"
 cd "$root"
-go test -race -count=1 "${args[@]}"
+go test $race -count=1 "${args[@]}"
