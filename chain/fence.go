@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/plant"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -118,7 +119,11 @@ func Decide(k, w int, occupants []Occupant) Decision {
 					same++
 				}
 			}
-			if same >= w {
+			need := w
+			if w > 1 && plant.FenceAcceptsWMinus1.Load() {
+				need = w - 1 // a planted bug, for the simulation's checker
+			}
+			if same >= need {
 				return Committed
 			}
 		}

@@ -97,6 +97,12 @@ func (a *absorber) run() {
 			return // the lane stopped (or crashed): nothing more can commit
 		}
 		a.l.mu.Lock()
+		dead := a.l.dead != nil
+		a.l.mu.Unlock()
+		if dead {
+			return // deposed for good: a successor walks what is left
+		}
+		a.l.mu.Lock()
 		n := len(a.l.absorbQ)
 		a.l.mu.Unlock()
 		if n == 0 {

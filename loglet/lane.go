@@ -13,6 +13,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/internal/plant"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/pool"
@@ -65,8 +66,8 @@ type lane struct {
 	epoch   uint64
 	buckets []objstore.Store
 	pool    *pool.Pool[*pending]
-	log     *slog.Logger
-	writers sync.Pool // *envelope.BundleWriter
+	log     *slog.Logger // set once; never replaced (uploads read it without the lock)
+	writers sync.Pool    // *envelope.BundleWriter
 
 	ctx    context.Context // ends uploads on Close
 	cancel context.CancelFunc
@@ -126,7 +127,7 @@ func newLane(s *Star, class Class, cfg ClassConfig, start chainStart) *lane {
 	l := &lane{
 		star: s, class: class, cfg: cfg, epoch: epoch, buckets: cfg.Buckets,
 		pool: pool.New[*pending](int64(cfg.MemoryBufferMiB) << 20),
-		log:  s.log.With("star", s.cfg.Star, "class", class.String(), "epoch", epoch),
+		log:  s.log.With("star", s.cfg.Star, "class", class.String()), // fixed: messages carry the epoch
 		ctx:  ctx, cancel: cancel,
 		flushr:  make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -159,6 +160,12 @@ func (l *lane) admit(p *pending, recs []Record, match *uint64, monotone bool) er
 		err := ErrClosed
 		if l.dead != nil {
 			err = l.dead
+			var nl *NotLeaderError
+			if errors.As(err, &nl) {
+				c := *nl
+				c.Stream = p.st.name
+				err = &c
+			}
 		}
 		l.mu.Unlock()
 		l.pool.Unreserve(p.charge)
@@ -432,8 +439,13 @@ func (l *lane) durable(f *flight, epoch, slot uint64) {
 	l.window.MarkDurable(slot)
 	from, to := l.window.Release()
 	var released []*flight
+	if slot >= to && plant.ReleaseOutOfOrder.Load() {
+		released = append(released, l.releaseLocked(slot)) // a planted bug, for the simulation's checker
+	}
 	for s := from; s < to; s++ {
-		released = append(released, l.releaseLocked(s))
+		if l.flights[s] != nil { // nil only under the planted bug above
+			released = append(released, l.releaseLocked(s))
+		}
 	}
 	l.mu.Unlock()
 	l.finishReleased(released)
@@ -508,7 +520,7 @@ func (l *lane) haltAt(epoch, slot uint64, cause error) {
 	l.space.Broadcast()
 	l.mu.Unlock()
 	if start {
-		l.log.Warn("chain halted; recovering", "slot", bound, "cause", cause)
+		l.log.Warn("chain halted; recovering", "epoch", epoch, "slot", bound, "cause", cause)
 	}
 }
 
@@ -583,13 +595,14 @@ func (l *lane) seal() {
 	if halted {
 		return
 	}
+	epochAttr := slog.Uint64("epoch", rec.Epoch)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := chain.SealEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class, rec, ver, cut); err != nil {
-		l.log.Warn("clean seal not recorded; the next owner will fence", "cut", cut, "err", err)
+		l.log.Warn("clean seal not recorded; the next owner will fence", epochAttr, "cut", cut, "err", err)
 		return
 	}
-	l.log.Info("epoch sealed cleanly", "cut", cut)
+	l.log.Info("epoch sealed cleanly", epochAttr, "cut", cut)
 }
 
 func (l *lane) closeCh() { l.closeO.Do(func() { close(l.closed) }) }

@@ -11,9 +11,10 @@ import (
 	"github.com/flightlog/flightlog/sequencer"
 )
 
-// ErrNotLeader: this process no longer leads the chain (a successor minted a
-// later epoch). Appends fail with it, definitely not committed: the host
-// routes them to the new leader, whose identity the error names.
+// ErrNotLeader: this process does not (or no longer) lead the chain (a
+// successor minted a later epoch). Appends fail with a *NotLeaderError,
+// which matches it and ErrNotCommitted and names the leader, so the host can
+// route them.
 var ErrNotLeader = errors.New("loglet: not the leader")
 
 // recover runs DESIGN.md's "Halt and recovery on the incumbent" after the
@@ -94,7 +95,7 @@ func (l *lane) recover() {
 		Cuts: append(l.absorber.neededCuts(rec.Cuts), chain.Cut{Epoch: e, Slot: cut})}
 	nrec, nver, err := chain.MintNext(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class, rec, ver, next)
 	if errors.Is(err, chain.ErrMintLost) {
-		l.die(notCommitted(fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q", ErrNotLeader, l.star.cfg.Star, l.class, nrec.Epoch, nrec.Owner)))
+		l.die(&NotLeaderError{Star: l.star.cfg.Star, Leader: nrec.Owner, Epoch: nrec.Epoch})
 		return
 	}
 	if err != nil {
@@ -104,7 +105,13 @@ func (l *lane) recover() {
 	// 5. Our seal may have been taken by a successor that lost the mint to
 	// us: take it back (it can no longer seal: the epoch moved).
 	if err := l.absorber.reseal(ctx, nrec.Epoch, nver); err != nil {
-		l.die(notCommitted(fmt.Errorf("%w: minted epoch %d but lost the checkpoint: %v", ErrNotLeader, nrec.Epoch, err)))
+		// The epoch record moved past our mint: a successor exists.
+		nl := &NotLeaderError{Star: l.star.cfg.Star}
+		if cur, _, rerr := chain.ReadEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class); rerr == nil {
+			nl.Leader, nl.Epoch = cur.Owner, cur.Epoch
+		}
+		l.log.Warn("minted but lost the checkpoint", "epoch", nrec.Epoch, "err", err)
+		l.die(nl)
 		return
 	}
 	// 6. Poison e's window past the cut (and reclaim our copies there).
@@ -132,10 +139,9 @@ func (l *lane) recover() {
 	}
 	l.recovering, l.haltErr = false, nil
 	close(l.recovered)
-	l.log = l.star.log.With("star", l.star.cfg.Star, "class", l.class.String(), "epoch", nrec.Epoch)
 	l.space.Broadcast()
 	l.mu.Unlock()
-	l.log.Info("recovered from halt", "from_epoch", e, "cut", cut, "republished", len(kept))
+	l.log.Info("recovered from halt", "from_epoch", e, "epoch", nrec.Epoch, "cut", cut, "republished", len(kept))
 }
 
 // die ends the lane's leadership: every unreleased flight and every pooled

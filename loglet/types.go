@@ -166,6 +166,9 @@ type NotLeaderError struct {
 }
 
 func (e *NotLeaderError) Error() string {
+	if e.Stream == "" {
+		return fmt.Sprintf("loglet: star %q is led by %q (epoch %d), not by this process", e.Star, e.Leader, e.Epoch)
+	}
 	return fmt.Sprintf("loglet: stream %q belongs to star %q, led by %q (epoch %d), not by this process", e.Stream, e.Star, e.Leader, e.Epoch)
 }
 

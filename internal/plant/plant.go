@@ -1,0 +1,27 @@
+// Package plant holds deliberately planted bugs, each off unless a test
+// switches it on, so that the simulation (internal/sim) can prove its checker
+// catches the class of bug each one stands for. Production code consults a
+// switch with one atomic load on the path concerned; nothing outside tests
+// ever sets one.
+package plant
+
+import "sync/atomic"
+
+// Switches. Each names the invariant it breaks.
+var (
+	// ReleaseOutOfOrder acks a flight as soon as it reaches W copies,
+	// without waiting for earlier slots (breaks invariant 1: acks release
+	// strictly in slot order).
+	ReleaseOutOfOrder atomic.Bool
+	// FenceAcceptsWMinus1 makes the fence decide a slot committed with
+	// W-1 flight copies (breaks invariant 4: a slot the incumbent never
+	// made durable is counted, so an append that failed not-committed
+	// becomes readable).
+	FenceAcceptsWMinus1 atomic.Bool
+)
+
+// Reset switches every planted bug off.
+func Reset() {
+	ReleaseOutOfOrder.Store(false)
+	FenceAcceptsWMinus1.Store(false)
+}
