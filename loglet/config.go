@@ -67,6 +67,10 @@ type ClassConfig struct {
 	// "bucket-0", "bucket-1", ...).
 	BucketNames []string
 	// W is the copy quorum (default: K/2+1, so 1 for K=1 and 2 for K=3).
+	// Any 1 <= W <= K is safe (W flight copies and K-W+1 poisons cannot
+	// both fit in K buckets); a small W acks sooner but a fence then needs
+	// K-W+1 reachable buckets to kill a slot, so fewer down buckets block a
+	// takeover.
 	W int
 	// MemoryBufferMiB is the pool budget (Standard 256, Express 32: the
 	// seed's --s3-memory-buffer-mib and --s3-express-memory-buffer-mib).
@@ -193,9 +197,6 @@ func (c *ClassConfig) validate(class Class, maxBatch int) error {
 	}
 	if c.W < 1 || c.W > k {
 		bad("W=%d must be in [1, K=%d]", c.W, k)
-	}
-	if c.W <= k/2 {
-		bad("W=%d must be a majority of K=%d (two epochs' quorums must intersect)", c.W, k)
 	}
 	if c.MemoryBufferMiB < 1 {
 		bad("MemoryBufferMiB=%d must be >= 1", c.MemoryBufferMiB)

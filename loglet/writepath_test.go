@@ -16,6 +16,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/plant"
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"go.uber.org/goleak"
 )
@@ -664,12 +665,19 @@ func TestConfigValidate(t *testing.T) {
 	bad := []Config{
 		{},
 		{Star: "Bad Name", Meta: nil},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: 1}},
+		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: 4}},
+		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: -1}},
 		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m}, FlightBytes: 64 << 20}},
 	}
 	for i, c := range bad {
 		if err := c.Validate(); err == nil {
 			t.Errorf("config %d accepted", i)
+		}
+	}
+	for w := 1; w <= 3; w++ { // any W in [1, K] is safe
+		ok := Config{Star: "s", Meta: metastore.NewMem(), Express: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: w}}
+		if err := ok.Validate(); err != nil {
+			t.Errorf("W=%d of K=3 rejected: %v", w, err)
 		}
 	}
 }
