@@ -464,9 +464,22 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	if err == nil && len(recs) == 0 {
 		err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, start)
 	}
+	l.mu.Lock()
+	// Where history ended, go on from the flight index if the limits
+	// leave room, so one Read spans both with no gap and no duplicate.
+	if n := len(recs); err == nil && n < maxRecs {
+		next := recs[n-1].Seq + 1
+		size := 0
+		for _, r := range recs {
+			size += recordSize(r.Record)
+		}
+		if next >= st.indexStart() && size < maxBytes {
+			more, merr := st.read(next, maxRecs-n, maxBytes-size)
+			recs, err = append(recs, more...), merr
+		}
+	}
 	// The tail moved on while refs were read: report it as of now, so it
 	// is never behind the records returned.
-	l.mu.Lock()
 	tail = st.durable
 	l.mu.Unlock()
 	return result(recs, start, tail), err
