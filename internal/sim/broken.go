@@ -3,10 +3,12 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 
+	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -91,4 +93,152 @@ func frozenCopy(ctx context.Context, src metastore.Store) metastore.Store {
 		_, _ = dst.Put(ctx, it.Key, it.Value, metastore.NoVersion)
 	}
 	return dst
+}
+
+// mirroringBucket is a planted bug: a fence that accepts W−1 copies. When a
+// poison is put to a chain slot this bucket does not hold while another
+// bucket of the set holds a flight copy, it stores nothing, reports the key
+// occupied, and from then on serves the other bucket's copy as its own: the
+// fencer counts one flight copy twice and may decide committed a slot that
+// holds W−1 copies.
+type mirroringBucket struct {
+	objstore.Store
+	w      *world
+	c, i   int
+	mu     *sync.Mutex
+	mirror map[string][]byte
+}
+
+func (b mirroringBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	if env, err := envelope.ParseEnvelope(body); err == nil && env.Kind == envelope.KindPoison && strings.HasPrefix(key, "chains/") {
+		if _, err := b.w.mems[b.c][b.i].Get(ctx, key, 0, 1); errors.Is(err, objstore.ErrNotFound) {
+			for j, m := range b.w.mems[b.c] {
+				if j == b.i {
+					continue
+				}
+				obj, err := m.Get(ctx, key, 0, -1)
+				if err != nil {
+					continue
+				}
+				if e, err := envelope.ParseEnvelope(obj); err == nil && e.Kind == envelope.KindFlight {
+					b.mu.Lock()
+					b.mirror[key] = obj
+					b.mu.Unlock()
+					return fmt.Errorf("sim: mirrored %s: %w", key, objstore.ErrExists)
+				}
+			}
+		}
+	}
+	return b.Store.PutIfAbsent(ctx, key, body)
+}
+
+func (b mirroringBucket) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	got, err := b.Store.Get(ctx, key, off, n)
+	if errors.Is(err, objstore.ErrNotFound) {
+		b.mu.Lock()
+		obj, ok := b.mirror[key]
+		b.mu.Unlock()
+		if ok {
+			end := int64(len(obj))
+			if n >= 0 && off+n < end {
+				end = off + n
+			}
+			if off > end {
+				off = end
+			}
+			return append([]byte(nil), obj[off:end]...), nil
+		}
+	}
+	return got, err
+}
+
+// refOverwritingStore is a planted bug: an absorb that overwrites refs. Puts
+// of refs/ keys that must create (expect NoVersion) are applied
+// unconditionally, in Put and in Commit.
+type refOverwritingStore struct{ metastore.Store }
+
+func (s refOverwritingStore) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
+	if strings.HasPrefix(key, "refs/") && expect == metastore.NoVersion {
+		expect = metastore.AnyVersion
+	}
+	return s.Store.Put(ctx, key, value, expect)
+}
+
+func (s refOverwritingStore) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	ops = append([]metastore.Op(nil), ops...)
+	for i, op := range ops {
+		if op.Kind == metastore.OpPut && strings.HasPrefix(op.Key, "refs/") && op.Expect == metastore.NoVersion {
+			ops[i].Expect = metastore.AnyVersion
+		}
+	}
+	return s.Store.Commit(ctx, ops)
+}
+
+// limitedMeta gives the metastore a Commit size limit (as etcd's
+// --max-txn-ops does), so absorb splits rounds: pending first, refs in
+// chunks, then the checkpoint.
+type limitedMeta struct {
+	metastore.Store
+	n int
+}
+
+func (s limitedMeta) MaxCommitOps() int { return s.n }
+
+func (s limitedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	if len(ops) > s.n {
+		return nil, fmt.Errorf("sim: commit of %d ops over the limit of %d: %w", len(ops), s.n, metastore.ErrTooLarge)
+	}
+	return s.Store.Commit(ctx, ops)
+}
+
+// conflictingMeta is a fault, not a bug: a conditional write that applies
+// and then reports ErrConflict, as a client's internal retry of a write
+// whose first attempt applied does (DESIGN.md: the writer re-reads and
+// recognises its own write). Rate p per write, off while p is 0.
+type conflictingMeta struct {
+	metastore.Store
+	mu  sync.Mutex
+	rng *rand.Rand
+	p   float64
+	n   int // injected
+}
+
+func (s *conflictingMeta) hit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p > 0 && s.rng.Float64() < s.p {
+		s.n++
+		return true
+	}
+	return false
+}
+
+func (s *conflictingMeta) set(p float64) {
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+}
+
+func (s *conflictingMeta) injected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *conflictingMeta) MaxCommitOps() int { return metastore.MaxCommitOps(s.Store) }
+
+func (s *conflictingMeta) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
+	v, err := s.Store.Put(ctx, key, value, expect)
+	if err == nil && expect != metastore.AnyVersion && s.hit() {
+		return "", fmt.Errorf("sim: retried conditional put of %s found its first attempt: %w", key, metastore.ErrConflict)
+	}
+	return v, err
+}
+
+func (s *conflictingMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	vs, err := s.Store.Commit(ctx, ops)
+	if err == nil && s.hit() {
+		return nil, fmt.Errorf("sim: retried commit found its first attempt: %w", metastore.ErrConflict)
+	}
+	return vs, err
 }

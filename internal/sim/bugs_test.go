@@ -22,30 +22,14 @@ func runWithin(t *testing.T, o Options, d time.Duration) *Result {
 	}
 }
 
-// TestSimCrashRestart: the crash-restart scenario. It runs once loglet.Open
-// takes over a star whose owner did not Close (issue 7's epochs).
-func TestSimCrashRestart(t *testing.T) {
-	if !*flagCrash {
-		t.Skip("opt-in with -sim.crash: against the epochs work in progress, Open takes over and the checker's chain walk still assumes one epoch from seq 0 (false violations), and porcupine flags seed 1 (not yet triaged); issue 7")
-	}
-	first, n := seedRange()
-	for s := first; s < first+uint64(min(n, 4)); s++ {
-		r := runWithin(t, Options{Seed: s, Scenarios: Scenarios{CrashRestart: true}}, 2*time.Minute)
-		if r.Skipped != "" {
-			t.Skip(r.Skipped)
-		}
-		report(t, t.Name(), r)
-	}
-}
-
-// TestBugReadTailBehindRecords: Star.Read below the flight index reports a
+// TestBugReadTailBehindRecords (fixed in 85de942, kept as a regression
+// test): Star.Read below the flight index reports a
 // Tail captured before it reads refs, so it can return records at or past
 // the Tail it reports (loglet/star.go, Read: `tail := st.durable` under the
 // lane lock, then hist.read after unlocking; the absorb and releases move
 // on in between). A caller computing lag as Tail.Seq-Next underflows.
 // Found by TestSim seeds 5 and 25.
 func TestBugReadTailBehindRecords(t *testing.T) {
-	t.Skip("loglet bug (issue 7 follow-up): Star.Read reports a Tail older than the records it returns; replay: go test ./internal/sim -run '^TestBugReadTailBehindRecords$' -v after removing this Skip")
 	for _, s := range []uint64{5, 25} {
 		r := Run(t, Options{Seed: s, Strict: true})
 		for _, v := range r.Violations {
@@ -66,11 +50,56 @@ func TestBugReadTailBehindRecords(t *testing.T) {
 // l.star.closing is always ready while its own l.closing is still false
 // (set only when Close reaches that lane), a busy loop for as long as the
 // first lane takes to close (forever here; under synctest it also stops
-// the virtual clock). Found with -sim.fence at seeds 2 and 6.
 func TestBugDeposedCloseHangs(t *testing.T) {
-	t.Skip("loglet bug (issue 7): Close hangs after deposition with a full backlog, and a lane's flusher busy-spins while another lane closes; replay: go test ./internal/sim -run '^TestSim$' -sim.fence -sim.seed=2 -timeout 60s")
 	for _, s := range []uint64{2, 6} {
 		r := runWithin(t, Options{Seed: s, Scenarios: Scenarios{Fence: true}}, 30*time.Second)
 		report(t, "TestSim", r)
 	}
+}
+
+// TestBugAbsorbMutexStopsClock: loglet's absorber holds cmMu, a sync.Mutex,
+// across a round's commit (loglet/absorber.go:211-213: commitRound writes
+// the tails snapshot to the buckets and Commits to the metastore, both
+// waiting on store latency), and a halt recovery's reseal takes the same
+// mutex (loglet/absorber.go:265, from loglet/recover.go:107). A goroutine
+// blocked on a sync.Mutex is not durably blocked for synctest, so while it
+// waits the bubble's clock cannot advance, the commit's latency timer never
+// fires, and the run stops for good: a deadlock in virtual time (in real
+// time: recovery waits behind a slow absorb commit). A channel-based lock
+// would be durable. Found by TestSim seed 18 (every replay; also seeds 24,
+// 39, 120 now and then). TestSim abandons such a seed after seedWall and
+// counts the finding as absorb-mutex-hang.
+func TestBugAbsorbMutexStopsClock(t *testing.T) {
+	t.Skip("loglet bug (issue 7): absorber.cmMu held across store I/O stops synctest's clock when recover reseals; replay: go test ./internal/sim -run '^TestSim$' -sim.seed=18 -v (abandoned after 15s); remove this Skip once fixed")
+	r := runSeed(t, Options{Seed: 18, Scenarios: MixedScenarios(18), Strict: true})
+	report(t, "TestSim", r)
+}
+
+// TestBugResealTransientKillsLane: after a halt, recover mints the next
+// epoch and then reseals the checkpoint; any reseal error, including a
+// transient metastore failure that absorb.(*Committer).Reseal returns
+// unretried (absorb/seal.go:79, its ReadCheckpoint), is taken for
+// deposition (loglet/recover.go:107-114): the lane dies with a
+// NotLeaderError naming this very process as the leader, the epoch it just
+// minted is served by nobody, the absorb stops, Close cannot seal, and a
+// fresh Reader misses everything released but unabsorbed (safe in the
+// chain below the cut, for a successor's walk). Found by TestSim seed 15
+// (FenceOnly, Express halts by deadline; about one replay in five) and seeds
+// 27 and 110 now and then. TestSim counts it as reseal-transient.
+func TestBugResealTransientKillsLane(t *testing.T) {
+	t.Skip("loglet bug (issue 7): a transient metastore error in recover's reseal kills a leader's lane; replay: for i in $(seq 10); do go test ./internal/sim -run '^TestSim$' -sim.seed=15 -count=1 || break; done")
+	for i := 0; i < 10; i++ {
+		r := runSeed(t, Options{Seed: 15, Scenarios: MixedScenarios(15), Strict: true})
+		report(t, "TestSim", r)
+	}
+}
+
+// TestBugStatsRacesRecovery: (*Star).Stats reads the lane's epoch without
+// the lane lock (loglet/stats.go:76, `Epoch: l.epoch`) while a halt
+// recovery writes it under the lock (loglet/recover.go:131), a data race
+// the race detector reports whenever Stats runs during a recovery. Found
+// by TestSim's bounds sampler under -race (any seed that halts, e.g. the
+// planted-bug seeds). Race builds therefore skip the sampler (raceBuild).
+func TestBugStatsRacesRecovery(t *testing.T) {
+	t.Skip("loglet bug (issue 7): Stats reads l.epoch unlocked while recover writes it; replay: remove raceBuild's guard in runProducers and run go test -race ./internal/sim -run '^TestSim$' -sim.seeds=16")
 }

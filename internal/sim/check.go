@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/loglet"
@@ -74,6 +74,7 @@ func (w *world) check(ctx context.Context, pr *process, final map[string][]logle
 			}
 		}
 	}
+	w.present = present
 	for _, op := range appends {
 		first, ok := present[op.id]
 		n := uint64(len(op.recs))
@@ -115,85 +116,157 @@ func (w *world) check(ctx context.Context, pr *process, final map[string][]logle
 	}
 	w.res.Reads = len(reads)
 
-	// 4. Storage: walk each chain's committed slots from the bucket layer
-	// and compare with the leader's final read (invariants 1 and 4).
+	// 4. Storage: walk each chain's epochs from the bucket layer, each up to
+	// its cut, and compare with the leader's final read (invariants 1, 4
+	// and 7); the processes against the cuts.
 	w.checkChains(ctx, final, after)
+	w.checkProcesses(appends, present)
+	w.obs.mu.Lock()
+	for _, v := range w.obs.bad {
+		bad("%s", v)
+	}
+	w.obs.mu.Unlock()
+	if w.fenced != nil {
+		if k, ok := w.obs.cutOf(w.fenced.class, w.fenced.epoch); ok && k.Slot != w.fenced.cut {
+			bad("%s: the harness's fence of epoch %d cut at %d; the incumbent recorded %d", w.fenced.class, w.fenced.epoch, w.fenced.cut, k.Slot)
+		}
+	}
 
 	// 5. A fresh Reader in another process, after Close, reads every
-	// acked record back (all of it, unless a successor deposed the leader
-	// before it could absorb).
+	// record back (the final leader absorbed everything before sealing).
 	w.checkFreshReader(ctx, final)
 
 	// 6. Per-stream linearizability.
+	// It runs after the bubble (Run), where its timeout is real time.
 	if w.o.NoLinearizability {
 		w.res.Linearizability = "skipped"
 	} else {
-		w.res.Linearizability = w.linearizable()
+		w.res.linOps = w.linearizabilityOps()
 	}
+
+	// 7. Last, as it writes: a second fencer reaches every recorded cut.
+	w.refence(ctx)
 }
 
-// checkChains walks [0, release point) of each chain (or [0, cut) for a
-// fenced one) and checks the records found there against the final read.
-func (w *world) checkChains(ctx context.Context, final map[string][]loglet.SequencedRecord, after loglet.Stats) {
+// memSet is a class's bucket set over the bare Mems: the truth, under every
+// fault wrapper and planted bug.
+func (w *world) memSet(c loglet.Class) chain.BucketSet {
+	set := chain.BucketSet{W: w.quorum(c), Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
+	for _, m := range w.mems[c] {
+		set.Stores = append(set.Stores, m)
+	}
+	return set
+}
+
+type seqKey struct {
+	stream string
+	seq    uint64
+}
+
+// checkChains walks every epoch of each chain from the bucket layer, each
+// up to its recorded cut (the last epoch: the clean seal of the leader's
+// Close), and checks that a stream's records continue across epochs with
+// no gap and no seq twice, and that they are exactly the leader's final
+// read. It checks the decisions the observer made (every slot below a cut
+// committed, a fenced cut dead, no committed/dead flip below a cut) and
+// that no read ever returned a record found only at or past a cut. It
+// returns the walked records' identities by (stream, seq).
+func (w *world) checkChains(ctx context.Context, final map[string][]loglet.SequencedRecord, after loglet.Stats) map[seqKey]uint64 {
 	bad := w.h.violation
+	o := w.obs
+	walkedIDs := map[seqKey]uint64{}
 	for _, c := range chain.Classes {
-		cs := classStats(after, c)
-		if cs == nil {
-			continue
-		}
-		end := cs.ReleasePoint
-		fenced := w.fenced != nil && w.fenced.class == c && w.fenced.epoch == cs.Epoch
-		if fenced {
-			if cs.ReleasePoint > w.fenced.cut {
-				bad("%s: the incumbent released slot %d at or past the fence's cut %d (an ack disowned)", c, cs.ReleasePoint-1, w.fenced.cut)
-			}
-			end = max(w.fenced.cut, cs.ReleasePoint)
-			cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, starName, c)
-			if err != nil || cp.Owner != w.fenced.owner {
-				bad("%s: the successor's seal was overwritten (checkpoint owner %q, err %v): a deposed leader kept absorbing", c, cp.Owner, err)
-			}
-		}
-		set := chain.BucketSet{Stores: w.buckets[c], W: []int{w.p.stdK/2 + 1, 2}[c], Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
-		// Invariant 1: every released slot holds W copies (corruption
-		// flips bytes, it never removes a copy).
-		for slot := uint64(0); slot < cs.ReleasePoint; slot++ {
-			key := chain.SlotKey(starName, c, cs.Epoch, slot)
-			n := 0
-			for _, m := range w.mems[c] {
-				if _, err := m.Get(ctx, key, 0, 1); err == nil {
-					n++
-				}
-			}
-			if n < set.W {
-				bad("%s: released slot %d of epoch %d holds %d copies, W=%d", c, slot, cs.Epoch, n, set.W)
-			}
-		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		walked := map[string][]loglet.SequencedRecord{}
-		err := chain.Walk(wctx, set, starName, c, cs.Epoch, 0, end, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
-			for _, f := range frames {
-				recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)])
-				if err != nil {
-					return err
-				}
-				for i, r := range recs {
-					walked[f.Stream] = append(walked[f.Stream], loglet.SequencedRecord{Seq: f.FirstSeq + uint64(i), Record: r})
-				}
-			}
-			return nil
-		})
-		cancel()
+		rec, _, err := chain.ReadEpoch(ctx, w.meta, starName, c)
 		if err != nil {
-			bad("%s: walk of epoch %d [0, %d): %v", c, cs.Epoch, end, err)
+			bad("%s: read epoch record: %v", c, err)
 			continue
+		}
+		w.res.Epochs += int(rec.Epoch)
+		recorded := append([]chain.Cut(nil), rec.Cuts...)
+		o.mu.Lock()
+		wedged := o.resealLost[c.String()] > 0 && rec.Owner == fmt.Sprintf("proc-%d", w.currentLeader().n)
+		o.mu.Unlock()
+		if wedged && (rec.Seal == nil || rec.Seal.Epoch != rec.Epoch) {
+			// The leader minted this epoch, lost its reseal to a transient
+			// error and killed its own lane: nothing serves the epoch, so
+			// Close cannot seal it and the absorb stopped (the records are
+			// safe below the cut, for a successor's walk).
+			w.h.knownBug("reseal-transient", "%s: epoch %d minted by the leader, whose recovery lost its reseal and killed the lane; no seal", c, rec.Epoch)
+			w.wedged[c] = true
+			continue
+		}
+		if rec.Seal == nil || rec.Seal.Epoch != rec.Epoch {
+			bad("%s: epoch %d has no clean seal after the leader's Close", c, rec.Epoch)
+		} else {
+			recorded = append(recorded, *rec.Seal)
+		}
+		for _, k := range recorded {
+			if oc, ok := o.cutOf(c, k.Epoch); !ok || oc.Slot != k.Slot {
+				bad("%s: the epoch record's cut of epoch %d is %d; the observer saw %v", c, k.Epoch, k.Slot, oc)
+			}
+		}
+		set := w.memSet(c)
+		walked := map[string][]loglet.SequencedRecord{}
+		for e := uint64(1); e <= rec.Epoch; e++ {
+			k, ok := o.cutOf(c, e)
+			if !ok {
+				cs := classStats(after, c)
+				if e != rec.Epoch || cs == nil || cs.Epoch != e {
+					bad("%s: no cut was ever recorded for epoch %d (the chain is at %d)", c, e, rec.Epoch)
+					continue
+				}
+				k = chain.Cut{Epoch: e, Slot: cs.ReleasePoint, Clean: true}
+			}
+			// Invariants 1 and 4 from the final occupants.
+			o.mu.Lock()
+			undecided := 0
+			for slot := uint64(0); slot < k.Slot; slot++ {
+				if d := o.decide(slotID{c, e, slot}); d != chain.Committed {
+					if undecided++; undecided <= 3 {
+						bad("%s: slot %d of epoch %d is below the recorded cut %d but decides %v from its final occupants", c, slot, e, k.Slot, d)
+					}
+				}
+			}
+			if !k.Clean {
+				if d := o.decide(slotID{c, e, k.Slot}); d != chain.Dead {
+					bad("%s: the fenced cut %d of epoch %d decides %v from its final occupants, not dead", c, k.Slot, e, d)
+				}
+			}
+			w.res.SlotsDecided += int(k.Slot)
+			o.mu.Unlock()
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := chain.Walk(wctx, set, starName, c, e, 0, k.Slot, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+				for _, f := range frames {
+					recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)])
+					if err != nil {
+						return err
+					}
+					for i, r := range recs {
+						seq := f.FirstSeq + uint64(i)
+						if n := uint64(len(walked[f.Stream])); seq != n {
+							bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, f.Stream, seq, n)
+							return errStopWalk
+						}
+						walked[f.Stream] = append(walked[f.Stream], loglet.SequencedRecord{Seq: seq, Record: r})
+						if id, ok := parseRecordID(r.Body); ok {
+							walkedIDs[seqKey{f.Stream, seq}] = id
+						}
+					}
+				}
+				return nil
+			})
+			cancel()
+			if err != nil && !errors.Is(err, errStopWalk) {
+				bad("%s: walk of epoch %d [0, %d): %v", c, e, k.Slot, err)
+			}
 		}
 		for stream, recs := range final {
-			if len(recs) == 0 || !strings.HasPrefix(stream, c.String()) {
+			if !strings.HasPrefix(stream, c.String()) {
 				continue
 			}
 			got := walked[stream]
-			if len(got) < len(recs) || (!fenced && len(got) != len(recs)) {
-				bad("%s: the chain holds %d records of %s, the leader read %d", c, len(got), stream, len(recs))
+			if len(got) != len(recs) {
+				bad("%s: the chain (every epoch below its cut) holds %d records of %s, the leader read %d", c, len(got), stream, len(recs))
 			}
 			for i := range min(len(got), len(recs)) {
 				if got[i].Seq != uint64(i) || !sameRecord(got[i].Record, recs[i].Record) {
@@ -201,14 +274,134 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 					break
 				}
 			}
-			// Past the leader's tail (fenced: committed, never released)
-			// only unknown outcomes may sit.
-			for _, r := range got[min(len(got), len(recs)):] {
-				if id, ok := parseRecordID(r.Body); ok {
-					if op := w.h.byID[uint32(id>>16)]; op != nil && op.out != outUnknown {
-						bad("%s: committed record %d of %s past the leader's tail is op %d, which ended %v", c, r.Seq, stream, op.id, op.out)
+		}
+	}
+
+	// Decisions never flip, except where nothing counts: at or past a cut
+	// (the garbage probe deletes flight copies there).
+	o.mu.Lock()
+	flips := slices.Clone(o.flips)
+	o.mu.Unlock()
+	for _, f := range flips {
+		if k, ok := o.cutOf(f.id.c, f.id.epoch); ok && f.id.slot >= k.Slot {
+			continue
+		}
+		w.res.Flips++
+		bad("%s: slot %d of epoch %d was %v and later %v (below any recorded cut)", f.id.c, f.id.slot, f.id.epoch, f.from, f.to)
+	}
+
+	// Nothing at or past a cut is ever read, unless the same record is
+	// committed at that seq below a cut (republished after a halt).
+	beyond := map[seqKey][]uint64{}
+	o.mu.Lock()
+	for id, copies := range o.flights {
+		k, ok := o.cuts[epochID{id.c, id.epoch}]
+		if !ok || id.slot < k.Slot {
+			continue
+		}
+		for _, obj := range copies {
+			_, frames, err := envelope.ParseBundle(obj)
+			if err != nil {
+				continue
+			}
+			for _, f := range frames {
+				recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)])
+				if err != nil {
+					continue
+				}
+				for i, r := range recs {
+					if rid, ok := parseRecordID(r.Body); ok {
+						sk := seqKey{f.Stream, f.FirstSeq + uint64(i)}
+						beyond[sk] = append(beyond[sk], rid)
 					}
 				}
+			}
+		}
+	}
+	o.mu.Unlock()
+	w.res.BeyondCut = len(beyond)
+	w.h.mu.Lock()
+	reads := slices.Clone(w.h.reads)
+	w.h.mu.Unlock()
+	for _, r := range reads {
+		for i, id := range r.ids {
+			sk := seqKey{r.stream, r.from + uint64(i)}
+			if slices.Contains(beyond[sk], id) && walkedIDs[sk] != id {
+				bad("%s read of %s returned seq %d (%x) from a slot at or past a recorded cut; the chain holds %x there", r.who, r.stream, sk.seq, id, walkedIDs[sk])
+			}
+		}
+	}
+	return walkedIDs
+}
+
+var errStopWalk = errors.New("sim: stop walking")
+
+// checkProcesses checks every process against the cuts: no process ever
+// released a slot at or past its epoch's recorded cut, and every append a
+// process took after a successor had taken over ended not-committed, or
+// unknown and absent from the final state.
+func (w *world) checkProcesses(appends []*appendOp, present map[uint32]uint64) {
+	bad := w.h.violation
+	procs := w.allProcs()
+	for _, pr := range procs {
+		if pr.crashed {
+			continue
+		}
+		st := pr.star.Stats()
+		for _, c := range chain.Classes {
+			cs := classStats(st, c)
+			if cs == nil {
+				continue
+			}
+			if k, ok := w.obs.cutOf(c, cs.Epoch); ok && cs.ReleasePoint > k.Slot {
+				bad("proc-%d: %s released slot %d of epoch %d, at or past its recorded cut %d (an ack disowned)", pr.n, c, cs.ReleasePoint-1, cs.Epoch, k.Slot)
+			}
+		}
+	}
+	for _, op := range appends {
+		if op.proc >= len(procs) {
+			continue
+		}
+		pr := procs[op.proc]
+		if pr.deposedAt == 0 || op.call < pr.deposedAt {
+			continue
+		}
+		w.res.ZombieAppends++
+		_, in := present[op.id]
+		switch {
+		case op.out == outAcked:
+			bad("op %d on %s, sent to proc-%d after a successor took over, was acked [%d, %d)", op.id, op.stream, pr.n, op.ack.Start, op.ack.End)
+		case op.out == outUnknown && in:
+			bad("op %d on %s, sent to proc-%d after a successor took over, ended unknown and is committed", op.id, op.stream, pr.n)
+		}
+	}
+}
+
+// refence fences every epoch again from slot 0, over the bare buckets with
+// a fresh nonce, after everything else is checked: deciding from final
+// occupants, a second fencer must reach every recorded cut exactly (DESIGN:
+// fencing is idempotent).
+func (w *world) refence(ctx context.Context) {
+	bad := w.h.violation
+	for _, c := range chain.Classes {
+		w.obs.mu.Lock()
+		latest := w.obs.latest[c]
+		w.obs.mu.Unlock()
+		if w.wedged[c] {
+			continue
+		}
+		for e := uint64(1); e <= latest; e++ {
+			k, ok := w.obs.cutOf(c, e)
+			if !ok {
+				continue
+			}
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			res, err := chain.Fence(fctx, w.memSet(c), starName, c, e, 0, envelope.NewNonce(), chain.FenceOptions{})
+			cancel()
+			if err != nil {
+				bad("%s: re-fence of epoch %d: %v", c, e, err)
+			} else if res.Cut != k.Slot {
+				bad("%s: re-fencing epoch %d from 0 cuts at %d; the recorded cut is %d", c, e, res.Cut, k.Slot)
 			}
 		}
 	}
@@ -244,6 +437,9 @@ func (w *world) checkFreshReader(ctx context.Context, final map[string][]loglet.
 		return
 	}
 	for stream, want := range final {
+		if w.wedged[loglet.Standard] && strings.HasPrefix(stream, loglet.Standard.String()) || w.wedged[loglet.Express] && strings.HasPrefix(stream, loglet.Express.String()) {
+			continue // reseal-transient: the absorb stopped with the lane
+		}
 		got, err := w.readAll(ctx, "fresh-reader", stream, func(ctx context.Context, from uint64) (loglet.ReadResult, error) {
 			return rd.Read(ctx, stream, loglet.ReadQuery{Start: loglet.AtSeq(from), MaxRecords: 64})
 		}, false)
@@ -251,8 +447,7 @@ func (w *world) checkFreshReader(ctx context.Context, final map[string][]loglet.
 			bad("fresh reader: %v", err)
 			continue
 		}
-		deposed := w.fenced != nil && strings.HasPrefix(stream, w.fenced.class.String())
-		if len(got) > len(want) || (!deposed && len(got) != len(want)) {
+		if len(got) != len(want) {
 			bad("fresh reader after Close: %s has %d records, the leader read %d", stream, len(got), len(want))
 		}
 		for i := range min(len(got), len(want)) {
@@ -261,11 +456,9 @@ func (w *world) checkFreshReader(ctx context.Context, final map[string][]loglet.
 				break
 			}
 		}
-		if !deposed {
-			t, err := rd.CheckTail(ctx, stream)
-			if err != nil || t.Seq != uint64(len(want)) {
-				bad("fresh reader after Close: CheckTail(%s) = %d (%v), the leader read %d records", stream, t.Seq, err, len(want))
-			}
+		t, err := rd.CheckTail(ctx, stream)
+		if err != nil || t.Seq != uint64(len(want)) {
+			bad("fresh reader after Close: CheckTail(%s) = %d (%v), the leader read %d records", stream, t.Seq, err, len(want))
 		}
 	}
 }
@@ -273,7 +466,10 @@ func (w *world) checkFreshReader(ctx context.Context, final map[string][]loglet.
 // ---- linearizability (porcupine) ----
 
 type linIn struct {
-	kind   uint8 // 0 append, 1 read, 2 tail >= (leader), 3 tail <= (reader)
+	op     uint32 // append: its id
+	proc   int    // append: the process
+	who    string // read, tail: who
+	kind   uint8  // 0 append, 1 read, 2 tail >= (leader), 3 tail <= (reader)
 	ids    []uint64
 	match  *uint64
 	from   uint64
@@ -328,6 +524,12 @@ func linModel() porcupine.Model {
 				}
 				return true, s
 			case 1:
+				// A read from at or past the durable end returns nothing
+				// (a deposed leader's assigned seqs past its cut never
+				// commit, so from may be past n for good).
+				if len(out.ids) == 0 {
+					return !(in.hasT && in.tail > n), s
+				}
 				if in.from+uint64(len(out.ids)) > n || (in.hasT && in.tail > n) {
 					return false, s
 				}
@@ -361,10 +563,10 @@ func linModel() porcupine.Model {
 	}
 }
 
-// linearizable checks every stream's history: appends with their outcomes
-// (unknown ones return at the end of time, porcupine's convention for ops
-// whose effect is unknown), reads and tails.
-func (w *world) linearizable() string {
+// linearizabilityOps is every stream's history for porcupine: appends with
+// their outcomes (unknown ones return at the end of time, porcupine's
+// convention for ops whose effect is unknown), reads and tails.
+func (w *world) linearizabilityOps() []porcupine.Operation {
 	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -375,15 +577,28 @@ func (w *world) linearizable() string {
 		for i := range ids {
 			ids[i] = recordID(op.id, i)
 		}
+		out := linOut{out: op.out, start: op.ack.Start, end: op.ack.End}
 		ret := op.ret
 		if op.out == outUnknown || op.out == outPending {
+			// Resolved by the final state (checked against the chain):
+			// present, it took effect at its seq, some time after its call;
+			// absent, it had none. Unresolved, porcupine's search over
+			// every unknown append's two fates explodes on crash seeds.
+			first, ok := w.present[op.id]
+			if !ok {
+				continue
+			}
+			out = linOut{out: outAcked, start: first, end: first + uint64(len(ids))}
 			ret = end
 		}
-		ops = append(ops, porcupine.Operation{ClientId: op.producer, Input: linIn{kind: 0, ids: ids, match: op.match, stream: op.stream},
-			Call: op.call, Output: linOut{out: op.out, start: op.ack.Start, end: op.ack.End}, Return: ret})
+		if out.out == outNotCommitted {
+			continue // no effect
+		}
+		ops = append(ops, porcupine.Operation{ClientId: op.producer, Input: linIn{kind: 0, ids: ids, match: op.match, stream: op.stream, op: op.id, proc: op.proc},
+			Call: op.call, Output: out, Return: ret})
 	}
 	for _, r := range h.reads {
-		ops = append(ops, porcupine.Operation{ClientId: 1000, Input: linIn{kind: 1, from: r.from, tail: r.tail, hasT: r.hasTail, stream: r.stream},
+		ops = append(ops, porcupine.Operation{ClientId: 1000, Input: linIn{kind: 1, from: r.from, tail: r.tail, hasT: r.hasTail, stream: r.stream, who: r.who},
 			Call: r.call, Output: linOut{ids: r.ids}, Return: r.ret})
 	}
 	for _, t := range h.tails {
@@ -391,19 +606,83 @@ func (w *world) linearizable() string {
 		if t.lower {
 			k = 2
 		}
-		ops = append(ops, porcupine.Operation{ClientId: 1001, Input: linIn{kind: k, tail: t.t, stream: t.stream}, Call: t.call, Output: linOut{}, Return: t.ret})
+		ops = append(ops, porcupine.Operation{ClientId: 1001, Input: linIn{kind: k, tail: t.t, stream: t.stream, who: t.who}, Call: t.call, Output: linOut{}, Return: t.ret})
 	}
-	res := porcupine.CheckOperationsTimeout(linModel(), ops, 20*time.Second)
-	switch res {
-	case porcupine.Ok:
-		return "ok"
-	case porcupine.Unknown:
-		return "inconclusive (timeout)"
+	return ops
+}
+
+// blame names the kinds of operation (append, read or tail, by who) whose
+// removal alone makes a failing stream's history linearizable: a triage
+// hint for the report.
+func blame(ops []porcupine.Operation, budget time.Duration) string {
+	classOf := func(op porcupine.Operation) string {
+		in := op.Input.(linIn)
+		switch in.kind {
+		case 0:
+			return fmt.Sprintf("appends@proc-%d", in.proc)
+		case 1:
+			return "reads by " + in.who
+		case 2:
+			return "leader tails by " + in.who
+		}
+		return "reader tails"
 	}
-	if len(h.bad) < 50 {
-		h.bad = append(h.bad, "per-stream histories are not linearizable against an append-only sequence (porcupine)")
+	var classes []string
+	for _, op := range ops {
+		if c := classOf(op); !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
 	}
-	return "not linearizable"
+	slices.Sort(classes)
+	var culprits []string
+	deadline := time.Now().Add(min(budget, 10*time.Second))
+	for _, c := range classes {
+		var rest []porcupine.Operation
+		for _, op := range ops {
+			if classOf(op) != c {
+				rest = append(rest, op)
+			}
+		}
+		if left := time.Until(deadline); left > 0 && porcupine.CheckOperationsTimeout(linModel(), rest, left) == porcupine.Ok {
+			culprits = append(culprits, c)
+		}
+	}
+	if len(culprits) == 0 {
+		return ""
+	}
+	return "; linearizable without any one of: " + strings.Join(culprits, ", ")
+}
+
+// linearizable checks ops per stream (outside the bubble: real time),
+// naming the streams that fail.
+func linearizable(ops []porcupine.Operation, timeout time.Duration) (string, []string) {
+	by := map[string][]porcupine.Operation{}
+	var streams []string
+	for _, op := range ops {
+		s := op.Input.(linIn).stream
+		if _, ok := by[s]; !ok {
+			streams = append(streams, s)
+		}
+		by[s] = append(by[s], op)
+	}
+	slices.Sort(streams)
+	verdict := "ok"
+	var bad []string
+	deadline := time.Now().Add(timeout)
+	for _, s := range streams {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return "inconclusive (timeout)", bad
+		}
+		switch porcupine.CheckOperationsTimeout(linModel(), by[s], left) {
+		case porcupine.Unknown:
+			verdict = "inconclusive (timeout)"
+		case porcupine.Illegal:
+			verdict = "not linearizable"
+			bad = append(bad, fmt.Sprintf("stream %s: its history is not linearizable against an append-only sequence (porcupine)%s", s, blame(by[s], time.Until(deadline))))
+		}
+	}
+	return verdict, bad
 }
 
 func (w *world) summarize(after loglet.Stats) {
@@ -425,9 +704,18 @@ func (w *world) summarize(after loglet.Stats) {
 	for _, n := range h.readErr {
 		w.res.ReadErrors += n
 	}
-	for _, cs := range []*loglet.ClassStats{after.Standard, after.Express} {
-		if cs != nil {
-			w.res.Halts += cs.Halts
+	for _, pr := range w.procs {
+		if pr.crashed {
+			continue
+		}
+		st := after
+		if pr.star != nil {
+			st = pr.star.Stats()
+		}
+		for _, cs := range []*loglet.ClassStats{st.Standard, st.Express} {
+			if cs != nil {
+				w.res.Halts += cs.Halts
+			}
 		}
 	}
 	for _, pr := range w.procs {
@@ -443,6 +731,7 @@ func (w *world) summarize(after loglet.Stats) {
 		w.res.MetaInjected.Ambiguous += m.Ambiguous
 		w.res.MetaInjected.Delayed += m.Delayed
 		w.res.MetaInjected.Cancelled += m.Cancelled
+		w.res.MetaConflicts += pr.cm.injected()
 	}
 }
 

@@ -40,11 +40,19 @@
 //     idempotently with MatchSeqNum on their own stream, or without it on
 //     shared streams.
 //
-// Scenarios: Fence (the harness seals the checkpoint and runs chain.Fence
-// on the live epoch while the incumbent writes: a successor racing a
-// zombie) and CrashRestart (the leader's stores go down under it and a new
-// process Opens the star; reported Skipped while loglet.Open cannot take
-// over).
+//   - Outage: two zones down longer than the commit deadline, so chains
+//     halt by deadline and recover (fence own epoch, late acks, mint,
+//     republish).
+//   - MetaConflicts: conditional metastore writes that apply and then report
+//     ErrConflict; on some seeds a Commit size limit (absorb splits rounds).
+//
+// Scenarios (MixedScenarios: the CI mix, by seed mod 6): Fence (a second
+// process Opens the star while the first runs: takeover of a live
+// incumbent, which becomes a zombie; some producers stay on it for a
+// while), FenceOnly (the harness seals and fences one chain and dies before
+// minting: the incumbent halts and recovers), CrashRestart (the leader's
+// stores go down, it is never Closed before the checker runs, and a new
+// process Opens and takes over).
 //
 // # The workload
 //
@@ -72,9 +80,19 @@
 //   - any read (leader, session, Reader) returning a record that differs
 //     from the final state at that seq or from what was submitted (byte
 //     for byte), non-consecutive seqs, or a session that skips or repeats;
-//   - a released slot holding fewer than W copies; a chain walk of the
-//     committed slots that does not reproduce the leader's final read (for
-//     a fenced chain: a release at or past the cut, a lost seal);
+//   - the chain, walked epoch by epoch from the bare buckets up to each
+//     recorded cut (the last epoch: the clean seal of the leader's Close),
+//     not continuing each stream's seqs with no gap and no seq twice, or
+//     differing from the leader's final read; a slot below a cut that does
+//     not decide committed from its final occupants (chain.Decide), a
+//     fenced cut that does not decide dead, a committed/dead flip below a
+//     cut (the observer re-decides each slot on every write), a recorded
+//     cut that changes, a second fencer (run last) reaching another cut;
+//     a read returning a record found only at or past a cut; a span ref
+//     overwritten;
+//   - a process that released a slot at or past its epoch's cut; an append
+//     sent to a deposed or crashed process after the takeover that was
+//     acked, or ended unknown and is committed;
 //   - a fresh Reader after Close that does not read every stream back
 //     exactly, or whose CheckTail differs;
 //   - a Stats sample with the pool over its budget, the backlog over its
@@ -85,19 +103,23 @@
 //     take effect or not); reads return a slice of the sequence; the
 //     leader's CheckTail is at least, a Reader's at most, its length.
 //
-// Findings of loglet bugs already reported (see bugs_test.go) are counted
-// in Result.KnownBugs instead, unless Options.Strict.
+// Unknown appends are resolved by the final state for porcupine (present:
+// took effect at its seq; absent: no effect). Findings of loglet bugs
+// already reported (see bugs_test.go) are counted in Result.KnownBugs
+// instead, unless Options.Strict; a seed whose bubble stops (the
+// absorb-mutex-hang bug) is abandoned after seedWall of wall time.
 //
 // # Running, replaying, soaking
 //
-//	go test -race ./internal/sim                      # the CI budget (12 seeds)
+//	go test -race ./internal/sim                      # the CI budget (16 seeds, mixed scenarios)
 //	go test ./internal/sim -run '^TestSim$' -sim.seed=5 -v   # replay one seed
 //	go test ./internal/sim -run '^TestSim$' -sim.seeds=1000  # soak (or SIM_SEEDS=1000)
 //	go test ./internal/sim -run '^TestSim$' -sim.seed=7000 -sim.seeds=500 -sim.v
 //
 // Every failure prints the seed, its plan and the replay command. -sim.v
-// logs each seed's plan and what it injected; -sim.fence adds the fence
-// scenario on even seeds. The planted-bug tests (planted_test.go) show the
+// logs each seed's plan and what it injected; -sim.scenario picks the
+// scenarios (mix, none, fence, fenceonly, crash); -sim.log streams every
+// process's loglet log. The planted-bug tests (planted_test.go) show the
 // checker catching broken buckets, metastores and readers within the CI
 // budget.
 package sim

@@ -29,6 +29,7 @@ func (o outcome) String() string {
 type appendOp struct {
 	id       uint32
 	producer int
+	proc     int // the process it was sent to
 	stream   string
 	recs     []loglet.Record
 	match    *uint64
@@ -53,6 +54,7 @@ type readOp struct {
 // tailOp is one CheckTail: on the leader the assigned tail (at least the
 // committed length), on a Reader the absorbed tail (at most it).
 type tailOp struct {
+	who       string
 	stream    string
 	t         uint64
 	lower     bool // leader: t >= committed length
@@ -122,9 +124,9 @@ func parseRecordID(body []byte) (uint64, bool) {
 	return recordID(uint32(op), int(idx)), true
 }
 
-func (h *history) newAppend(producer int, stream string, recs []loglet.Record, match *uint64) *appendOp {
+func (h *history) newAppend(producer, proc int, stream string, recs []loglet.Record, match *uint64) *appendOp {
 	h.mu.Lock()
-	op := &appendOp{id: uint32(len(h.appends) + 1), producer: producer, stream: stream, match: match}
+	op := &appendOp{id: uint32(len(h.appends) + 1), producer: producer, proc: proc, stream: stream, match: match}
 	h.appends = append(h.appends, op)
 	h.byID[op.id] = op
 	h.mu.Unlock()
@@ -234,10 +236,10 @@ func sameHeaders(a, b []loglet.Header) bool {
 	return true
 }
 
-func (h *history) observeTail(stream string, t uint64, lower bool, call int64) {
+func (h *history) observeTail(who, stream string, t uint64, lower bool, call int64) {
 	ret := h.tick()
 	h.mu.Lock()
-	h.tails = append(h.tails, tailOp{stream: stream, t: t, lower: lower, call: call, ret: ret})
+	h.tails = append(h.tails, tailOp{who: who, stream: stream, t: t, lower: lower, call: call, ret: ret})
 	h.mu.Unlock()
 }
 

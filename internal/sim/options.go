@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -23,23 +24,67 @@ type Faults struct {
 	MetaFaults    bool // metastore errors and ambiguous (applied-then-failed) writes, Commit included
 	Corrupt       bool // flip a byte of one stored copy of a released slot (at most K−W copies per slot)
 	ShortContexts bool // producers give up waiting (outcome unknown) and retry, with and without MatchSeqNum
+	// Outage: two zones down at once for longer than the commit deadline:
+	// Express (and a Standard chain with a bucket there) halts by deadline
+	// and recovers (fence its own epoch, late acks, mint, republish).
+	Outage bool
+	// MetaConflicts: conditional metastore writes that apply and then
+	// report ErrConflict (a client's retry finding its own first attempt),
+	// and on some seeds a Commit size limit, so absorb splits its rounds.
+	MetaConflicts bool
 }
 
 // AllFaults switches every fault of the menu on.
-var AllFaults = Faults{true, true, true, true, true, true, true, true, true}
+var AllFaults = Faults{true, true, true, true, true, true, true, true, true, true, true}
 
 // Scenarios are the switchable whole-system events.
 type Scenarios struct {
-	// Fence: mid-run the harness acts as a successor for one class: it
-	// seals the checkpoint (takeover step 1) and fences the live epoch with
-	// chain.Fence while the incumbent keeps writing (a zombie). The
-	// incumbent must halt; every ack it released must lie below the cut.
+	// Fence: mid-run a second process Opens the star while the first one
+	// keeps running: the successor seals, fences, mints, walks and serves,
+	// and the incumbent, deposed, is a zombie. Some producers move to the
+	// successor at once, the rest keep appending to the zombie for a while
+	// (those appends must end not-committed, or unknown and absent).
 	Fence bool
-	// CrashRestart: mid-run the leader process "crashes" (its stores go
-	// down under it and its producers die) and a new process Opens the
-	// same star. Needs takeover in loglet.Open (issue 7's epochs work);
-	// until then the run reports Skipped.
+	// FenceOnly: mid-run the harness seals one class's checkpoint and
+	// fences its live epoch with chain.Fence, as a successor that dies
+	// before minting: the incumbent halts on the poison and recovers
+	// (fences its own epoch to the same cut, mints, republishes).
+	FenceOnly bool
+	// CrashRestart: mid-run the leader process crashes (its stores go down
+	// under it, its producers die, it is never Closed before the checker
+	// runs) and a new process Opens the same star and takes over.
 	CrashRestart bool
+}
+
+// MixedScenarios is the CI seed mix: seeds ≡ 1, 4 (mod 6) run Fence, ≡ 2, 5
+// CrashRestart, ≡ 3 FenceOnly, ≡ 0 none.
+func MixedScenarios(seed uint64) Scenarios {
+	switch seed % 6 {
+	case 1, 4:
+		return Scenarios{Fence: true}
+	case 2, 5:
+		return Scenarios{CrashRestart: true}
+	case 3:
+		return Scenarios{FenceOnly: true}
+	}
+	return Scenarios{}
+}
+
+func (s Scenarios) String() string {
+	var out []string
+	if s.Fence {
+		out = append(out, "fence (successor Opens, incumbent a zombie)")
+	}
+	if s.FenceOnly {
+		out = append(out, "fence-only (successor dies before minting)")
+	}
+	if s.CrashRestart {
+		out = append(out, "crash-restart")
+	}
+	if len(out) == 0 {
+		return "no scenario"
+	}
+	return strings.Join(out, ", ")
 }
 
 // Broken plants a bug in a part the harness controls, to show the checker
@@ -57,6 +102,17 @@ type Broken struct {
 	// StaleReader: the non-leader Reader's metastore view freezes at a
 	// snapshot taken early in the run (a replica that stopped applying).
 	StaleReader bool
+	// MirrorFence: a fence that accepts W−1 copies: a bucket asked to hold
+	// a fencer's poison where another bucket holds a flight copy reports
+	// the key occupied and serves that other copy as its own
+	// (mirroringBucket).
+	MirrorFence bool
+	// RefOverwrite: an absorb that overwrites refs: span-ref puts that
+	// must create (NoVersion) apply unconditionally (refOverwritingStore).
+	RefOverwrite bool
+	// CommitLimit forces a metastore Commit size limit (absorb splits
+	// rounds) on every seed; 0 leaves it to the seed.
+	CommitLimit int
 }
 
 func (b Broken) any() bool { return b != Broken{} }
@@ -77,6 +133,8 @@ type Options struct {
 	Strict bool
 	// NoLinearizability skips the porcupine check (it is the slowest part).
 	NoLinearizability bool
+	// Log, if set, receives every process's loglet log (info level).
+	Log io.Writer
 }
 
 // plan is everything a seed decides before the run starts: sizes, the
@@ -103,6 +161,13 @@ type plan struct {
 	corruptEvery              time.Duration
 	fenceAt, crashAt          time.Duration
 	fenceClassExpress         bool
+	// drawn from a second stream, so the draws above stay those of older
+	// seeds
+	outage       window
+	outageZones  [2]int
+	metaConflict float64
+	commitLimit  int           // 0: none
+	zombieFor    time.Duration // Fence: how long the slowest producers stay on the zombie
 }
 
 type window struct{ at, dur time.Duration }
@@ -171,8 +236,29 @@ func drawPlan(o Options) plan {
 	p.fenceAt = time.Duration(500+r.IntN(3000)) * time.Millisecond
 	p.crashAt = time.Duration(500+r.IntN(3000)) * time.Millisecond
 	p.fenceClassExpress = r.IntN(2) == 0
+
+	r2 := rand.New(rand.NewPCG(o.Seed, 0x5eed2))
+	p.faults.Outage, p.faults.MetaConflicts = draw2(r2, menu.Outage), draw2(r2, menu.MetaConflicts)
+	// Two zones down longer than the commit deadline.
+	p.outage = window{time.Duration(300+r2.IntN(2500)) * time.Millisecond, p.commitDeadline + time.Duration(500+r2.IntN(2500))*time.Millisecond}
+	z := r2.IntN(3)
+	p.outageZones = [2]int{z, (z + 1 + r2.IntN(2)) % 3}
+	if p.faults.MetaConflicts {
+		p.metaConflict = 0.01 + r2.Float64()*0.08
+		if r2.IntN(2) == 0 {
+			p.commitLimit = 2 + r2.IntN(6)
+		}
+	}
+	if o.Broken.CommitLimit > 0 {
+		p.commitLimit = o.Broken.CommitLimit
+	}
+	p.zombieFor = time.Duration(r2.IntN(2500)) * time.Millisecond
 	return p
 }
+
+// draw2 is drawPlan's draw on the second stream: on, with probability 1/2
+// (these faults are heavy; the rest of the menu keeps its 2/3).
+func draw2(r *rand.Rand, on bool) bool { return r.IntN(2) == 0 && on }
 
 func pick(v, d int) int {
 	if v > 0 {
@@ -209,6 +295,15 @@ func (p plan) String() string {
 	}
 	if p.faults.ShortContexts {
 		fmt.Fprintf(&b, "; short contexts %.3f", p.shortCtx)
+	}
+	if p.faults.Outage {
+		fmt.Fprintf(&b, "; zones %v down %v", p.outageZones, p.outage)
+	}
+	if p.faults.MetaConflicts {
+		fmt.Fprintf(&b, "; metastore applied-then-conflict %.3f", p.metaConflict)
+	}
+	if p.commitLimit > 0 {
+		fmt.Fprintf(&b, "; commit limit %d ops", p.commitLimit)
 	}
 	return b.String()
 }

@@ -23,8 +23,9 @@ type producer struct {
 	w      *world
 	id     int
 	rng    *rand.Rand
-	next   uint64 // exclusive stream: the tail as this producer knows it
-	resync bool   // after a restart: learn next from CheckTail
+	next   uint64   // exclusive stream: the tail as this producer knows it
+	resync bool     // after a restart: learn next from CheckTail
+	last   *process // the process of the previous operation
 }
 
 func (w *world) newProducer(id int) *producer {
@@ -71,15 +72,20 @@ func (p *producer) think(ctx context.Context) bool {
 	}
 }
 
-func (p *producer) run(ctx context.Context, s *loglet.Star, n int) {
+func (p *producer) run(ctx context.Context, n int) {
 	for i := 0; i < n && ctx.Err() == nil; {
+		pr := p.w.procFor(p)
+		if p.last != nil && p.last != pr {
+			p.resync = true // moved to the successor: learn the tail anew
+		}
+		p.last = pr
 		switch p.id % 3 {
 		case 0:
-			i += p.exclusive(ctx, s)
+			i += p.exclusive(ctx, pr)
 		case 1:
-			i += p.shared(ctx, s)
+			i += p.shared(ctx, pr)
 		default:
-			i += p.session(ctx, s)
+			i += p.session(ctx, pr)
 		}
 		if !p.think(ctx) {
 			return
@@ -87,11 +93,11 @@ func (p *producer) run(ctx context.Context, s *loglet.Star, n int) {
 	}
 }
 
-func (p *producer) append(ctx context.Context, s *loglet.Star, stream string, recs []loglet.Record, match *uint64) *appendOp {
+func (p *producer) append(ctx context.Context, pr *process, stream string, recs []loglet.Record, match *uint64) *appendOp {
 	h := p.w.h
-	op := h.newAppend(p.id, stream, recs, match)
+	op := h.newAppend(p.id, pr.n, stream, recs, match)
 	actx, cancel := p.waitCtx(ctx)
-	ack, err := s.Append(actx, stream, loglet.Batch{Records: op.recs, MatchSeqNum: match})
+	ack, err := pr.star.Append(actx, stream, loglet.Batch{Records: op.recs, MatchSeqNum: match})
 	cancel()
 	h.finish(op, ack, err)
 	return op
@@ -99,7 +105,8 @@ func (p *producer) append(ctx context.Context, s *loglet.Star, stream string, re
 
 // exclusive appends to the producer's own stream with MatchSeqNum, and
 // after an unknown outcome retries idempotently with the same MatchSeqNum.
-func (p *producer) exclusive(ctx context.Context, s *loglet.Star) int {
+func (p *producer) exclusive(ctx context.Context, pr *process) int {
+	s := pr.star
 	stream := p.w.exclusive[p.id]
 	if p.resync {
 		call := p.w.h.tick()
@@ -107,14 +114,14 @@ func (p *producer) exclusive(ctx context.Context, s *loglet.Star) int {
 		if err != nil {
 			return 1
 		}
-		p.w.h.observeTail(stream, t.Seq, true, call)
+		p.w.h.observeTail(fmt.Sprintf("producer%d@proc-%d", p.id, pr.n), stream, t.Seq, true, call)
 		p.next, p.resync = t.Seq, false
 	}
 	recs := p.batch()
 	ops := 0
 	for attempt := 0; attempt < 3; attempt++ {
 		m := p.next
-		op := p.append(ctx, s, stream, recs, &m)
+		op := p.append(ctx, pr, stream, recs, &m)
 		ops++
 		var mm *loglet.SeqNumMismatchError
 		switch {
@@ -135,13 +142,13 @@ func (p *producer) exclusive(ctx context.Context, s *loglet.Star) int {
 // shared appends one-shot to a random shared stream; after an unknown
 // outcome it retries once without MatchSeqNum (which may duplicate the
 // content under a new identity: the documented hazard).
-func (p *producer) shared(ctx context.Context, s *loglet.Star) int {
+func (p *producer) shared(ctx context.Context, pr *process) int {
 	c := chain.Classes[p.rng.IntN(2)]
 	stream := p.w.streams[c][p.rng.IntN(len(p.w.streams[c]))]
 	recs := p.batch()
-	op := p.append(ctx, s, stream, recs, nil)
+	op := p.append(ctx, pr, stream, recs, nil)
 	if op.out == outUnknown && p.w.p.faults.ShortContexts && p.rng.IntN(2) == 0 {
-		p.append(ctx, s, stream, recs, nil)
+		p.append(ctx, pr, stream, recs, nil)
 		return 2
 	}
 	return 1
@@ -150,8 +157,9 @@ func (p *producer) shared(ctx context.Context, s *loglet.Star) int {
 // session submits several batches through one AppendSession and waits for
 // them in completion order, checking that a future completes only after
 // every earlier one (acks in submit order).
-func (p *producer) session(ctx context.Context, s *loglet.Star) int {
+func (p *producer) session(ctx context.Context, pr *process) int {
 	h := p.w.h
+	s := pr.star
 	c := chain.Classes[p.rng.IntN(2)]
 	stream := p.w.streams[c][p.rng.IntN(len(p.w.streams[c]))]
 	sess, err := s.OpenAppendSession(ctx, stream)
@@ -165,7 +173,7 @@ func (p *producer) session(ctx context.Context, s *loglet.Star) int {
 	var subs []sub
 	n := 1 + p.rng.IntN(8)
 	for i := 0; i < n; i++ {
-		op := h.newAppend(p.id, stream, p.batch(), nil)
+		op := h.newAppend(p.id, pr.n, stream, p.batch(), nil)
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		fut, err := sess.Submit(sctx, loglet.Batch{Records: op.recs})
 		cancel()
@@ -233,11 +241,17 @@ func deadlineOf(ctx context.Context) time.Time {
 	return d
 }
 
-// startReaders starts the readers against pr: random leader reads and
-// CheckTails, a read session per class following a stream, and a non-leader
-// Reader (reads, tails and a polling session).
-func (w *world) startReaders(ctx context.Context, bg *sync.WaitGroup, pr *process) {
+// startReaders starts the readers against pr, until pr.stopReaders: random
+// leader reads and CheckTails, a read session per class following a stream,
+// and a non-leader Reader (reads, tails and a polling session) in pr's
+// network.
+func (w *world) startReaders(pr *process) {
 	h := w.h
+	ctx, cancel := context.WithCancel(context.Background())
+	pr.rmu.Lock()
+	pr.readStop = cancel
+	pr.rmu.Unlock()
+	bg := &pr.readersWG
 	all := append(append([]string(nil), w.streams[0]...), w.streams[1]...)
 	for _, s := range w.exclusive {
 		all = append(all, s)
@@ -266,7 +280,7 @@ func (w *world) startReaders(ctx context.Context, bg *sync.WaitGroup, pr *proces
 			if err != nil {
 				continue
 			}
-			h.observeTail(stream, t.Seq, true, call)
+			h.observeTail(who, stream, t.Seq, true, call)
 			from := uint64(intn(int(t.Seq) + 1))
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			call = h.tick()
@@ -307,7 +321,7 @@ func (w *world) startReaders(ctx context.Context, bg *sync.WaitGroup, pr *proces
 				h.readError("reader")
 				continue
 			}
-			h.observeTail(stream, t.Seq, false, call)
+			h.observeTail("reader", stream, t.Seq, false, call)
 			from := uint64(intn(int(t.Seq) + 1))
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			call = h.tick()
@@ -433,7 +447,7 @@ func (w *world) finalLeaderReads(ctx context.Context, pr *process) map[string][]
 		}
 		call := w.h.tick()
 		if t, err := pr.star.CheckTail(ctx, stream); err == nil {
-			w.h.observeTail(stream, t.Seq, true, call)
+			w.h.observeTail("final-leader", stream, t.Seq, true, call)
 		}
 		final[stream] = recs
 	}

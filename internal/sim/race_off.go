@@ -1,0 +1,6 @@
+//go:build !race
+
+package sim
+
+// raceBuild: see race_on.go.
+const raceBuild = false
