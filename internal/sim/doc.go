@@ -26,31 +26,22 @@
 //
 //   - Latency: LogNormal PUT/GET latency, some seeds with a 1% Mixture of
 //     0.2–1.5 s stalls, so completions reorder.
-//
 //   - Errors: injected PUT/GET failures, not applied.
-//
 //   - Ambiguous: PUTs applied, then reported failed.
-//
 //   - ZoneDown: one zone down for 0.2–2.7 s, one to three times, toggled by
 //     a scheduled goroutine (shorter than the commit deadline).
-//
 //   - SlowZone: one zone with a much slower latency mixture.
-//
 //   - MetaLatency, MetaFaults: metastore latency, errors and ambiguous
 //     (applied-then-failed) writes, Commit included.
-//
 //   - Corrupt: a byte flipped in one copy of a released slot, only where
 //     all K copies exist and none is corrupt yet (so at most K−W per slot
 //     for K=3; never for K=1).
-//
 //   - ShortContexts: producers give up waiting (outcome unknown) and retry,
 //     idempotently with MatchSeqNum on their own stream, or without it on
 //     shared streams.
-//
 //   - Outage: two zones down longer than the commit deadline, so chains
 //     halt by deadline and recover (fence own epoch, late acks, mint,
 //     republish).
-//
 //   - MetaConflicts: conditional metastore writes that apply and then report
 //     ErrConflict; on some seeds a Commit size limit (absorb splits rounds).
 //
