@@ -19,10 +19,13 @@ import (
 // slot range into one round (refs + checkpoint, one metastore Commit), then
 // drops them from the flight index and frees their backlog tokens.
 type absorber struct {
-	l    *lane
-	cmMu sync.Mutex // the committer: the absorb loop's rounds, and a recovery's reseal
-	cm   *absorb.Committer
-	wake chan struct{}
+	l *lane
+	// cmLock guards the committer (the absorb loop's rounds, a recovery's
+	// reseal). A channel, not a mutex, so a waiter counts as durably
+	// blocked under testing/synctest and the simulation's clock runs on.
+	cmLock chan struct{}
+	cm     *absorb.Committer
+	wake   chan struct{}
 
 	planned *plannedRound // planned, not yet committed (absorb loop only)
 	cpEpoch atomic.Uint64 // the checkpoint's epoch: cuts of earlier epochs are no longer needed
@@ -53,7 +56,7 @@ func newAbsorber(l *lane, cm *absorb.Committer, tails map[string]absorb.StreamTa
 	for k, v := range tails {
 		own[k] = v
 	}
-	return &absorber{l: l, cm: cm, wake: make(chan struct{}, 1), tails: own,
+	return &absorber{l: l, cm: cm, cmLock: make(chan struct{}, 1), wake: make(chan struct{}, 1), tails: own,
 		drainReq: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -208,9 +211,9 @@ func (a *absorber) round(draining bool) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		a.commitStart.Store(time.Now().UnixNano())
-		a.cmMu.Lock()
+		a.cmLock <- struct{}{}
 		err = commitRound(l.ctx, a.cm, l.buckets, l.cfg.W, l.star.cfg.Star, l.class, round, refs, a.tails, &a.prevSnapshot)
-		a.cmMu.Unlock()
+		<-a.cmLock
 		a.commitStart.Store(0)
 		if err == nil {
 			a.lastFailed.Store(false)
@@ -237,9 +240,9 @@ func (a *absorber) round(draining bool) error {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	a.planned = nil
-	a.cmMu.Lock()
+	a.cmLock <- struct{}{}
 	a.metaRequests.Store(a.cm.Requests)
-	a.cmMu.Unlock()
+	<-a.cmLock
 	a.checkpointNext.Store(round.To)
 	a.cpEpoch.Store(round.Epoch)
 	a.roundLatency.RecordDuration(time.Since(start))
@@ -262,8 +265,12 @@ func (a *absorber) round(draining bool) error {
 // reseal restores this owner's seal on the checkpoint for its new epoch
 // (after a recovery minted it).
 func (a *absorber) reseal(ctx context.Context, epoch uint64, ver metastore.Version) error {
-	a.cmMu.Lock()
-	defer a.cmMu.Unlock()
+	select {
+	case a.cmLock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-a.cmLock }()
 	return a.cm.Reseal(ctx, epoch, ver)
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/sequencer"
@@ -104,7 +105,20 @@ func (l *lane) recover() {
 	}
 	// 5. Our seal may have been taken by a successor that lost the mint to
 	// us: take it back (it can no longer seal: the epoch moved).
-	if err := l.absorber.reseal(ctx, nrec.Epoch, nver); err != nil {
+	// A transient metastore failure is retried; only a moved epoch record
+	// (a successor minted past us) ends our leadership.
+	err = l.absorber.reseal(ctx, nrec.Epoch, nver)
+	for backoff := 10 * time.Millisecond; err != nil && !errors.Is(err, absorb.ErrDeposed) && ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
+		l.log.Warn("reseal failed; retrying", "epoch", nrec.Epoch, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		err = l.absorber.reseal(ctx, nrec.Epoch, nver)
+	}
+	if err != nil {
 		// The epoch record moved past our mint: a successor exists.
 		nl := &NotLeaderError{Star: l.star.cfg.Star}
 		if cur, _, rerr := chain.ReadEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class); rerr == nil {

@@ -73,7 +73,7 @@ func (s *Star) Stats() Stats {
 func (l *lane) snapshot() *ClassStats {
 	st := &l.stats
 	cs := &ClassStats{
-		Epoch: l.epoch, Pool: l.pool.Stats(),
+		Pool:    l.pool.Stats(),
 		Flights: st.flights.Load(), FlightPayload: st.flightBytes.Load(), FlightObjects: st.objBytes.Load(),
 		AckedBatches: st.acked.Load(), AckedRecords: st.ackedRecords.Load(), AckedBytes: st.ackedBytes.Load(),
 		FailedOutcomeUnknown: st.failedUnknown.Load(), FailedNotCommitted: st.failedNotCommit.Load(),
@@ -92,6 +92,7 @@ func (l *lane) snapshot() *ClassStats {
 	cs.HaltCause = st.haltCause
 	st.mu.Unlock()
 	l.mu.Lock()
+	cs.Epoch = l.epoch
 	cs.WindowSize, cs.WindowInFlight = l.window.Size(), l.window.InFlight()
 	cs.ReleasePoint = l.window.Released()
 	cs.FlightIndexBytes = l.index.bytes
