@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/plant"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -119,11 +118,7 @@ func Decide(k, w int, occupants []Occupant) Decision {
 					same++
 				}
 			}
-			need := w
-			if w > 1 && plant.FenceAcceptsWMinus1.Load() {
-				need = w - 1 // a planted bug, for the simulation's checker
-			}
-			if same >= need {
+			if same >= w {
 				return Committed
 			}
 		}

@@ -13,15 +13,9 @@ var (
 	// without waiting for earlier slots (breaks invariant 1: acks release
 	// strictly in slot order).
 	ReleaseOutOfOrder atomic.Bool
-	// FenceAcceptsWMinus1 makes the fence decide a slot committed with
-	// W-1 flight copies (breaks invariant 4: a slot the incumbent never
-	// made durable is counted, so an append that failed not-committed
-	// becomes readable).
-	FenceAcceptsWMinus1 atomic.Bool
 )
 
 // Reset switches every planted bug off.
 func Reset() {
 	ReleaseOutOfOrder.Store(false)
-	FenceAcceptsWMinus1.Store(false)
 }

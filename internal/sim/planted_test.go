@@ -3,6 +3,8 @@ package sim
 import (
 	"strings"
 	"testing"
+
+	"github.com/flightlog/flightlog/internal/plant"
 )
 
 // plantedSeeds is how many seeds a planted bug gets to show itself: within
@@ -80,4 +82,13 @@ func TestPlantedMirrorFence(t *testing.T) {
 func TestPlantedRefOverwrite(t *testing.T) {
 	t.Skip("not caught in 24 mixed seeds with a Commit limit of 3: absorb never re-puts an existing ref (a replay first drops the refs that exist, absorb.(*Committer).missingRefs), so the unconditional put never meets an existing key; the checker's direct invariant (observedMeta: a ref is never overwritten) stays, and catches the blind Commit")
 	expectCaughtIn(t, "absorb overwriting refs", Options{Broken: Broken{RefOverwrite: true, CommitLimit: 3}, NoLinearizability: true}, true, 24)
+}
+
+// TestPlantedOutOfOrderRelease: loglet's planted bug that acks a flight as
+// soon as it has W copies, without waiting for earlier slots (breaking
+// invariant 1), is caught within the CI seed budget.
+func TestPlantedOutOfOrderRelease(t *testing.T) {
+	plant.ReleaseOutOfOrder.Store(true)
+	defer plant.Reset()
+	expectCaught(t, "acks released out of slot order", Options{NoLinearizability: true}, false)
 }
