@@ -8,9 +8,8 @@
 //	go run ./examples/quickstart --dir /tmp/qs
 //
 // Run it again and it continues both streams where the last run left them:
-// a cleanly closed star is reopened by the next process. (A loglet built
-// before epochs could not reopen a star: Open refused it, and this program
-// says so and exits 1.)
+// a cleanly closed star is reopened by the next process, and a run that was
+// killed is taken over (fenced, walked) with every acked record kept.
 //
 // The layout is the one `flightlog` uses by default, so the CLI can look at
 // what this wrote: `go run ./cmd/flightlog walk --dir quickstart-data`.
@@ -84,8 +83,7 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 	})
 	if err != nil {
 		if reopening {
-			return fmt.Errorf("reopening the star an earlier run left in %s: %w\n"+
-				"(a loglet without epochs cannot reopen a star; delete %s or pass --dir to start afresh)", dir, err, dir)
+			return fmt.Errorf("reopening the star an earlier run left in %s: %w", dir, err)
 		}
 		return err
 	}
