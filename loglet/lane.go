@@ -35,11 +35,6 @@ type pending struct {
 	err  error
 }
 
-func (p *pending) finish(ack Ack, err error) {
-	p.ack, p.err = ack, err
-	close(p.done)
-}
-
 // flight is a cut, claimed slot, kept until its release or failure. A halt
 // recovery may move it to a slot of the next epoch (republish).
 type flight struct {
@@ -97,6 +92,13 @@ type lane struct {
 	backlog  *absorb.Backlog
 	absorber *absorber
 	absorbQ  []*flight // released, not yet absorbed, in slot order (lane lock)
+
+	// Outcomes (acks and failures) are decided under the lane lock and
+	// delivered, outside it, in the order decided: doneQ holds what is
+	// decided and not yet delivered; delivering says a goroutine is
+	// draining it (see deliver).
+	doneQ      []*pending
+	delivering bool
 
 	stats laneStats
 
@@ -230,11 +232,14 @@ func (l *lane) flushLoop() {
 		if l.dead != nil {
 			// Deposed: nothing more is cut. What is pooled was never
 			// claimed, so it is definitely not committed.
-			err := l.dead
 			items, _ := l.pool.Cut(1 << 62)
+			l.decideBatchesLocked(items, notCommitted(l.dead))
+			drain := l.startDeliveryLocked()
 			closing := l.closing
 			l.mu.Unlock()
-			l.failPending(items, notCommitted(err))
+			if drain {
+				l.deliver()
+			}
 			if closing {
 				if _, n := l.pool.Queued(); n == 0 {
 					return
@@ -447,8 +452,9 @@ func (l *lane) durable(f *flight, epoch, slot uint64) {
 			released = append(released, l.releaseLocked(s))
 		}
 	}
+	drain := l.decideLocked(released, nil)
 	l.mu.Unlock()
-	l.finishReleased(released)
+	l.finishReleased(released, drain)
 }
 
 // releaseLocked releases the flight at slot of the current epoch: its
@@ -475,22 +481,81 @@ func (l *lane) releaseLocked(slot uint64) *flight {
 	return rf
 }
 
-// finishReleased delivers the acks of released flights (lane lock not held).
-func (l *lane) finishReleased(released []*flight) {
-	if len(released) == 0 {
-		return
+// finishReleased kicks the absorb for released flights and delivers their
+// acks if decideLocked said so (lane lock not held).
+func (l *lane) finishReleased(released []*flight, drain bool) {
+	if len(released) > 0 {
+		l.absorber.kick()
 	}
-	l.absorber.kick()
-	now := time.Now()
-	for _, rf := range released {
-		for _, p := range rf.batches {
-			l.stats.ackLatency.RecordDuration(now.Sub(p.submitted))
-			l.stats.acked.Add(1)
-			l.stats.ackedRecords.Add(uint64(p.count))
-			l.stats.ackedBytes.Add(uint64(len(p.payload)))
+	if drain {
+		l.deliver()
+	}
+}
+
+// decideLocked queues the outcome of every batch of flights (err nil: their
+// acks, set by releaseLocked) for delivery, after everything decided
+// before. It reports whether the caller must call deliver once it has
+// released the lane lock. Lane lock held.
+func (l *lane) decideLocked(flights []*flight, err error) bool {
+	for _, f := range flights {
+		l.decideBatchesLocked(f.batches, err)
+	}
+	return l.startDeliveryLocked()
+}
+
+// decideBatchesLocked queues ps with err (nil: acked) for delivery. The
+// caller then calls startDeliveryLocked. Lane lock held.
+func (l *lane) decideBatchesLocked(ps []*pending, err error) {
+	for _, p := range ps {
+		if err != nil {
+			p.err = err
+		}
+		l.doneQ = append(l.doneQ, p)
+	}
+}
+
+// startDeliveryLocked reports whether the caller must drain the queue: it
+// holds something and nobody is draining it. Lane lock held.
+func (l *lane) startDeliveryLocked() bool {
+	if l.delivering || len(l.doneQ) == 0 {
+		return false
+	}
+	l.delivering = true
+	return true
+}
+
+// deliver drains doneQ in order, closing each batch's done channel outside
+// the lane lock, until the queue is empty. One goroutine delivers at a
+// time, so two releases racing to deliver can never hand a later slot's
+// ack to its waiter before an earlier slot's (an AppendSession's futures
+// complete in submit order; a producer never sees seq n+1 acked while n is
+// still pending).
+func (l *lane) deliver() {
+	l.mu.Lock()
+	for len(l.doneQ) > 0 {
+		q := l.doneQ
+		l.doneQ = nil
+		l.mu.Unlock()
+		now := time.Now()
+		for _, p := range q {
+			switch {
+			case p.err == nil:
+				l.stats.ackLatency.RecordDuration(now.Sub(p.submitted))
+				l.stats.acked.Add(1)
+				l.stats.ackedRecords.Add(uint64(p.count))
+				l.stats.ackedBytes.Add(uint64(len(p.payload)))
+			case errors.Is(p.err, ErrOutcomeUnknown):
+				l.stats.failedUnknown.Add(1)
+			default:
+				l.stats.failedNotCommit.Add(1)
+			}
 			close(p.done)
 		}
+		l.mu.Lock()
 	}
+	l.delivering = false
+	l.space.Broadcast() // close waits for delivery to finish
+	l.mu.Unlock()
 }
 
 // haltAt halts the current epoch at slot (a report from an upload of an
@@ -532,16 +597,6 @@ func (l *lane) halt(slot uint64, cause error) {
 	l.haltAt(e, slot, cause)
 }
 
-func (l *lane) failPending(ps []*pending, err error) {
-	for _, p := range ps {
-		if errors.Is(err, ErrOutcomeUnknown) {
-			l.stats.failedUnknown.Add(1)
-		} else {
-			l.stats.failedNotCommit.Add(1)
-		}
-		p.finish(Ack{}, err)
-	}
-}
 
 // close stops admission, lets the flusher cut everything pooled, waits until
 // every claimed flight is released or failed, then ends stragglers and waits
@@ -570,7 +625,7 @@ func (l *lane) close() {
 		l.mu.Unlock()
 	})
 	l.mu.Lock()
-	for len(l.flights) > 0 || l.recovering {
+	for len(l.flights) > 0 || l.recovering || l.delivering {
 		l.space.Wait()
 	}
 	l.mu.Unlock()

@@ -3,6 +3,8 @@ package loglet
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -87,8 +89,9 @@ func (l *lane) recover() {
 		}
 		released = append(released, l.releaseLocked(s))
 	}
+	drain := l.decideLocked(released, nil)
 	l.mu.Unlock()
-	l.finishReleased(released)
+	l.finishReleased(released, drain)
 	l.log.Info("fenced own epoch", "epoch", e, "from", from, "cut", cut, "acked_late", len(released))
 
 	// 4. Mint e+1. The CAS doubles as the deposed-check.
@@ -168,13 +171,16 @@ func (l *lane) die(err error) {
 		return
 	}
 	l.dead = err
-	var failed []*pending
-	for s, f := range l.flights {
+	// Fail what is in flight in slot order, after any ack already decided.
+	slots := slices.Sorted(maps.Keys(l.flights))
+	for _, s := range slots {
+		f := l.flights[s]
 		f.failed = true
 		f.cancel()
-		failed = append(failed, f.batches...)
+		l.decideBatchesLocked(f.batches, err)
 		delete(l.flights, s)
 	}
+	drain := l.startDeliveryLocked()
 	if l.recovering {
 		l.recovering = false
 		close(l.recovered)
@@ -182,7 +188,9 @@ func (l *lane) die(err error) {
 	l.space.Broadcast()
 	l.mu.Unlock()
 	l.log.Error("lost leadership of the chain", "err", err)
-	l.failPending(failed, err)
+	if drain {
+		l.deliver()
+	}
 	l.backlog.Close()
 	l.absorber.kick()
 }

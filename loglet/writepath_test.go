@@ -502,6 +502,64 @@ func TestAppendSessionOrderAndFailure(t *testing.T) {
 	}
 }
 
+// TestAcksDeliveredInSlotOrder: when two uploads finish together, each
+// releases its slots under the lane lock, but the waiters are woken outside
+// it; a later release must never wake its waiter before an earlier
+// release's are woken. Every future, once seen done, checks that every
+// earlier future of its session is done too. (The simulation found this:
+// an AppendSession future acked before an earlier one completed.)
+func TestAcksDeliveredInSlotOrder(t *testing.T) {
+	r := newRig(t, Express, 3, 11, func(c *Config, fs []*objstore.FaultStore) {
+		c.Express.FlightBytes = 256 // about one batch per flight
+		c.Express.ParallelUploads = 16
+		for _, f := range fs {
+			f.SetLatency(objstore.OpPut, objstore.Uniform(0, 200*time.Microsecond))
+		}
+	})
+	ctx := context.Background()
+	var bad atomic.Int64
+	var first atomic.Value
+	for round := 0; round < 20; round++ {
+		sess, err := r.star.OpenAppendSession(ctx, fmt.Sprint("s", round))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var futs []*AckFuture
+		for i := 0; i < 200; i++ {
+			f, err := sess.Submit(ctx, Batch{Records: []Record{{Body: bytes.Repeat([]byte{'x'}, 200)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs = append(futs, f)
+		}
+		var wg sync.WaitGroup
+		for i, f := range futs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-f.Done()
+				for j := range i {
+					select {
+					case <-futs[j].Done():
+					default:
+						if bad.Add(1) == 1 {
+							first.Store(fmt.Sprintf("round %d: future %d done before future %d", round, i, j))
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := sess.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d futures done before an earlier one of their session; first: %v", n, first.Load())
+	}
+	r.checkReleases()
+}
+
 // TestReadSessionSeesEveryRecordOnce follows a stream while it is appended.
 func TestReadSessionSeesEveryRecordOnce(t *testing.T) {
 	r := newRig(t, Express, 3, 10, nil)
