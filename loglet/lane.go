@@ -597,7 +597,6 @@ func (l *lane) halt(slot uint64, cause error) {
 	l.haltAt(e, slot, cause)
 }
 
-
 // close stops admission, lets the flusher cut everything pooled, waits until
 // every claimed flight is released or failed, then ends stragglers and waits
 // for every goroutine.
