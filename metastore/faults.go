@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Injected-fault errors. FaultStore wraps them with %w (together with
@@ -59,9 +61,13 @@ type FaultCounters struct {
 }
 
 // FaultStore wraps a Store and injects failures and latency into the calls
-// that pass through it. It is safe for concurrent use; its random choices
-// come from one seeded generator behind a mutex, so a single-goroutine test
-// sees the same faults for the same seed.
+// that pass through it. It is safe for concurrent use. Each call's random
+// choices come from a generator seeded by the FaultStore's seed, the call's
+// op and keys, and how many calls with the same op and keys came before it:
+// what a call draws does not depend on how concurrent calls interleave, so
+// a seed replays the same faults however goroutines are scheduled. (The
+// per-key call counts are kept for the FaultStore's life: a test helper,
+// not a production wrapper.)
 //
 // For each call, in order: the context is checked; a down store fails the
 // call at once (ErrUnavailable); the hook, if set, gives a Fault; the call
@@ -73,7 +79,8 @@ type FaultStore struct {
 	inner Store
 
 	mu        sync.Mutex
-	rng       *rand.Rand
+	seed      uint64
+	calls     map[uint64]uint64 // per (op, keys) hash: calls drawn so far
 	down      bool
 	latency   func(r *rand.Rand) time.Duration
 	errRate   float64
@@ -90,7 +97,21 @@ var (
 // WithFaults wraps inner. seed drives every random choice the FaultStore
 // makes; print it on failure to reproduce a run.
 func WithFaults(inner Store, seed uint64) *FaultStore {
-	return &FaultStore{inner: inner, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &FaultStore{inner: inner, seed: seed, calls: map[uint64]uint64{}}
+}
+
+// drawFor returns the random source of one call of op on keys. f.mu held.
+func (f *FaultStore) drawFor(op string, keys []string) *rand.Rand {
+	d := xxhash.New()
+	_, _ = d.WriteString(op)
+	for _, k := range keys {
+		_, _ = d.Write([]byte{0})
+		_, _ = d.WriteString(k)
+	}
+	h := d.Sum64()
+	n := f.calls[h]
+	f.calls[h] = n + 1
+	return rand.New(rand.NewPCG(f.seed^h, n^0x9e3779b97f4a7c15))
 }
 
 // Inner returns the wrapped store.
@@ -245,15 +266,16 @@ func (f *FaultStore) do(ctx context.Context, op string, keys []string, write boo
 	if f.hook != nil {
 		fault = f.hook(op, keys)
 	}
+	rng := f.drawFor(op, keys)
+	// Draw the fate first, whatever the rates, so that changing a rate or
+	// the latency does not shift the other draws.
+	e, a := rng.Float64(), rng.Float64()
 	wait := fault.Delay
 	if f.latency != nil {
-		wait += f.latency(f.rng)
+		wait += f.latency(rng)
 	}
 	kind := fault.Kind
 	if kind == NoFault {
-		// Draw both numbers whatever the rates, so that changing one rate
-		// does not shift the other's sequence.
-		e, a := f.rng.Float64(), f.rng.Float64()
 		switch {
 		case e < f.errRate:
 			kind = FaultFail

@@ -288,3 +288,33 @@ var faultCalls = []struct {
 		return err
 	}},
 }
+
+// A call's faults depend on the seed, its op and keys, and how many such
+// calls came before it, not on calls to other keys: two FaultStores with one
+// seed, called on the same keys in opposite orders, fail the same calls.
+func TestFaultStoreDrawsDoNotDependOnInterleaving(t *testing.T) {
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	outcome := func(order []string) map[string][]bool {
+		f := metastore.WithFaults(metastore.NewMem(), 7)
+		f.SetErrorRate(0.5)
+		got := map[string][]bool{}
+		for range 20 {
+			for _, k := range order {
+				_, err := f.Get(context.Background(), k)
+				got[k] = append(got[k], errors.Is(err, metastore.ErrInjected))
+			}
+		}
+		return got
+	}
+	rev := slices.Clone(keys)
+	slices.Reverse(rev)
+	a, b := outcome(keys), outcome(rev)
+	for _, k := range keys {
+		if !slices.Equal(a[k], b[k]) {
+			t.Fatalf("key %s: calls in one order failed %v, in the other %v", k, a[k], b[k])
+		}
+	}
+	if slices.Equal(a["a"], a["b"]) {
+		t.Fatal("keys a and b failed the same 20 calls: draws are not per key")
+	}
+}

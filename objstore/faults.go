@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Errors that only a FaultStore returns. To a caller both are transient
@@ -150,14 +152,18 @@ type FaultCounters struct {
 }
 
 // FaultStore wraps a Store and injects latency and failures into its calls,
-// from a seeded random source (so a failing run is reproducible from its
-// seed when the calls arrive in the same order) or from a scripted hook.
+// from a seeded random source or from a scripted hook. Each call draws from
+// a generator seeded by the seed, the call's Op and key, and how many calls
+// of that Op on that key came before it, so what a call draws does not
+// depend on how concurrent calls interleave: a failing run replays from its
+// seed however goroutines are scheduled. (The per-key call counts are kept
+// for the FaultStore's life: a test helper, not a production wrapper.)
 //
 // For each call, in order: if the store is down the call fails with
 // ErrUnavailable; the hook is consulted, and a non-zero Fault it returns is
 // used as is; otherwise the random settings for the call's Op give the
-// Fault (a latency sample, then the error rate, then, for PutIfAbsent, the
-// ambiguous rate). The delay is waited on a timer that also watches the
+// Fault (the error rate, then, for PutIfAbsent, the ambiguous rate, and a
+// latency sample). The delay is waited on a timer that also watches the
 // context, so it works under testing/synctest's fake clock; a context that
 // ends during the delay fails the call unapplied. After the delay the store
 // is checked for down once more, then the Fault is applied.
@@ -169,7 +175,8 @@ type FaultStore struct {
 	inner Store
 
 	mu        sync.Mutex
-	rng       *rand.Rand
+	seed      uint64
+	calls     map[uint64]uint64 // per (op, key) hash: calls drawn so far
 	down      bool
 	latency   [numOps]LatencyDist
 	errRate   [numOps]float64
@@ -185,8 +192,23 @@ var _ Store = (*FaultStore)(nil)
 func WithFaults(inner Store, seed uint64) *FaultStore {
 	return &FaultStore{
 		inner: inner,
-		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		seed:  seed,
+		calls: map[uint64]uint64{},
 	}
+}
+
+// drawFor returns the random source of one call of op on key: seeded by the
+// FaultStore's seed, op, key and how many calls of op on key came before,
+// so what a call draws does not depend on how concurrent calls interleave.
+// f.mu held.
+func (f *FaultStore) drawFor(op Op, key string) *rand.Rand {
+	d := xxhash.New()
+	_, _ = d.Write([]byte{byte(op), 0})
+	_, _ = d.WriteString(key)
+	h := d.Sum64()
+	n := f.calls[h]
+	f.calls[h] = n + 1
+	return rand.New(rand.NewPCG(f.seed^h, n^0x9e3779b97f4a7c15))
 }
 
 // Inner returns the wrapped store.
@@ -260,12 +282,16 @@ func (f *FaultStore) plan(op Op, key string) (Fault, error) {
 		}
 	}
 	if fault.isZero() {
+		rng := f.drawFor(op, key)
+		// The fate is drawn first, whatever the rates, so that changing a
+		// rate or the latency does not shift the other draws.
+		e, a := rng.Float64(), rng.Float64()
 		if d := f.latency[op]; d != nil {
-			fault.Delay = d.Sample(f.rng)
+			fault.Delay = d.Sample(rng)
 		}
-		if p := f.errRate[op]; p > 0 && f.rng.Float64() < p {
+		if p := f.errRate[op]; p > 0 && e < p {
 			fault.Err = ErrInjected
-		} else if op == OpPut && f.ambiguous > 0 && f.rng.Float64() < f.ambiguous {
+		} else if op == OpPut && f.ambiguous > 0 && a < f.ambiguous {
 			fault.ApplyThenFail = true
 		}
 	}

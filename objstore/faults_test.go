@@ -296,3 +296,42 @@ func TestLatencyDistributions(t *testing.T) {
 		t.Fatalf("Mixture(0.1, 1ms, 1s): %d of %d slow", slow, n)
 	}
 }
+
+// A call's latency and fate depend on the seed, its op and key, and how
+// many such calls came before it, not on calls to other keys: two
+// FaultStores with one seed, called on the same keys in opposite orders,
+// delay and fail the same calls alike.
+func TestFaultStoreDrawsDoNotDependOnInterleaving(t *testing.T) {
+	type call struct {
+		d   time.Duration
+		err bool
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	outcome := func(order []string) map[string][]call {
+		got := map[string][]call{}
+		synctest.Test(t, func(t *testing.T) {
+			f := objstore.WithFaults(objstore.NewMem(), 7)
+			f.SetErrorRate(objstore.OpGet, 0.5)
+			f.SetLatency(objstore.OpGet, objstore.Uniform(0, time.Second))
+			for range 10 {
+				for _, k := range order {
+					start := time.Now()
+					_, err := f.Get(context.Background(), k, 0, -1)
+					got[k] = append(got[k], call{time.Since(start), errors.Is(err, objstore.ErrInjected)})
+				}
+			}
+		})
+		return got
+	}
+	rev := slices.Clone(keys)
+	slices.Reverse(rev)
+	a, b := outcome(keys), outcome(rev)
+	for _, k := range keys {
+		if !slices.Equal(a[k], b[k]) {
+			t.Fatalf("key %s: calls in one order drew %v, in the other %v", k, a[k], b[k])
+		}
+	}
+	if slices.Equal(a["a"], a["b"]) {
+		t.Fatal("keys a and b drew the same: draws are not per key")
+	}
+}
