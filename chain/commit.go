@@ -64,6 +64,18 @@ type CopyResult struct {
 type RetryPolicy struct {
 	MinBackoff time.Duration // first wait (default 5ms)
 	MaxBackoff time.Duration // cap (default 500ms)
+	// Jitter, if set, returns the random part of a wait: a duration in
+	// [0, max]. Nil draws it uniformly from math/rand/v2. A test that must
+	// replay exactly (the simulation) sets a deterministic one.
+	Jitter func(max time.Duration) time.Duration
+}
+
+// wait returns a jittered wait for a backoff of b: in [b/2, b].
+func (p RetryPolicy) wait(b time.Duration) time.Duration {
+	if p.Jitter != nil {
+		return b/2 + min(max(p.Jitter(b/2), 0), b/2)
+	}
+	return b/2 + rand.N(b/2+1)
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -136,7 +148,7 @@ func writeCopy(ctx context.Context, b objstore.Store, f Flight, p RetryPolicy) C
 		if ctx.Err() != nil {
 			return CopyResult{Status: CopyFailed, Attempts: attempt, Err: fmt.Errorf("chain: slot %d: %w (last error: %v)", f.Slot, ctx.Err(), last)}
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := p.wait(backoff)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

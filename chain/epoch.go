@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -208,7 +208,7 @@ func casEpoch(ctx context.Context, ms metastore.Store, star string, c Class, exp
 	key := EpochKey(star, c)
 	p := RetryPolicy{}.withDefaults()
 	backoff := p.MinBackoff
-	for {
+	for attempt := uint64(0); ; attempt++ {
 		v, err := ms.Put(ctx, key, val, expect)
 		if err == nil {
 			return v, EpochRecord{}, "", nil
@@ -238,7 +238,9 @@ func casEpoch(ctx context.Context, ms metastore.Store, star string, c Class, exp
 		if rerr != nil {
 			last = fmt.Errorf("%w (and re-read failed: %v)", err, rerr)
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		// Jitter from the candidate's identity, not a random source: two
+		// candidates still spread apart, and a simulated run replays.
+		wait := backoff/2 + time.Duration(xxhash.Sum64String(fmt.Sprintf("%s/%d/%d", rec.Owner, rec.Epoch, attempt))%uint64(backoff/2+1))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

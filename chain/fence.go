@@ -262,7 +262,7 @@ func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, 
 		return FenceResult{}, fmt.Errorf("chain: fence %s/%s epoch %d: %w", star, class, epoch, err)
 	}
 	retry := opt.Retry
-	if retry == (RetryPolicy{}) {
+	if retry.MinBackoff == 0 && retry.MaxBackoff == 0 && retry.Jitter == nil {
 		retry = set.Retry
 	}
 	bound := opt.MaxSlots

@@ -3,7 +3,6 @@ package chain
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -73,7 +72,7 @@ func newBackoff(p RetryPolicy) *backoff {
 // wait sleeps the next backoff or until ctx ends, and reports whether ctx
 // is still live.
 func (b *backoff) wait(ctx context.Context) bool {
-	d := b.next/2 + rand.N(b.next/2+1)
+	d := b.p.wait(b.next)
 	b.next = min(2*b.next, b.p.MaxBackoff)
 	t := time.NewTimer(d)
 	defer t.Stop()
