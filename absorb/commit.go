@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/internal/plant"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -219,13 +220,20 @@ func (c *Committer) refOps(refs []SpanRef) ([]metastore.Op, error) {
 		if err != nil {
 			return nil, err
 		}
-		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: refs[i].Key(), Value: val, Expect: metastore.NoVersion})
+		expect := metastore.NoVersion
+		if plant.AbsorbOverwritesRefs.Load() {
+			expect = metastore.AnyVersion // a planted bug, for the simulation's checker
+		}
+		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: refs[i].Key(), Value: val, Expect: expect})
 	}
 	return ops, nil
 }
 
 // missingRefs returns the refs whose keys do not exist yet.
 func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef) ([]SpanRef, error) {
+	if plant.AbsorbOverwritesRefs.Load() {
+		return refs, nil // a planted bug: every ref is rewritten
+	}
 	var out []SpanRef
 	for _, r := range refs {
 		_, err := c.meta.Get(ctx, r.Key())

@@ -13,9 +13,15 @@ var (
 	// without waiting for earlier slots (breaks invariant 1: acks release
 	// strictly in slot order).
 	ReleaseOutOfOrder atomic.Bool
+
+	// AbsorbOverwritesRefs writes span refs as plain puts instead of
+	// creates, and never checks which refs a replayed round already wrote
+	// (breaks: a span ref is created only if absent, never overwritten).
+	AbsorbOverwritesRefs atomic.Bool
 )
 
 // Reset switches every planted bug off.
 func Reset() {
 	ReleaseOutOfOrder.Store(false)
+	AbsorbOverwritesRefs.Store(false)
 }

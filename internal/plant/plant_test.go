@@ -1,14 +1,25 @@
 package plant
 
-import "testing"
+import (
+	"sync/atomic"
+	"testing"
+)
 
 func TestEveryPlantStartsOffAndResets(t *testing.T) {
-	if ReleaseOutOfOrder.Load() {
-		t.Fatal("a planted bug is on by default")
+	switches := map[string]*atomic.Bool{
+		"ReleaseOutOfOrder":    &ReleaseOutOfOrder,
+		"AbsorbOverwritesRefs": &AbsorbOverwritesRefs,
 	}
-	ReleaseOutOfOrder.Store(true)
+	for name, b := range switches {
+		if b.Load() {
+			t.Fatalf("%s is on by default", name)
+		}
+		b.Store(true)
+	}
 	Reset()
-	if ReleaseOutOfOrder.Load() {
-		t.Fatal("Reset left a planted bug on")
+	for name, b := range switches {
+		if b.Load() {
+			t.Fatalf("Reset left %s on", name)
+		}
 	}
 }
