@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -152,28 +153,6 @@ func (b mirroringBucket) Get(ctx context.Context, key string, off, n int64) ([]b
 	return got, err
 }
 
-// refOverwritingStore is a planted bug: an absorb that overwrites refs. Puts
-// of refs/ keys that must create (expect NoVersion) are applied
-// unconditionally, in Put and in Commit.
-type refOverwritingStore struct{ metastore.Store }
-
-func (s refOverwritingStore) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
-	if strings.HasPrefix(key, "refs/") && expect == metastore.NoVersion {
-		expect = metastore.AnyVersion
-	}
-	return s.Store.Put(ctx, key, value, expect)
-}
-
-func (s refOverwritingStore) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
-	ops = append([]metastore.Op(nil), ops...)
-	for i, op := range ops {
-		if op.Kind == metastore.OpPut && strings.HasPrefix(op.Key, "refs/") && op.Expect == metastore.NoVersion {
-			ops[i].Expect = metastore.AnyVersion
-		}
-	}
-	return s.Store.Commit(ctx, ops)
-}
-
 // limitedMeta gives the metastore a Commit size limit (as etcd's
 // --max-txn-ops does), so absorb splits rounds: pending first, refs in
 // chunks, then the checkpoint.
@@ -197,16 +176,28 @@ func (s limitedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastor
 // recognises its own write). Rate p per write, off while p is 0.
 type conflictingMeta struct {
 	metastore.Store
-	mu  sync.Mutex
-	rng *rand.Rand
-	p   float64
-	n   int // injected
+	seed  uint64
+	mu    sync.Mutex
+	calls map[uint64]uint64 // per keys hash: writes drawn so far
+	p     float64
+	n     int // injected
 }
 
-func (s *conflictingMeta) hit() bool {
+// hit draws whether this write (to keys) is reported conflicting. Like the
+// FaultStores, the draw is keyed by the keys and how many writes to them
+// came before, so it does not depend on how goroutines interleave.
+func (s *conflictingMeta) hit(keys ...string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p > 0 && s.rng.Float64() < s.p {
+	d := xxhash.New()
+	for _, k := range keys {
+		_, _ = d.WriteString(k)
+		_, _ = d.Write([]byte{0})
+	}
+	h := d.Sum64()
+	n := s.calls[h]
+	s.calls[h] = n + 1
+	if s.p > 0 && rand.New(rand.NewPCG(s.seed^h, n)).Float64() < s.p {
 		s.n++
 		return true
 	}
@@ -229,7 +220,7 @@ func (s *conflictingMeta) MaxCommitOps() int { return metastore.MaxCommitOps(s.S
 
 func (s *conflictingMeta) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
 	v, err := s.Store.Put(ctx, key, value, expect)
-	if err == nil && expect != metastore.AnyVersion && s.hit() {
+	if err == nil && expect != metastore.AnyVersion && s.hit(key) {
 		return "", fmt.Errorf("sim: retried conditional put of %s found its first attempt: %w", key, metastore.ErrConflict)
 	}
 	return v, err
@@ -237,7 +228,11 @@ func (s *conflictingMeta) Put(ctx context.Context, key string, value []byte, exp
 
 func (s *conflictingMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
 	vs, err := s.Store.Commit(ctx, ops)
-	if err == nil && s.hit() {
+	keys := make([]string, len(ops))
+	for i, op := range ops {
+		keys[i] = op.Key
+	}
+	if err == nil && s.hit(keys...) {
 		return nil, fmt.Errorf("sim: retried commit found its first attempt: %w", metastore.ErrConflict)
 	}
 	return vs, err

@@ -97,7 +97,7 @@ func TestBugResealTransientKillsLane(t *testing.T) {
 // recovery writes it under the lock (loglet/recover.go:131), a data race
 // the race detector reports whenever Stats runs during a recovery. Found
 // by TestSim's bounds sampler under -race (any seed that halts, e.g. the
-// planted-bug seeds). Race builds therefore skip the sampler (raceBuild).
+// planted-bug seeds).
 func TestBugStatsRacesRecovery(t *testing.T) {
 	// Fixed in loglet (Stats reads the epoch under the lane lock); the
 	// sampler now runs in race builds too, over seeds that halt.

@@ -151,7 +151,7 @@ func (w *world) check(ctx context.Context, pr *process, final map[string][]logle
 // memSet is a class's bucket set over the bare Mems: the truth, under every
 // fault wrapper and planted bug.
 func (w *world) memSet(c loglet.Class) chain.BucketSet {
-	set := chain.BucketSet{W: w.quorum(c), Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
+	set := chain.BucketSet{W: w.quorum(c), Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond, Jitter: fixedJitter}}
 	for _, m := range w.mems[c] {
 		set.Stores = append(set.Stores, m)
 	}

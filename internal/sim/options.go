@@ -107,9 +107,6 @@ type Broken struct {
 	// the key occupied and serves that other copy as its own
 	// (mirroringBucket).
 	MirrorFence bool
-	// RefOverwrite: an absorb that overwrites refs: span-ref puts that
-	// must create (NoVersion) apply unconditionally (refOverwritingStore).
-	RefOverwrite bool
 	// CommitLimit forces a metastore Commit size limit (absorb splits
 	// rounds) on every seed; 0 leaves it to the seed.
 	CommitLimit int
@@ -195,7 +192,10 @@ func drawPlan(o Options) plan {
 	p.absorbEvery = time.Duration(2+r.IntN(100)) * time.Millisecond
 	p.absorbMaxSlots = []int{1, 3, 16, 256}[r.IntN(4)]
 	p.commitDeadline = time.Duration(4+r.IntN(6)) * time.Second
-	p.putLat, p.getLat = objstore.Fixed(time.Millisecond), objstore.Fixed(time.Millisecond)
+	// "Fixed" 1 ms, spread by a microsecond so that the K copies of a
+	// flight never land at the same virtual instant (see nsUpTo).
+	p.putLat = objstore.Uniform(time.Millisecond-time.Microsecond, time.Millisecond+time.Microsecond)
+	p.getLat = p.putLat
 	p.latDesc = "fixed 1ms"
 	if p.faults.Latency {
 		med := time.Duration(2+r.IntN(15)) * time.Millisecond

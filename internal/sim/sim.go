@@ -304,9 +304,6 @@ func (w *world) build() {
 	if b.CommitIgnoresExpect {
 		w.metaBkt = blindCommitStore{w.metaBkt}
 	}
-	if b.RefOverwrite {
-		w.metaBkt = refOverwritingStore{w.metaBkt}
-	}
 	if w.p.commitLimit > 0 {
 		w.metaBkt = limitedMeta{w.metaBkt, w.p.commitLimit}
 	}
@@ -332,7 +329,7 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			pr.fs[c] = append(pr.fs[c], f)
 		}
 	}
-	pr.cm = &conflictingMeta{Store: w.metaBkt, rng: rand.New(rand.NewPCG(w.o.Seed, uint64(n)+0xc0f1))}
+	pr.cm = &conflictingMeta{Store: w.metaBkt, seed: w.o.Seed*1000 + uint64(n) + 0xc0f1, calls: map[uint64]uint64{}}
 	pr.mf = metastore.WithFaults(pr.cm, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
 		med, p99 := w.p.metaLat, 8*w.p.metaLat
@@ -354,7 +351,7 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			MemoryBufferMiB: 1, ParallelUploads: w.p.window, FlushDeadline: 2 * time.Millisecond,
 			FlightBytes: w.p.flightBytes, CommitDeadline: w.p.commitDeadline, StragglerTimeout: 20 * time.Second,
 			ChainBacklogFlights: w.p.backlogFlights, ChainBacklogMiB: 1, Codec: []envelope.Codec{loglet.CodecNone, envelope.CodecS2}[c],
-			Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
+			Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Jitter: fixedJitter},
 		}
 		for _, f := range pr.fs[c] {
 			cc.Buckets = append(cc.Buckets, f)
@@ -508,7 +505,7 @@ func (w *world) schedule(ctx context.Context, bg *sync.WaitGroup) {
 			w.zones(-1, w.p.outageZones[:]...)
 		}()
 	}
-	if w.p.faults.Corrupt && !raceBuild { // TestBugStatsRacesRecovery
+	if w.p.faults.Corrupt {
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
@@ -560,6 +557,11 @@ func (w *world) applyZones() {
 		}
 	}
 }
+
+// fixedJitter is the simulation's retry jitter: none (half the range), so
+// a retry's wait does not come from a random source shared by goroutines
+// (whose draw order depends on scheduling) and a seed replays.
+func fixedJitter(d time.Duration) time.Duration { return d / 2 }
 
 // corruptOne flips a byte of one copy of a released slot, only in a class
 // with K > W and only when every copy of the slot is present, so at most
@@ -627,7 +629,7 @@ func (w *world) fence(ctx context.Context) {
 			return
 		}
 	}
-	set := chain.BucketSet{Stores: w.buckets[c], W: w.quorum(c), Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}}
+	set := chain.BucketSet{Stores: w.buckets[c], W: w.quorum(c), Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Jitter: fixedJitter}}
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := chain.Fence(fctx, set, starName, c, cp.Epoch, cp.Next, envelope.NewNonce(), chain.FenceOptions{})
@@ -733,9 +735,6 @@ func (w *world) runProducers(ctx context.Context, prods []*producer, n int, cras
 			case <-done:
 				return
 			case <-t.C:
-				if raceBuild {
-					continue // TestBugStatsRacesRecovery
-				}
 				for _, pr := range w.liveProcs() {
 					w.checkBounds(pr.star.Stats())
 				}

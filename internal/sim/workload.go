@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
@@ -56,13 +55,22 @@ func (p *producer) batch() []loglet.Record {
 // short enough that the producer gives up (outcome unknown).
 func (p *producer) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if p.rng.Float64() < p.w.p.shortCtx {
-		return context.WithTimeout(ctx, time.Duration(1+p.rng.IntN(40))*time.Millisecond)
+		return context.WithTimeout(ctx, nsUpTo(p.rng, 40*time.Millisecond))
 	}
 	return context.WithTimeout(ctx, 2*time.Minute)
 }
 
+// nsUpTo draws a wait in (0, d] at nanosecond resolution. Waits drawn in
+// whole milliseconds made goroutines wake at the same virtual instant, and
+// which of them ran first (the scheduler's choice, not the seed's) changed
+// the run: distinct instants keep a seed's run the same from one replay to
+// the next.
+func nsUpTo(r *rand.Rand, d time.Duration) time.Duration {
+	return 1 + time.Duration(r.Int64N(int64(d)))
+}
+
 func (p *producer) think(ctx context.Context) bool {
-	t := time.NewTimer(time.Duration(p.rng.IntN(30)) * time.Millisecond)
+	t := time.NewTimer(nsUpTo(p.rng, 30*time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -256,23 +264,28 @@ func (w *world) startReaders(pr *process) {
 	for _, s := range w.exclusive {
 		all = append(all, s)
 	}
-	rng := rand.New(rand.NewPCG(w.o.Seed, uint64(pr.n)+7777))
-	var rmu sync.Mutex
-	intn := func(n int) int { rmu.Lock(); defer rmu.Unlock(); return rng.IntN(n) }
-	pause := func(max int) bool {
-		t := time.NewTimer(time.Duration(1+intn(max)) * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
+	// Each reader goroutine draws from its own generator, so what it reads
+	// does not depend on how the readers interleave.
+	draws := func(i uint64) (intn func(int) int, pause func(int) bool) {
+		rng := rand.New(rand.NewPCG(w.o.Seed, uint64(pr.n)*64+i+7777))
+		intn = rng.IntN
+		pause = func(max int) bool {
+			t := time.NewTimer(nsUpTo(rng, time.Duration(max)*time.Millisecond))
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return true
+			case <-ctx.Done():
+				return false
+			}
 		}
+		return intn, pause
 	}
 	who := fmt.Sprintf("leader%d", pr.n)
 	bg.Add(1)
 	go func() { // leader: random reads and tails
 		defer bg.Done()
+		intn, pause := draws(0)
 		for pause(40) {
 			stream := all[intn(len(all))]
 			call := h.tick()
@@ -297,6 +310,7 @@ func (w *world) startReaders(pr *process) {
 		bg.Add(1)
 		go func() { // leader: a session following one stream
 			defer bg.Done()
+			intn, _ := draws(1 + uint64(c))
 			stream := w.streams[c][intn(len(w.streams[c]))]
 			rs, err := pr.star.OpenReadSession(ctx, stream, loglet.ReadQuery{Start: loglet.AtSeq(0), MaxRecords: 1 + intn(20)})
 			if err != nil {
@@ -313,6 +327,7 @@ func (w *world) startReaders(pr *process) {
 	bg.Add(1)
 	go func() { // a non-leader: reads and tails
 		defer bg.Done()
+		intn, pause := draws(3)
 		for pause(80) {
 			stream := all[intn(len(all))]
 			call := h.tick()
@@ -337,6 +352,7 @@ func (w *world) startReaders(pr *process) {
 	bg.Add(1)
 	go func() { // a non-leader: a polling session
 		defer bg.Done()
+		intn, _ := draws(4)
 		stream := all[intn(len(all))]
 		rs, err := rd.OpenReadSession(ctx, stream, loglet.ReadQuery{Start: loglet.AtSeq(0), MaxRecords: 1 + intn(20)})
 		if err != nil {
