@@ -220,7 +220,18 @@ type FenceOptions struct {
 	// up with ErrFenceBound (0: DefaultFenceMaxSlots). The takeover's bound
 	// is the backlog budget plus the window plus one.
 	MaxSlots uint64
+	// Parallel is how many slots are fenced at once (0:
+	// DefaultFenceParallel; 1: one at a time). Slots are still decided in
+	// order and the cut is the same; the look-ahead only overlaps round
+	// trips, and may poison up to Parallel−1 slots past the cut (they are
+	// dead anyway: nothing past a cut is ever acked or read).
+	Parallel int
 }
+
+// DefaultFenceParallel is FenceOptions.Parallel's default. A takeover
+// fences the whole unabsorbed backlog: one slot at a time it costs about
+// two round trips per slot; 16 at a time, about one per 8 slots.
+const DefaultFenceParallel = 16
 
 // FenceResult is what a fence found.
 type FenceResult struct {
@@ -232,9 +243,12 @@ type FenceResult struct {
 	Committed uint64
 	// Overridden is how many of them were decided by AcceptReadableFlight.
 	Overridden uint64
-	// Poisoned is the number of poisons this call placed (a rerun that
-	// finds its own poison already there places none).
+	// Poisoned is the number of poisons this call placed in [from, Cut]
+	// (a rerun that finds its own poison already there places none).
 	Poisoned int
+	// PoisonedAhead is the number it placed past the cut by looking ahead
+	// (FenceOptions.Parallel).
+	PoisonedAhead int
 }
 
 // Fence finds the cut of epoch of the chain (star, class), from slot from
@@ -269,23 +283,63 @@ func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, 
 	if bound == 0 {
 		bound = DefaultFenceMaxSlots
 	}
+	par := uint64(opt.Parallel)
+	if opt.Parallel <= 0 {
+		par = DefaultFenceParallel
+	}
+	// Slots in [slot, next) are being fenced, each by its own goroutine
+	// reporting on its channel (buffered: a goroutine never waits for the
+	// reader). They are consumed in slot order.
+	type outcome struct {
+		d          Decision
+		overridden bool
+		placed     int
+		err        error
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var inflight []chan outcome
+	next := from
 	var res FenceResult
+	// stop ends the look-ahead and counts what it placed past the cut.
+	stop := func() {
+		cancel()
+		wg.Wait()
+		for _, ch := range inflight {
+			res.PoisonedAhead += (<-ch).placed
+		}
+	}
 	for slot := from; ; slot++ {
 		if slot-from >= bound {
+			stop()
 			return res, fmt.Errorf("%w: %s/%s epoch %d: %d slots from %d are committed and no dead slot found (is a writer still running?)", ErrFenceBound, star, class, epoch, bound, from)
 		}
-		f := slotFence{set: set, key: SlotKey(star, class, epoch, slot), epoch: epoch, slot: slot, nonce: nonce, accept: opt.AcceptReadableFlight}
-		d, overridden, err := f.run(ctx, retry)
-		res.Poisoned += f.placed
-		if err != nil {
-			return res, err
+		for next-slot < par && next-from < bound {
+			f := &slotFence{set: set, key: SlotKey(star, class, epoch, next), epoch: epoch, slot: next, nonce: nonce, accept: opt.AcceptReadableFlight}
+			ch := make(chan outcome, 1)
+			inflight = append(inflight, ch)
+			next++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, overridden, err := f.run(lctx, retry)
+				ch <- outcome{d, overridden, f.placed, err}
+			}()
 		}
-		if d == Dead {
+		o := <-inflight[0]
+		inflight = inflight[1:]
+		res.Poisoned += o.placed
+		if o.err != nil {
+			stop()
+			return res, o.err
+		}
+		if o.d == Dead {
 			res.Cut = slot
+			stop()
 			return res, nil
 		}
 		res.Committed++
-		if overridden {
+		if o.overridden {
 			res.Overridden++
 		}
 	}

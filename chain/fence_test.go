@@ -150,33 +150,93 @@ func fence(t *testing.T, ts *testSet, epoch, from uint64, n envelope.Nonce, opt 
 }
 
 // TestFenceCleanRun: after N committed slots the cut is N, poison (the
-// fencer's) sits at N in every bucket, and nothing is listed.
+// fencer's) sits at N in every bucket, and nothing is listed. One slot at a
+// time the fence touches nothing past the cut; looking ahead (the default)
+// it poisons at most Parallel−1 slots past it, counted apart.
 func TestFenceCleanRun(t *testing.T) {
 	for _, sh := range shapes {
-		t.Run(shapeName(sh.k, sh.w), func(t *testing.T) {
-			ts := newTestSet(sh.k, sh.w, 1)
-			const n = 7
-			ts.writeCommitted(t, 3, 0, n)
-			nonce := envelope.NewNonce()
-			res := fence(t, ts, 3, 0, nonce, FenceOptions{})
-			if res.Cut != n || res.Committed != n || res.Poisoned != sh.k {
-				t.Fatalf("got %+v, want cut %d, %d committed, %d poisons", res, n, n, sh.k)
-			}
-			for i := range ts.mems {
-				env, err := ts.envelopeAt(t, i, 3, n)
-				if err != nil || env.Kind != envelope.KindPoison || env.Nonce != nonce {
-					t.Fatalf("bucket %d at the cut: %+v %v, want our poison", i, env, err)
+		for _, par := range []int{1, 0} {
+			t.Run(fmt.Sprintf("%s,parallel=%d", shapeName(sh.k, sh.w), par), func(t *testing.T) {
+				ts := newTestSet(sh.k, sh.w, 1)
+				const n = 7
+				ts.writeCommitted(t, 3, 0, n)
+				nonce := envelope.NewNonce()
+				res := fence(t, ts, 3, 0, nonce, FenceOptions{Parallel: par})
+				if res.Cut != n || res.Committed != n || res.Poisoned != sh.k {
+					t.Fatalf("got %+v, want cut %d, %d committed, %d poisons", res, n, n, sh.k)
 				}
-				if _, err := ts.envelopeAt(t, i, 3, n+1); !errors.Is(err, objstore.ErrNotFound) {
-					t.Fatalf("bucket %d: the fence touched slot %d past the cut: %v", i, n+1, err)
+				reach := uint64(0) // how far past the cut the fence may poison
+				if par == 0 {
+					reach = DefaultFenceParallel - 1
 				}
+				if res.PoisonedAhead > int(reach)*sh.k {
+					t.Fatalf("%d poisons past the cut with parallel %d", res.PoisonedAhead, par)
+				}
+				ahead := 0
+				for i := range ts.mems {
+					env, err := ts.envelopeAt(t, i, 3, n)
+					if err != nil || env.Kind != envelope.KindPoison || env.Nonce != nonce {
+						t.Fatalf("bucket %d at the cut: %+v %v, want our poison", i, env, err)
+					}
+					for s := uint64(n + 1); s <= n+DefaultFenceParallel; s++ {
+						env, err := ts.envelopeAt(t, i, 3, s)
+						switch {
+						case errors.Is(err, objstore.ErrNotFound):
+						case s > n+reach:
+							t.Fatalf("bucket %d: the fence touched slot %d past the cut %d (parallel %d): %v", i, s, n, par, err)
+						case err != nil || env.Kind != envelope.KindPoison || env.Nonce != nonce:
+							t.Fatalf("bucket %d slot %d: %+v %v, want our poison or nothing", i, s, env, err)
+						default:
+							ahead++
+						}
+					}
+				}
+				if ahead != res.PoisonedAhead {
+					t.Fatalf("%d poisons found past the cut, %d reported", ahead, res.PoisonedAhead)
+				}
+				// From the middle: the same cut.
+				if res := fence(t, ts, 3, 4, envelope.NewNonce(), FenceOptions{Parallel: par}); res.Cut != n || res.Committed != n-4 {
+					t.Fatalf("fence from 4: %+v", res)
+				}
+				ts.noLists(t)
+			})
+		}
+	}
+}
+
+// TestFenceLookAheadAgrees: over random chains (committed slots, slots
+// with fewer than W copies, gaps), a fence looking ahead reaches the cut,
+// the count of committed slots and the in-range poisons of a fence taking
+// one slot at a time, on an identical copy of the buckets.
+func TestFenceLookAheadAgrees(t *testing.T) {
+	for _, sh := range shapes {
+		for seed := uint64(1); seed <= 40; seed++ {
+			r := rand.New(rand.NewPCG(seed, 99))
+			seq, look := newTestSet(sh.k, sh.w, seed), newTestSet(sh.k, sh.w, seed)
+			n := r.IntN(40)
+			for s := 0; s < n+r.IntN(20); s++ {
+				var buckets []int
+				if s < n {
+					buckets = r.Perm(sh.k)[:sh.w+r.IntN(sh.k-sh.w+1)] // committed
+				} else {
+					buckets = r.Perm(sh.k)[:r.IntN(sh.k+1)] // anything
+				}
+				if len(buckets) == 0 {
+					continue
+				}
+				seq.writeSlot(t, 1, uint64(s), buckets...)
+				look.writeSlot(t, 1, uint64(s), buckets...)
 			}
-			// From the middle: the same cut.
-			if res := fence(t, ts, 3, 4, envelope.NewNonce(), FenceOptions{}); res.Cut != n || res.Committed != n-4 {
-				t.Fatalf("fence from 4: %+v", res)
+			from := uint64(r.IntN(n + 1))
+			a := fence(t, seq, 1, from, envelope.NewNonce(), FenceOptions{Parallel: 1})
+			b := fence(t, look, 1, from, envelope.NewNonce(), FenceOptions{Parallel: 1 + r.IntN(32)})
+			if a.Cut != b.Cut || a.Committed != b.Committed || a.Poisoned != b.Poisoned {
+				t.Fatalf("%s seed %d from %d: one at a time %+v, looking ahead %+v", shapeName(sh.k, sh.w), seed, from, a, b)
 			}
-			ts.noLists(t)
-		})
+			if a.Cut < uint64(n) {
+				t.Fatalf("%s seed %d: cut %d below the %d committed slots", shapeName(sh.k, sh.w), seed, a.Cut, n)
+			}
+		}
 	}
 }
 
@@ -228,27 +288,32 @@ func TestFenceMidUpload(t *testing.T) {
 }
 
 // TestFenceIdempotent: a rerun (same fencer or another) reaches the same
-// cut and places no new poison.
+// cut and places no new poison up to it; one slot at a time, it creates no
+// object at all.
 func TestFenceIdempotent(t *testing.T) {
 	for _, sh := range shapes {
-		t.Run(shapeName(sh.k, sh.w), func(t *testing.T) {
-			ts := newTestSet(sh.k, sh.w, 3)
-			ts.writeCommitted(t, 2, 0, 4)
-			ts.writeSlot(t, 2, 4, 0) // a straggler copy
-			nonce := envelope.NewNonce()
-			first := fence(t, ts, 2, 0, nonce, FenceOptions{})
-			before := ts.putBytes()
-			for _, n := range []envelope.Nonce{nonce, envelope.NewNonce()} {
-				again := fence(t, ts, 2, 0, n, FenceOptions{})
-				if again.Cut != first.Cut || again.Poisoned != 0 {
-					t.Fatalf("rerun: %+v, first run %+v", again, first)
+		for _, par := range []int{1, 0} {
+			t.Run(fmt.Sprintf("%s,parallel=%d", shapeName(sh.k, sh.w), par), func(t *testing.T) {
+				ts := newTestSet(sh.k, sh.w, 3)
+				ts.writeCommitted(t, 2, 0, 4)
+				ts.writeSlot(t, 2, 4, 0) // a straggler copy
+				nonce := envelope.NewNonce()
+				first := fence(t, ts, 2, 0, nonce, FenceOptions{Parallel: par})
+				before := ts.putBytes()
+				for _, n := range []envelope.Nonce{nonce, envelope.NewNonce()} {
+					again := fence(t, ts, 2, 0, n, FenceOptions{Parallel: par})
+					if again.Cut != first.Cut || again.Poisoned != 0 {
+						t.Fatalf("rerun: %+v, first run %+v", again, first)
+					}
 				}
-			}
-			if after := ts.putBytes(); after != before {
-				t.Fatalf("reruns created %d bytes of objects", after-before)
-			}
-			ts.noLists(t)
-		})
+				// Looking ahead, a rerun may poison a slot past the cut that
+				// the first run's look-ahead was stopped before reaching.
+				if after := ts.putBytes(); par == 1 && after != before {
+					t.Fatalf("reruns created %d bytes of objects", after-before)
+				}
+				ts.noLists(t)
+			})
+		}
 	}
 }
 

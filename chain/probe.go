@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/objstore"
@@ -30,6 +31,10 @@ type ProbeResult struct {
 // probeAttempts bounds the tries of one key before its bucket is given up.
 const probeAttempts = 4
 
+// probeParallel is how many keys of one bucket a garbage probe settles at
+// once.
+const probeParallel = 16
+
 // GarbageProbe sweeps the slots [cut, cut+window) of epoch, past its
 // recorded cut, in every bucket: it poisons each free key (PutIfAbsent with
 // nonce), so that a zombie incumbent's delayed PUT finds poison and halts;
@@ -53,27 +58,32 @@ func GarbageProbe(ctx context.Context, set BucketSet, star string, class Class, 
 	if err := objstore.ValidateKey(SlotKey(star, class, epoch, cut)); err != nil {
 		return res, fmt.Errorf("chain: garbage probe %s/%s epoch %d: %w", star, class, epoch, err)
 	}
+	// Every key is probed by its own goroutine, at most probeParallel at a
+	// time per bucket. A bucket whose attempts fail probeAttempts times in
+	// all (down, or failing) is given up: its unsettled keys are skipped.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, b := range set.Stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var r ProbeResult
-			for s := cut; s < cut+uint64(window); s++ {
-				if !probeKey(ctx, b, SlotKey(star, class, epoch, s), epoch, s, nonce, set.Retry, &r) {
-					// Down or failing: skip the bucket's remaining keys.
-					r.Unreachable += int(cut + uint64(window) - s)
-					break
+		var fails atomic.Int32
+		sem := make(chan struct{}, probeParallel)
+		for s := cut; s < cut+uint64(window); s++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				var r ProbeResult
+				if !probeKey(ctx, b, SlotKey(star, class, epoch, s), epoch, s, nonce, set.Retry, &fails, &r) {
+					r.Unreachable++
 				}
-			}
-			mu.Lock()
-			res.Poisoned += r.Poisoned
-			res.DeletedFlights += r.DeletedFlights
-			res.Unreachable += r.Unreachable
-			res.Left += r.Left
-			mu.Unlock()
-		}()
+				mu.Lock()
+				res.Poisoned += r.Poisoned
+				res.DeletedFlights += r.DeletedFlights
+				res.Unreachable += r.Unreachable
+				res.Left += r.Left
+				mu.Unlock()
+			}()
+		}
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -83,11 +93,16 @@ func GarbageProbe(ctx context.Context, set BucketSet, star string, class Class, 
 }
 
 // probeKey settles one key of one bucket and reports whether it did.
-func probeKey(ctx context.Context, b objstore.Store, key string, epoch, slot uint64, nonce envelope.Nonce, retry RetryPolicy, r *ProbeResult) bool {
+// fails counts the bucket's failed attempts across its keys: once it
+// reaches probeAttempts, every key of the bucket gives up.
+func probeKey(ctx context.Context, b objstore.Store, key string, epoch, slot uint64, nonce envelope.Nonce, retry RetryPolicy, fails *atomic.Int32, r *ProbeResult) bool {
 	poison := envelope.Poison(epoch, slot, nonce)
 	bo := newBackoff(retry)
 	ambiguous := false // a poison PUT of ours failed ambiguously
-	for attempt := 1; ; attempt++ {
+	for {
+		if fails.Load() >= probeAttempts {
+			return false
+		}
 		err := b.PutIfAbsent(ctx, key, poison)
 		switch {
 		case err == nil:
@@ -116,8 +131,8 @@ func probeKey(ctx context.Context, b objstore.Store, key string, epoch, slot uin
 			return true
 		}
 		// Not found after ErrExists or an ambiguous PUT, or a failed read
-		// or delete: try again, a few times.
-		if attempt >= probeAttempts || !bo.wait(ctx) {
+		// or delete: try again, until the bucket has failed a few times.
+		if fails.Add(1) >= probeAttempts || !bo.wait(ctx) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/flightlog/flightlog/envelope"
 )
@@ -45,19 +46,55 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 	if err := set.Validate(); err != nil {
 		return st, err
 	}
+	// Read ahead: up to walkReadAhead slots are fetched at once, each by its
+	// own goroutine, and handed to fn in slot order.
+	type got struct {
+		obj    []byte
+		frames []envelope.FrameInfo
+		st     WalkStats
+		err    error
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	var inflight []chan got
+	next := from
 	for slot := from; slot < cut; slot++ {
-		obj, frames, err := readSlot(ctx, set, star, class, epoch, slot, &st)
-		if err != nil {
-			return st, err
+		for next < cut && next-slot < walkReadAhead {
+			ch := make(chan got, 1)
+			inflight = append(inflight, ch)
+			s := next
+			next++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var g got
+				g.obj, g.frames, g.err = readSlot(lctx, set, star, class, epoch, s, &g.st)
+				ch <- g
+			}()
+		}
+		g := <-inflight[0]
+		inflight = inflight[1:]
+		st.Skipped += g.st.Skipped
+		if g.err != nil {
+			return st, g.err
 		}
 		st.Slots++
-		st.Bytes += int64(len(obj))
-		if err := fn(slot, obj, frames); err != nil {
+		st.Bytes += int64(len(g.obj))
+		if err := fn(slot, g.obj, g.frames); err != nil {
 			return st, fmt.Errorf("chain: walk %s/%s epoch %d slot %d: %w", star, class, epoch, slot, err)
 		}
 	}
 	return st, nil
 }
+
+// walkReadAhead is how many slots a walk fetches at once: it overlaps
+// round trips (a takeover walks the whole unabsorbed backlog) while holding
+// at most that many flight objects.
+const walkReadAhead = 8
 
 // readSlot returns the first good copy of a committed slot, retrying until
 // ctx ends.

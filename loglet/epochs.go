@@ -103,12 +103,12 @@ func (s *Star) takeover(ctx context.Context, c Class, cc *ClassConfig, rec chain
 		if cp.Epoch == e {
 			from = cp.Next
 		}
-		res, err := chain.Fence(ctx, set, s.cfg.Star, c, e, from, nonce, chain.FenceOptions{Retry: cc.Retry})
+		res, err := chain.Fence(ctx, set, s.cfg.Star, c, e, from, nonce, chain.FenceOptions{Retry: cc.Retry, Parallel: fenceParallel(rec.Window)})
 		if err != nil {
 			return chainStart{}, fmt.Errorf("loglet: %s/%s: fence epoch %d: %w", s.cfg.Star, c, e, err)
 		}
 		cut = res.Cut
-		log.Info("fenced", "epoch", e, "from", from, "cut", cut, "poisoned", res.Poisoned)
+		log.Info("fenced", "epoch", e, "from", from, "cut", cut, "poisoned", res.Poisoned, "poisoned_ahead", res.PoisonedAhead)
 	}
 	// Mint: keep the cuts the walk (and readers of older epochs) still need.
 	var cuts []chain.Cut
@@ -238,4 +238,12 @@ func commitRound(ctx context.Context, cm *absorb.Committer, stores []objstore.St
 	}
 	*prev = key
 	return nil
+}
+
+// fenceParallel is how many slots a fence of an epoch with this window
+// looks at once: the chain default, but never past the window, so that
+// look-ahead poisons past the cut stay inside the range the garbage probe
+// poisons anyway.
+func fenceParallel(window int) int {
+	return max(1, min(chain.DefaultFenceParallel, window))
 }

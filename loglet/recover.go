@@ -73,7 +73,7 @@ func (l *lane) recover() {
 	// 2. Fence our own epoch.
 	set := l.star.bucketSet(&l.cfg)
 	nonce := envelope.NewNonce()
-	res, err := chain.Fence(ctx, set, l.star.cfg.Star, l.class, e, from, nonce, chain.FenceOptions{Retry: l.cfg.Retry})
+	res, err := chain.Fence(ctx, set, l.star.cfg.Star, l.class, e, from, nonce, chain.FenceOptions{Retry: l.cfg.Retry, Parallel: fenceParallel(rec.Window)})
 	if err != nil {
 		l.die(outcomeUnknown(fmt.Errorf("%w: halted at epoch %d (%v) and the fence failed: %v", ErrChainHalted, e, cause, err)))
 		return
