@@ -482,6 +482,12 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	// is never behind the records returned.
 	tail = st.durable
 	l.mu.Unlock()
+	// A deposed leader that does not know it yet reads refs its successor
+	// wrote, past its own durable tail: the records are durable, so the
+	// tail it reports is at least their end.
+	if n := len(recs); n > 0 && recs[n-1].Seq+1 > tail.Seq {
+		tail = Tail{Seq: recs[n-1].Seq + 1, Timestamp: max(tail.Timestamp, recs[n-1].Timestamp)}
+	}
 	return result(recs, start, tail), err
 }
 

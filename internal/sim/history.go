@@ -192,7 +192,7 @@ func (h *history) observeRead(who, stream string, from uint64, recs []loglet.Seq
 			return
 		}
 		if hasTail && r.Seq >= tail {
-			h.knownBug("read-tail-behind", "%s read of %s from %d: seq %d at or past the durable tail %d it reported", who, stream, from, r.Seq, tail)
+			h.violation("%s read of %s from %d: seq %d at or past the durable tail %d it reported", who, stream, from, r.Seq, tail)
 		}
 		id, ok := parseRecordID(r.Body)
 		if !ok {
