@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/flightlog/flightlog/internal/keyed"
 )
 
 // Injected-fault errors. FaultStore wraps them with %w (together with
@@ -79,8 +79,7 @@ type FaultStore struct {
 	inner Store
 
 	mu        sync.Mutex
-	seed      uint64
-	calls     map[uint64]uint64 // per (op, keys) hash: calls drawn so far
+	draws     *keyed.Source
 	down      bool
 	latency   func(r *rand.Rand) time.Duration
 	errRate   float64
@@ -97,21 +96,7 @@ var (
 // WithFaults wraps inner. seed drives every random choice the FaultStore
 // makes; print it on failure to reproduce a run.
 func WithFaults(inner Store, seed uint64) *FaultStore {
-	return &FaultStore{inner: inner, seed: seed, calls: map[uint64]uint64{}}
-}
-
-// drawFor returns the random source of one call of op on keys. f.mu held.
-func (f *FaultStore) drawFor(op string, keys []string) *rand.Rand {
-	d := xxhash.New()
-	_, _ = d.WriteString(op)
-	for _, k := range keys {
-		_, _ = d.Write([]byte{0})
-		_, _ = d.WriteString(k)
-	}
-	h := d.Sum64()
-	n := f.calls[h]
-	f.calls[h] = n + 1
-	return rand.New(rand.NewPCG(f.seed^h, n^0x9e3779b97f4a7c15))
+	return &FaultStore{inner: inner, draws: keyed.New(seed)}
 }
 
 // Inner returns the wrapped store.
@@ -266,7 +251,7 @@ func (f *FaultStore) do(ctx context.Context, op string, keys []string, write boo
 	if f.hook != nil {
 		fault = f.hook(op, keys)
 	}
-	rng := f.drawFor(op, keys)
+	rng := f.draws.Rand(append([]string{op}, keys...)...)
 	// Draw the fate first, whatever the rates, so that changing a rate or
 	// the latency does not shift the other draws.
 	e, a := rng.Float64(), rng.Float64()

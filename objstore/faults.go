@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/flightlog/flightlog/internal/keyed"
 )
 
 // Errors that only a FaultStore returns. To a caller both are transient
@@ -175,8 +175,7 @@ type FaultStore struct {
 	inner Store
 
 	mu        sync.Mutex
-	seed      uint64
-	calls     map[uint64]uint64 // per (op, key) hash: calls drawn so far
+	draws     *keyed.Source
 	down      bool
 	latency   [numOps]LatencyDist
 	errRate   [numOps]float64
@@ -192,23 +191,8 @@ var _ Store = (*FaultStore)(nil)
 func WithFaults(inner Store, seed uint64) *FaultStore {
 	return &FaultStore{
 		inner: inner,
-		seed:  seed,
-		calls: map[uint64]uint64{},
+		draws: keyed.New(seed),
 	}
-}
-
-// drawFor returns the random source of one call of op on key: seeded by the
-// FaultStore's seed, op, key and how many calls of op on key came before,
-// so what a call draws does not depend on how concurrent calls interleave.
-// f.mu held.
-func (f *FaultStore) drawFor(op Op, key string) *rand.Rand {
-	d := xxhash.New()
-	_, _ = d.Write([]byte{byte(op), 0})
-	_, _ = d.WriteString(key)
-	h := d.Sum64()
-	n := f.calls[h]
-	f.calls[h] = n + 1
-	return rand.New(rand.NewPCG(f.seed^h, n^0x9e3779b97f4a7c15))
 }
 
 // Inner returns the wrapped store.
@@ -282,7 +266,7 @@ func (f *FaultStore) plan(op Op, key string) (Fault, error) {
 		}
 	}
 	if fault.isZero() {
-		rng := f.drawFor(op, key)
+		rng := f.draws.Rand(op.String(), key)
 		// The fate is drawn first, whatever the rates, so that changing a
 		// rate or the latency does not shift the other draws.
 		e, a := rng.Float64(), rng.Float64()

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -176,9 +176,8 @@ func (s limitedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastor
 // recognises its own write). Rate p per write, off while p is 0.
 type conflictingMeta struct {
 	metastore.Store
-	seed  uint64
+	draws *keyed.Source
 	mu    sync.Mutex
-	calls map[uint64]uint64 // per keys hash: writes drawn so far
 	p     float64
 	n     int // injected
 }
@@ -189,15 +188,7 @@ type conflictingMeta struct {
 func (s *conflictingMeta) hit(keys ...string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := xxhash.New()
-	for _, k := range keys {
-		_, _ = d.WriteString(k)
-		_, _ = d.Write([]byte{0})
-	}
-	h := d.Sum64()
-	n := s.calls[h]
-	s.calls[h] = n + 1
-	if s.p > 0 && rand.New(rand.NewPCG(s.seed^h, n)).Float64() < s.p {
+	if s.p > 0 && s.draws.Rand(keys...).Float64() < s.p {
 		s.n++
 		return true
 	}

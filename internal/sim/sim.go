@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -329,7 +330,7 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			pr.fs[c] = append(pr.fs[c], f)
 		}
 	}
-	pr.cm = &conflictingMeta{Store: w.metaBkt, seed: w.o.Seed*1000 + uint64(n) + 0xc0f1, calls: map[uint64]uint64{}}
+	pr.cm = &conflictingMeta{Store: w.metaBkt, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0xc0f1)}
 	pr.mf = metastore.WithFaults(pr.cm, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
 		med, p99 := w.p.metaLat, 8*w.p.metaLat
