@@ -256,7 +256,9 @@ type FenceResult struct {
 // (PutIfAbsent of a poison carrying nonce, the fencer's own; on ErrExists or
 // an ambiguous failure it reads the occupant's envelope), and decides from
 // the final occupants with Decide: committed, go on; dead, that slot is the
-// cut. It uses point lookups only, never a listing.
+// cut. It uses point lookups only, never a listing. Up to opt.Parallel
+// slots are worked on at once, but they are decided in slot order; the
+// look-ahead past the cut is stopped once the cut is known.
 //
 // Because it decides from occupants rather than from what it placed, Fence
 // is idempotent: a rerun, or a second fencer racing this one, reaches the
