@@ -463,16 +463,7 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 // schedule starts the fault schedulers: zone downs, outages, corruption,
 // the fence scenarios.
 func (w *world) schedule(ctx context.Context, bg *sync.WaitGroup) {
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+	sleep := func(d time.Duration) bool { return sleepCtx(ctx, d) }
 	if w.p.faults.ZoneDown {
 		bg.Add(1)
 		go func() {

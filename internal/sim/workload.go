@@ -70,7 +70,13 @@ func nsUpTo(r *rand.Rand, d time.Duration) time.Duration {
 }
 
 func (p *producer) think(ctx context.Context) bool {
-	t := time.NewTimer(nsUpTo(p.rng, 30*time.Millisecond))
+	return sleepCtx(ctx, nsUpTo(p.rng, 30*time.Millisecond))
+}
+
+// sleepCtx waits d (virtual time in a bubble) and reports whether ctx was
+// still live when it ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -269,16 +275,7 @@ func (w *world) startReaders(pr *process) {
 	draws := func(i uint64) (intn func(int) int, pause func(int) bool) {
 		rng := rand.New(rand.NewPCG(w.o.Seed, uint64(pr.n)*64+i+7777))
 		intn = rng.IntN
-		pause = func(max int) bool {
-			t := time.NewTimer(nsUpTo(rng, time.Duration(max)*time.Millisecond))
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
+		pause = func(max int) bool { return sleepCtx(ctx, nsUpTo(rng, time.Duration(max)*time.Millisecond)) }
 		return intn, pause
 	}
 	who := fmt.Sprintf("leader%d", pr.n)
