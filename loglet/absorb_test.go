@@ -76,6 +76,33 @@ func TestAckedRecordsReadableFromFreshReader(t *testing.T) {
 			}
 		}
 	}
+	// Random limits: the read plans extents ahead by their raw length and
+	// must still return exactly the next records, at least one, within
+	// MaxRecords and (past the first record) MaxBytes.
+	for stream, bodies := range want {
+		next := uint64(0)
+		for next < uint64(len(bodies)) {
+			q := ReadQuery{Start: AtSeq(next), MaxRecords: 1 + rnd.IntN(100), MaxBytes: 1 + rnd.IntN(40000)}
+			res, err := rd.Read(ctx, stream, q)
+			if err != nil {
+				t.Fatalf("%s at %d: %v", stream, next, err)
+			}
+			if len(res.Records) == 0 || len(res.Records) > q.MaxRecords {
+				t.Fatalf("seed %d: %s at %d with %+v: %d records", seed, stream, next, q, len(res.Records))
+			}
+			size := 0
+			for _, rec := range res.Records {
+				if rec.Seq != next || !bytes.Equal(rec.Body, bodies[next]) {
+					t.Fatalf("seed %d: %s: record %d differs (seq %d)", seed, stream, next, rec.Seq)
+				}
+				size += len(rec.Body)
+				next++
+			}
+			if len(res.Records) > 1 && size > q.MaxBytes {
+				t.Fatalf("seed %d: %s: %d records of %d bytes over MaxBytes %d", seed, stream, len(res.Records), size, q.MaxBytes)
+			}
+		}
+	}
 	if s := rd.Stats(); s.CorruptCopies == 0 {
 		t.Fatalf("no corrupt copy was detected: %+v", s)
 	}

@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -26,9 +27,17 @@ type history struct {
 
 const refScanBatch = 16
 
+// readAhead is how many extents a history read fetches at once: a catch-up
+// read spans many extents, and one GET at a time pays a round trip each.
+const readAhead = 8
+
 // read returns up to maxRecs records (and about maxBytes) of stream from
 // seq `from` on. It returns no records if nothing at or past from is
 // absorbed, and ErrHistoryTrimmed if refs exist only past from.
+//
+// It plans the extents a batch of refs contributes (stopping at a gap or
+// once the limits are surely met), fetches up to readAhead of them at
+// once, and consumes them in order.
 func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs, maxBytes int) ([]SequencedRecord, error) {
 	prefix := "refs/" + chain.StreamKey(stream) + "/"
 	after := chain.RefKey(stream, from) // refs ending after from
@@ -40,45 +49,119 @@ func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs,
 		if err != nil {
 			return out, fmt.Errorf("loglet: read refs of %q: %w", stream, err)
 		}
-		for _, it := range items {
+		// Plan: the extents past next, in order, until a gap or enough.
+		var jobs []extentJob
+		planned, recs, bytes := next, len(out), size
+		gap := false
+		stopped := -1 // the item whose extents the plan stopped in, at the limits
+	plan:
+		for i, it := range items {
 			ref, err := absorb.DecodeRef(it.Value)
 			if err != nil {
 				return out, fmt.Errorf("loglet: ref %s: %w", it.Key, err)
 			}
-			if ref.Start > next {
-				if len(out) == 0 {
+			if ref.Start > planned {
+				if len(out) == 0 && len(jobs) == 0 {
 					return nil, fmt.Errorf("%w: stream %q: oldest readable record after %d is %d", ErrHistoryTrimmed, stream, from, ref.Start)
 				}
-				return out, nil // a gap past what we return: let the caller come back
+				gap = true // a gap past what we return: let the caller come back
+				break
 			}
 			for _, ext := range ref.Extents {
-				if ext.FirstSeq+uint64(ext.Count) <= next {
+				end := ext.FirstSeq + uint64(ext.Count)
+				if end <= planned {
 					continue
 				}
-				recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
-				if err != nil {
-					return out, err
-				}
-				for j, r := range recs {
-					seq := ext.FirstSeq + uint64(j)
-					if seq < next {
-						continue // refs may overlap while settle repoints: dedupe by seq
-					}
-					rs := recordSize(r)
-					if len(out) >= maxRecs || (len(out) > 0 && size+rs > maxBytes) {
-						return out, nil
-					}
-					size += rs
-					out = append(out, SequencedRecord{Seq: seq, Record: r})
-					next = seq + 1
+				jobs = append(jobs, extentJob{key: it.Key, ref: ref, ext: ext})
+				recs += int(end - max(planned, ext.FirstSeq))
+				bytes += int(ext.RawLength)
+				planned = end
+				if recs >= maxRecs || bytes >= maxBytes {
+					stopped = i
+					break plan
 				}
 			}
+		}
+		done, err := h.consume(ctx, stream, jobs, &out, &next, &size, maxRecs, maxBytes)
+		if err != nil || done || gap {
+			return out, err
+		}
+		if stopped >= 0 {
+			// The plan's estimate (raw frame lengths) was over what the
+			// records hold: scan again from the item it stopped in.
+			if stopped > 0 {
+				after = items[stopped-1].Key
+			}
+			continue
 		}
 		if len(items) < refScanBatch {
 			return out, nil
 		}
 		after = items[len(items)-1].Key
 	}
+}
+
+// extentJob is one extent a read fetches, with the ref it came from.
+type extentJob struct {
+	key string
+	ref absorb.SpanRef
+	ext absorb.Extent
+}
+
+// consume fetches jobs, up to readAhead at once, and appends their records
+// to out in order from *next, within the limits. It reports whether a limit
+// was reached. Fetches not yet consumed when it returns are cancelled.
+func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, out *[]SequencedRecord, next *uint64, size *int, maxRecs, maxBytes int) (bool, error) {
+	if len(jobs) == 0 {
+		return false, nil
+	}
+	type fetched struct {
+		recs []Record
+		err  error
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	results := make([]chan fetched, len(jobs))
+	started := 0
+	start := func() {
+		j := jobs[started]
+		ch := make(chan fetched, 1)
+		results[started] = ch
+		started++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs, err := h.fetch(fctx, j.key, j.ref, j.ext, stream)
+			ch <- fetched{recs, err}
+		}()
+	}
+	for i, j := range jobs {
+		for started < len(jobs) && started-i < readAhead {
+			start()
+		}
+		f := <-results[i]
+		if f.err != nil {
+			return false, f.err
+		}
+		for k, r := range f.recs {
+			seq := j.ext.FirstSeq + uint64(k)
+			if seq < *next {
+				continue // refs may overlap while settle repoints: dedupe by seq
+			}
+			rs := recordSize(r)
+			if len(*out) >= maxRecs || (len(*out) > 0 && *size+rs > maxBytes) {
+				return true, nil
+			}
+			*size += rs
+			*out = append(*out, SequencedRecord{Seq: seq, Record: r})
+			*next = seq + 1
+		}
+	}
+	return false, nil
 }
 
 func recordSize(r Record) int {
