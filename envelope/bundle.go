@@ -41,6 +41,10 @@ type BundleWriter struct {
 	frames  []FrameInfo       // the frames so far
 	nextSeq map[string]uint64 // per stream: the sequence number after its last frame
 	hint    int               // capacity for the next bundle's buf
+	// scratch receives each frame's compressed bytes before they are
+	// appended to buf; it is kept across frames and bundles, so buf grows
+	// by what a frame takes, not by the compressor's worst case.
+	scratch []byte
 }
 
 // NewBundleWriter returns an empty writer.
@@ -75,8 +79,18 @@ func (w *BundleWriter) AddFrame(stream string, firstSeq uint64, count int, minTS
 		w.nextSeq = make(map[string]uint64)
 	}
 	start := len(w.buf)
-	var used Codec
-	w.buf, used = compress(w.buf, records, codec)
+	used := CodecNone
+	if codec != CodecNone {
+		var enc []byte
+		enc, used = compress(w.scratch[:0], records, codec)
+		w.scratch = enc[:0]
+		if used != CodecNone {
+			w.buf = append(w.buf, enc...)
+		}
+	}
+	if used == CodecNone {
+		w.buf = append(w.buf, records...)
+	}
 	info := FrameInfo{
 		Stream:       stream,
 		FirstSeq:     firstSeq,
