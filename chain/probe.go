@@ -19,9 +19,9 @@ type ProbeResult struct {
 	// DeletedFlights is the number of flight copies deleted.
 	DeletedFlights int
 	// Unreachable is the number of (bucket, slot) keys the probe could not
-	// settle: the bucket was down or kept failing. A bucket that fails is
-	// skipped for the rest of the probe, and each of its remaining keys
-	// counts here.
+	// settle: the bucket was down or kept failing. A bucket whose attempts
+	// fail probeAttempts times in all (across its keys, probed in
+	// parallel) is given up, and each key it left unsettled counts here.
 	Unreachable int
 	// Left is the number of occupants left alone because they are neither
 	// a flight nor a poison of the slot (corrupt or foreign objects).
