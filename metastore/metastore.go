@@ -35,10 +35,14 @@ var (
 	// ErrInvalidKey: an empty key, a key over MaxKeyLen, or one with NUL.
 	ErrInvalidKey = errors.New("metastore: invalid key")
 	// ErrTooLarge: a value over the backend's limit, or a Commit with more
-	// ops than the backend's MaxCommitOps. Nothing was written.
+	// ops than the backend's MaxCommitOps. Nothing was written. Permanent:
+	// the same request fails again. An overloaded or full store is not
+	// ErrTooLarge but ErrUnavailable.
 	ErrTooLarge = errors.New("metastore: request too large")
-	// ErrUnavailable: the store cannot be reached or is closed. Ambiguous
-	// for writes unless the backend documents that nothing was sent.
+	// ErrUnavailable: the store cannot be reached, is closed, or is
+	// overloaded or out of space. Transient: retry after a backoff.
+	// Ambiguous for writes unless the backend documents that nothing was
+	// written.
 	ErrUnavailable = errors.New("metastore: unavailable")
 )
 

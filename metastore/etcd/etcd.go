@@ -32,7 +32,10 @@
 // metastore.CommitLimiter; more is metastore.ErrTooLarge before anything is
 // sent. Values are limited to Config.MaxValueLen (default 1 MiB, under
 // etcd's default --max-request-bytes of 1.5 MiB); a request etcd still finds
-// too large is also ErrTooLarge, and nothing was written.
+// too large (its request-too-large and too-many-ops errors, gRPC's "message
+// larger than max") is also ErrTooLarge, and nothing was written. Only a
+// request over a limit is ErrTooLarge, which callers treat as permanent;
+// etcd's other ResourceExhausted answers (overload, NOSPACE) are transient.
 //
 // # Failures
 //
@@ -48,6 +51,16 @@
 // wrapping ErrUnavailable when the cluster could not be reached. Every
 // request is bounded by Config.RequestTimeout as well as the caller's
 // context; a cancelled caller context is wrapped in the error.
+//
+// An overloaded cluster ("etcdserver: too many requests": a member's apply
+// lags its commit) wraps ErrUnavailable and not ErrAmbiguous: etcd refuses
+// it before proposing, so nothing was written. A full backend
+// ("etcdserver: mvcc: database space exceeded", the NOSPACE alarm) wraps
+// ErrUnavailable, and ErrAmbiguous for a write, since the write that
+// crosses the quota can be applied and still be answered NOSPACE; writes keep
+// failing until an operator compacts and defragments etcd and disarms the
+// alarm. Any other ResourceExhausted is overload: ErrUnavailable, and
+// ErrAmbiguous for a write.
 package etcd
 
 import (
@@ -55,6 +68,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -411,6 +425,15 @@ func (s *Store) checkOps(ops []metastore.Op) error {
 
 // mapErr turns a client error into the error to report. ctx is the
 // caller's; write says the request may have changed state.
+//
+// How errors arrive from the v3.7 client: an error the etcd server sends
+// is returned as the rpctypes.EtcdError value its message names
+// (clientv3.ContextError maps the status message back through
+// rpctypes.Error), carrying etcd's code in its Code method; it has no
+// GRPCStatus method, so status.Code of it is codes.Unknown. gRPC's own
+// errors (a message over a size limit, a dropped connection) stay status
+// errors. isEtcdErr matches both the EtcdError value and a status error
+// carrying its message (an older client, a proxy, a test).
 func (s *Store) mapErr(ctx context.Context, err error, write bool) error {
 	amb := func(err error) error {
 		if write {
@@ -421,18 +444,53 @@ func (s *Store) mapErr(ctx context.Context, err error, write bool) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return amb(fmt.Errorf("%w (%w)", cerr, err))
 	}
-	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+	switch {
+	case isEtcdErr(err, rpctypes.ErrTooManyOps), isEtcdErr(err, rpctypes.ErrRequestTooLarge):
+		// Checked by the server before the request is proposed.
 		return fmt.Errorf("%w (%w)", metastore.ErrTooLarge, err)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	case isEtcdErr(err, rpctypes.ErrTooManyRequests):
+		// The member's applied index lags its committed index by more than
+		// etcd allows (5000 entries), so it accepts no new proposals. The
+		// server checks this first thing in processInternalRaftRequestOnce,
+		// before the request is proposed to raft: nothing was written, so
+		// even a write is definite (not ErrAmbiguous). Transient: retry
+		// after a backoff.
+		return fmt.Errorf("etcd is overloaded (its apply lags its commit), retry later: %w (%w)", metastore.ErrUnavailable, err)
+	case isEtcdErr(err, rpctypes.ErrNoSpace):
+		// The backend is over --quota-backend-bytes. Usually the request
+		// is refused before it is proposed (the gRPC quota check) or at
+		// apply once the alarm is raised, but the write that first crosses
+		// the quota is applied and then answered NOSPACE (etcdserver's
+		// quotaApplierV3): a write is ambiguous. Not ErrTooLarge: the same
+		// request succeeds once space is reclaimed.
+		return amb(fmt.Errorf("etcd's NOSPACE alarm is raised (database space exceeded): "+
+			"writes fail until an operator compacts and defragments etcd and disarms the alarm "+
+			"(etcdctl compact, etcdctl defrag, etcdctl alarm disarm): %w (%w)", metastore.ErrUnavailable, err))
+	case errors.Is(err, context.DeadlineExceeded):
 		return amb(fmt.Errorf("no answer within %v (%v)", s.cfg.RequestTimeout, err))
 	}
-	switch status.Code(err) {
+	code := status.Code(err)
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	switch code {
 	case codes.ResourceExhausted:
-		// The client refused to send a message over its size limit.
-		return fmt.Errorf("%w (%w)", metastore.ErrTooLarge, err)
+		if strings.Contains(rpctypes.ErrorDesc(err), "larger than max") {
+			// gRPC's message size limit: the client refused to send the
+			// request ("trying to send message larger than max"), or the
+			// server's gRPC layer refused to receive it ("grpc: received
+			// message larger than max", past --max-request-bytes plus
+			// gRPC's overhead) before any handler ran. Nothing was written.
+			// (A response over the client's receive limit reads the same,
+			// but that limit is 2 GiB and flightlog's responses are small.)
+			return fmt.Errorf("%w (%w)", metastore.ErrTooLarge, err)
+		}
+		// Any other exhausted resource is overload, transient. Where it
+		// was refused is unknown, so a write is ambiguous.
+		return amb(fmt.Errorf("etcd is overloaded, retry later: %w (%w)", metastore.ErrUnavailable, err))
 	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition:
-		// The server rejected the request before applying it.
+		// The server rejected the request without applying it.
 		return err
 	case codes.DeadlineExceeded:
 		return amb(fmt.Errorf("no answer within %v (%v)", s.cfg.RequestTimeout, err))
@@ -440,6 +498,18 @@ func (s *Store) mapErr(ctx context.Context, err error, write bool) error {
 		return amb(fmt.Errorf("%w (%w)", metastore.ErrUnavailable, err))
 	}
 	return amb(err)
+}
+
+// isEtcdErr reports whether err is the etcd error target (an
+// rpctypes.EtcdError, such as rpctypes.ErrNoSpace): the value itself, as
+// the client returns it, or a gRPC status error with its message, as the
+// client docs advise comparing (by rpctypes.ErrorDesc).
+func isEtcdErr(err, target error) bool {
+	if errors.Is(err, target) {
+		return true
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	return errors.As(err, &se) && se.GRPCStatus().Message() == target.Error()
 }
 
 func revVersion(rev int64) metastore.Version {
