@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
@@ -228,77 +226,56 @@ func TestAmbiguousCommitResolved(t *testing.T) {
 	}
 }
 
+// TestBacklogBoundAndStallCause: the backlog fits flights up to its flight
+// and byte bounds (an empty backlog always fits one), releases tokens by
+// claim position, and counts each stall under the most specific cause seen
+// while it lasted.
 func TestBacklogBoundAndStallCause(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var causeV atomic.Uint32
-		setCause := func(c StallCause) { causeV.Store(uint32(c)) }
-		setCause(CauseMetastoreSlow)
-		var told []StallCause
-		b := NewBacklog(2, 100, func() StallCause { return StallCause(causeV.Load()) }, func(c StallCause, _ int, _ int64) { told = append(told, c) })
-		ctx := context.Background()
-		for slot := uint64(0); slot < 2; slot++ {
-			if err := b.Acquire(ctx, 40); err != nil {
-				t.Fatal(err)
-			}
-			b.Add(slot, 40)
-		}
-		tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		defer cancel()
-		if err := b.Acquire(tctx, 10); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("acquire past the flight bound: %v", err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- b.Acquire(ctx, 10) }()
-		synctest.Wait() // blocked at the flight bound
-		b.Release(1)    // frees slot 0
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		// The byte bound: 80 held after this Add, 30 more does not fit.
-		b.Add(2, 40)
-		setCause(CauseAbsorbLagging)
-		go func() { done <- b.Acquire(ctx, 30) }()
-		synctest.Wait()
-		select {
-		case err := <-done:
-			t.Fatalf("acquire past the byte bound returned %v", err)
-		default:
-		}
-		b.Release(2)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		st := b.Stats()
-		if st.Stalls["metastore slow"] != 2 || st.Stalls["absorb lagging"] != 1 || len(told) != 3 || st.Flights != 1 || st.Bytes != 40 {
-			t.Fatalf("stats %+v told %v", st, told)
-		}
-		// A stall that begins as "absorb lagging" and goes on while the
-		// metastore fails is counted as "metastore slow".
-		b.Add(3, 90)
-		b.Add(4, 5)
-		setCause(CauseAbsorbLagging)
-		go func() { done <- b.Acquire(ctx, 30) }()
-		synctest.Wait()
-		if st := b.Stats(); !st.Stalling || st.StallingCause != "absorb lagging" {
-			t.Fatalf("during a stall: %+v", st)
-		}
-		setCause(CauseMetastoreSlow)
-		time.Sleep(3 * rediagnose)
-		if st := b.Stats(); st.StallingCause != "metastore slow" {
-			t.Fatalf("re-diagnosed stall: %+v", st)
-		}
-		b.Release(5)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if st := b.Stats(); st.Stalls["metastore slow"] != 3 || st.Stalls["absorb lagging"] != 1 {
-			t.Fatalf("after a re-diagnosed stall: %+v", st.Stalls)
-		}
-		b.Close()
-		if err := b.Acquire(ctx, 1e9); err != nil {
-			t.Fatal("acquire after close must return")
-		}
-	})
+	t0 := time.Unix(1000, 0)
+	b := NewBacklog(2, 100)
+	if !b.Fits(1e9) {
+		t.Fatal("an empty backlog must fit one flight, however large")
+	}
+	b.Add(1, 40, t0)
+	b.Add(2, 40, t0)
+	if b.Fits(10) {
+		t.Fatal("fits past the flight bound")
+	}
+	if !b.Stall(CauseMetastoreSlow, t0) || b.Stall(CauseAbsorbLagging, t0.Add(time.Millisecond)) {
+		t.Fatal("Stall reports began only for the first call of a stall")
+	}
+	if n := b.Release(2); n != 1 || !b.Fits(10) {
+		t.Fatalf("release below 2 freed %d; fits %v", n, b.Fits(10))
+	}
+	b.EndStall(t0.Add(time.Second))
+	// The byte bound: 80 held after this Add, 30 more does not fit.
+	b.Add(3, 40, t0)
+	b.Release(3) // frees position 2
+	b.Add(4, 40, t0)
+	if b.Fits(30) {
+		t.Fatal("fits past the byte bound")
+	}
+	b.Stall(CauseAbsorbLagging, t0)
+	// A stall that begins as "absorb lagging" and goes on while the
+	// metastore fails is counted as "metastore slow"; epoch settling does
+	// not outrank it.
+	if st := b.Stats(t0.Add(time.Second)); !st.Stalling || st.StallingCause != "absorb lagging" || st.StallingFor != time.Second {
+		t.Fatalf("during a stall: %+v", st)
+	}
+	b.Stall(CauseMetastoreSlow, t0.Add(2*time.Second))
+	b.Stall(CauseEpochSettling, t0.Add(3*time.Second))
+	b.EndStall(t0.Add(4 * time.Second))
+	st := b.Stats(t0.Add(5 * time.Second))
+	if st.Stalls["metastore slow"] != 2 || st.Stalls["absorb lagging"] != 0 || st.Stalling || st.StalledNanos != int64(5*time.Second) {
+		t.Fatalf("stats %+v", st)
+	}
+	if st.Flights != 2 || st.Bytes != 80 || st.OldestAge != 5*time.Second {
+		t.Fatalf("gauges %+v", st)
+	}
+	b.EndStall(t0) // no stall under way: nothing counted
+	if b.Stats(t0).Stalls["metastore slow"] != 2 {
+		t.Fatal("EndStall without a stall counted one")
+	}
 }
 
 func TestSnapshotRoundTripAndCorruption(t *testing.T) {

@@ -1,9 +1,7 @@
 package absorb
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -35,102 +33,9 @@ func (c StallCause) String() string {
 	return fmt.Sprintf("cause(%d)", uint8(c))
 }
 
-type token struct {
-	slot  uint64
-	bytes int64
-	at    time.Time
-}
-
-// Backlog bounds a chain's claimed-but-unabsorbed flights and their bytes
-// (invariant 5's backlog half). The flusher calls Acquire before claiming a
-// slot and Add after; the absorb calls Release as the checkpoint passes
-// slots. Safe for concurrent use.
-type Backlog struct {
-	maxFlights int
-	maxBytes   int64
-	diagnose   func() StallCause
-	onStall    func(StallCause, int, int64)
-
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on each release or close
-	tokens  []token       // in slot order
-	bytes   int64
-	closed  bool
-
-	stalls       [numCauses]uint64
-	stalledNanos int64
-	stalling     int        // Acquire calls blocked now
-	stallCause   StallCause // the cause of the current stall, as last diagnosed
-	stallStart   time.Time
-}
-
-// NewBacklog returns a backlog bounded by maxFlights and maxBytes. diagnose
-// names the cause when a stall begins; onStall (may be nil) is told once
-// per stall, e.g. to log it.
-func NewBacklog(maxFlights int, maxBytes int64, diagnose func() StallCause, onStall func(cause StallCause, flights int, bytes int64)) *Backlog {
-	return &Backlog{maxFlights: maxFlights, maxBytes: maxBytes, diagnose: diagnose, onStall: onStall, changed: make(chan struct{})}
-}
-
-// Acquire blocks until one more flight of up to need bytes fits, ctx ends
-// (its error is returned) or the backlog closes (nil: the caller's own
-// shutdown handles it). A wait that blocks is one stall. onStall is told
-// when it begins, with the cause diagnosed then; the cause is re-diagnosed
-// every rediagnose interval while it lasts, and the stall is counted when it
-// ends under the most specific cause seen (metastore slow, then epoch
-// settling, then absorb lagging), so a stall that began while the absorb
-// was merely pacing and went on because the metastore was down counts as
-// "metastore slow".
-func (b *Backlog) Acquire(ctx context.Context, need int64) error {
-	b.mu.Lock()
-	if b.fits(need) || b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	cause := b.diagnose()
-	flights, bytes := len(b.tokens), b.bytes
-	start := time.Now()
-	b.stalling++
-	b.stallCause, b.stallStart = cause, start
-	b.mu.Unlock()
-	if b.onStall != nil {
-		b.onStall(cause, flights, bytes)
-	}
-	defer func() {
-		b.mu.Lock()
-		b.stalls[cause]++
-		b.stalledNanos += int64(time.Since(start))
-		b.stalling--
-		b.mu.Unlock()
-	}()
-	tick := time.NewTicker(rediagnose)
-	defer tick.Stop()
-	for {
-		b.mu.Lock()
-		if b.fits(need) || b.closed {
-			b.mu.Unlock()
-			return nil
-		}
-		ch := b.changed
-		b.mu.Unlock()
-		select {
-		case <-ch:
-		case <-tick.C:
-			if c := b.diagnose(); precedence(c) > precedence(cause) {
-				cause = c
-				b.mu.Lock()
-				b.stallCause = c
-				b.mu.Unlock()
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// rediagnose is how often a stall's cause is re-examined.
-const rediagnose = 100 * time.Millisecond
-
-func precedence(c StallCause) int {
+// precedence orders causes by how specific they are: a stall is counted
+// under the most specific cause seen while it lasted.
+func (c StallCause) precedence() int {
 	switch c {
 	case CauseMetastoreSlow:
 		return 2
@@ -140,44 +45,94 @@ func precedence(c StallCause) int {
 	return 0
 }
 
-func (b *Backlog) fits(need int64) bool {
+type token struct {
+	pos   uint64
+	bytes int64
+	at    time.Time
+}
+
+// Backlog accounts a chain's claimed-but-unabsorbed flights and their bytes
+// (invariant 5's backlog half) and its stalls. It is pure bookkeeping (no
+// clock, no blocking, not safe for concurrent use): the chain's core asks
+// Fits before each claim and, at the bound, holds the claim back and
+// records a stall with its diagnosed cause; it Adds a token per claimed
+// flight, keyed by a claim position that only grows, and Releases tokens as
+// the absorb's checkpoint passes them.
+type Backlog struct {
+	maxFlights int
+	maxBytes   int64
+	tokens     []token // in claim order
+	bytes      int64
+
+	stalls       [numCauses]uint64
+	stalledNanos int64
+	stalling     bool
+	stallCause   StallCause
+	stallStart   time.Time
+}
+
+// NewBacklog returns a backlog bounded by maxFlights and maxBytes.
+func NewBacklog(maxFlights int, maxBytes int64) *Backlog {
+	return &Backlog{maxFlights: maxFlights, maxBytes: maxBytes}
+}
+
+// Fits reports whether one more flight of up to need bytes fits. An empty
+// backlog always fits one flight, so a flight larger than the byte bound
+// still leaves.
+func (b *Backlog) Fits(need int64) bool {
 	return len(b.tokens) < b.maxFlights && (len(b.tokens) == 0 || b.bytes+need <= b.maxBytes)
 }
 
-// Add takes the tokens of a claimed slot holding bytes of payload.
-func (b *Backlog) Add(slot uint64, bytes int64) {
-	b.mu.Lock()
-	b.tokens = append(b.tokens, token{slot, bytes, time.Now()})
+// Add takes the token of a flight claimed at position pos, holding bytes.
+func (b *Backlog) Add(pos uint64, bytes int64, at time.Time) {
+	b.tokens = append(b.tokens, token{pos, bytes, at})
 	b.bytes += bytes
-	b.mu.Unlock()
 }
 
-// Release frees the tokens of every slot below upTo.
-func (b *Backlog) Release(upTo uint64) {
-	b.mu.Lock()
+// Release frees the tokens of every position below upTo and reports how
+// many it freed.
+func (b *Backlog) Release(upTo uint64) int {
 	i := 0
-	for i < len(b.tokens) && b.tokens[i].slot < upTo {
+	for i < len(b.tokens) && b.tokens[i].pos < upTo {
 		b.bytes -= b.tokens[i].bytes
 		i++
 	}
 	if i > 0 {
-		b.tokens = append(b.tokens[:0], b.tokens[i:]...)
-		close(b.changed)
-		b.changed = make(chan struct{})
+		n := copy(b.tokens, b.tokens[i:])
+		b.tokens = b.tokens[:n]
 	}
-	b.mu.Unlock()
+	return i
 }
 
-// Close wakes every blocked Acquire.
-func (b *Backlog) Close() {
-	b.mu.Lock()
-	if !b.closed {
-		b.closed = true
-		close(b.changed)
-		b.changed = make(chan struct{})
+// Stall records that a claim is held back at the bound, diagnosed as
+// cause. It reports whether this began a stall (the caller then logs it);
+// while one lasts, a more specific cause replaces the one diagnosed first.
+func (b *Backlog) Stall(cause StallCause, now time.Time) (began bool) {
+	if !b.stalling {
+		b.stalling, b.stallCause, b.stallStart = true, cause, now
+		return true
 	}
-	b.mu.Unlock()
+	if cause.precedence() > b.stallCause.precedence() {
+		b.stallCause = cause
+	}
+	return false
 }
+
+// Stalling reports whether a stall is under way.
+func (b *Backlog) Stalling() bool { return b.stalling }
+
+// EndStall ends the stall under way, if any, counting it under its cause.
+func (b *Backlog) EndStall(now time.Time) {
+	if !b.stalling {
+		return
+	}
+	b.stalls[b.stallCause]++
+	b.stalledNanos += int64(now.Sub(b.stallStart))
+	b.stalling = false
+}
+
+// Len returns the flights and bytes held.
+func (b *Backlog) Len() (flights int, bytes int64) { return len(b.tokens), b.bytes }
 
 // BacklogStats are the backlog's gauges and counters.
 type BacklogStats struct {
@@ -196,20 +151,18 @@ type BacklogStats struct {
 	StallingFor   time.Duration
 }
 
-// Stats returns the backlog's figures.
-func (b *Backlog) Stats() BacklogStats {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// Stats returns the backlog's figures as of now.
+func (b *Backlog) Stats(now time.Time) BacklogStats {
 	s := BacklogStats{Flights: len(b.tokens), Bytes: b.bytes, MaxFlights: b.maxFlights, MaxBytes: b.maxBytes,
 		Stalls: map[string]uint64{}, StalledNanos: b.stalledNanos}
 	if len(b.tokens) > 0 {
-		s.OldestAge = time.Since(b.tokens[0].at)
+		s.OldestAge = now.Sub(b.tokens[0].at)
 	}
 	for c := StallCause(0); c < numCauses; c++ {
 		s.Stalls[c.String()] = b.stalls[c]
 	}
-	if b.stalling > 0 {
-		s.Stalling, s.StallingCause, s.StallingFor = true, b.stallCause.String(), time.Since(b.stallStart)
+	if b.stalling {
+		s.Stalling, s.StallingCause, s.StallingFor = true, b.stallCause.String(), now.Sub(b.stallStart)
 	}
 	return s
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/internal/plant"
+	"github.com/flightlog/flightlog/internal/invariants"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -15,6 +15,21 @@ import (
 // ErrDeposed: the checkpoint's seal names another owner (or a later epoch of
 // this one): a successor has taken the chain, and this leader must stop.
 var ErrDeposed = errors.New("absorb: deposed: the checkpoint is sealed by another owner")
+
+// SealedError is the ErrDeposed a committer returns when it finds the
+// checkpoint carrying a seal other than its own: who sealed it, for which
+// epoch.
+type SealedError struct {
+	Owner      string
+	OwnerEpoch uint64
+}
+
+func (e *SealedError) Error() string {
+	return fmt.Sprintf("absorb: deposed: the checkpoint is sealed by %q for epoch %d", e.Owner, e.OwnerEpoch)
+}
+
+// Is makes it match ErrDeposed.
+func (e *SealedError) Is(target error) bool { return target == ErrDeposed }
 
 // Committer writes rounds for one chain and holds the checkpoint as last
 // written. It is not safe for concurrent use: one absorb loop owns it.
@@ -203,7 +218,7 @@ func (c *Committer) resolve(ctx context.Context, want Checkpoint) (bool, error) 
 		return false, fmt.Errorf("absorb: re-read checkpoint: %w", err)
 	}
 	if got.Owner != c.owner || got.OwnerEpoch != c.epoch {
-		return false, fmt.Errorf("%w: sealed by %q at epoch %d", ErrDeposed, got.Owner, got.OwnerEpoch)
+		return false, &SealedError{Owner: got.Owner, OwnerEpoch: got.OwnerEpoch}
 	}
 	if got.Counter == want.Counter && got.Next == want.Next && got.Epoch == want.Epoch {
 		c.cp, c.ver = got, v
@@ -221,7 +236,7 @@ func (c *Committer) refOps(refs []SpanRef) ([]metastore.Op, error) {
 			return nil, err
 		}
 		expect := metastore.NoVersion
-		if plant.AbsorbOverwritesRefs.Load() {
+		if invariants.AbsorbOverwritesRefs.On() {
 			expect = metastore.AnyVersion // a planted bug, for the simulation's checker
 		}
 		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: refs[i].Key(), Value: val, Expect: expect})
@@ -231,7 +246,7 @@ func (c *Committer) refOps(refs []SpanRef) ([]metastore.Op, error) {
 
 // missingRefs returns the refs whose keys do not exist yet.
 func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef) ([]SpanRef, error) {
-	if plant.AbsorbOverwritesRefs.Load() {
+	if invariants.AbsorbOverwritesRefs.On() {
 		return refs, nil // a planted bug: every ref is rewritten
 	}
 	var out []SpanRef

@@ -1,10 +1,14 @@
 package absorb
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
@@ -64,46 +68,161 @@ func SealCheckpoint(ctx context.Context, ms metastore.Store, star string, c chai
 	return nil, Checkpoint{}, fmt.Errorf("absorb: could not seal the checkpoint of %s/%s", star, c)
 }
 
-// Reseal writes this committer's seal for ownerEpoch after the owner has
-// minted it (the epoch record is at epochVersion, ours): a losing candidate
-// may have overwritten the seal between our seal and our mint, and it can
-// no longer do so now (its seal checks the old epoch version). A conflict
-// because the epoch record moved again means a successor exists:
-// ErrDeposed.
-func (c *Committer) Reseal(ctx context.Context, ownerEpoch uint64, epochVersion metastore.Version) error {
-	cpKey, epKey := chain.CheckpointKey(c.star, c.class), chain.EpochKey(c.star, c.class)
-	for attempt := 0; attempt < 20; attempt++ {
-		cp, ver, err := ReadCheckpoint(ctx, c.meta, c.star, c.class)
-		c.Requests++
-		if err != nil {
-			return err
+// MintNext is the binding mint (DESIGN.md, "The seal is binding"): it
+// mints the successor of prev (read at prevVersion) as next, in one Commit
+// that puts the epoch record at prevVersion and checks the checkpoint is
+// still at the version this committer last wrote, so still carries its
+// seal; the seal moves to the new epoch in the same Commit (or is only
+// checked when it already names it, as a candidate's does). So an epoch is
+// minted only by the process whose seal the checkpoint carries, and the
+// checkpoint is never written over another owner's seal.
+//
+// It returns the record written and its version. If the epoch record moved
+// on, the error wraps chain.ErrMintLost and the record returned is the one
+// found (the winner's). If the checkpoint carries another seal, the error
+// is a *SealedError (it matches ErrDeposed) and nothing is minted. An
+// ambiguous failure is resolved by re-reading (a record equal to ours is
+// ours); any other failure is retried with backoff until ctx ends.
+func (c *Committer) MintNext(ctx context.Context, prev chain.EpochRecord, prevVersion metastore.Version, next chain.EpochRecord) (chain.EpochRecord, metastore.Version, error) {
+	rec, err := chain.PrepareNext(prev, next)
+	if err != nil {
+		return chain.EpochRecord{}, "", fmt.Errorf("absorb: mint epoch %d of %s/%s: %w", prev.Epoch+1, c.star, c.class, err)
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return chain.EpochRecord{}, "", err
+	}
+	what := fmt.Sprintf("mint epoch %d of %s/%s", rec.Epoch, c.star, c.class)
+	var ver metastore.Version
+	err = c.bindingCommit(ctx, what, rec, prevVersion, val, func(v metastore.Version) { ver = v })
+	var moved *movedError
+	if errors.As(err, &moved) {
+		return moved.found, moved.version, fmt.Errorf("%w: %s/%s is at epoch %d owned by %q (we minted from epoch %d)", chain.ErrMintLost, c.star, c.class, moved.found.Epoch, moved.found.Owner, prev.Epoch)
+	}
+	if err != nil {
+		return chain.EpochRecord{}, "", err
+	}
+	return rec, ver, nil
+}
+
+// SealEpoch records a clean seal of rec's epoch (read at version) at cut,
+// in one Commit that checks the checkpoint still carries this committer's
+// seal: the next owner then takes the cut and skips fencing. A clean Close
+// calls it after every flight below cut has been acknowledged. It returns
+// the record's new version; an error wrapping chain.ErrDeposed if the
+// record moved on, a *SealedError if the checkpoint carries another seal.
+func (c *Committer) SealEpoch(ctx context.Context, rec chain.EpochRecord, version metastore.Version, cut uint64) (metastore.Version, error) {
+	sealed, done, err := chain.PrepareSeal(rec, cut)
+	what := fmt.Sprintf("seal epoch %d of %s/%s at slot %d", rec.Epoch, c.star, c.class, cut)
+	if err != nil {
+		return "", fmt.Errorf("absorb: %s: %w", what, err)
+	}
+	if done {
+		return version, nil
+	}
+	val, err := json.Marshal(sealed)
+	if err != nil {
+		return "", err
+	}
+	var ver metastore.Version
+	err = c.bindingCommit(ctx, what, sealed, version, val, func(v metastore.Version) { ver = v })
+	var moved *movedError
+	if errors.As(err, &moved) {
+		return "", fmt.Errorf("%w: %s: the record is at epoch %d owned by %q", chain.ErrDeposed, what, moved.found.Epoch, moved.found.Owner)
+	}
+	return ver, err
+}
+
+// movedError: the epoch record is neither at the expected version nor ours.
+type movedError struct {
+	found   chain.EpochRecord
+	version metastore.Version
+}
+
+func (e *movedError) Error() string { return "absorb: the epoch record moved on" }
+
+// bindingCommit writes the epoch record rec (encoded as val) at expect
+// together with the checkpoint's seal check, in one Commit, and resolves
+// failures by re-reading: our record found means it applied (done is
+// told its version); another record, a *movedError; the checkpoint under
+// another seal, a *SealedError. Transient failures are retried with
+// backoff until ctx ends.
+func (c *Committer) bindingCommit(ctx context.Context, what string, rec chain.EpochRecord, expect metastore.Version, val []byte, done func(metastore.Version)) error {
+	epKey, cpKey := chain.EpochKey(c.star, c.class), chain.CheckpointKey(c.star, c.class)
+	backoff := 5 * time.Millisecond
+	for attempt := uint64(0); ; attempt++ {
+		cpNext := c.cp
+		cpOp := metastore.Op{Kind: metastore.OpCheck, Key: cpKey, Expect: c.ver}
+		moveSeal := rec.Seal == nil && c.epoch != rec.Epoch // a mint moves the seal to its epoch
+		if moveSeal {
+			cpNext.Owner, cpNext.OwnerEpoch, cpNext.Counter = c.owner, rec.Epoch, c.cp.Counter+1
+			cv, _ := json.Marshal(cpNext)
+			cpOp = metastore.Op{Kind: metastore.OpPut, Key: cpKey, Value: cv, Expect: c.ver}
 		}
-		next := cp
-		next.Owner, next.OwnerEpoch, next.Counter = c.owner, ownerEpoch, cp.Counter+1
-		val, _ := json.Marshal(next)
-		vs, err := c.meta.Commit(ctx, []metastore.Op{
-			{Kind: metastore.OpCheck, Key: epKey, Expect: epochVersion},
-			{Kind: metastore.OpPut, Key: cpKey, Value: val, Expect: ver},
-		})
+		vs, err := c.meta.Commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: epKey, Value: val, Expect: expect}, cpOp})
 		c.Requests++
 		if err == nil {
-			c.cp, c.ver, c.epoch = next, vs[1], ownerEpoch
+			if moveSeal {
+				c.cp, c.ver, c.epoch = cpNext, vs[1], rec.Epoch
+			}
+			done(vs[0])
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
+			return fmt.Errorf("absorb: %s: %w", what, err)
 		}
+		// A conflict, or an ambiguous failure: read what is there.
 		it, gerr := c.meta.Get(ctx, epKey)
 		c.Requests++
-		if gerr == nil && it.Version != epochVersion {
-			return fmt.Errorf("%w: the epoch record moved past our mint", ErrDeposed)
+		if gerr == nil {
+			if bytes.Equal(it.Value, val) {
+				// Ours applied (the Commit is atomic: the seal moved too).
+				if err := c.refresh(ctx, rec, moveSeal); err == nil {
+					done(it.Version)
+					return nil
+				}
+			} else if it.Version != expect {
+				var found chain.EpochRecord
+				if jerr := json.Unmarshal(it.Value, &found); jerr != nil {
+					return fmt.Errorf("absorb: %s: the epoch record found is corrupt: %v", what, jerr)
+				}
+				return &movedError{found: found, version: it.Version}
+			} else if cp, cv, cerr := ReadCheckpoint(ctx, c.meta, c.star, c.class); cerr == nil {
+				c.Requests++
+				if cp.Owner != c.owner || cp.OwnerEpoch != c.epoch {
+					return &SealedError{Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch}
+				}
+				c.cp, c.ver = cp, cv // our own seal, at a version an ambiguous write of ours left
+			}
 		}
-		got, gv, gerr := ReadCheckpoint(ctx, c.meta, c.star, c.class)
-		c.Requests++
-		if gerr == nil && got.Owner == c.owner && got.OwnerEpoch == ownerEpoch && got.Counter == next.Counter {
-			c.cp, c.ver, c.epoch = got, gv, ownerEpoch
-			return nil
+		// Jitter from the owner's identity, not a random source: two
+		// candidates still spread apart, and a simulated run replays.
+		wait := backoff/2 + time.Duration(xxhash.Sum64String(fmt.Sprintf("%s/%d/%d", c.owner, rec.Epoch, attempt))%uint64(backoff/2+1))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("absorb: %s: outcome unknown: %w (last error: %v)", what, ctx.Err(), err)
+		case <-t.C:
 		}
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
-	return fmt.Errorf("absorb: could not reseal the checkpoint of %s/%s", c.star, c.class)
+}
+
+// refresh re-reads the checkpoint after our epoch write applied
+// ambiguously, to learn the version the seal now has.
+func (c *Committer) refresh(ctx context.Context, rec chain.EpochRecord, moved bool) error {
+	cp, cv, err := ReadCheckpoint(ctx, c.meta, c.star, c.class)
+	c.Requests++
+	if err != nil {
+		return err
+	}
+	if moved && (cp.Owner != c.owner || cp.OwnerEpoch != rec.Epoch) {
+		return fmt.Errorf("absorb: checkpoint sealed by %q for %d after our mint of %d", cp.Owner, cp.OwnerEpoch, rec.Epoch)
+	}
+	c.cp, c.ver = cp, cv
+	if moved {
+		c.epoch = rec.Epoch
+	}
+	return nil
 }

@@ -100,7 +100,7 @@ func WriteFlight(ctx context.Context, buckets []objstore.Store, f Flight, p Retr
 	done := make(chan struct{}, len(buckets))
 	for i, b := range buckets {
 		go func() {
-			r := writeCopy(ctx, b, f, p)
+			r := WriteCopy(ctx, b, f, p)
 			r.Bucket = i
 			r.Latency = time.Since(start)
 			out <- r
@@ -116,7 +116,13 @@ func WriteFlight(ctx context.Context, buckets []objstore.Store, f Flight, p Retr
 	return out
 }
 
-func writeCopy(ctx context.Context, b objstore.Store, f Flight, p RetryPolicy) CopyResult {
+// WriteCopy writes one bucket's copy of f and resolves it: PutIfAbsent,
+// and on ErrExists a probe of the occupant's envelope (our nonce: a ghost
+// PUT, ours; anything else: foreign). Ambiguous failures are retried with
+// backoff (p) until ctx ends (then CopyFailed). Bucket and Latency are the
+// caller's to fill in.
+func WriteCopy(ctx context.Context, b objstore.Store, f Flight, p RetryPolicy) CopyResult {
+	p = p.withDefaults()
 	backoff := p.MinBackoff
 	var last error
 	for attempt := 1; ; attempt++ {

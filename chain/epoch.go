@@ -143,13 +143,9 @@ func MintNext(ctx context.Context, ms metastore.Store, star string, c Class, pre
 	if prevVersion == metastore.NoVersion || prevVersion == metastore.AnyVersion {
 		return EpochRecord{}, "", fmt.Errorf("chain: mint epoch %d of %s/%s: want the version the previous record was read at, got %q", prev.Epoch+1, star, c, prevVersion)
 	}
-	next.Epoch = prev.Epoch + 1
-	next.Counter = prev.Counter + 1
-	next.Seal = nil
-	for _, cut := range next.Cuts {
-		if cut.Epoch >= next.Epoch {
-			return EpochRecord{}, "", fmt.Errorf("chain: mint epoch %d of %s/%s: cut of epoch %d is not of an earlier epoch", next.Epoch, star, c, cut.Epoch)
-		}
+	next, err := PrepareNext(prev, next)
+	if err != nil {
+		return EpochRecord{}, "", fmt.Errorf("chain: mint epoch %d of %s/%s: %w", prev.Epoch+1, star, c, err)
 	}
 	what := fmt.Sprintf("mint epoch %d of %s/%s", next.Epoch, star, c)
 	v, found, foundV, err := casEpoch(ctx, ms, star, c, prevVersion, next, what)
@@ -162,6 +158,37 @@ func MintNext(ctx context.Context, ms metastore.Store, star string, c Class, pre
 	return EpochRecord{}, "", err
 }
 
+// PrepareNext returns the record that succeeds prev: next with Epoch
+// prev.Epoch+1, Counter prev.Counter+1 and no Seal. It rejects cuts that
+// are not of earlier epochs.
+func PrepareNext(prev, next EpochRecord) (EpochRecord, error) {
+	next.Epoch = prev.Epoch + 1
+	next.Counter = prev.Counter + 1
+	next.Seal = nil
+	for _, cut := range next.Cuts {
+		if cut.Epoch >= next.Epoch {
+			return EpochRecord{}, fmt.Errorf("cut of epoch %d is not of an earlier epoch than %d", cut.Epoch, next.Epoch)
+		}
+	}
+	return next, nil
+}
+
+// PrepareSeal returns rec with a clean seal at cut (Counter bumped), or
+// done when rec is already sealed there. Sealing at another slot is an
+// error.
+func PrepareSeal(rec EpochRecord, cut uint64) (sealed EpochRecord, done bool, err error) {
+	seal := Cut{Epoch: rec.Epoch, Slot: cut, Clean: true}
+	if rec.Seal != nil {
+		if *rec.Seal == seal {
+			return rec, true, nil
+		}
+		return EpochRecord{}, false, fmt.Errorf("epoch %d is already sealed at slot %d", rec.Epoch, rec.Seal.Slot)
+	}
+	rec.Seal = &seal
+	rec.Counter++
+	return rec, false, nil
+}
+
 // SealEpoch records a clean seal of rec's epoch: it rewrites rec, read at
 // version, with Seal = {rec.Epoch, cut, Clean} by compare-and-swap, and
 // returns the new version. The owner's clean Close calls it after every
@@ -172,15 +199,14 @@ func MintNext(ctx context.Context, ms metastore.Store, star string, c Class, pre
 // ErrDeposed. Ambiguous failures are resolved by re-reading, as in MintNext.
 // Sealing an already sealed record with the same cut returns its version.
 func SealEpoch(ctx context.Context, ms metastore.Store, star string, c Class, rec EpochRecord, version metastore.Version, cut uint64) (metastore.Version, error) {
-	seal := Cut{Epoch: rec.Epoch, Slot: cut, Clean: true}
-	if rec.Seal != nil {
-		if *rec.Seal == seal {
-			return version, nil
-		}
-		return "", fmt.Errorf("chain: seal epoch %d of %s/%s at slot %d: already sealed at slot %d", rec.Epoch, star, c, cut, rec.Seal.Slot)
+	sealed, done, err := PrepareSeal(rec, cut)
+	if err != nil {
+		return "", fmt.Errorf("chain: seal epoch %d of %s/%s at slot %d: %w", rec.Epoch, star, c, cut, err)
 	}
-	rec.Seal = &seal
-	rec.Counter++
+	if done {
+		return version, nil
+	}
+	rec = sealed
 	what := fmt.Sprintf("seal epoch %d of %s/%s at slot %d", rec.Epoch, star, c, cut)
 	v, found, _, err := casEpoch(ctx, ms, star, c, version, rec, what)
 	switch {

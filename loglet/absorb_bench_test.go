@@ -162,7 +162,7 @@ func runAbsorbLoad(b *testing.B, rate float64, streams int, window time.Duration
 	if err != nil {
 		b.Fatalf("open: %v", err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	sessions := make([]*AppendSession, streams)
 	for i := range sessions {
 		name := fmt.Sprintf("abs-%05d", i)
@@ -267,7 +267,7 @@ func runAbsorbLoad(b *testing.B, rate float64, streams int, window time.Duration
 	b.StopTimer()
 	close(stop)
 	wg.Wait()
-	s.Close()
+	s.Close(context.Background())
 	if st := s.Stats().Standard; st.Halts > 0 || st.FailedNotCommitted+st.FailedOutcomeUnknown > 0 {
 		b.Errorf("%d halts (%s), %d+%d failed batches", st.Halts, st.HaltCause, st.FailedNotCommitted, st.FailedOutcomeUnknown)
 	}
@@ -363,7 +363,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 			if err != nil {
 				b.Fatalf("open: %v", err)
 			}
-			defer s.Close()
+			defer s.Close(context.Background())
 			sessions := make([]*AppendSession, benchProducers)
 			for i := 0; i < benchStreams; i++ {
 				if _, err := s.CreateStream(ctx, streamName(i), StreamOptions{Class: Standard}); err != nil {
@@ -378,7 +378,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 			runProducers(b, benchHistoryBatches, benchDepth, func(p int) submitFunc {
 				return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
 			})
-			s.Close()
+			s.Close(context.Background())
 			st := s.Stats().Standard
 			if st.Checkpoint != st.ReleasePoint || st.FlightIndexBytes != 0 || st.AckedRecords != benchHistoryBatches*benchBatch {
 				b.Fatalf("after Close: checkpoint %d, release point %d, index %d bytes, %d records acked", st.Checkpoint, st.ReleasePoint, st.FlightIndexBytes, st.AckedRecords)
@@ -493,7 +493,7 @@ func BenchmarkTailRead(b *testing.B) {
 		ctx := context.Background()
 		recs := benchRecords()
 		s := openTailStar(b, 0)
-		defer s.Close()
+		defer s.Close(context.Background())
 		sess, err := s.OpenReadSession(ctx, "tail", ReadQuery{Start: AtSeq(0)})
 		if err != nil {
 			b.Fatal(err)
@@ -554,7 +554,7 @@ func BenchmarkTailRead(b *testing.B) {
 		ctx := context.Background()
 		recs := benchRecords()
 		s := openTailStar(b, time.Hour)
-		defer s.Close()
+		defer s.Close(context.Background())
 		// The first round runs at once; every later one waits an hour.
 		if _, err := s.Append(ctx, "tail", Batch{Records: recs[:benchBatch]}); err != nil {
 			b.Fatal(err)

@@ -38,7 +38,7 @@ func TestAckedRecordsReadableFromFreshReader(t *testing.T) {
 		}
 		want[stream] = append(want[stream], b)
 	}
-	if err := r.star.Close(); err != nil {
+	if err := r.star.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	st := r.star.Stats().Express
@@ -201,7 +201,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
+		defer s.Close(context.Background())
 		ctx := context.Background()
 		if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("warm")}}}); err != nil {
 			t.Fatal(err) // creates the stream while the metastore is up
@@ -231,7 +231,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 				t.Fatalf("append after recovery: %v", err)
 			}
 		}
-		s.Close()
+		s.Close(context.Background())
 		if st := s.Stats().Standard; st.Checkpoint != st.ReleasePoint || st.Backlog.Stalls["metastore slow"] == 0 {
 			t.Fatalf("after recovery: checkpoint %d, release point %d, backlog %+v", st.Checkpoint, st.ReleasePoint, st.Backlog)
 		}
@@ -279,7 +279,7 @@ func TestMetastoreRequestsDoNotGrowWithStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s.Close()
+		s.Close(context.Background())
 		rounds := s.Stats().Standard.AbsorbRounds
 		if rounds < 2 {
 			t.Fatalf("%d absorb rounds", rounds)

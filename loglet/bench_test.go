@@ -310,7 +310,7 @@ func runStar(b *testing.B, n int, m benchModel, load benchLoad, cc ClassConfig) 
 	benchRecords() // outside the timer
 	bb := newBenchBuckets(m, 1)
 	s := openBenchStar(b, m, bb, cc)
-	defer s.Close()
+	defer s.Close(context.Background())
 	sessions := make([]*AppendSession, benchProducers)
 	for p := range sessions {
 		sess, err := s.OpenAppendSession(context.Background(), streamName(p))
@@ -324,7 +324,7 @@ func runStar(b *testing.B, n int, m benchModel, load benchLoad, cc ClassConfig) 
 		return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
 	})
 	b.StopTimer()
-	s.Close()
+	s.Close(context.Background())
 	st := s.Stats()
 	cs := st.Standard
 	if m.class == Express {

@@ -52,10 +52,17 @@ type Config struct {
 	// process that leads nothing) polls the metastore for new refs
 	// (default 250ms). Sessions on the leader are woken by releases.
 	ReaderPollInterval time.Duration
+	// CloseTimeout bounds Close when its context has no deadline (default
+	// 30s): a close that cannot finish (a bucket set or the metastore down)
+	// then gives up, and batches without an outcome end with one.
+	CloseTimeout time.Duration
 	// Logger receives events (halts, under-replicated slots). Default:
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultCloseTimeout is Config.CloseTimeout's default.
+const DefaultCloseTimeout = 30 * time.Second
 
 // ClassConfig configures one class's chain. Defaults differ per class; see
 // the Default* constants.
@@ -263,6 +270,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.ReaderPollInterval == 0 {
 		c.ReaderPollInterval = 250 * time.Millisecond
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

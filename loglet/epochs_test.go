@@ -46,7 +46,7 @@ func newWorld(t *testing.T) *world {
 			if p.killed {
 				p.star.crash()
 			} else {
-				p.star.Close()
+				p.star.Close(context.Background())
 			}
 		}
 	})
@@ -167,7 +167,7 @@ func TestCleanCloseThenReopenContinues(t *testing.T) {
 			}
 		}
 	}
-	p1.star.Close()
+	p1.star.Close(context.Background())
 	w.meta.ResetCounters()
 	p2, err := w.open("p2", nil)
 	if err != nil {
@@ -400,7 +400,7 @@ func TestDeposedReadTailCoversRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p2.star.Close(); err != nil { // absorbs p2's records: refs now run to 10
+	if err := p2.star.Close(context.Background()); err != nil { // absorbs p2's records: refs now run to 10
 		t.Fatal(err)
 	}
 	res, err := p1.star.Read(ctx, "a", ReadQuery{Start: AtSeq(0)})

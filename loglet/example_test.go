@@ -43,14 +43,14 @@ func Example() {
 	_, err = star.Append(ctx, "eu", loglet.Batch{Records: []loglet.Record{{Body: []byte("dup")}}, MatchSeqNum: &zero})
 	var miss *loglet.SeqNumMismatchError
 	fmt.Println("conditional append:", errors.As(err, &miss), errors.Is(err, loglet.ErrNotCommitted), "tail", miss.Tail.Seq)
-	star.Close()
+	star.Close(context.Background())
 
 	// Another process (or a restart) continues the stream.
 	star, err = loglet.Open(ctx, cfg)
 	if err != nil {
 		panic(err)
 	}
-	defer star.Close()
+	defer star.Close(context.Background())
 	ack, _ = star.Append(ctx, "eu", loglet.Batch{Records: []loglet.Record{{Body: []byte("order 3")}}})
 	fmt.Printf("after reopen: acked [%d, %d)\n", ack.Start, ack.End)
 	res, err := star.Read(ctx, "eu", loglet.ReadQuery{Start: loglet.AtSeq(0)})

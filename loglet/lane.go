@@ -6,286 +6,116 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/histogram"
-	"github.com/flightlog/flightlog/internal/plant"
-	"github.com/flightlog/flightlog/metastore"
-	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/internal/leader/work"
 	"github.com/flightlog/flightlog/pool"
-	"github.com/flightlog/flightlog/sequencer"
 )
 
-// pending is one admitted batch, from admission to its outcome.
-type pending struct {
-	st           *streamState
-	start        uint64
-	count        int
-	minTS, maxTS int64
-	payload      []byte // the encoded records
-	charge       int64  // bytes charged to the pool
-	submitted    time.Time
-
-	done chan struct{} // closed when ack or err is set
-	ack  Ack
-	err  error
-}
-
-// flight is a cut, claimed slot, kept until its release or failure. A halt
-// recovery may move it to a slot of the next epoch (republish).
-type flight struct {
-	epoch   uint64 // the epoch it is written in (changes on republish)
-	slot    uint64
-	pos     uint64        // claim position: backlog tokens are keyed by it
-	done    chan struct{} // closed when its current upload goroutine returns
-	batches []*pending
-	bytes   int64 // payload bytes
-	claimed time.Time
-	cancel  context.CancelFunc // ends the upload (set at claim)
-	failed  bool               // its batches were failed by a halt
-	key     string             // set by the upload, under the lane lock
-	frames  []envelope.FrameInfo
-}
-
-// lane runs one chain (star, class): the pool, the flusher that cuts and
-// claims in one loop, the uploads below the claim, and the release in slot
-// order. Invariants 1 and 3 live here.
+// lane is the shell of one chain (star, class), after CockroachDB driving
+// raft's RawNode under one mutex: the chain's pure core (internal/leader)
+// under one lock, one goroutine that executes each Ready, and one worker
+// per request (one I/O call, one event back). The shell makes no decision:
+// admission, the cut, the claim, the release order, halts, succession,
+// absorb pacing and the close are all the core's.
 type lane struct {
-	star    *Star
-	class   Class
-	cfg     ClassConfig
-	epoch   uint64
-	buckets []objstore.Store
-	pool    *pool.Pool[*pending]
-	log     *slog.Logger // set once; never replaced (uploads read it without the lock)
-	writers sync.Pool    // *envelope.BundleWriter
-
-	ctx    context.Context // ends uploads on Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the flusher and every upload
-	flushr chan struct{}  // closed when the flusher exits
-	closed chan struct{}  // closed when close (or crash) begins: wakes the flusher
-	closeO sync.Once
+	star   *Star
+	class  Class
+	cfg    ClassConfig
+	log    *slog.Logger
+	env    *work.Env
+	budget *pool.Budget // the pool's byte budget: admission blocks here
 
 	mu      sync.Mutex
-	space   *sync.Cond // signalled on release, halt and close
-	window  *sequencer.Window
-	flights map[uint64]*flight
-	haltErr error // the cause of the halt being recovered from (nil: not halted)
-	closing bool  // no admission; flush what is pooled
-	index   flightIndex
+	core    *leader.Core
+	wake    time.Time                        // the loop's armed wake-up
+	dead    *leader.Fate                     // the chain stopped serving (Ready.Dead)
+	waiters map[*leader.Stream]chan struct{} // closed at the stream's next release
 
-	recovering bool          // a halt recovery is running: no claims
-	recovered  chan struct{} // closed when the current recovery ends
-	dead       error         // deposed for good: every append fails not-committed
-	claims     uint64        // claim positions handed out
-	haltTimes  []time.Time   // recent halts, for the backoff before minting
+	kick    chan struct{} // capacity 1: the core has something for the loop
+	events  chan leader.Event
+	ctx     context.Context // the workers' context, cancelled when the loop stops
+	cancel  context.CancelFunc
+	stopped chan struct{}      // closed when the loop exits
+	opened  chan leader.Opened // the opening's result, once
+	workers sync.WaitGroup
 
-	rec        chain.EpochRecord // this lane's epoch record and version
-	recVer     metastore.Version
-	startTails map[string]absorb.StreamTail // tails at Open (read-only)
-
-	backlog  *absorb.Backlog
-	absorber *absorber
-	absorbQ  []*flight // released, not yet absorbed, in slot order (lane lock)
-
-	// Outcomes (acks and failures) are decided under the lane lock and
-	// delivered, outside it, in the order decided: doneQ holds what is
-	// decided and not yet delivered; delivering says a goroutine is
-	// draining it (see deliver).
-	doneQ      []*pending
-	delivering bool
-
-	stats laneStats
-
-	// onRelease, if set (tests only), is called under the lane lock for
-	// each released slot, in release order.
-	onRelease func(epoch, slot uint64)
+	// Loop goroutine only: the cancel functions of each upload's copies.
+	copies map[leader.UploadID]*copyWorkers
 }
 
-type laneStats struct {
-	flights, flightBytes, objBytes  atomic.Uint64
-	acked, ackedRecords, ackedBytes atomic.Uint64
-	failedUnknown, failedNotCommit  atomic.Uint64
-	ghosts, foreign, underReplic    atomic.Uint64
-	halts                           atomic.Uint64
-	ackLatency, quorumLatency       histogram.H
-	flightSize                      histogram.H
-	putLatency                      []histogram.H // per bucket
-	mu                              sync.Mutex
-	underReplicated                 []uint64 // most recent slots with fewer than K copies
-	haltCause                       string
+type copyWorkers struct {
+	n      int
+	cancel []context.CancelFunc
 }
 
-const maxUnderReplicatedList = 1024
-
-func newLane(s *Star, class Class, cfg ClassConfig, start chainStart) *lane {
-	epoch := start.rec.Epoch
+// newLane starts the shell of chain class: its core begins the opening (a
+// first mint or a takeover) at once; awaitOpen waits for it.
+func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lane{
-		star: s, class: class, cfg: cfg, epoch: epoch, buckets: cfg.Buckets,
-		pool: pool.New[*pending](int64(cfg.MemoryBufferMiB) << 20),
-		log:  s.log.With("star", s.cfg.Star, "class", class.String()), // fixed: messages carry the epoch
-		ctx:  ctx, cancel: cancel,
-		flushr:  make(chan struct{}),
-		closed:  make(chan struct{}),
-		window:  sequencer.NewWindow(0, cfg.ParallelUploads),
-		flights: map[uint64]*flight{},
+		star: s, class: class, cfg: cfg,
+		log:    s.log.With("star", s.cfg.Star, "class", class.String()),
+		budget: pool.NewBudget(int64(cfg.MemoryBufferMiB) << 20),
+		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.Buckets, Names: cfg.BucketNames,
+			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry},
+		waiters: map[*leader.Stream]chan struct{}{},
+		kick:    make(chan struct{}, 1),
+		events:  make(chan leader.Event, 256),
+		ctx:     ctx, cancel: cancel,
+		stopped: make(chan struct{}),
+		opened:  make(chan leader.Opened, 1),
+		copies:  map[leader.UploadID]*copyWorkers{},
 	}
-	l.space = sync.NewCond(&l.mu)
-	l.rec, l.recVer, l.startTails = start.rec, start.ver, start.tails
-	l.absorber = newAbsorber(l, start.cm, start.tails)
-	l.absorber.prevSnapshot = start.snapshot
-	l.absorber.cpEpoch.Store(start.cm.Checkpoint().Epoch)
-	l.backlog = absorb.NewBacklog(cfg.ChainBacklogFlights, int64(cfg.ChainBacklogMiB)<<20, l.absorber.diagnose,
-		func(cause absorb.StallCause, flights int, bytes int64) {
-			l.log.Warn("backlog full: publishes blocked", "cause", cause.String(), "flights", flights, "bytes", bytes)
-		})
-	l.writers.New = func() any { return envelope.NewBundleWriter() }
-	l.stats.putLatency = make([]histogram.H, len(cfg.Buckets))
-	l.wg.Add(2)
-	go l.flushLoop()
-	go l.absorber.run()
+	l.core = leader.New(leader.Config{
+		Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.BucketNames, W: cfg.W,
+		Window: cfg.ParallelUploads, FlushDeadline: cfg.FlushDeadline, FlightBytes: int64(cfg.FlightBytes),
+		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
+		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
+		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
+		LogReleases: s.log.Enabled(context.Background(), slog.LevelDebug),
+	}, time.Now())
+	go l.run()
 	return l
 }
 
-// admit sequences p and pushes it to the pool; the caller reserved
-// p.charge bytes. On error nothing was admitted and the reservation is
-// returned.
-func (l *lane) admit(p *pending, recs []Record, match *uint64, monotone bool) error {
-	l.mu.Lock()
-	if l.closing || l.dead != nil {
-		err := ErrClosed
-		if l.dead != nil {
-			err = l.dead
-			var nl *NotLeaderError
-			if errors.As(err, &nl) {
-				c := *nl
-				c.Stream = p.st.name
-				err = &c
-			}
+// awaitOpen waits until the chain serves or its opening fails; if ctx ends
+// first the opening is abandoned.
+func (l *lane) awaitOpen(ctx context.Context) (leader.Opened, error) {
+	select {
+	case o := <-l.opened:
+		return o, o.Err
+	case <-ctx.Done():
+		l.abort(ctx.Err())
+		o := <-l.opened
+		if o.Err == nil {
+			// It opened just as ctx ended: the caller gives up anyway.
+			return o, ctx.Err()
 		}
-		l.mu.Unlock()
-		l.pool.Unreserve(p.charge)
-		return notCommitted(err)
+		return o, o.Err
 	}
-	st := p.st
-	start, err := st.seq.Assign(p.count, match)
-	if err != nil {
-		tail := Tail{Seq: st.seq.Next, Timestamp: st.seq.LastTimestamp}
-		l.mu.Unlock()
-		l.pool.Unreserve(p.charge)
-		var me *sequencer.MismatchError
-		errors.As(err, &me)
-		return &SeqNumMismatchError{Stream: st.name, Expected: me.Expected, Tail: tail}
-	}
-	p.start = start
-	if !monotone || p.minTS < st.seq.LastTimestamp {
-		// Rare: timestamps would go backwards. Re-stamp and re-encode;
-		// the charge covered the widest timestamp encoding.
-		p.payload = p.payload[:0]
-		p.minTS = 0
-		for i, r := range recs {
-			r.Timestamp = st.seq.Stamp(r.Timestamp, p.submitted.UnixMilli())
-			if i == 0 {
-				p.minTS = r.Timestamp
-			}
-			p.maxTS = r.Timestamp
-			p.payload = envelope.AppendRecord(p.payload, r)
-		}
-	} else {
-		st.seq.LastTimestamp = p.maxTS
-	}
-	l.pool.Push(p, p.charge, p.submitted)
-	l.mu.Unlock()
-	return nil
 }
 
-// flushLoop is the one loop that cuts flights and claims their slots, so cut
-// order is slot order. It waits for a cut condition (FlightBytes pooled, the
-// oldest byte's deadline, or close), then for window space, then cuts and
-// claims under the lane lock and starts the upload.
-func (l *lane) flushLoop() {
-	defer l.wg.Done()
-	defer close(l.flushr)
+// run is the shell's one loop: take the core's Ready, execute it, wait for
+// the next event or wake-up, step it in.
+func (l *lane) run() {
+	defer close(l.stopped)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if !l.waitForCut(timer) {
-			return
-		}
-		// The backlog bounds claimed-but-unabsorbed flights: at the bound
-		// the flusher (and behind it, admission) waits for the absorb.
-		if err := l.backlog.Acquire(l.ctx, int64(max(l.cfg.FlightBytes, l.star.cfg.MaxBatchBytes))); err != nil {
-			return
-		}
 		l.mu.Lock()
-		// While a halt is recovered from, nothing is claimed: batches wait
-		// in the pool and go out in the next epoch.
-		for l.dead == nil && (l.recovering || !l.window.CanClaim()) {
-			l.space.Wait()
+		rd := l.core.Ready()
+		l.core.Advance(rd)
+		l.wake = rd.WakeAt
+		if rd.Dead != nil {
+			l.dead = rd.Dead
 		}
-		if l.dead != nil {
-			// Deposed: nothing more is cut. What is pooled was never
-			// claimed, so it is definitely not committed.
-			items, _ := l.pool.Cut(1 << 62)
-			l.decideBatchesLocked(items, notCommitted(l.dead))
-			drain := l.startDeliveryLocked()
-			closing := l.closing
-			l.mu.Unlock()
-			if drain {
-				l.deliver()
-			}
-			if closing {
-				if _, n := l.pool.Queued(); n == 0 {
-					return
-				}
-			}
-			continue
-		}
-		slot, _ := l.window.Claim()
-		items, bytes := l.pool.Cut(int64(l.cfg.FlightBytes))
-		l.claims++
-		f := &flight{epoch: l.epoch, slot: slot, pos: l.claims, batches: items, bytes: bytes}
-		l.flights[slot] = f
-		l.backlog.Add(f.pos, bytes)
-		l.startUpload(f)
 		l.mu.Unlock()
-	}
-}
-
-// waitForCut blocks until a flight should be cut; false means the lane is
-// closing and the pool is empty.
-func (l *lane) waitForCut(timer *time.Timer) bool {
-	for {
-		bytes, n := l.pool.Queued()
-		l.mu.Lock()
-		closing := l.closing
-		halted := l.dead != nil
-		l.mu.Unlock()
-		if n > 0 && (closing || halted || bytes >= int64(l.cfg.FlightBytes)) {
-			return true
-		}
-		if n == 0 && closing {
-			return false
-		}
-		wait := time.Hour
-		if n > 0 {
-			oldest, _ := l.pool.Oldest()
-			wait = time.Until(oldest.Add(l.cfg.FlushDeadline))
-			if wait <= 0 {
-				return true
-			}
-		}
-		timer.Reset(wait)
-		select {
-		case <-l.pool.Ready():
-		case <-timer.C:
-		case <-l.closed:
+		l.execute(rd)
+		if rd.Stopped {
+			l.cancel()
+			return
 		}
 		if !timer.Stop() {
 			select {
@@ -293,370 +123,288 @@ func (l *lane) waitForCut(timer *time.Timer) bool {
 			default:
 			}
 		}
-	}
-}
-
-// render builds the flight's transit bundle: one frame per stream, holding
-// that stream's batches of this flight (consecutive sequence numbers), frames
-// in the order each stream first arrived.
-func (l *lane) render(f *flight, nonce envelope.Nonce) ([]byte, error) {
-	w := l.writers.Get().(*envelope.BundleWriter)
-	defer l.writers.Put(w)
-	type group struct {
-		st    *streamState
-		parts []*pending
-	}
-	var order []*group
-	byStream := map[*streamState]*group{}
-	for _, p := range f.batches {
-		g := byStream[p.st]
-		if g == nil {
-			g = &group{st: p.st}
-			byStream[p.st] = g
-			order = append(order, g)
+		if !rd.WakeAt.IsZero() {
+			timer.Reset(time.Until(rd.WakeAt))
 		}
-		g.parts = append(g.parts, p)
-	}
-	var scratch []byte
-	for _, g := range order {
-		first := g.parts[0]
-		recs, count := first.payload, first.count
-		minTS, maxTS := first.minTS, first.maxTS
-		if len(g.parts) > 1 {
-			scratch = scratch[:0]
-			count = 0
-			for _, p := range g.parts {
-				scratch = append(scratch, p.payload...)
-				count += p.count
-				maxTS = max(maxTS, p.maxTS)
-			}
-			recs = scratch
-		}
-		if err := w.AddFrame(g.st.name, first.start, count, minTS, maxTS, recs, l.cfg.codec()); err != nil {
-			return nil, fmt.Errorf("loglet: render slot %d: %w", f.slot, err)
-		}
-	}
-	obj, frames := w.Finish(f.epoch, f.slot, nonce)
-	l.mu.Lock()
-	f.frames = frames
-	f.key = chain.SlotKey(l.star.cfg.Star, l.class, f.epoch, f.slot)
-	l.mu.Unlock()
-	return obj, nil
-}
-
-// upload renders f and writes it to every bucket, counting copies against W.
-// It marks the slot durable at W, halts the epoch on a foreign occupant or a
-// missed commit deadline, and lets stragglers finish (bounded by ctx).
-func (l *lane) upload(ctx context.Context, f *flight, epoch, slot uint64, cancel context.CancelFunc, done chan struct{}) {
-	defer l.wg.Done()
-	defer close(done)
-	defer cancel()
-	nonce := envelope.NewNonce()
-	obj, err := l.render(f, nonce)
-	if err != nil {
-		l.haltAt(epoch, slot, err)
-		return
-	}
-	l.stats.flights.Add(1)
-	var payload uint64
-	for _, p := range f.batches {
-		payload += uint64(len(p.payload))
-	}
-	l.stats.flightBytes.Add(payload)
-	l.stats.objBytes.Add(uint64(len(obj)))
-	l.stats.flightSize.Record(int64(len(obj)))
-
-	key := chain.SlotKey(l.star.cfg.Star, l.class, epoch, slot)
-	results := chain.WriteFlight(ctx, l.buckets, chain.Flight{Key: key, Obj: obj, Epoch: epoch, Slot: slot, Nonce: nonce}, l.cfg.Retry)
-	// The commit deadline (and the quorum latency) run from the first
-	// PUT, not the claim: compression time is CPU, not the store's.
-	putStart := time.Now()
-	deadline := time.NewTimer(l.cfg.CommitDeadline)
-	defer deadline.Stop()
-	tally := chain.Tally{K: len(l.buckets), W: l.cfg.W}
-	decided := false // durable, or halted at this slot
-	for results != nil {
 		select {
-		case r, ok := <-results:
-			if !ok {
-				results = nil
-				continue
-			}
-			if r.Status == chain.CopyOurs {
-				l.stats.putLatency[r.Bucket].RecordDuration(r.Latency)
-				if r.Ghost {
-					l.stats.ghosts.Add(1)
+		case ev := <-l.events:
+			l.step(ev)
+		case <-timer.C:
+			l.step(leader.Tick{})
+		case <-l.kick:
+		}
+	}
+}
+
+// step applies one event to the core.
+func (l *lane) step(ev leader.Event) {
+	if cd, ok := ev.(leader.CopyDone); ok {
+		if w := l.copies[cd.Upload]; w != nil {
+			if w.n--; w.n == 0 {
+				for _, c := range w.cancel {
+					c()
 				}
-			}
-			if r.Status == chain.CopyForeign {
-				l.stats.foreign.Add(1)
-				l.log.Warn("foreign occupant in slot; halting the epoch", "epoch", epoch, "slot", slot, "bucket", l.cfg.BucketNames[r.Bucket], "err", r.Err)
-				// Nothing past this slot may release. This slot itself
-				// still counts if W copies are ours.
-				l.haltAt(epoch, slot+1, r.Err)
-			}
-			if tally.Add(r) && !decided {
-				decided = true
-				l.stats.quorumLatency.RecordDuration(time.Since(putStart))
-				l.durable(f, epoch, slot)
-			}
-			if !decided && !tally.Reachable() {
-				decided = true
-				l.haltAt(epoch, slot, fmt.Errorf("slot %d cannot reach W=%d: %d ours, %d foreign, %d failed", slot, tally.W, tally.Ours, tally.Foreign, tally.Failed))
-			}
-		case <-deadline.C:
-			if !decided {
-				decided = true
-				l.haltAt(epoch, slot, fmt.Errorf("slot %d missed its commit deadline %v with %d of W=%d copies", slot, l.cfg.CommitDeadline, tally.Ours, tally.W))
+				delete(l.copies, cd.Upload)
 			}
 		}
 	}
-	if tally.Durable() && tally.Ours < tally.K {
-		l.stats.underReplic.Add(1)
-		l.stats.mu.Lock()
-		if len(l.stats.underReplicated) >= maxUnderReplicatedList {
-			l.stats.underReplicated = l.stats.underReplicated[1:]
-		}
-		l.stats.underReplicated = append(l.stats.underReplicated, slot)
-		l.stats.mu.Unlock()
-		l.log.Info("slot under-replicated", "epoch", epoch, "slot", slot, "copies", tally.Ours, "k", tally.K)
-	}
-}
-
-// startUpload launches f's upload at its current (epoch, slot). Lane lock
-// held.
-func (l *lane) startUpload(f *flight) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.StragglerTimeout)
-	f.cancel, f.done, f.claimed, f.failed = cancel, make(chan struct{}), time.Now(), false
-	l.wg.Add(1)
-	go l.upload(ctx, f, f.epoch, f.slot, cancel, f.done)
-}
-
-// durable marks (epoch, slot) durable and releases every flight that is now
-// durable with all earlier slots released, in slot order. A report from an
-// upload of an earlier epoch (its flight since republished) is ignored.
-func (l *lane) durable(f *flight, epoch, slot uint64) {
 	l.mu.Lock()
-	if epoch != l.epoch || l.flights[slot] != f || f.failed {
-		l.mu.Unlock()
-		return
-	}
-	l.window.MarkDurable(slot)
-	from, to := l.window.Release()
-	var released []*flight
-	if slot >= to && plant.ReleaseOutOfOrder.Load() {
-		released = append(released, l.releaseLocked(slot)) // a planted bug, for the simulation's checker
-	}
-	for s := from; s < to; s++ {
-		if l.flights[s] != nil { // nil only under the planted bug above
-			released = append(released, l.releaseLocked(s))
-		}
-	}
-	drain := l.decideLocked(released, nil)
+	l.core.Step(time.Now(), ev)
 	l.mu.Unlock()
-	l.finishReleased(released, drain)
 }
 
-// releaseLocked releases the flight at slot of the current epoch: its
-// batches get their acks and enter the flight index, and it joins the
-// absorb queue. Lane lock held.
-func (l *lane) releaseLocked(slot uint64) *flight {
-	rf := l.flights[slot]
-	delete(l.flights, slot)
-	if l.onRelease != nil {
-		l.onRelease(l.epoch, slot)
-	}
-	for _, p := range rf.batches {
-		st := p.st
-		st.durable = Tail{Seq: p.start + uint64(p.count), Timestamp: p.maxTS}
-		l.index.add(st, p)
-		if st.waiters != nil { // wake read sessions following st
-			close(st.waiters)
-			st.waiters = nil
-		}
-		p.ack = Ack{Start: p.start, End: p.start + uint64(p.count), Tail: st.durable}
-	}
-	l.absorbQ = append(l.absorbQ, rf)
-	l.space.Broadcast()
-	return rf
-}
-
-// finishReleased kicks the absorb for released flights and delivers their
-// acks if decideLocked said so (lane lock not held).
-func (l *lane) finishReleased(released []*flight, drain bool) {
-	if len(released) > 0 {
-		l.absorber.kick()
-	}
-	if drain {
-		l.deliver()
-	}
-}
-
-// decideLocked queues the outcome of every batch of flights (err nil: their
-// acks, set by releaseLocked) for delivery, after everything decided
-// before. It reports whether the caller must call deliver once it has
-// released the lane lock. Lane lock held.
-func (l *lane) decideLocked(flights []*flight, err error) bool {
-	for _, f := range flights {
-		l.decideBatchesLocked(f.batches, err)
-	}
-	return l.startDeliveryLocked()
-}
-
-// decideBatchesLocked queues ps with err (nil: acked) for delivery. The
-// caller then calls startDeliveryLocked. Lane lock held.
-func (l *lane) decideBatchesLocked(ps []*pending, err error) {
-	for _, p := range ps {
-		if err != nil {
-			p.err = err
-		}
-		l.doneQ = append(l.doneQ, p)
-	}
-}
-
-// startDeliveryLocked reports whether the caller must drain the queue: it
-// holds something and nobody is draining it. Lane lock held.
-func (l *lane) startDeliveryLocked() bool {
-	if l.delivering || len(l.doneQ) == 0 {
-		return false
-	}
-	l.delivering = true
-	return true
-}
-
-// deliver drains doneQ in order, closing each batch's done channel outside
-// the lane lock, until the queue is empty. One goroutine delivers at a
-// time, so two releases racing to deliver can never hand a later slot's
-// ack to its waiter before an earlier slot's (an AppendSession's futures
-// complete in submit order; a producer never sees seq n+1 acked while n is
-// still pending).
-func (l *lane) deliver() {
-	l.mu.Lock()
-	for len(l.doneQ) > 0 {
-		q := l.doneQ
-		l.doneQ = nil
-		l.mu.Unlock()
-		now := time.Now()
-		for _, p := range q {
-			switch {
-			case p.err == nil:
-				l.stats.ackLatency.RecordDuration(now.Sub(p.submitted))
-				l.stats.acked.Add(1)
-				l.stats.ackedRecords.Add(uint64(p.count))
-				l.stats.ackedBytes.Add(uint64(len(p.payload)))
-			case errors.Is(p.err, ErrOutcomeUnknown):
-				l.stats.failedUnknown.Add(1)
-			default:
-				l.stats.failedNotCommit.Add(1)
+// execute carries out one Ready: cancels, workers, the pool budget,
+// outcomes in order, readers' wake-ups, logs, the opening's result.
+func (l *lane) execute(rd leader.Ready) {
+	for _, id := range rd.Cancels {
+		if w := l.copies[id]; w != nil {
+			for _, c := range w.cancel {
+				c()
 			}
-			close(p.done)
 		}
+	}
+	for _, req := range rd.Requests {
+		l.spawn(req)
+	}
+	l.budget.Free(rd.PoolFreed)
+	for _, b := range rd.Outcomes {
+		close(b.Done)
+	}
+	if len(rd.Released) > 0 || rd.Dead != nil {
 		l.mu.Lock()
-	}
-	l.delivering = false
-	l.space.Broadcast() // close waits for delivery to finish
-	l.mu.Unlock()
-}
-
-// haltAt halts the current epoch at slot (a report from an upload of an
-// earlier epoch is ignored): no claim, and no release at or past slot, until
-// a recovery has fenced the epoch and moved on. The first halt starts the
-// recovery; a later one only lowers the halt slot.
-func (l *lane) haltAt(epoch, slot uint64, cause error) {
-	l.mu.Lock()
-	if epoch != l.epoch || l.dead != nil {
+		for _, st := range rd.Released {
+			if ch := l.waiters[st]; ch != nil {
+				close(ch)
+				delete(l.waiters, st)
+			}
+		}
+		if rd.Dead != nil {
+			// Readers following this process's releases wait no more: they
+			// go on from history, as a Reader does.
+			for st, ch := range l.waiters {
+				close(ch)
+				delete(l.waiters, st)
+			}
+		}
 		l.mu.Unlock()
-		return
 	}
-	l.window.Halt(slot)
-	start := !l.recovering
-	if start {
-		l.recovering = true
-		l.haltErr = cause
-		l.recovered = make(chan struct{})
-		l.stats.halts.Add(1)
-		l.stats.mu.Lock()
-		l.stats.haltCause = cause.Error()
-		l.stats.mu.Unlock()
-		l.wg.Add(1)
-		go l.recover()
+	for _, lg := range rd.Logs {
+		l.log.LogAttrs(context.Background(), lg.Level, lg.Msg, lg.Attrs...)
 	}
-	bound, _ := l.window.Halted()
-	l.space.Broadcast()
-	l.mu.Unlock()
-	if start {
-		l.log.Warn("chain halted; recovering", "epoch", epoch, "slot", bound, "cause", cause)
+	if rd.Opened != nil {
+		l.opened <- *rd.Opened
 	}
 }
 
-// halt halts the current epoch at slot.
-func (l *lane) halt(slot uint64, cause error) {
-	l.mu.Lock()
-	e := l.epoch
-	l.mu.Unlock()
-	l.haltAt(e, slot, cause)
+// spawn starts one worker: one request, one event back.
+func (l *lane) spawn(req leader.Request) {
+	ctx := l.ctx
+	if pc, ok := req.(leader.PutCopy); ok {
+		c, cancel := context.WithCancel(l.ctx)
+		w := l.copies[pc.Upload]
+		if w == nil {
+			w = &copyWorkers{}
+			l.copies[pc.Upload] = w
+		}
+		w.n++
+		w.cancel = append(w.cancel, cancel)
+		ctx = c
+	}
+	l.workers.Add(1)
+	go func() {
+		defer l.workers.Done()
+		ev := l.env.Do(ctx, req)
+		select {
+		case l.events <- ev:
+		case <-l.stopped:
+		}
+	}()
 }
 
-// close stops admission, lets the flusher cut everything pooled, waits until
-// every claimed flight is released or failed, then ends stragglers and waits
-// for every goroutine.
-func (l *lane) close() {
+// poke wakes the loop if the core has something for it. Lane lock held.
+func (l *lane) pokeLocked() {
+	if l.core.NeedsLoop(l.wake) {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *lane) poke() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// admit reserves b's bytes in the pool budget (blocking at the budget,
+// honouring ctx), then admits it to the core. On error nothing was
+// admitted.
+func (l *lane) admit(ctx context.Context, b *leader.Batch, recs []Record, match *uint64, monotone bool) error {
+	if err := l.budget.Reserve(ctx, b.Charge); err != nil {
+		if errors.Is(err, pool.ErrClosed) {
+			return notCommitted(ErrClosed)
+		}
+		return notCommitted(fmt.Errorf("loglet: admission to the %s pool: %w", l.class, err))
+	}
 	l.mu.Lock()
-	l.closing = true
-	l.space.Broadcast()
-	l.mu.Unlock()
-	l.closeCh()
-	l.pool.Close()
-	// Admission is over, so the backlog can grow by at most what is pooled
-	// (already within the pool budget): lift its bound, so what was
-	// admitted is flushed and acked even while the metastore is down
-	// (acks never depend on it).
-	l.backlog.Close()
-	<-l.flushr
-	// Wait for every claimed flight's outcome. A recovery that cannot
-	// finish (the stores are down) is ended after a bound: its flights then
-	// end outcome-unknown.
-	stop := time.AfterFunc(l.cfg.StragglerTimeout+l.cfg.CommitDeadline, func() {
-		l.log.Warn("close: flights still unresolved; cancelling")
-		l.cancel()
-		l.mu.Lock()
-		l.space.Broadcast()
-		l.mu.Unlock()
-	})
-	l.mu.Lock()
-	for len(l.flights) > 0 || l.recovering || l.delivering {
-		l.space.Wait()
+	err := l.core.Admit(time.Now(), b, recs, match, monotone)
+	if err == nil {
+		l.pokeLocked()
 	}
 	l.mu.Unlock()
-	stop.Stop()
-	// Everything released is absorbed before the lane stops, so the next
-	// owner finds the checkpoint at the release point.
-	l.absorber.drain()
+	if err != nil {
+		l.budget.Unreserve(b.Charge)
+		return l.admitError(b.Stream.Name(), err)
+	}
+	return nil
+}
+
+// admitError turns the core's admission refusal into the loglet's error.
+func (l *lane) admitError(stream string, err error) error {
+	var me *leader.MismatchError
+	var de *leader.DeadError
+	switch {
+	case errors.As(err, &me):
+		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: Tail(me.Tail)}
+	case errors.As(err, &de):
+		return l.fateError(stream, de.Fate)
+	case errors.Is(err, leader.ErrClosed):
+		return notCommitted(ErrClosed)
+	}
+	return notCommitted(err)
+}
+
+// fateError is the error a batch's fate is reported as (nil when acked).
+func (l *lane) fateError(stream string, f leader.Fate) error {
+	switch f.Kind {
+	case leader.Acked:
+		return nil
+	case leader.NotCommitted:
+		if d := f.Deposed; d != nil {
+			return &NotLeaderError{Stream: stream, Star: l.star.cfg.Star, Leader: d.Leader, Epoch: d.Epoch, Cause: f.Cause}
+		}
+		if errors.Is(f.Cause, leader.ErrClosed) {
+			return notCommitted(fmt.Errorf("%w: %v", ErrClosed, f.Cause))
+		}
+		return notCommitted(fmt.Errorf("%w: %v", ErrChainHalted, f.Cause))
+	}
+	if errors.Is(f.Cause, leader.ErrAborted) {
+		return outcomeUnknown(fmt.Errorf("loglet: %s: %v", l.class, f.Cause))
+	}
+	return outcomeUnknown(fmt.Errorf("%w: %v", ErrChainHalted, f.Cause))
+}
+
+// outcome returns a delivered batch's ack or error.
+func (l *lane) outcome(b *leader.Batch) (Ack, error) {
+	if b.Fate.Kind == leader.Acked {
+		return Ack{Start: b.Ack.Start, End: b.Ack.End, Tail: Tail(b.Ack.Tail)}, nil
+	}
+	return Ack{}, l.fateError(b.Stream.Name(), b.Fate)
+}
+
+// changed returns a channel closed at st's next release (or when the chain
+// stops serving), or nil if records at or past next are readable now.
+func (l *lane) changed(st *leader.Stream, next uint64) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st.Durable().Seq > next || l.dead != nil {
+		return nil
+	}
+	ch := l.waiters[st]
+	if ch == nil {
+		ch = make(chan struct{})
+		l.waiters[st] = ch
+	}
+	return ch
+}
+
+// deadFate returns why the chain stopped serving (nil while it serves).
+func (l *lane) deadFate() *leader.Fate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dead
+}
+
+// abort ends the core now (Close's or Open's context ended).
+func (l *lane) abort(cause error) {
+	l.mu.Lock()
+	l.core.Abort(time.Now(), cause)
+	l.mu.Unlock()
+	l.poke()
+}
+
+// closeGrace is how long an aborted close still waits for its cancelled
+// workers to return, so that a well-behaved store leaves no goroutine.
+const closeGrace = 100 * time.Millisecond
+
+// close runs the core's clean close (flush, acks, absorb, clean seal) and
+// ends within ctx whatever the state: when ctx ends first the core aborts
+// (every batch still without an outcome gets one) and the workers are
+// cancelled. It returns what the close could not finish.
+func (l *lane) close(ctx context.Context) error {
+	l.budget.Close() // producers blocked at the budget give up now
+	l.mu.Lock()
+	l.core.Close(time.Now())
+	l.mu.Unlock()
+	l.poke()
+	select {
+	case <-l.stopped:
+	case <-ctx.Done():
+		l.abort(fmt.Errorf("close: %w", ctx.Err()))
+		<-l.stopped
+	}
 	l.cancel()
-	l.wg.Wait()
-}
-
-// seal records a clean seal of the lane's epoch after close: every slot
-// below the release point is committed and acked, and nothing at or past it
-// was written (no halt), so the next owner can skip fencing. A halted or
-// deposed lane records nothing: its successor fences.
-func (l *lane) seal() {
+	done := make(chan struct{})
+	go func() { l.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	l.mu.Lock()
-	halted := l.haltErr != nil || l.dead != nil || l.window.InFlight() > 0
-	cut := l.window.Released()
-	rec, ver := l.rec, l.recVer
-	l.mu.Unlock()
-	if halted {
-		return
-	}
-	epochAttr := slog.Uint64("epoch", rec.Epoch)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := chain.SealEpoch(ctx, l.star.cfg.Meta, l.star.cfg.Star, l.class, rec, ver, cut); err != nil {
-		l.log.Warn("clean seal not recorded; the next owner will fence", epochAttr, "cut", cut, "err", err)
-		return
-	}
-	l.log.Info("epoch sealed cleanly", epochAttr, "cut", cut)
+	defer l.mu.Unlock()
+	return l.core.CloseError()
 }
 
-func (l *lane) closeCh() { l.closeO.Do(func() { close(l.closed) }) }
+// crash stops the lane the way a dying process does, for tests: no flush,
+// no absorb, no seal; batches without an outcome end outcome-unknown (or
+// not committed, if never cut).
+func (l *lane) crash() {
+	l.budget.Close()
+	l.cancel()
+	l.abort(errors.New("crashed"))
+	<-l.stopped
+	l.workers.Wait()
+}
+
+// snapshot returns the chain's figures.
+func (l *lane) snapshot() *ClassStats {
+	l.mu.Lock()
+	cs := l.core.Stats(time.Now())
+	l.mu.Unlock()
+	ps := l.budget.Stats()
+	ps.QueuedBytes, ps.QueuedBatches = cs.QueuedBytes, cs.QueuedBatches
+	out := &ClassStats{
+		Epoch: cs.Epoch, Pool: ps,
+		WindowSize: cs.WindowSize, WindowInFlight: cs.WindowInFlight, ReleasePoint: cs.ReleasePoint,
+		Flights: cs.Flights, FlightPayload: cs.FlightPayload, FlightObjects: cs.FlightObjects,
+		AckedBatches: cs.AckedBatches, AckedRecords: cs.AckedRecords, AckedBytes: cs.AckedBytes,
+		FailedOutcomeUnknown: cs.FailedOutcomeUnknown, FailedNotCommitted: cs.FailedNotCommitted,
+		GhostPuts: cs.GhostPuts, ForeignOccupants: cs.ForeignOccupants,
+		UnderReplicated: cs.UnderReplicated, UnderReplSlots: cs.UnderReplSlots,
+		Halts: cs.Halts, HaltCause: cs.HaltCause, Recovering: cs.Recovering, SuccessionStep: cs.SuccessionStep, Deposed: cs.Deposed,
+		FlightIndexBytes: cs.FlightIndexBytes, Backlog: cs.Backlog,
+		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
+		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
+		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
+		BucketNames: l.cfg.BucketNames,
+	}
+	return out
+}

@@ -356,7 +356,7 @@ func TestScaleOutMovesStarsUnderLoad(t *testing.T) {
 			old := from.lead[star]
 			from.mu.Unlock()
 			if old != nil {
-				old.Close() // flush, absorb, seal: the next owner skips the fence
+				old.Close(context.Background()) // flush, absorb, seal: the next owner skips the fence
 				from.retire(star, old)
 			}
 			handoffs++
@@ -395,12 +395,12 @@ func TestScaleOutMovesStarsUnderLoad(t *testing.T) {
 	c.allMu.Unlock()
 	for _, s := range all {
 		if !live[s] {
-			s.Close()
+			s.Close(context.Background())
 		}
 	}
 	for _, s := range all {
 		if live[s] {
-			s.Close()
+			s.Close(context.Background())
 			if st := s.Stats(); st.Standard.Halts+st.Express.Halts > 0 {
 				t.Logf("leader of %s halted %d times (%s %s)", s.cfg.Star, st.Standard.Halts+st.Express.Halts, st.Standard.HaltCause, st.Express.HaltCause)
 			}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/flightlog/flightlog/internal/leader"
 )
 
 // AppendSession pipelines appends to one stream: Submit returns as soon as
@@ -17,7 +20,8 @@ type AppendSession struct {
 	stream string
 
 	mu     sync.Mutex // serialises Submit and Close
-	last   *pending
+	last   *leader.Batch
+	lane   *lane // the lane of last
 	closed bool
 
 	fmu    sync.Mutex // guards failed; never held while blocking
@@ -40,7 +44,8 @@ func (a *AppendSession) failure() error {
 
 // AckFuture is the outcome of one submitted batch.
 type AckFuture struct {
-	p    *pending
+	p    *leader.Batch
+	lane *lane
 	sess *AppendSession
 }
 
@@ -64,9 +69,9 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 	}
 	if a.last != nil {
 		select {
-		case <-a.last.done:
-			if a.last.err != nil {
-				a.fail(a.last.err)
+		case <-a.last.Done:
+			if _, err := a.lane.outcome(a.last); err != nil {
+				a.fail(err)
 			}
 		default:
 		}
@@ -74,13 +79,13 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 	if err := a.failure(); err != nil {
 		return nil, notCommitted(fmt.Errorf("%w: %v", ErrSessionFailed, err))
 	}
-	p, err := a.s.submit(ctx, a.stream, b)
+	p, l, err := a.s.submit(ctx, a.stream, b)
 	if err != nil {
 		a.fail(err)
 		return nil, err
 	}
-	a.last = p
-	return &AckFuture{p: p, sess: a}, nil
+	a.last, a.lane = p, l
+	return &AckFuture{p: p, lane: l, sess: a}, nil
 }
 
 // Wait returns the batch's ack or error. If ctx ends first it returns an
@@ -88,44 +93,45 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 // called again.
 func (f *AckFuture) Wait(ctx context.Context) (Ack, error) {
 	select {
-	case <-f.p.done:
+	case <-f.p.Done:
 	case <-ctx.Done():
 		select {
-		case <-f.p.done: // a known outcome beats "unknown"
+		case <-f.p.Done: // a known outcome beats "unknown"
 		default:
 			return Ack{}, outcomeUnknown(fmt.Errorf("loglet: gave up waiting for the ack: %w", ctx.Err()))
 		}
 	}
-	if f.p.err != nil {
-		f.sess.fail(f.p.err)
+	ack, err := f.lane.outcome(f.p)
+	if err != nil {
+		f.sess.fail(err)
 	}
-	return f.p.ack, f.p.err
+	return ack, err
 }
 
 // Done is closed when the outcome is known.
-func (f *AckFuture) Done() <-chan struct{} { return f.p.done }
+func (f *AckFuture) Done() <-chan struct{} { return f.p.Done }
 
 // Close waits for the outcome of every submitted batch (or ctx) and closes
 // the session. It returns the session's first failure, if any.
 func (a *AppendSession) Close(ctx context.Context) error {
 	a.mu.Lock()
 	a.closed = true
-	last := a.last
+	last, l := a.last, a.lane
 	a.mu.Unlock()
 	if last != nil {
 		select {
-		case <-last.done:
+		case <-last.Done:
 		case <-ctx.Done():
 		}
 	}
 	if last != nil {
 		select {
-		case <-last.done:
+		case <-last.Done:
 		default:
 			return outcomeUnknown(fmt.Errorf("loglet: closing append session: %w", ctx.Err()))
 		}
-		if last.err != nil {
-			a.fail(last.err)
+		if _, err := l.outcome(last); err != nil {
+			a.fail(err)
 		}
 	}
 	return a.failure()
@@ -157,13 +163,12 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 		return res.Records, err
 	}
 	wait := func(ctx context.Context, next uint64) error {
-		l := st.lane
-		l.mu.Lock()
-		var ch <-chan struct{}
-		if st.durable.Seq <= next {
-			ch = st.changed()
+		if st.lane.deadFate() != nil {
+			// Deposed: the successor's releases do not wake us; poll its
+			// refs as a Reader does.
+			return pollWait(ctx, s.cfg.ReaderPollInterval, s.closing)
 		}
-		l.mu.Unlock()
+		ch := st.lane.changed(st.core, next)
 		if ch == nil {
 			return nil
 		}
@@ -177,6 +182,20 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 		}
 	}
 	return &ReadSession{next: next, read: read, wait: wait}, nil
+}
+
+// pollWait waits d, or until ctx ends or closing is closed.
+func pollWait(ctx context.Context, d time.Duration, closing <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return ErrClosed
+	}
 }
 
 // Recv returns the next records, blocking until at least one is readable or

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -29,9 +30,9 @@ type Star struct {
 	streams map[string]*streamState
 	closed  bool
 
-	closing   chan struct{} // closed by Close: wakes flushers
-	kick      chan struct{}
+	closing   chan struct{} // closed by Close: wakes read sessions
 	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ Loglet = (*Star)(nil)
@@ -62,33 +63,52 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		cfg: cfg, log: cfg.Logger,
 		streams: map[string]*streamState{},
 		closing: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
 		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}},
 	}
-	var starts [2]chainStart
+	// The chains open one after the other, Standard first: a candidate that
+	// loses the first takeover race stops there instead of taking the
+	// second chain from the winner.
+	var opened [2]leader.Opened
+	var errs []error
 	for _, c := range chain.Classes {
 		cc := s.classConfig(c)
 		if len(cc.Buckets) == 0 {
 			continue
 		}
-		st, err := s.startChain(ctx, c, cc)
+		l := newLane(s, c, *cc)
+		s.lanes[c] = l
+		o, err := l.awaitOpen(ctx)
+		opened[c] = o
 		if err != nil {
-			for _, l := range s.lanes {
-				if l != nil {
-					l.close()
-				}
-			}
-			return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
+			errs = append(errs, s.openError(c, err))
+			break
 		}
-		starts[c] = st
-		s.lanes[c] = newLane(s, c, *cc, st)
+		if o.TakeOver {
+			l.log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, l := range s.lanes {
+			if l != nil {
+				l.crash()
+			}
+		}
+		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 	}
 	if err := s.loadStreams(ctx); err != nil {
-		s.Close()
+		s.Close(context.Background())
 		return nil, err
 	}
-	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", starts[Standard].rec.Epoch, "express_epoch", starts[Express].rec.Epoch)
+	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch)
 	return s, nil
+}
+
+// openError turns a chain's opening failure into the loglet's error.
+func (s *Star) openError(c Class, err error) error {
+	if errors.Is(err, leader.ErrTakeoverLost) {
+		return fmt.Errorf("%w: %s: %v", ErrTakeoverLost, c, err)
+	}
+	return err
 }
 
 func (s *Star) classConfig(c Class) *ClassConfig {
@@ -305,27 +325,26 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 }
 
 // newStreamState binds a stream to its class's lane (nil if the class is
-// disabled here) and starts it at its recovered tail.
+// disabled here), at its state in the lane's core.
 func (s *Star) newStreamState(name string, c Class) *streamState {
 	st := &streamState{name: name, class: c, lane: s.lanes[c]}
 	if l := st.lane; l != nil {
-		if t, ok := l.startTails[name]; ok {
-			st.seq.Next, st.seq.LastTimestamp = t.Next, t.Timestamp
-			st.durable = Tail{Seq: t.Next, Timestamp: t.Timestamp}
-		}
+		l.mu.Lock()
+		st.core = l.core.Stream(name)
+		l.mu.Unlock()
 	}
 	return st
 }
 
 // submit validates, encodes, reserves pool budget for and admits b. After it
-// returns nil, the batch's outcome arrives on p.done.
-func (s *Star) submit(ctx context.Context, name string, b Batch) (*pending, error) {
+// returns nil, the batch's outcome is known once p.Done is closed.
+func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch, *lane, error) {
 	if len(b.Records) == 0 || len(b.Records) > s.cfg.MaxBatchRecords {
-		return nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
+		return nil, nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
 	}
 	st, err := s.streamForAppend(ctx, name)
 	if err != nil {
-		return nil, notCommitted(err)
+		return nil, nil, notCommitted(err)
 	}
 	now := time.Now()
 	arrival := now.UnixMilli()
@@ -334,10 +353,10 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*pending, erro
 	var prev int64
 	for i, r := range b.Records {
 		if len(r.Headers) > envelope.MaxRecordHeaders {
-			return nil, notCommitted(fmt.Errorf("%w: record %d has %d headers (max %d)", ErrInvalidBatch, i, len(r.Headers), envelope.MaxRecordHeaders))
+			return nil, nil, notCommitted(fmt.Errorf("%w: record %d has %d headers (max %d)", ErrInvalidBatch, i, len(r.Headers), envelope.MaxRecordHeaders))
 		}
 		if r.Timestamp < 0 {
-			return nil, notCommitted(fmt.Errorf("%w: record %d has a negative timestamp", ErrInvalidBatch, i))
+			return nil, nil, notCommitted(fmt.Errorf("%w: record %d has a negative timestamp", ErrInvalidBatch, i))
 		}
 		ts := r.Timestamp
 		if ts == 0 {
@@ -349,39 +368,30 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*pending, erro
 		prev = ts
 		rs := envelope.EncodedRecordSize(Record{Timestamp: ts, Headers: r.Headers, Body: r.Body})
 		if rs > s.cfg.MaxRecordBytes {
-			return nil, notCommitted(fmt.Errorf("%w: record %d is %d bytes encoded (max %d)", ErrInvalidBatch, i, rs, s.cfg.MaxRecordBytes))
+			return nil, nil, notCommitted(fmt.Errorf("%w: record %d is %d bytes encoded (max %d)", ErrInvalidBatch, i, rs, s.cfg.MaxRecordBytes))
 		}
 		size += rs
 		charge += rs + 10 - varintLen(ts) // room for any re-stamped timestamp
 	}
 	if size > s.cfg.MaxBatchBytes {
-		return nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
+		return nil, nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
 	}
-	p := &pending{st: st, count: len(b.Records), charge: int64(charge), submitted: now, done: make(chan struct{})}
-	p.payload = make([]byte, 0, charge)
+	p := &leader.Batch{Stream: st.core, Count: len(b.Records), Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
+	p.Payload = make([]byte, 0, charge)
 	for i, r := range b.Records {
 		if r.Timestamp == 0 {
 			r.Timestamp = arrival
 		}
 		if i == 0 {
-			p.minTS = r.Timestamp
+			p.MinTS = r.Timestamp
 		}
-		p.minTS, p.maxTS = min(p.minTS, r.Timestamp), max(p.maxTS, r.Timestamp)
-		p.payload = envelope.AppendRecord(p.payload, r)
+		p.MinTS, p.MaxTS = min(p.MinTS, r.Timestamp), max(p.MaxTS, r.Timestamp)
+		p.Payload = envelope.AppendRecord(p.Payload, r)
 	}
-	l := st.lane
-	if err := l.pool.Reserve(ctx, p.charge); err != nil {
-		return nil, notCommitted(fmt.Errorf("loglet: admission to the %s pool: %w", l.class, err))
+	if err := st.lane.admit(ctx, p, b.Records, b.MatchSeqNum, monotone); err != nil {
+		return nil, nil, err
 	}
-	stamped := b.Records
-	if !monotone {
-		stamped = make([]Record, len(b.Records))
-		copy(stamped, b.Records)
-	}
-	if err := l.admit(p, stamped, b.MatchSeqNum, monotone); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p, st.lane, nil
 }
 
 func varintLen(v int64) int {
@@ -402,17 +412,17 @@ func varintLen(v int64) int {
 // metastore is not touched (except once for a stream this process has not
 // seen). An error wraps ErrNotCommitted or ErrOutcomeUnknown.
 func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) {
-	p, err := s.submit(ctx, stream, b)
+	p, l, err := s.submit(ctx, stream, b)
 	if err != nil {
 		return Ack{}, err
 	}
 	select {
-	case <-p.done:
-		return p.ack, p.err
+	case <-p.Done:
+		return l.outcome(p)
 	case <-ctx.Done():
 		select {
-		case <-p.done: // a known outcome beats "unknown"
-			return p.ack, p.err
+		case <-p.Done: // a known outcome beats "unknown"
+			return l.outcome(p)
 		default:
 		}
 		return Ack{}, outcomeUnknown(fmt.Errorf("loglet: stream %q: gave up waiting for the ack: %w", stream, ctx.Err()))
@@ -429,7 +439,7 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	}
 	st.lane.mu.Lock()
 	defer st.lane.mu.Unlock()
-	return Tail{Seq: st.seq.Next, Timestamp: st.seq.LastTimestamp}, nil
+	return Tail(st.core.Assigned()), nil
 }
 
 // Read returns durable records of stream from q.Start on: absorbed history
@@ -450,45 +460,75 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	if err != nil {
 		return ReadResult{}, err
 	}
-	l := st.lane
-	l.mu.Lock()
-	tail := st.durable
-	if start >= st.indexStart() {
-		recs, err := st.read(start, maxRecs, maxBytes)
-		l.mu.Unlock()
-		return result(recs, start, tail), err
+	v := st.view()
+	if st.lane.deadFate() != nil {
+		// Deposed: a successor writes this stream now, so history (its
+		// refs) may run past this process's durable tail: read it all
+		// from there, as a Reader does.
+		return s.readDeposed(ctx, st, v, start, maxRecs, maxBytes)
 	}
-	l.mu.Unlock()
-	// Below the index: absorbed before we looked, so refs hold it.
-	recs, err := s.hist.read(ctx, stream, start, maxRecs, maxBytes)
-	if err == nil && len(recs) == 0 {
-		err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, start)
+	if start >= v.start {
+		recs, err := v.read(start, maxRecs, maxBytes)
+		return result(recs, start, v.durable), err
 	}
-	l.mu.Lock()
-	// Where history ended, go on from the flight index if the limits
-	// leave room, so one Read spans both with no gap and no duplicate.
-	if n := len(recs); err == nil && n < maxRecs {
-		next := recs[n-1].Seq + 1
-		size := 0
-		for _, r := range recs {
+	// Below the index: absorbed before we looked, so refs hold it. Where
+	// history ends, go on from the flight index if the limits leave room,
+	// so one Read spans both with no gap and no duplicate (and back to
+	// history if the absorb moved the index on meanwhile).
+	var recs []SequencedRecord
+	next, size := start, 0
+	for round := 0; round < 4 && len(recs) < maxRecs && size < maxBytes; round++ {
+		var more []SequencedRecord
+		if next >= v.start {
+			more, err = v.read(next, maxRecs-len(recs), maxBytes-size)
+		} else {
+			more, err = s.hist.read(ctx, stream, next, maxRecs-len(recs), maxBytes-size)
+			if err == nil && len(more) == 0 && len(recs) == 0 {
+				err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, next)
+			}
+		}
+		recs = append(recs, more...)
+		if err != nil || len(more) == 0 {
+			break
+		}
+		for _, r := range more {
 			size += recordSize(r.Record)
 		}
-		if next >= st.indexStart() && size < maxBytes {
-			more, merr := st.read(next, maxRecs-n, maxBytes-size)
-			recs, err = append(recs, more...), merr
-		}
+		next = more[len(more)-1].Seq + 1
+		v = st.view()
 	}
 	// The tail moved on while refs were read: report it as of now, so it
 	// is never behind the records returned.
-	tail = st.durable
-	l.mu.Unlock()
-	// A deposed leader that does not know it yet reads refs its successor
-	// wrote, past its own durable tail: the records are durable, so the
-	// tail it reports is at least their end.
-	if n := len(recs); n > 0 && recs[n-1].Seq+1 > tail.Seq {
-		tail = Tail{Seq: recs[n-1].Seq + 1, Timestamp: max(tail.Timestamp, recs[n-1].Timestamp)}
+	return result(recs, start, coverTail(v.durable, recs)), err
+}
+
+// readDeposed serves a read on a chain this process no longer leads: from
+// history (the successor's refs), then from what is left of its own flight
+// index (released here before the successor's fence, not yet in refs).
+func (s *Star) readDeposed(ctx context.Context, st *streamState, v indexView, start uint64, maxRecs, maxBytes int) (ReadResult, error) {
+	recs, err := s.hist.read(ctx, st.name, start, maxRecs, maxBytes)
+	if err != nil {
+		return ReadResult{}, err
 	}
-	return result(recs, start, tail), err
+	next := start
+	if n := len(recs); n > 0 {
+		next = recs[n-1].Seq + 1
+	}
+	if len(recs) < maxRecs && next >= v.start {
+		more, merr := v.read(next, maxRecs-len(recs), maxBytes)
+		recs, err = append(recs, more...), merr
+	}
+	return result(recs, start, coverTail(v.durable, recs)), err
+}
+
+// coverTail is tail raised to cover recs: a process may read records past
+// its own durable tail (refs a successor wrote), and the Tail it reports is
+// never behind the records it returns.
+func coverTail(tail Tail, recs []SequencedRecord) Tail {
+	if n := len(recs); n > 0 && recs[n-1].Seq+1 > tail.Seq {
+		return Tail{Seq: recs[n-1].Seq + 1, Timestamp: max(tail.Timestamp, recs[n-1].Timestamp)}
+	}
+	return tail
 }
 
 func limits(q ReadQuery) (int, int) {
@@ -512,57 +552,78 @@ func result(recs []SequencedRecord, start uint64, tail Tail) ReadResult {
 
 // resolve turns a Position into a sequence number.
 func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64, error) {
-	l := st.lane
-	l.mu.Lock()
-	durable := st.durable.Seq
-	idx := st.indexStart()
-	idxMin := int64(-1)
-	if len(st.entries) > 0 {
-		idxMin = st.entries[0].minTS
-	}
-	l.mu.Unlock()
+	v := st.view()
 	switch p.kind {
 	case posTailOffset:
-		if p.value >= durable {
+		if p.value >= v.durable.Seq {
 			return 0, nil
 		}
-		return durable - p.value, nil
+		return v.durable.Seq - p.value, nil
 	case posTimestamp:
-		if idx > 0 && (idxMin < 0 || idxMin > p.ts) {
+		if idxMin := v.minTimestamp(); v.start > 0 && (idxMin < 0 || idxMin > p.ts) {
 			seq, ok, err := s.hist.seqAtTimestamp(ctx, st.name, p.ts)
 			if err != nil || ok {
 				return seq, err
 			}
 		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return st.seqFromTimestamp(p.ts), nil
+		return v.seqFromTimestamp(p.ts), nil
 	}
 	return p.value, nil
 }
 
-// Close stops admission (later appends fail with ErrClosed), flushes every
-// admitted batch, waits for their outcomes, and stops every goroutine.
-func (s *Star) Close() error {
+// Close is a cooperative handoff: it stops admission (later appends fail
+// with ErrClosed), flushes every admitted batch, waits for their acks,
+// absorbs everything released, and records a clean seal in each chain's
+// epoch record, so the next owner continues without fencing or walking.
+// Both chains close at once.
+//
+// It ends within ctx in every state (a bucket set or the metastore down, a
+// halt recovery that cannot finish): when ctx ends first, batches without
+// an outcome end with one (never cut: not committed; past a cut the
+// recovery fenced: not committed; otherwise outcome unknown), and what
+// could not be done is returned. A ctx without a deadline is bounded by
+// Config.CloseTimeout. It returns errors.Join of what failed (nil after a
+// clean close, and after the close of a chain a successor took over).
+// Later calls return the first call's result.
+func (s *Star) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.cfg.CloseTimeout)
+			defer cancel()
+		}
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
 		close(s.closing)
-		for _, l := range s.lanes {
+		var wg sync.WaitGroup
+		var errs [2]error
+		for c, l := range s.lanes {
 			if l != nil {
-				l.close()
-				l.seal()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[c] = l.close(ctx)
+				}()
 			}
 		}
-		s.log.Info("star closed", "star", s.cfg.Star)
+		wg.Wait()
+		s.closeErr = errors.Join(errs[:]...)
+		if s.closeErr != nil {
+			s.log.Warn("star closed with errors", "star", s.cfg.Star, "err", s.closeErr)
+		} else {
+			s.log.Info("star closed", "star", s.cfg.Star)
+		}
 	})
-	return nil
+	return s.closeErr
 }
 
 // crash stops the star the way a dying process does, for tests: no flush,
-// no drain, no seal. In-flight uploads are cancelled (their batches end
-// outcome-unknown); what is durable stays for a successor to take over.
+// no absorb, no seal. Batches without an outcome end outcome-unknown (or
+// not committed, if never cut); what is durable stays for a successor.
 func (s *Star) crash() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -570,21 +631,8 @@ func (s *Star) crash() {
 		s.mu.Unlock()
 		close(s.closing)
 		for _, l := range s.lanes {
-			if l == nil {
-				continue
-			}
-			l.cancel()
-			l.backlog.Close()
-			l.mu.Lock()
-			l.closing = true
-			l.space.Broadcast()
-			l.mu.Unlock()
-			l.closeCh()
-			l.pool.Close()
-		}
-		for _, l := range s.lanes {
 			if l != nil {
-				l.wg.Wait()
+				l.crash()
 			}
 		}
 	})

@@ -37,6 +37,13 @@ type ClassStats struct {
 	UnderReplSlots   []uint64 // the most recent such slots (for a repair pass)
 	Halts            uint64
 	HaltCause        string
+	// Recovering: a halt's recovery (fence, late acks, mint, republish)
+	// runs now, at SuccessionStep.
+	Recovering     bool
+	SuccessionStep string
+	// Deposed: a successor has sealed or taken the chain; this process no
+	// longer leads it.
+	Deposed bool
 
 	// FlightIndexBytes: released, unabsorbed payload the leader holds to
 	// serve the tail of each stream.
@@ -68,40 +75,4 @@ func (s *Star) Stats() Stats {
 		out.Express = l.snapshot()
 	}
 	return out
-}
-
-func (l *lane) snapshot() *ClassStats {
-	st := &l.stats
-	cs := &ClassStats{
-		Pool:    l.pool.Stats(),
-		Flights: st.flights.Load(), FlightPayload: st.flightBytes.Load(), FlightObjects: st.objBytes.Load(),
-		AckedBatches: st.acked.Load(), AckedRecords: st.ackedRecords.Load(), AckedBytes: st.ackedBytes.Load(),
-		FailedOutcomeUnknown: st.failedUnknown.Load(), FailedNotCommitted: st.failedNotCommit.Load(),
-		GhostPuts: st.ghosts.Load(), ForeignOccupants: st.foreign.Load(), UnderReplicated: st.underReplic.Load(),
-		Halts:         st.halts.Load(),
-		AckLatency:    st.ackLatency.Snapshot().Summary(),
-		QuorumLatency: st.quorumLatency.Snapshot().Summary(),
-		FlightSize:    st.flightSize.Snapshot().Summary(),
-		BucketNames:   l.cfg.BucketNames,
-	}
-	for i := range st.putLatency {
-		cs.PutLatency = append(cs.PutLatency, st.putLatency[i].Snapshot().Summary())
-	}
-	st.mu.Lock()
-	cs.UnderReplSlots = append([]uint64(nil), st.underReplicated...)
-	cs.HaltCause = st.haltCause
-	st.mu.Unlock()
-	l.mu.Lock()
-	cs.Epoch = l.epoch
-	cs.WindowSize, cs.WindowInFlight = l.window.Size(), l.window.InFlight()
-	cs.ReleasePoint = l.window.Released()
-	cs.FlightIndexBytes = l.index.bytes
-	l.mu.Unlock()
-	a := l.absorber
-	cs.Backlog = l.backlog.Stats()
-	cs.AbsorbRounds, cs.AbsorbRefs, cs.AbsorbFailures = a.rounds.Load(), a.refs.Load(), a.failures.Load()
-	cs.MetastoreRequests = a.metaRequests.Load()
-	cs.AbsorbRoundLatency = a.roundLatency.Snapshot().Summary()
-	cs.Checkpoint = a.checkpointNext.Load()
-	return cs
 }

@@ -200,7 +200,7 @@ func (w *world) stop() {
 		if p.killed {
 			p.star.crash()
 		} else {
-			p.star.Close()
+			p.star.Close(context.Background())
 		}
 	}
 }

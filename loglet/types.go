@@ -109,7 +109,7 @@ type Loglet interface {
 	Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error)
 	OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error)
 	CheckTail(ctx context.Context, stream string) (Tail, error)
-	Close() error
+	Close(ctx context.Context) error
 }
 
 // The two outcomes of a failed append. Every error Append (or an append
@@ -141,6 +141,17 @@ var (
 	ErrSessionFailed  = errors.New("loglet: append session failed earlier")
 )
 
+// ErrNotLeader: this process does not (or no longer) lead the chain (a
+// successor sealed it for a takeover, or minted a later epoch). Appends fail
+// with a *NotLeaderError, which matches it and ErrNotCommitted and names the
+// leader, so the host can route them.
+var ErrNotLeader = errors.New("loglet: not the leader")
+
+// ErrTakeoverLost: another process minted the chain's next epoch first (or
+// sealed the chain for a takeover of its own after this one did). This
+// process does not lead the star; the caller may retry Open later.
+var ErrTakeoverLost = errors.New("loglet: another process took over the chain first")
+
 // SeqNumMismatchError is returned when a batch's MatchSeqNum is not the
 // stream's tail. The batch is not committed; Tail is the current tail.
 type SeqNumMismatchError struct {
@@ -163,6 +174,9 @@ type NotLeaderError struct {
 	Stream, Star string
 	Leader       string
 	Epoch        uint64
+	// Cause says how this process learnt it was deposed (nil when it never
+	// led the star).
+	Cause error
 }
 
 func (e *NotLeaderError) Error() string {

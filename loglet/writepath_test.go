@@ -15,7 +15,6 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/plant"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"go.uber.org/goleak"
@@ -178,7 +177,7 @@ func TestOneBucketDownAcksFlow(t *testing.T) {
 		}
 	}
 	r.checkReleases()
-	r.star.Close()
+	r.star.Close(context.Background())
 	st := r.star.Stats().Express
 	if st.Halts != 0 || st.UnderReplicated == 0 || st.AckedBatches != 20 {
 		t.Fatalf("stats: halts %d under-replicated %d acked %d", st.Halts, st.UnderReplicated, st.AckedBatches)
@@ -705,7 +704,7 @@ func TestCloseFlushesAndLeaksNothing(t *testing.T) {
 		}
 		futs = append(futs, f)
 	}
-	if err := r.star.Close(); err != nil {
+	if err := r.star.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for i, f := range futs {
@@ -738,42 +737,4 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("W=%d of K=3 rejected: %v", w, err)
 		}
 	}
-}
-
-// TestPlantedOutOfOrderReleaseIsCaught: with the planted bug that acks a
-// flight as soon as it has W copies, the release-order check (the rig's
-// hook, which TestWritePathInvariants relies on) reports a violation.
-func TestPlantedOutOfOrderReleaseIsCaught(t *testing.T) {
-	plant.ReleaseOutOfOrder.Store(true)
-	defer plant.Reset()
-	r := newRig(t, Express, 3, 30, func(c *Config, fs []*objstore.FaultStore) {
-		c.Express.FlightBytes = 16 // one batch per flight: many flights in the window
-		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 20*time.Millisecond))
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	sess, err := r.star.OpenAppendSession(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var futs []*AckFuture
-	for i := 0; i < 300; i++ {
-		f, err := sess.Submit(ctx, Batch{Records: []Record{{Body: []byte("x")}}})
-		if err != nil {
-			t.Logf("submit %d: %v", i, err) // the lane may die when the absorb sees the gap
-			break
-		}
-		futs = append(futs, f)
-	}
-	for _, f := range futs {
-		f.Wait(ctx)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.bad) == 0 {
-		t.Fatal("acks released out of slot order went unnoticed")
-	}
-	t.Logf("caught: %s", r.bad[0])
 }

@@ -1,17 +1,24 @@
-// Package pool is the star-wide FIFO of admitted, uncut batches of one class.
+// Package pool is the star-wide FIFO of admitted, uncut batches of one class,
+// in two parts:
 //
-// It keeps invariant 5's pool half: the bytes admitted and not yet cut never
-// exceed the budget. Admission reserves bytes first (Reserve blocks at the
-// budget, first come first served, honouring the caller's context), and only
-// a reserved batch is pushed. The flusher cuts a FIFO prefix (Cut), which
-// frees its bytes. The arrival of the oldest queued byte anchors the flush
-// deadline (Oldest).
+//   - Queue is the FIFO itself, a pure data structure (no goroutines, no
+//     clock, not safe for concurrent use): the chain's core pushes admitted
+//     batches, cuts FIFO prefixes into flights, and reads the arrival of the
+//     oldest queued byte, which anchors the flush deadline (Oldest).
+//   - Budget is the byte budget in front of it, the one part that blocks:
+//     admission reserves bytes first (Reserve blocks at the budget, first
+//     come first served, honouring the caller's context), and the bytes are
+//     freed when the batch leaves the FIFO (cut into a flight, or dropped
+//     because it will never be cut).
+//
+// Together they keep invariant 5's pool half: the bytes admitted and not yet
+// cut never exceed the budget.
 //
 // The caller's loop:
 //
-//	producer: Reserve(ctx, n) → (assign sequence numbers) → Push(item, n, now)
-//	          or Unreserve(n) if the batch is rejected after reserving
-//	flusher:  wait on Ready() or the deadline Oldest()+linger → Cut(max)
+//	producer: Budget.Reserve(ctx, n) → (assign sequence numbers) → Queue.Push(item, n, now)
+//	          or Budget.Unreserve(n) if the batch is rejected after reserving
+//	flusher:  at Oldest()+linger or once Queued() reaches a flight → Queue.Cut(max) → Budget.Free(bytes)
 package pool
 
 import (
@@ -39,70 +46,128 @@ type entry[T any] struct {
 	arrival time.Time
 }
 
-// Pool is a FIFO of items with byte sizes under a byte budget. It is safe
-// for concurrent use: many producers, one flusher.
-type Pool[T any] struct {
-	budget int64
-	sem    *semaphore.Weighted
-
-	mu     sync.Mutex
+// Queue is a FIFO of items with byte sizes. The zero value is empty and
+// ready to use. It is not safe for concurrent use.
+type Queue[T any] struct {
 	queue  []entry[T]
 	head   int
 	queued int64 // bytes pushed and not cut
-	closed bool
+}
 
+// charge is the bytes an item of n bytes occupies: at least 1, so an empty
+// batch still holds a place in the FIFO and the budget.
+func charge(n int64) int64 { return max(n, 1) }
+
+// Push appends item of n bytes, arrived at arrival (the time the flush
+// deadline is anchored to while it is the oldest).
+func (q *Queue[T]) Push(item T, n int64, arrival time.Time) {
+	n = charge(n)
+	q.queue = append(q.queue, entry[T]{item, n, arrival})
+	q.queued += n
+}
+
+// Oldest returns the arrival time of the oldest queued item, if any.
+func (q *Queue[T]) Oldest() (time.Time, bool) {
+	if q.head == len(q.queue) {
+		return time.Time{}, false
+	}
+	return q.queue[q.head].arrival, true
+}
+
+// Queued returns the bytes and items pushed and not yet cut.
+func (q *Queue[T]) Queued() (bytes int64, items int) {
+	return q.queued, len(q.queue) - q.head
+}
+
+// Cut removes and returns the longest FIFO prefix of at most maxItems items
+// (<= 0: any number) whose bytes total at most maxBytes, always at least one
+// item if any is queued (so an item larger than maxBytes still leaves), and
+// the bytes it held. fits, if not nil, is asked before each item after the
+// first whether it may join the prefix as well (the cut then stops at the
+// first item it refuses).
+func (q *Queue[T]) Cut(maxBytes int64, maxItems int, fits func(T) bool) (items []T, bytes int64) {
+	i := q.head
+	for i < len(q.queue) {
+		e := q.queue[i]
+		if i > q.head && (bytes+e.bytes > maxBytes || (maxItems > 0 && len(items) >= maxItems) || (fits != nil && !fits(e.item))) {
+			break
+		}
+		bytes += e.bytes
+		items = append(items, e.item)
+		var zero entry[T]
+		q.queue[i] = zero
+		i++
+	}
+	q.head = i
+	q.queued -= bytes
+	if q.head == len(q.queue) {
+		q.queue, q.head = q.queue[:0], 0
+	} else if q.head > 1024 && q.head*2 > len(q.queue) {
+		n := copy(q.queue, q.queue[q.head:])
+		clear(q.queue[n:])
+		q.queue, q.head = q.queue[:n], 0
+	}
+	return items, bytes
+}
+
+// Drain removes and returns every queued item and the bytes they held.
+func (q *Queue[T]) Drain() (items []T, bytes int64) {
+	return q.Cut(1<<62, 0, nil)
+}
+
+// Budget bounds the bytes admitted and not yet freed. It is safe for
+// concurrent use: many producers reserve, one owner frees.
+type Budget struct {
+	budget int64
+	sem    *semaphore.Weighted
+
+	mu          sync.Mutex
+	closed      bool
 	closeCtx    context.Context // done once Close is called
 	closeCancel context.CancelFunc
 
-	ready    chan struct{} // capacity 1: something was pushed
-	reserved atomic.Int64  // bytes reserved and not cut or unreserved
-	blocked  atomic.Int64  // nanoseconds producers spent blocked in Reserve
-	waiting  atomic.Int64  // producers blocked in Reserve now
+	reserved atomic.Int64 // bytes reserved and not freed or unreserved
+	blocked  atomic.Int64 // nanoseconds producers spent blocked in Reserve
+	waiting  atomic.Int64 // producers blocked in Reserve now
 }
 
-// New returns a pool holding at most budget bytes.
-func New[T any](budget int64) *Pool[T] {
+// NewBudget returns a budget of budget bytes.
+func NewBudget(budget int64) *Budget {
 	if budget <= 0 {
 		panic(fmt.Sprintf("pool: budget %d must be positive", budget))
 	}
-	p := &Pool[T]{
-		budget: budget,
-		sem:    semaphore.NewWeighted(budget),
-		ready:  make(chan struct{}, 1),
-	}
-	p.closeCtx, p.closeCancel = context.WithCancel(context.Background())
-	return p
+	b := &Budget{budget: budget, sem: semaphore.NewWeighted(budget)}
+	b.closeCtx, b.closeCancel = context.WithCancel(context.Background())
+	return b
 }
 
-// Budget is the pool's byte budget.
-func (p *Pool[T]) Budget() int64 { return p.budget }
+// Size is the budget in bytes.
+func (b *Budget) Size() int64 { return b.budget }
 
-// Reserve takes n bytes of budget, blocking while the pool is full. It
-// returns ErrTooLarge for n > budget, ErrClosed once the pool is closed, and
-// an error wrapping ctx.Err() if ctx ends first; in every error case nothing
-// is reserved.
-func (p *Pool[T]) Reserve(ctx context.Context, n int64) error {
-	if n > p.budget {
-		return fmt.Errorf("%w: %d bytes > budget %d", ErrTooLarge, n, p.budget)
+// Reserve takes n bytes of budget, blocking while the budget is spent. It
+// returns ErrTooLarge for n > budget, ErrClosed once the budget is closed,
+// and an error wrapping ctx.Err() if ctx ends first; in every error case
+// nothing is reserved.
+func (b *Budget) Reserve(ctx context.Context, n int64) error {
+	if n > b.budget {
+		return fmt.Errorf("%w: %d bytes > budget %d", ErrTooLarge, n, b.budget)
 	}
-	if n <= 0 {
-		n = 1 // an empty batch still occupies a place in the FIFO
-	}
-	if p.isClosed() {
+	n = charge(n)
+	if b.isClosed() {
 		return ErrClosed
 	}
-	if !p.sem.TryAcquire(n) {
+	if !b.sem.TryAcquire(n) {
 		start := time.Now()
-		p.waiting.Add(1)
+		b.waiting.Add(1)
 		// Closing must wake blocked producers: acquire under a context
-		// that also ends when the pool closes.
+		// that also ends when the budget closes.
 		actx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(p.closeCtx, cancel)
-		err := p.sem.Acquire(actx, n)
+		stop := context.AfterFunc(b.closeCtx, cancel)
+		err := b.sem.Acquire(actx, n)
 		stop()
 		cancel()
-		p.waiting.Add(-1)
-		p.blocked.Add(int64(time.Since(start)))
+		b.waiting.Add(-1)
+		b.blocked.Add(int64(time.Since(start)))
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("pool: waiting for budget: %w", ctx.Err())
@@ -110,112 +175,44 @@ func (p *Pool[T]) Reserve(ctx context.Context, n int64) error {
 			return ErrClosed
 		}
 	}
-	if p.isClosed() {
-		p.sem.Release(n)
+	if b.isClosed() {
+		b.sem.Release(n)
 		return ErrClosed
 	}
-	p.reserved.Add(n)
+	b.reserved.Add(n)
 	return nil
 }
 
-// Unreserve returns n reserved bytes that will not be pushed.
-func (p *Pool[T]) Unreserve(n int64) {
-	if n <= 0 {
-		n = 1
-	}
-	p.reserved.Add(-n)
-	p.sem.Release(n)
-}
+// Unreserve returns n reserved bytes whose batch was not pushed.
+func (b *Budget) Unreserve(n int64) { b.Free(charge(n)) }
 
-// Push appends item, whose n bytes the caller reserved, to the FIFO. Its
-// arrival time is the one the flush deadline is anchored to when it is the
-// oldest. Push never blocks.
-func (p *Pool[T]) Push(item T, n int64, arrival time.Time) {
-	if n <= 0 {
-		n = 1
+// Free returns bytes that left the FIFO (a Queue's Cut or Drain total,
+// which already counts each item at least 1 byte).
+func (b *Budget) Free(bytes int64) {
+	if bytes <= 0 {
+		return
 	}
-	p.mu.Lock()
-	p.queue = append(p.queue, entry[T]{item, n, arrival})
-	p.queued += n
-	p.mu.Unlock()
-	select {
-	case p.ready <- struct{}{}:
-	default:
-	}
-}
-
-// Ready returns a channel that receives after a Push (coalesced: one value
-// may stand for many pushes). The flusher waits on it.
-func (p *Pool[T]) Ready() <-chan struct{} { return p.ready }
-
-// Oldest returns the arrival time of the oldest queued item, if any.
-func (p *Pool[T]) Oldest() (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.head == len(p.queue) {
-		return time.Time{}, false
-	}
-	return p.queue[p.head].arrival, true
-}
-
-// Queued returns the bytes and items pushed and not yet cut.
-func (p *Pool[T]) Queued() (bytes int64, items int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.queued, len(p.queue) - p.head
-}
-
-// Cut removes and returns the longest FIFO prefix whose bytes total at most
-// max (always at least one item if any is queued, so an item larger than max
-// still leaves), and frees those bytes from the budget.
-func (p *Pool[T]) Cut(max int64) (items []T, bytes int64) {
-	p.mu.Lock()
-	i := p.head
-	for i < len(p.queue) {
-		e := p.queue[i]
-		if i > p.head && bytes+e.bytes > max {
-			break
-		}
-		bytes += e.bytes
-		items = append(items, e.item)
-		var zero entry[T]
-		p.queue[i] = zero
-		i++
-	}
-	p.head = i
-	p.queued -= bytes
-	if p.head == len(p.queue) {
-		p.queue, p.head = p.queue[:0], 0
-	} else if p.head > 1024 && p.head*2 > len(p.queue) {
-		n := copy(p.queue, p.queue[p.head:])
-		p.queue, p.head = p.queue[:n], 0
-	}
-	p.mu.Unlock()
-	if bytes > 0 {
-		p.reserved.Add(-bytes)
-		p.sem.Release(bytes)
-	}
-	return items, bytes
+	b.reserved.Add(-bytes)
+	b.sem.Release(bytes)
 }
 
 // Close stops admission: blocked and later Reserve calls return ErrClosed.
-// Queued items stay until cut (a clean close flushes them).
-func (p *Pool[T]) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.closed = true
-		p.closeCancel()
+func (b *Budget) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.closeCancel()
 	}
 }
 
-func (p *Pool[T]) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
+func (b *Budget) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
 }
 
-// Stats is a point-in-time view of the pool for Stats().
+// Stats is a point-in-time view of a pool for Stats().
 type Stats struct {
 	BudgetBytes   int64
 	ReservedBytes int64 // admitted (or being admitted) and not yet cut
@@ -225,12 +222,11 @@ type Stats struct {
 	Waiting       int64 // producers blocked now
 }
 
-// Stats returns the pool's gauges and counters.
-func (p *Pool[T]) Stats() Stats {
-	b, n := p.Queued()
+// Stats returns the budget's gauges and counters; the caller fills in the
+// queue's (QueuedBytes, QueuedBatches).
+func (b *Budget) Stats() Stats {
 	return Stats{
-		BudgetBytes: p.budget, ReservedBytes: p.reserved.Load(),
-		QueuedBytes: b, QueuedBatches: n,
-		BlockedNanos: p.blocked.Load(), Waiting: p.waiting.Load(),
+		BudgetBytes: b.budget, ReservedBytes: b.reserved.Load(),
+		BlockedNanos: b.blocked.Load(), Waiting: b.waiting.Load(),
 	}
 }

@@ -18,7 +18,10 @@ func TestBudgetNeverExceeded(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	const budget = 10_000
-	p := New[[2]int](budget)
+	b := NewBudget(budget)
+	var mu sync.Mutex // the flusher's lock around the queue, as the core's shell holds one
+	var q Queue[[2]int]
+	pushed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	var over atomic.Bool
 	const producers, perProducer = 8, 400
@@ -29,14 +32,20 @@ func TestBudgetNeverExceeded(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, uint64(g)))
 			for i := 0; i < perProducer; i++ {
 				n := int64(1 + r.IntN(3000))
-				if err := p.Reserve(context.Background(), n); err != nil {
+				if err := b.Reserve(context.Background(), n); err != nil {
 					t.Errorf("reserve: %v", err)
 					return
 				}
-				if p.Stats().ReservedBytes > budget {
+				if b.Stats().ReservedBytes > budget {
 					over.Store(true)
 				}
-				p.Push([2]int{g, i}, n, time.Now())
+				mu.Lock()
+				q.Push([2]int{g, i}, n, time.Now())
+				mu.Unlock()
+				select {
+				case pushed <- struct{}{}:
+				default:
+				}
 			}
 		}(g)
 	}
@@ -45,13 +54,19 @@ func TestBudgetNeverExceeded(t *testing.T) {
 	next := make([]int, producers)
 	got := 0
 	for got < producers*perProducer {
-		if _, n := p.Queued(); n == 0 {
+		mu.Lock()
+		_, n := q.Queued()
+		mu.Unlock()
+		if n == 0 {
 			select {
-			case <-p.Ready():
+			case <-pushed:
 			case <-done:
 			}
 		}
-		items, _ := p.Cut(4000)
+		mu.Lock()
+		items, bytes := q.Cut(4000, 0, nil)
+		mu.Unlock()
+		b.Free(bytes)
 		for _, it := range items {
 			if it[1] != next[it[0]] {
 				t.Fatalf("producer %d: got item %d, want %d (FIFO broken)", it[0], it[1], next[it[0]])
@@ -63,83 +78,114 @@ func TestBudgetNeverExceeded(t *testing.T) {
 	if over.Load() {
 		t.Fatal("reserved bytes exceeded the budget")
 	}
-	if s := p.Stats(); s.ReservedBytes != 0 || s.QueuedBytes != 0 {
+	if s := b.Stats(); s.ReservedBytes != 0 {
 		t.Fatalf("after draining: %+v", s)
+	}
+	if bytes, n := q.Queued(); bytes != 0 || n != 0 {
+		t.Fatalf("queue after draining: %d bytes, %d items", bytes, n)
 	}
 }
 
 func TestReserveBlocksAndHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := New[int](100)
-		if err := p.Reserve(context.Background(), 80); err != nil {
+		b := NewBudget(100)
+		if err := b.Reserve(context.Background(), 80); err != nil {
 			t.Fatal(err)
 		}
-		p.Push(1, 80, time.Now())
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		err := p.Reserve(ctx, 30)
+		err := b.Reserve(ctx, 30)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("reserve past budget with a deadline: %v", err)
 		}
-		if s := p.Stats(); s.ReservedBytes != 80 || s.BlockedNanos < int64(time.Second) {
+		if s := b.Stats(); s.ReservedBytes != 80 || s.BlockedNanos < int64(time.Second) {
 			t.Fatalf("after timed-out reserve: %+v", s)
 		}
 		// A blocked reserve proceeds once a cut frees room.
 		res := make(chan error, 1)
-		go func() { res <- p.Reserve(context.Background(), 30) }()
+		go func() { res <- b.Reserve(context.Background(), 30) }()
 		synctest.Wait()
 		select {
 		case err := <-res:
 			t.Fatalf("reserve returned %v while the pool was full", err)
 		default:
 		}
-		p.Cut(1000)
+		b.Free(80)
 		if err := <-res; err != nil {
 			t.Fatal(err)
+		}
+		// Unreserve counts an empty batch as one byte, as Reserve does.
+		if err := b.Reserve(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		b.Unreserve(0)
+		if s := b.Stats(); s.ReservedBytes != 30 {
+			t.Fatalf("reserved after an empty reserve/unreserve: %d", s.ReservedBytes)
 		}
 	})
 }
 
 func TestTooLargeAndClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := New[int](100)
-		if err := p.Reserve(context.Background(), 101); !errors.Is(err, ErrTooLarge) {
+		b := NewBudget(100)
+		if err := b.Reserve(context.Background(), 101); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("oversized: %v", err)
 		}
-		_ = p.Reserve(context.Background(), 100)
+		_ = b.Reserve(context.Background(), 100)
 		res := make(chan error, 1)
-		go func() { res <- p.Reserve(context.Background(), 1) }()
+		go func() { res <- b.Reserve(context.Background(), 1) }()
 		synctest.Wait()
-		p.Close()
+		b.Close()
 		if err := <-res; !errors.Is(err, ErrClosed) {
 			t.Fatalf("blocked reserve after close: %v", err)
 		}
-		if err := p.Reserve(context.Background(), 1); !errors.Is(err, ErrClosed) {
+		if err := b.Reserve(context.Background(), 1); !errors.Is(err, ErrClosed) {
 			t.Fatalf("reserve after close: %v", err)
 		}
 	})
 }
 
 func TestCutTakesPrefixAndOldest(t *testing.T) {
-	p := New[string](1000)
+	var q Queue[string]
 	t0 := time.Unix(100, 0)
-	for i, s := range []string{"a", "b", "c", "d"} {
-		_ = p.Reserve(context.Background(), 100)
-		p.Push(s, 100, t0.Add(time.Duration(i)*time.Second))
+	for i, s := range []string{"a", "b", "c", "d", "e"} {
+		q.Push(s, 100, t0.Add(time.Duration(i)*time.Second))
 	}
-	if o, ok := p.Oldest(); !ok || !o.Equal(t0) {
+	if o, ok := q.Oldest(); !ok || !o.Equal(t0) {
 		t.Fatalf("oldest %v %v", o, ok)
 	}
-	items, n := p.Cut(250)
+	items, n := q.Cut(250, 0, nil)
 	if len(items) != 2 || items[0] != "a" || items[1] != "b" || n != 200 {
 		t.Fatalf("cut(250) = %v %d", items, n)
 	}
-	if o, _ := p.Oldest(); !o.Equal(t0.Add(2 * time.Second)) {
+	if o, _ := q.Oldest(); !o.Equal(t0.Add(2 * time.Second)) {
 		t.Fatalf("oldest after cut %v", o)
 	}
 	// An item larger than max still leaves, alone.
-	items, _ = p.Cut(10)
+	items, _ = q.Cut(10, 0, nil)
 	if len(items) != 1 || items[0] != "c" {
 		t.Fatalf("cut(10) = %v", items)
+	}
+	// The item bound and the fits callback stop a cut early.
+	q.Push("f", 100, t0)
+	items, _ = q.Cut(1000, 1, nil)
+	if len(items) != 1 || items[0] != "d" {
+		t.Fatalf("cut(max 1 item) = %v", items)
+	}
+	items, _ = q.Cut(1000, 0, func(s string) bool { return s != "f" })
+	if len(items) != 1 || items[0] != "e" {
+		t.Fatalf("cut(fits) = %v", items)
+	}
+	items, n = q.Drain()
+	if len(items) != 1 || items[0] != "f" || n != 100 {
+		t.Fatalf("drain = %v %d", items, n)
+	}
+	if _, ok := q.Oldest(); ok {
+		t.Fatal("oldest of an empty queue")
+	}
+	// An empty item occupies one byte.
+	q.Push("g", 0, t0)
+	if b, _ := q.Queued(); b != 1 {
+		t.Fatalf("an empty item queues %d bytes", b)
 	}
 }

@@ -157,4 +157,10 @@ go test $race -count=1 "${args[@]}"
 if ! $has_pkg && [ -n "$race" ]; then
 	log "go test -count=1 ./internal/sim (the non-race seed budget)"
 	go test -count=1 ./internal/sim
+	# Planted bugs and "cannot happen" assertions compile only with
+	# -tags invariants (internal/invariants): every planted bug must be
+	# caught, and the whole suite of the packages that hold them must pass
+	# with the assertions on.
+	log "go test -tags invariants (planted bugs, assertions)"
+	go test -count=1 -tags invariants ./internal/leader/... ./loglet ./absorb ./internal/sim
 fi

@@ -346,7 +346,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	streamName := func(p int) string { return fmt.Sprintf("bench-%03d", p%o.streams) }
 	for i := 0; i < o.streams; i++ {
 		if _, err := s.CreateStream(ctx, streamName(i), loglet.StreamOptions{Class: class, Star: star}); err != nil {
@@ -432,7 +432,7 @@ wait:
 	if err, _ := firstErr.Load().(error); err != nil {
 		env.errorf("bench: first failure: %v", err)
 	}
-	s.Close()
+	s.Close(context.Background())
 	st := s.Stats()
 	cs := st.Standard
 	if class == chain.Express {

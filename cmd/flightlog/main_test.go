@@ -66,7 +66,7 @@ func seeded(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	if err := star.Close(); err != nil {
+	if err := star.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return dir

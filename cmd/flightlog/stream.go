@@ -39,7 +39,7 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 		if err != nil {
 			return env.fail(err)
 		}
-		defer star.Close()
+		defer star.Close(context.Background())
 		if *create {
 			_, err := star.CreateStream(ctx, stream, loglet.StreamOptions{Class: c, Star: env.g.star})
 			if err != nil && !errors.Is(err, loglet.ErrStreamExists) {

@@ -75,7 +75,7 @@ func serve(addr, dir string) error {
 	slog.Info("listening", "addr", addr, "dir", dir)
 	select {
 	case err := <-errc:
-		star.Close()
+		star.Close(context.Background())
 		return err
 	case <-ctx.Done():
 	}
@@ -86,5 +86,5 @@ func serve(addr, dir string) error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		slog.Error("shutdown", "err", err)
 	}
-	return star.Close() // flush, absorb, seal: the next start continues every stream
+	return star.Close(context.Background()) // flush, absorb, seal: the next start continues every stream
 }

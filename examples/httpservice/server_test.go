@@ -37,7 +37,7 @@ func newTestServer(t *testing.T) (*httptest.Server, chan struct{}, *loglet.Star)
 			close(done)
 		}
 		ts.Close()
-		star.Close()
+		star.Close(context.Background())
 	})
 	return ts, done, star
 }

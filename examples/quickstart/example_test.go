@@ -48,7 +48,7 @@ func Example_inMemory() {
 		fmt.Println(err)
 		return
 	}
-	defer star.Close()
+	defer star.Close(context.Background())
 	if _, err := star.CreateStream(ctx, "events", loglet.StreamOptions{Class: loglet.Standard}); err != nil {
 		fmt.Println(err)
 		return

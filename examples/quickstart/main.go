@@ -87,7 +87,7 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 		}
 		return err
 	}
-	defer star.Close()
+	defer star.Close(context.Background())
 
 	streams := []struct {
 		name  string
@@ -124,5 +124,5 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 	}
 	// A clean Close flushes, absorbs everything into refs and seals the
 	// chains, so the next run (or `flightlog read`) finds it all.
-	return star.Close()
+	return star.Close(context.Background())
 }

@@ -113,7 +113,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("open star %q: %w", c.star, err)
 	}
-	defer star.Close()
+	defer star.Close(context.Background())
 	streams := []struct {
 		name  string
 		class loglet.Class
@@ -144,5 +144,5 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "  %s now holds %d records\n", s.name, res.Tail.Seq)
 	}
-	return star.Close()
+	return star.Close(context.Background())
 }

@@ -183,18 +183,6 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 		}
 		w.res.Epochs += int(rec.Epoch)
 		recorded := append([]chain.Cut(nil), rec.Cuts...)
-		o.mu.Lock()
-		wedged := o.resealLost[c.String()] > 0 && rec.Owner == fmt.Sprintf("proc-%d", w.currentLeader().n)
-		o.mu.Unlock()
-		if wedged && (rec.Seal == nil || rec.Seal.Epoch != rec.Epoch) {
-			// The leader minted this epoch, lost its reseal to a transient
-			// error and killed its own lane: nothing serves the epoch, so
-			// Close cannot seal it and the absorb stopped (the records are
-			// safe below the cut, for a successor's walk).
-			w.h.knownBug("reseal-transient", "%s: epoch %d minted by the leader, whose recovery lost its reseal and killed the lane; no seal", c, rec.Epoch)
-			w.wedged[c] = true
-			continue
-		}
 		if rec.Seal == nil || rec.Seal.Epoch != rec.Epoch {
 			bad("%s: epoch %d has no clean seal after the leader's Close", c, rec.Epoch)
 		} else {
@@ -387,9 +375,6 @@ func (w *world) refence(ctx context.Context) {
 		w.obs.mu.Lock()
 		latest := w.obs.latest[c]
 		w.obs.mu.Unlock()
-		if w.wedged[c] {
-			continue
-		}
 		for e := uint64(1); e <= latest; e++ {
 			k, ok := w.obs.cutOf(c, e)
 			if !ok {
@@ -437,9 +422,6 @@ func (w *world) checkFreshReader(ctx context.Context, final map[string][]loglet.
 		return
 	}
 	for stream, want := range final {
-		if w.wedged[loglet.Standard] && strings.HasPrefix(stream, loglet.Standard.String()) || w.wedged[loglet.Express] && strings.HasPrefix(stream, loglet.Express.String()) {
-			continue // reseal-transient: the absorb stopped with the lane
-		}
 		got, err := w.readAll(ctx, "fresh-reader", stream, func(ctx context.Context, from uint64) (loglet.ReadResult, error) {
 			return rd.Read(ctx, stream, loglet.ReadQuery{Start: loglet.AtSeq(from), MaxRecords: 64})
 		}, false)
@@ -690,8 +672,11 @@ func (w *world) summarize(after loglet.Stats) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w.res.Violations = append(w.res.Violations, h.bad...)
+	w.obs.sealMu.Lock()
+	w.res.Seals, w.res.SealViolations = w.obs.seals, w.obs.sealViolations
+	w.res.Violations = append(w.res.Violations, w.obs.sealBad...)
+	w.obs.sealMu.Unlock()
 	w.res.Appends = len(h.appends)
-	w.res.KnownBugs = h.known
 	for _, op := range h.appends {
 		switch op.out {
 		case outAcked:

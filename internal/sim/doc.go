@@ -65,9 +65,11 @@
 // process Opens the star while the first runs: takeover of a live
 // incumbent, which becomes a zombie; some producers stay on it for a
 // while), FenceOnly (the harness seals and fences one chain and dies before
-// minting: the incumbent halts and recovers), CrashRestart (the leader's
-// stores go down, it is never Closed before the checker runs, and a new
-// process Opens and takes over).
+// minting: the seal is binding, so the incumbent fences its own epoch, acks
+// below the cut and stops leading that chain without minting; later a new
+// process Opens the star, as a host retries Open), CrashRestart (the
+// leader's stores go down, it is never Closed before the checker runs, and
+// a new process Opens and takes over).
 //
 // # The workload
 //
@@ -119,10 +121,12 @@
 //     leader's CheckTail is at least, a Reader's at most, its length.
 //
 // Unknown appends are resolved by the final state for porcupine (present:
-// took effect at its seq; absent: no effect). Findings of loglet bugs
-// already reported (see bugs_test.go) are counted in Result.KnownBugs
-// instead, unless Options.Strict; a seed whose bubble stops (the
-// absorb-mutex-hang bug) is abandoned after seedWall of wall time.
+// took effect at its seq; absent: no effect). A seed whose bubble stops or
+// livelocks fails after seedWall of wall time. The binding seal is checked
+// on every checkpoint write, below the fault wrappers, knowing who writes
+// (sealwatch.go): the checkpoint's owner changes only through a seal (a
+// candidate sealing for the epoch after the record's current one), and no
+// process writes over another owner's seal except by sealing it itself.
 //
 // # Running, replaying, soaking
 //
@@ -142,10 +146,13 @@
 // fails unless the checker reports a violation within the seed budget
 // (each test stops at its first catch; -sim.rate runs every seed and
 // reports the catch rate): acks released out of slot order
-// (plant.ReleaseOutOfOrder, in loglet), a fence that accepts W−1 copies (a
-// bucket that serves another bucket's copy as its own), an absorb that
-// overwrites refs (plant.AbsorbOverwritesRefs, in absorb; its test forces
-// split rounds so replays happen), a PutIfAbsent that overwrites, PUTs
-// acked and never stored, a metastore Commit that ignores versions, and a
-// Reader whose metastore view stops early.
+// (invariants.ReleaseOutOfOrder, in the chain's core), a fence that accepts
+// W−1 copies (a bucket that serves another bucket's copy as its own), an
+// absorb that overwrites refs (invariants.AbsorbOverwritesRefs, in absorb;
+// its test forces split rounds so replays happen), a PutIfAbsent that
+// overwrites, PUTs acked and never stored, a metastore Commit that ignores
+// versions, and a Reader whose metastore view stops early. The switches
+// compile only with -tags invariants, and so do these tests:
+//
+//	go test -tags invariants ./internal/sim -run Planted -v
 package sim

@@ -74,24 +74,10 @@ type history struct {
 	tails   []tailOp
 	bad     []string
 	readErr map[string]int
-	strict  bool           // known bugs count as violations
-	known   map[string]int // known-bug findings by tag, when not strict
-}
-
-// knownBug records a finding of a bug already reported (tag names it): a
-// violation under Options.Strict, otherwise counted so CI stays green.
-func (h *history) knownBug(tag, format string, args ...any) {
-	if h.strict {
-		h.violation("[%s] "+format, append([]any{tag}, args...)...)
-		return
-	}
-	h.mu.Lock()
-	h.known[tag]++
-	h.mu.Unlock()
 }
 
 func newHistory() *history {
-	return &history{byID: map[uint32]*appendOp{}, readErr: map[string]int{}, known: map[string]int{}}
+	return &history{byID: map[uint32]*appendOp{}, readErr: map[string]int{}}
 }
 
 func (h *history) tick() int64 { return h.clock.Add(1) }

@@ -50,12 +50,16 @@ type observer struct {
 	cuts    map[epochID]chain.Cut // every cut recorded in any epoch record
 	latest  [2]uint64             // highest epoch minted per class
 	bad     []string              // findings made while observing
-	// resealLost counts, per class name, recoveries whose reseal failed.
-	resealLost map[string]int
+
+	// The seal checker's (sealwatch.go), under sealMu: checkpoint writes
+	// seen, seals among them, and writes that broke the binding seal.
+	sealMu                            sync.Mutex
+	sealWrites, seals, sealViolations int
+	sealBad                           []string
 }
 
 func newObserver(w *world) *observer {
-	return &observer{w: w, flights: map[slotID]map[envelope.Nonce][]byte{}, decided: map[slotID]chain.Decision{}, cuts: map[epochID]chain.Cut{}, resealLost: map[string]int{}}
+	return &observer{w: w, flights: map[slotID]map[envelope.Nonce][]byte{}, decided: map[slotID]chain.Decision{}, cuts: map[epochID]chain.Cut{}}
 }
 
 func (o *observer) violation(format string, args ...any) {
@@ -271,10 +275,8 @@ func (o *observer) cutOf(c loglet.Class, e uint64) (chain.Cut, bool) {
 	return k, ok
 }
 
-// logWatch is a slog handler that records, per class, that a process
-// logged "minted but lost the checkpoint" (recover's reseal failed), which
-// wedges the chain at an epoch nobody serves when the failure was
-// transient: the known bug reseal-transient (TestBugResealTransientKillsLane).
+// logWatch is the processes' slog handler: it passes events to inner
+// (-sim.log) and nothing else.
 type logWatch struct {
 	w     *world
 	inner slog.Handler
@@ -282,27 +284,10 @@ type logWatch struct {
 }
 
 func (h logWatch) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn || (h.inner != nil && h.inner.Enabled(ctx, l))
+	return h.inner != nil && h.inner.Enabled(ctx, l)
 }
 
 func (h logWatch) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "minted but lost the checkpoint" {
-		class := ""
-		for _, a := range h.attrs {
-			if a.Key == "class" {
-				class = a.Value.String()
-			}
-		}
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "class" {
-				class = a.Value.String()
-			}
-			return true
-		})
-		h.w.obs.mu.Lock()
-		h.w.obs.resealLost[class]++
-		h.w.obs.mu.Unlock()
-	}
 	if h.inner != nil && h.inner.Enabled(ctx, r.Level) {
 		return h.inner.Handle(ctx, r)
 	}

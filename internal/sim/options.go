@@ -47,8 +47,12 @@ type Scenarios struct {
 	Fence bool
 	// FenceOnly: mid-run the harness seals one class's checkpoint and
 	// fences its live epoch with chain.Fence, as a successor that dies
-	// before minting: the incumbent halts on the poison and recovers
-	// (fences its own epoch to the same cut, mints, republishes).
+	// before minting. The seal is binding: the incumbent halts on the
+	// poison (or finds the seal at its next absorb round), fences its own
+	// epoch to the same cut, acks below it, and stops leading that class
+	// without minting. A while later a new process Opens the star, as a
+	// host retries Open, and takes both chains over (the incumbent is then
+	// a zombie, as in Fence).
 	FenceOnly bool
 	// CrashRestart: mid-run the leader process crashes (its stores go down
 	// under it, its producers die, it is never Closed before the checker
@@ -124,10 +128,6 @@ type Options struct {
 	// Producers, Streams per class and OpsPerProducer: 0 draws them from
 	// the seed.
 	Producers, Streams, OpsPerProducer int
-	// Strict makes findings of already-reported loglet bugs violations
-	// (the Bug* tests use it); otherwise they are counted in
-	// Result.KnownBugs.
-	Strict bool
 	// NoLinearizability skips the porcupine check (it is the slowest part).
 	NoLinearizability bool
 	// Log, if set, receives every process's loglet log (info level).
@@ -165,6 +165,7 @@ type plan struct {
 	metaConflict float64
 	commitLimit  int           // 0: none
 	zombieFor    time.Duration // Fence: how long the slowest producers stay on the zombie
+	reopenAfter  time.Duration // FenceOnly: how long after the harness's fence a new process Opens
 }
 
 type window struct{ at, dur time.Duration }
@@ -253,6 +254,8 @@ func drawPlan(o Options) plan {
 		p.commitLimit = o.Broken.CommitLimit
 	}
 	p.zombieFor = time.Duration(r2.IntN(2500)) * time.Millisecond
+	r3 := rand.New(rand.NewPCG(o.Seed, 0x5eed3))
+	p.reopenAfter = time.Duration(200+r3.IntN(3000)) * time.Millisecond
 	return p
 }
 

@@ -1,3 +1,5 @@
+//go:build invariants
+
 package sim
 
 import (
@@ -5,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flightlog/flightlog/internal/plant"
+	"github.com/flightlog/flightlog/internal/invariants"
 )
 
 // plantedSeeds is how many seeds a planted bug gets to show itself: the
@@ -92,8 +94,8 @@ func TestPlantedMirrorFence(t *testing.T) {
 // its predecessor left pending, a retry after an ambiguous chunk), so the
 // rounds are split (a Commit limit) and the seeds run the scenario mix.
 func TestPlantedRefOverwrite(t *testing.T) {
-	plant.AbsorbOverwritesRefs.Store(true)
-	defer plant.Reset()
+	invariants.AbsorbOverwritesRefs.Set(true)
+	defer invariants.ResetPlanted()
 	expectCaught(t, "absorb overwriting refs", Options{Broken: Broken{CommitLimit: 3}, NoLinearizability: true}, true)
 }
 
@@ -101,7 +103,7 @@ func TestPlantedRefOverwrite(t *testing.T) {
 // soon as it has W copies, without waiting for earlier slots (breaking
 // invariant 1), is caught within the CI seed budget.
 func TestPlantedOutOfOrderRelease(t *testing.T) {
-	plant.ReleaseOutOfOrder.Store(true)
-	defer plant.Reset()
+	invariants.ReleaseOutOfOrder.Set(true)
+	defer invariants.ResetPlanted()
 	expectCaught(t, "acks released out of slot order", Options{NoLinearizability: true}, false)
 }

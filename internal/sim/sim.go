@@ -41,6 +41,8 @@ type Result struct {
 	ZoneDowns, Corrupted, Fences int
 	Outages, Takeovers, Crashes  int
 	OpenRetries                  int    // successor Opens that failed (e.g. ErrTakeoverLost) and were retried
+	OpenLost                     int    // of which failed with ErrTakeoverLost
+	Seals, SealViolations        int    // seals written; checkpoint writes that broke the binding seal (sealwatch.go)
 	MetaConflicts                int    // applied-then-conflict writes injected
 	Epochs                       int    // epochs minted, both classes
 	SlotsDecided, Flips          int    // slots below a cut checked committed; committed<->dead flips below a cut
@@ -48,7 +50,6 @@ type Result struct {
 	ZombieAppends                int    // appends sent to a deposed or crashed process after the takeover
 	Linearizability              string // "ok", "skipped", "inconclusive (timeout)" or the failure
 	linOps                       []porcupine.Operation
-	KnownBugs                    map[string]int
 }
 
 // Failed reports whether the run found a violation.
@@ -83,7 +84,7 @@ func Run(t *testing.T, o Options) (res *Result) {
 func (w *world) closeStar(s *loglet.Star, name string) {
 	done := make(chan struct{})
 	go func() {
-		_ = s.Close()
+		_ = s.Close(context.Background())
 		close(done)
 	}()
 	t := time.NewTimer(10 * time.Minute)
@@ -126,7 +127,6 @@ type world struct {
 	stale     metastore.Store   // StaleReader: the frozen view every Reader uses
 	corrupted map[string]bool   // slot keys with a corrupted copy (at most one each)
 	present   map[uint32]uint64 // op -> seq of its first record in the final state
-	wedged    [2]bool           // classes left unserved by reseal-transient
 }
 
 // process is one leader process: its view of the stores (fault wrappers)
@@ -174,7 +174,6 @@ func (w *world) intn(n int) int {
 func run(o Options) *Result {
 	p := drawPlan(o)
 	h := newHistory()
-	h.strict = o.Strict
 	w := &world{o: o, p: p, h: h, res: &Result{Seed: o.Seed, Plan: p.String() + "; " + o.Scenarios.String()},
 		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}, corrupted: map[string]bool{}}
 	w.obs = newObserver(w)
@@ -243,7 +242,7 @@ func run(o Options) *Result {
 			pr.mf.SetDown(false)
 			w.noLatency(pr)
 			done := make(chan struct{})
-			go func() { _ = pr.star.Close(); close(done) }()
+			go func() { _ = pr.star.Close(context.Background()); close(done) }()
 			t := time.NewTimer(10 * time.Minute)
 			select {
 			case <-done:
@@ -330,7 +329,7 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			pr.fs[c] = append(pr.fs[c], f)
 		}
 	}
-	pr.cm = &conflictingMeta{Store: w.metaBkt, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0xc0f1)}
+	pr.cm = &conflictingMeta{Store: sealWatch{Store: w.metaBkt, o: w.obs, writer: fmt.Sprintf("proc-%d", n)}, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0xc0f1)}
 	pr.mf = metastore.WithFaults(pr.cm, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
 		med, p99 := w.p.metaLat, 8*w.p.metaLat
@@ -391,6 +390,9 @@ func (w *world) openSuccessor(ctx context.Context, why string) *process {
 		}
 		last = err
 		w.res.OpenRetries++
+		if errors.Is(err, loglet.ErrTakeoverLost) {
+			w.res.OpenLost++
+		}
 		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
 	}
 	w.h.violation("%s: loglet.Open of the successor failed 20 times: %v", why, last)
@@ -512,6 +514,13 @@ func (w *world) schedule(ctx context.Context, bg *sync.WaitGroup) {
 			defer bg.Done()
 			if sleep(w.p.fenceAt) {
 				w.fence(ctx)
+				// The sealer died: the chain is left to whoever opens it
+				// next. A host retries Open (at the latest when the
+				// workload ends).
+				if w.fenced != nil {
+					sleep(w.p.reopenAfter)
+					w.takeOver(context.Background())
+				}
 			}
 		}()
 	}
@@ -692,7 +701,7 @@ func (w *world) procFor(p *producer) *process {
 	w.pmu.Lock()
 	defer w.pmu.Unlock()
 	pr := w.leader
-	if w.o.Scenarios.Fence && len(w.procs) > 1 && p.id%2 == 1 && time.Since(w.takenAt) < w.p.zombieFor {
+	if (w.o.Scenarios.Fence || w.o.Scenarios.FenceOnly) && len(w.procs) > 1 && p.id%2 == 1 && time.Since(w.takenAt) < w.p.zombieFor {
 		pr = w.procs[len(w.procs)-2]
 	}
 	return pr

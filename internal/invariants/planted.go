@@ -1,0 +1,23 @@
+package invariants
+
+// Planted bugs. Each names the invariant it breaks; internal/sim's
+// planted tests switch one on at a time and require the checker to catch it.
+var (
+	// ReleaseOutOfOrder acks a flight as soon as it reaches W copies,
+	// without waiting for earlier slots (breaks invariant 1: acks release
+	// strictly in slot order).
+	ReleaseOutOfOrder Switch
+
+	// AbsorbOverwritesRefs writes span refs as plain puts instead of
+	// creates, and never checks which refs a replayed round already wrote
+	// (breaks: a span ref is created only if absent, never overwritten).
+	AbsorbOverwritesRefs Switch
+)
+
+// ResetPlanted switches every planted bug off.
+func ResetPlanted() {
+	if Enabled {
+		ReleaseOutOfOrder.Set(false)
+		AbsorbOverwritesRefs.Set(false)
+	}
+}

@@ -1,0 +1,223 @@
+package leader
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+)
+
+// absorbState is the absorb's part of the core: released flights waiting
+// for a round, the tails as of the checkpoint, the round planned (a retry
+// commits exactly it, never a re-plan), and the round's pacing.
+type absorbState struct {
+	queue []*flight // released, not yet absorbed, in release order
+	tails map[string]absorb.StreamTail
+
+	planned     *plannedRound
+	busy        bool      // a CommitRound is out
+	commitStart time.Time // when it went out
+	lastAt      time.Time // when the last round went out (pacing)
+	retryAt     time.Time
+	backoff     time.Duration
+	lastFailed  bool  // the last commit attempt failed
+	lastErr     error // its error
+
+	cpEpoch, cpNext uint64 // the checkpoint: every slot before it is absorbed
+	snapshot        string // the tails snapshot the checkpoint names
+	indexBytes      int64  // payload bytes in every stream's flight index
+
+	rounds, refs, failures, requests uint64
+	roundLatency                     histogramH
+}
+
+// plannedRound is a round planned (refs built, tails advanced) and not yet
+// committed.
+type plannedRound struct {
+	flights []*flight // the released flights it absorbs (nil: a walk round)
+	slots   int
+	round   absorb.Round
+	refs    []absorb.SpanRef
+	snapKey string
+	snap    []byte
+	first   time.Time // the first attempt
+}
+
+// Round backoff after a failed commit.
+const (
+	minRoundBackoff = 10 * time.Millisecond
+	maxRoundBackoff = 2 * time.Second
+)
+
+// wakeAt is when the absorb next wants to act.
+func (a *absorbState) wakeAt(c *Core) time.Time {
+	if a.busy || c.cmBusy || c.cm == nil || c.sealed != nil {
+		return time.Time{}
+	}
+	if a.planned != nil {
+		return a.retryAt
+	}
+	if len(a.queue) > 0 && (c.phase == phaseServing || c.phase == phaseRecovering) && !c.closing {
+		return a.lastAt.Add(c.cfg.AbsorbInterval)
+	}
+	return time.Time{}
+}
+
+// maybeRound starts the absorb's next round when its pace allows: woken by
+// releases, at least AbsorbInterval apart (not while closing: then every
+// released flight is absorbed at once), one epoch per round, at most
+// AbsorbMaxSlots slots. A planned round whose commit failed is retried as
+// it is, after a backoff.
+func (c *Core) maybeRound() {
+	a := &c.ab
+	if (c.phase != phaseServing && c.phase != phaseRecovering) || c.cmBusy || c.cm == nil || a.busy || c.sealed != nil {
+		return // (sealed by a successor: the absorb never commits again)
+	}
+	if a.planned == nil {
+		if len(a.queue) == 0 || (!c.closing && c.now.Before(a.lastAt.Add(c.cfg.AbsorbInterval))) {
+			return
+		}
+		if !c.planQueued() {
+			return
+		}
+	}
+	if c.now.Before(a.retryAt) {
+		return
+	}
+	c.sendRound()
+}
+
+// planQueued plans a round over the longest prefix of the queue that is of
+// one epoch, up to AbsorbMaxSlots slots. A plan that does not continue the
+// tails is a bug upstream: the chain stops rather than record a gap.
+func (c *Core) planQueued() bool {
+	a := &c.ab
+	n := min(len(a.queue), c.cfg.AbsorbMaxSlots)
+	e := a.queue[0].epoch
+	for i := 1; i < n; i++ {
+		if a.queue[i].epoch != e {
+			n = i
+			break
+		}
+	}
+	flights := append([]*flight(nil), a.queue[:n]...)
+	slots := make([]absorb.Slot, n)
+	for i, f := range flights {
+		slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames}
+	}
+	if err := c.plan(e, slots, flights); err != nil {
+		c.die(Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w: absorb: %v", ErrHalted, err)})
+		return false
+	}
+	return true
+}
+
+// plan builds the round over slots (consecutive slots of epoch e) and
+// advances the tails to its end.
+func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
+	a := &c.ab
+	round := absorb.Round{Epoch: e, From: slots[0].Slot, To: slots[len(slots)-1].Slot + 1}
+	writer := fmt.Sprintf("%s/%d/%d", c.cfg.Owner, e, round.From)
+	refs, err := absorb.Plan(c.cfg.Class.String(), writer, slots, a.tails)
+	if err != nil {
+		return err
+	}
+	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To)
+	snap := absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: a.tails})
+	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, first: c.now}
+	return nil
+}
+
+// sendRound hands the planned round to a worker.
+func (c *Core) sendRound() {
+	a := &c.ab
+	p := a.planned
+	a.busy, c.cmBusy = true, true
+	a.commitStart, a.lastAt = c.now, c.now
+	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, PrevSnapshot: a.snapshot})
+}
+
+// onRoundDone advances the checkpoint after a committed round, or backs off
+// to retry it; a round that finds the seal gone means a successor sealed
+// the chain.
+func (c *Core) onRoundDone(ev RoundDone) {
+	a := &c.ab
+	a.busy = false
+	a.requests = ev.Requests
+	p := a.planned
+	if p == nil || ev.Round != p.round {
+		panic(fmt.Sprintf("leader: RoundDone for %+v, which was not planned", ev.Round))
+	}
+	if ev.Err != nil {
+		a.lastFailed, a.lastErr = true, ev.Err
+		a.failures++
+		if errors.Is(ev.Err, absorb.ErrDeposed) {
+			c.sealedAway(ev.Err)
+			return
+		}
+		if a.backoff == 0 {
+			c.logf(slog.LevelWarn, "absorb round failed; retrying", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrE(ev.Err))
+		}
+		a.backoff = min(max(2*a.backoff, minRoundBackoff), maxRoundBackoff)
+		a.retryAt = c.now.Add(a.backoff)
+		if c.succ != nil && c.phase == phaseOpening {
+			c.succ.retryAt = a.retryAt
+		}
+		return
+	}
+	a.lastFailed, a.lastErr, a.backoff, a.retryAt = false, nil, 0, time.Time{}
+	a.planned = nil
+	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To
+	a.snapshot = p.snapKey
+	a.rounds++
+	a.refs += uint64(len(p.refs))
+	a.roundLatency.RecordDuration(c.now.Sub(p.first))
+	if p.flights != nil {
+		// The round is in the metastore: its flights leave the flight
+		// index and free their backlog tokens.
+		for _, f := range p.flights {
+			for _, b := range f.batches {
+				c.dropIndexed(b)
+			}
+		}
+		a.queue = a.queue[len(p.flights):]
+		c.backlog.Release(p.flights[len(p.flights)-1].pos + 1)
+	}
+	if c.phase == phaseOpening && c.succ != nil {
+		c.succ.walked += uint64(p.slots)
+	}
+}
+
+// dropIndexed removes b, its stream's oldest index entry, once absorbed.
+func (c *Core) dropIndexed(b *Batch) {
+	st := b.Stream
+	if len(st.entries) > 0 && st.entries[0] == b {
+		st.entries[0] = nil
+		st.entries = st.entries[1:]
+		st.bytes -= int64(len(b.Payload))
+		c.ab.indexBytes -= int64(len(b.Payload))
+	}
+}
+
+// sealedAway handles the news that the checkpoint carries another owner's
+// seal: a successor is taking the chain over. The seal is binding: this
+// process never mints again. Serving, it halts at its release point (the
+// recovery fences its own epoch, acks below the cut, and stops); opening,
+// it has lost the takeover.
+func (c *Core) sealedAway(err error) {
+	d := &Deposed{}
+	var se *absorb.SealedError
+	if errors.As(err, &se) {
+		d.Leader = se.Owner
+	}
+	c.sealed = d
+	switch c.phase {
+	case phaseServing:
+		c.logf(slog.LevelWarn, "checkpoint sealed by another owner; halting", attrS("sealed_by", d.Leader), attrE(err))
+		c.halt(c.window.Released(), err)
+	case phaseOpening:
+		c.failOpen(fmt.Errorf("%w: %v", ErrTakeoverLost, err))
+	}
+}

@@ -1,0 +1,171 @@
+package leader
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flightlog/flightlog/sequencer"
+)
+
+// Tail is a position at the end of a stream: the next sequence number and
+// the timestamp of the record before it.
+type Tail struct {
+	Seq       uint64
+	Timestamp int64
+}
+
+// Ack is an acknowledged batch: records [Start, End), and the stream's
+// durable tail just after it.
+type Ack struct {
+	Start, End uint64
+	Tail       Tail
+}
+
+// Batch is one admitted batch, from admission to its outcome. The shell
+// fills in the fields above Start before Admit; the core owns the rest
+// until the batch appears in Ready.Outcomes, after which they do not
+// change.
+type Batch struct {
+	Stream    *Stream
+	Count     int
+	Payload   []byte // the encoded records; immutable once admitted
+	Charge    int64  // bytes reserved in the pool budget
+	Submitted time.Time
+	MinTS     int64
+	MaxTS     int64
+	// Done belongs to the shell: it closes it once it has delivered the
+	// outcome. The core never touches it.
+	Done chan struct{}
+
+	// Start is the first sequence number, assigned at admission.
+	Start uint64
+	// Ack or Fate is the outcome (Fate.Kind == Acked: Ack holds).
+	Ack  Ack
+	Fate Fate
+}
+
+// End is the sequence number after the batch's last record.
+func (b *Batch) End() uint64 { return b.Start + uint64(b.Count) }
+
+// FateKind is which of the three outcomes a batch had.
+type FateKind uint8
+
+const (
+	// Pending: no outcome yet.
+	Pending FateKind = iota
+	// Acked: durable at W copies, as is every earlier slot.
+	Acked
+	// NotCommitted: definitely not committed, now or ever.
+	NotCommitted
+	// OutcomeUnknown: may or may not be committed.
+	OutcomeUnknown
+)
+
+// String names the kind.
+func (k FateKind) String() string {
+	switch k {
+	case Pending:
+		return "pending"
+	case Acked:
+		return "acked"
+	case NotCommitted:
+		return "not-committed"
+	case OutcomeUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("FateKind(%d)", uint8(k))
+}
+
+// Fate is a batch's outcome, or why a chain stopped serving.
+type Fate struct {
+	Kind FateKind
+	// Cause says what happened (nil when acked).
+	Cause error
+	// Deposed is set when a successor exists (or has sealed the chain for
+	// a takeover): the batch is not committed, and the host should route
+	// it to Deposed.Leader.
+	Deposed *Deposed
+}
+
+// Deposed names who took the chain over, as far as this process knows.
+type Deposed struct {
+	// Leader is the owner of the successor epoch, or of the seal that
+	// deposed this process ("" if unknown).
+	Leader string
+	// Epoch is the successor's epoch (0 if it has only sealed).
+	Epoch uint64
+}
+
+// Errors the core reports. Admission errors are returned by Admit; the
+// others appear as Fate causes.
+var (
+	// ErrClosed: the chain is closing; nothing more is admitted.
+	ErrClosed = errors.New("leader: closed")
+	// ErrDeposed: a successor has sealed the checkpoint or minted a later
+	// epoch; this process no longer leads the chain.
+	ErrDeposed = errors.New("leader: deposed")
+	// ErrHalted: the chain halted and this batch could not be decided.
+	ErrHalted = errors.New("leader: chain halted")
+	// ErrAborted: Close gave up before the batch's outcome was known.
+	ErrAborted = errors.New("leader: close gave up waiting")
+)
+
+// MismatchError: a batch's MatchSeqNum was not the stream's tail. Nothing
+// was admitted; Tail is the stream's assigned tail.
+type MismatchError struct {
+	Expected uint64
+	Tail     Tail
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("leader: match_seq_num %d, tail is %d", e.Expected, e.Tail.Seq)
+}
+
+// DeadError is what Admit returns once the chain no longer serves.
+type DeadError struct{ Fate Fate }
+
+func (e *DeadError) Error() string {
+	return fmt.Sprintf("leader: chain no longer serves: %v", e.Fate.Cause)
+}
+
+// Unwrap returns the cause.
+func (e *DeadError) Unwrap() error { return e.Fate.Cause }
+
+// Stream is one stream's state in the core: its sequencer, its durable
+// (released) tail, and its flight index (released, unabsorbed batches).
+// The shell reads it through the Core's accessors, under the same lock it
+// steps the core with.
+type Stream struct {
+	name    string
+	seq     sequencer.Stream
+	durable Tail
+	entries []*Batch // the flight index, in sequence order
+	bytes   int64    // payload bytes in entries
+}
+
+// Name is the stream's name.
+func (st *Stream) Name() string { return st.name }
+
+// Assigned is the tail admission has reached: the next sequence number and
+// the last admitted timestamp (it counts batches not yet acked).
+func (st *Stream) Assigned() Tail {
+	return Tail{Seq: st.seq.Next, Timestamp: st.seq.LastTimestamp}
+}
+
+// Durable is the released tail: every record below it is acked.
+func (st *Stream) Durable() Tail { return st.durable }
+
+// Index returns the flight index: the released, unabsorbed batches, in
+// sequence order. The slice is the caller's; the batches' payloads are
+// immutable, so they may be decoded without the lock.
+func (st *Stream) Index() []*Batch { return append([]*Batch(nil), st.entries...) }
+
+// IndexStart is the first sequence number the flight index serves: below
+// it, records are read from history (refs).
+func (st *Stream) IndexStart() uint64 {
+	if len(st.entries) > 0 {
+		return st.entries[0].Start
+	}
+	return st.durable.Seq
+}

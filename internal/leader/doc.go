@@ -1,0 +1,36 @@
+// Package leader is the pure core of one chain's runtime (DESIGN.md: "A
+// chain's runtime is a pure core and a thin shell"), after etcd-raft's
+// RawNode: every decision of one chain (star, class) is made here, and
+// nothing else happens here. It owns admission (sequencing, MatchSeqNum),
+// the cut (flush deadline, flight size), the claim and the window, durable
+// → release in strict slot order, the outcome of every batch in order and
+// in one place, halts, the succession protocol (fence, ack below the cut,
+// binding mint, probe, then republish or walk: one sub-machine for halt
+// recovery and takeover), absorb pacing, the backlog's accounting and its
+// stall diagnosis, and a clean close. It does no I/O, starts no goroutine
+// and reads no clock: time and I/O results arrive as events.
+//
+// The shell's loop (loglet's lane, or internal/sim's goroutine-free driver):
+//
+//  1. Hold one lock around every call into the Core.
+//  2. Producers call Admit (having reserved the batch's bytes in the pool
+//     budget); an error means nothing was admitted.
+//  3. The loop takes rd := Ready() and calls Advance(rd) under the lock,
+//     then, outside it: starts one worker per rd.Requests entry (each makes
+//     the one I/O call its request names and steps back exactly one
+//     Event), cancels the workers of rd.Cancels, returns rd.PoolFreed to
+//     the pool budget, delivers rd.Outcomes in order (then wakes readers of
+//     rd.Released), emits rd.Logs, and reports rd.Opened to Open.
+//  4. It waits for the next event, or for rd.WakeAt (then steps Tick), and
+//     steps it in; Step(now, ev) applies it and decides whatever follows.
+//  5. Close starts a clean close; when it cannot finish in time, Abort
+//     ends it. Once rd.Stopped, the shell cancels every worker and stops.
+//
+// Invariants kept here: an ack is released only when its slot is durable
+// at W and every earlier slot has acked (invariant 1); per stream, sequence
+// numbers are contiguous and assigned once (2); one loop cuts and claims,
+// so cut order is slot order (3); the pool and the backlog are bounded (5);
+// every batch ends in exactly one outcome, decided once (7). With -tags
+// invariants, "cannot happen" conditions are asserted and the planted bugs
+// of internal/invariants can be switched on.
+package leader

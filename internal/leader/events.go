@@ -1,0 +1,309 @@
+package leader
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// UploadID names one upload: a flight's write to one slot of one epoch. A
+// flight republished after a halt gets a new one.
+type UploadID struct{ Epoch, Slot uint64 }
+
+// A Request is one piece of work the core hands the shell in Ready: the
+// shell runs each on a worker, which makes the I/O call it names and steps
+// exactly one Event back (the one named in the request's doc). Requests
+// carry everything the worker needs; the worker shares nothing else with
+// the core.
+type Request interface{ isRequest() }
+
+// Render asks for a flight's transit bundle: one frame per stream, holding
+// that stream's batches (consecutive sequence numbers), frames in the order
+// each stream first appears, with a fresh nonce. → Rendered.
+type Render struct {
+	Upload  UploadID
+	Batches []*Batch
+}
+
+// PutCopy asks for one bucket's copy of a rendered flight (chain.WriteCopy:
+// PutIfAbsent, ghost PUTs resolved by nonce). The worker's context is
+// cancelled when the core cancels the upload. → CopyDone.
+type PutCopy struct {
+	Upload UploadID
+	Bucket int
+	Flight chain.Flight
+}
+
+// ReadEpoch asks for the chain's epoch record (chain.ReadEpoch). → EpochRead.
+type ReadEpoch struct{}
+
+// MintFirst asks to mint epoch 1 of a chain that has none and create its
+// checkpoint sealed by this owner (chain.MintFirst, absorb.InitCheckpoint).
+// → FirstMinted.
+type MintFirst struct {
+	Record chain.EpochRecord
+}
+
+// Seal asks to seal the checkpoint for a takeover of epoch Epoch+1,
+// conditioned on the epoch record still being at EpochVersion
+// (absorb.SealCheckpoint). → Sealed.
+type Seal struct {
+	Epoch        uint64
+	EpochVersion metastore.Version
+}
+
+// Fence asks to fence Epoch from slot From (chain.Fence, looking ahead at
+// most Window slots). → Fenced.
+type Fence struct {
+	Epoch, From uint64
+	Window      int
+	// MaxSlots bounds the slots the fence may find committed (0: the
+	// chain default).
+	MaxSlots uint64
+}
+
+// Mint asks to mint the successor of Prev (read at PrevVersion) as Next,
+// in one metastore Commit that also checks the checkpoint still carries
+// Committer's seal and moves the seal to the new epoch
+// (absorb.Committer.MintNext). → Minted.
+type Mint struct {
+	Committer   *absorb.Committer
+	Prev        chain.EpochRecord
+	PrevVersion metastore.Version
+	Next        chain.EpochRecord
+}
+
+// Probe asks for the garbage probe of Epoch over [Cut, Cut+Window)
+// (chain.GarbageProbe). → Probed.
+type Probe struct {
+	Epoch, Cut uint64
+	Window     int
+}
+
+// ReadTails asks for the tails snapshot at Key (absorb.ReadSnapshot).
+// → TailsRead.
+type ReadTails struct {
+	Key string
+}
+
+// Walk asks for the committed slots of Epoch in [From, To), by point
+// lookups (chain.Walk), stopping after Max slots (0: all of them).
+// → Walked.
+type Walk struct {
+	Epoch, From, To uint64
+	Max             int
+}
+
+// CommitRound asks to write an absorb round: the tails snapshot (Snapshot
+// at SnapshotKey), then refs and the checkpoint in one Commit where the
+// backend allows (Committer.Commit), then, best effort, the deletion of
+// the snapshot the checkpoint pointed to before (PrevSnapshot).
+// → RoundDone.
+type CommitRound struct {
+	Committer    *absorb.Committer
+	Round        absorb.Round
+	Refs         []absorb.SpanRef
+	SnapshotKey  string
+	Snapshot     []byte
+	PrevSnapshot string
+}
+
+// SealEpoch asks to record a clean seal of Record's epoch at Cut, in one
+// Commit that also checks the checkpoint still carries Committer's seal
+// (absorb.Committer.SealEpoch). → EpochSealed.
+type SealEpoch struct {
+	Committer *absorb.Committer
+	Record    chain.EpochRecord
+	Version   metastore.Version
+	Cut       uint64
+}
+
+func (Render) isRequest()      {}
+func (PutCopy) isRequest()     {}
+func (ReadEpoch) isRequest()   {}
+func (MintFirst) isRequest()   {}
+func (Seal) isRequest()        {}
+func (Fence) isRequest()       {}
+func (Mint) isRequest()        {}
+func (Probe) isRequest()       {}
+func (ReadTails) isRequest()   {}
+func (Walk) isRequest()        {}
+func (CommitRound) isRequest() {}
+func (SealEpoch) isRequest()   {}
+
+// An Event is what the shell steps into the core: time passing, or the
+// result of one request.
+type Event interface{ isEvent() }
+
+// Tick: time passed (the wake-up Ready asked for, or any other moment).
+type Tick struct{}
+
+// Rendered is Render's result.
+type Rendered struct {
+	Upload UploadID
+	Obj    []byte
+	Frames []envelope.FrameInfo
+	Nonce  envelope.Nonce
+	Err    error // the flight cannot be rendered (a bug of the cut)
+}
+
+// CopyDone is PutCopy's result.
+type CopyDone struct {
+	Upload UploadID
+	Result chain.CopyResult // Result.Bucket names the bucket
+}
+
+// EpochRead is ReadEpoch's result (Err wraps metastore.ErrNotFound for a
+// chain never opened).
+type EpochRead struct {
+	Record  chain.EpochRecord
+	Version metastore.Version
+	Err     error
+}
+
+// FirstMinted is MintFirst's result (Err wraps chain.ErrEpochTaken if the
+// chain already has an epoch).
+type FirstMinted struct {
+	Record    chain.EpochRecord
+	Version   metastore.Version
+	Committer *absorb.Committer
+	Err       error
+}
+
+// Sealed is Seal's result: a committer holding the seal, and the
+// checkpoint as found before sealing (the walk starts there). Err wraps
+// absorb.ErrEpochMoved if the epoch record moved.
+type Sealed struct {
+	Committer  *absorb.Committer
+	Checkpoint absorb.Checkpoint
+	Err        error
+}
+
+// Fenced is Fence's result.
+type Fenced struct {
+	Epoch  uint64
+	Result chain.FenceResult
+	Err    error
+}
+
+// Minted is Mint's result. Err wraps chain.ErrMintLost (Record is then the
+// winner's) or absorb.ErrDeposed (the checkpoint carries another seal:
+// SealedBy names it).
+type Minted struct {
+	Record   chain.EpochRecord
+	Version  metastore.Version
+	SealedBy string
+	Err      error
+}
+
+// Probed is Probe's result.
+type Probed struct {
+	Epoch  uint64
+	Result chain.ProbeResult
+	Err    error
+}
+
+// TailsRead is ReadTails' result.
+type TailsRead struct {
+	Tails absorb.Tails
+	Err   error
+}
+
+// Walked is Walk's result: the committed slots read, in order, and where
+// the next walk of the range starts (Next == the request's To: done).
+type Walked struct {
+	Epoch uint64
+	Slots []absorb.Slot
+	Next  uint64
+	Err   error
+}
+
+// RoundDone is CommitRound's result. Err wraps absorb.ErrDeposed if the
+// checkpoint's seal is no longer ours.
+type RoundDone struct {
+	Round    absorb.Round
+	Requests uint64 // the committer's metastore requests so far
+	Err      error
+}
+
+// EpochSealed is SealEpoch's result.
+type EpochSealed struct {
+	Version metastore.Version
+	Err     error
+}
+
+func (Tick) isEvent()        {}
+func (Rendered) isEvent()    {}
+func (CopyDone) isEvent()    {}
+func (EpochRead) isEvent()   {}
+func (FirstMinted) isEvent() {}
+func (Sealed) isEvent()      {}
+func (Fenced) isEvent()      {}
+func (Minted) isEvent()      {}
+func (Probed) isEvent()      {}
+func (TailsRead) isEvent()   {}
+func (Walked) isEvent()      {}
+func (RoundDone) isEvent()   {}
+func (EpochSealed) isEvent() {}
+
+// Log is an event the shell should log.
+type Log struct {
+	Level slog.Level
+	Msg   string
+	Attrs []slog.Attr
+}
+
+// Opened reports how the chain's opening ended: it serves (Err nil), or it
+// could not be opened.
+type Opened struct {
+	Err error
+	// What the opening found and did (for Stats and logs).
+	Epoch      uint64        // the epoch this process leads
+	FencedCut  uint64        // the previous epoch's cut
+	Clean      bool          // the previous epoch was sealed cleanly (no fence)
+	Walked     uint64        // committed slots walked and absorbed
+	Took       time.Duration // from New to serving
+	TakeOver   bool          // the chain had an epoch before
+	PrevOwner  string        // its owner
+	PrevEpoch  uint64
+	PrevSealed bool // the checkpoint carried the previous owner's seal
+}
+
+// Ready is what the core asks of the shell, accumulated since the last
+// Advance: the shell executes all of it, then calls Advance(rd).
+type Ready struct {
+	// Requests to start, one worker each.
+	Requests []Request
+	// Cancels ends the workers of these uploads (their PutCopy contexts).
+	Cancels []UploadID
+	// Outcomes to deliver, in this order: each batch's Ack or Fate is set.
+	Outcomes []*Batch
+	// Released lists the streams whose durable tail moved (wake their
+	// readers), after the outcomes are delivered.
+	Released []*Stream
+	// PoolFreed is pool budget to return (bytes that left the FIFO).
+	PoolFreed int64
+	// Logs to emit.
+	Logs []Log
+	// Opened is set once, when the chain's opening ends.
+	Opened *Opened
+	// Dead is set once, when the chain stops serving for good (deposed, or
+	// a failure it cannot recover from): readers should stop waiting for
+	// releases from this process.
+	Dead *Fate
+	// Stopped: the core is done (closed, aborted, or opening failed); the
+	// shell cancels every worker and stops.
+	Stopped bool
+	// WakeAt is when the core next needs a Tick (zero: no need).
+	WakeAt time.Time
+}
+
+// Empty reports whether rd asks for nothing but (maybe) a wake-up.
+func (rd *Ready) Empty() bool {
+	return len(rd.Requests) == 0 && len(rd.Cancels) == 0 && len(rd.Outcomes) == 0 && len(rd.Released) == 0 &&
+		rd.PoolFreed == 0 && len(rd.Logs) == 0 && rd.Opened == nil && rd.Dead == nil && !rd.Stopped
+}

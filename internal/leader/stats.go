@@ -1,0 +1,98 @@
+package leader
+
+import (
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/internal/histogram"
+)
+
+type histogramH = histogram.H
+
+// counters are the core's own figures; Stats copies them.
+type counters struct {
+	flights, flightPayload, flightObjects uint64
+	acked, ackedRecords, ackedBytes       uint64
+	failedUnknown, failedNotCommitted     uint64
+	ghosts, foreign, underReplicated      uint64
+	halts                                 uint64
+	haltCause                             string
+	underReplSlots                        []uint64
+	ackLatency, quorumLatency, flightSize histogramH
+	putLatency                            []histogramH
+}
+
+// Stats is a point-in-time view of one chain.
+type Stats struct {
+	Phase string
+	Epoch uint64
+
+	QueuedBytes   int64
+	QueuedBatches int
+
+	WindowSize, WindowInFlight int
+	ReleasePoint               uint64
+
+	Flights, FlightPayload, FlightObjects  uint64
+	AckedBatches, AckedRecords, AckedBytes uint64
+	FailedOutcomeUnknown                   uint64
+	FailedNotCommitted                     uint64
+	GhostPuts, ForeignOccupants            uint64
+	UnderReplicated                        uint64
+	UnderReplSlots                         []uint64
+	Halts                                  uint64
+	HaltCause                              string
+	Recovering                             bool
+	SuccessionStep                         string // the step a takeover or recovery is at ("" when serving)
+	Deposed                                bool
+
+	FlightIndexBytes int64
+	Backlog          absorb.BacklogStats
+
+	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
+	AbsorbRoundLatency                                          histogram.Summary
+	// CheckpointEpoch is the checkpoint's epoch; Checkpoint its next
+	// unabsorbed slot when that is the current epoch (else 0).
+	CheckpointEpoch, Checkpoint uint64
+
+	AckLatency, QuorumLatency, FlightSize histogram.Summary
+	PutLatency                            []histogram.Summary
+}
+
+// Stats returns the chain's figures as of now.
+func (c *Core) Stats(now time.Time) Stats {
+	c.advanceClock(now)
+	st := &c.stats
+	b, n := c.pool.Queued()
+	s := Stats{
+		Phase: c.phase.String(), Epoch: c.rec.Epoch,
+		QueuedBytes: b, QueuedBatches: n,
+		WindowSize: c.window.Size(), WindowInFlight: c.window.InFlight(), ReleasePoint: c.window.Released(),
+		Flights: st.flights, FlightPayload: st.flightPayload, FlightObjects: st.flightObjects,
+		AckedBatches: st.acked, AckedRecords: st.ackedRecords, AckedBytes: st.ackedBytes,
+		FailedOutcomeUnknown: st.failedUnknown, FailedNotCommitted: st.failedNotCommitted,
+		GhostPuts: st.ghosts, ForeignOccupants: st.foreign, UnderReplicated: st.underReplicated,
+		UnderReplSlots: append([]uint64(nil), st.underReplSlots...),
+		Halts:          st.halts, HaltCause: st.haltCause,
+		Recovering:       c.phase == phaseRecovering,
+		Deposed:          c.fate.Deposed != nil || c.sealed != nil,
+		FlightIndexBytes: c.ab.indexBytes,
+		Backlog:          c.backlog.Stats(c.now),
+		AbsorbRounds:     c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
+		AbsorbRoundLatency: c.ab.roundLatency.Snapshot().Summary(),
+		CheckpointEpoch:    c.ab.cpEpoch,
+		AckLatency:         st.ackLatency.Snapshot().Summary(),
+		QuorumLatency:      st.quorumLatency.Snapshot().Summary(),
+		FlightSize:         st.flightSize.Snapshot().Summary(),
+	}
+	if c.ab.cpEpoch == c.rec.Epoch {
+		s.Checkpoint = c.ab.cpNext
+	}
+	if c.succ != nil {
+		s.SuccessionStep = c.succ.step.String()
+	}
+	for i := range st.putLatency {
+		s.PutLatency = append(s.PutLatency, st.putLatency[i].Snapshot().Summary())
+	}
+	return s
+}

@@ -1,0 +1,515 @@
+package leader
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/internal/invariants"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// ErrTakeoverLost: another process minted the chain's next epoch first, or
+// sealed it for a takeover of its own after this one did.
+var ErrTakeoverLost = errors.New("leader: another process took over the chain first")
+
+// The succession protocol (DESIGN.md, "Takeover" and "Halt and recovery on
+// the incumbent") is one sub-machine for both of its uses:
+//
+//	takeover (opening):  read epoch → [first mint → serve]
+//	                     seal → fence (not after a clean seal) → mint → probe → tails → walk → serve
+//	recovery (a halt):   drain own uploads → backoff → fence own epoch → ack below the cut
+//	                     → mint (only while holding the seal) → probe → republish → serve
+//
+// The mint is binding: one metastore Commit puts the next epoch record at
+// the version it was read at and checks that the checkpoint still carries
+// this process's seal (moving it to the new epoch). An incumbent that finds
+// itself sealed fences and acks below the cut, but never mints: it fails
+// the rest not-committed and stops leading.
+
+type succKind uint8
+
+const (
+	takeover succKind = iota
+	recovery
+)
+
+type step uint8
+
+const (
+	stepReadEpoch step = iota // takeover
+	stepMintFirst             // takeover of a chain with no epoch
+	stepSeal                  // takeover
+	stepDrain                 // recovery: wait for own uploads to return
+	stepBackoff               // recovery: after repeated halts
+	stepFence
+	stepMint
+	stepReadTails // takeover
+	stepWalk      // takeover
+)
+
+func (s step) String() string {
+	return [...]string{"read epoch", "first mint", "seal", "drain uploads", "backoff", "fence", "mint", "read tails", "walk"}[s]
+}
+
+type succession struct {
+	kind    succKind
+	step    step
+	out     bool      // this step's request is out
+	retryAt time.Time // do not retry the step before
+	backoff time.Duration
+	warned  time.Time // last WARN about a step that keeps failing
+
+	attempts int   // takeover restarts after the epoch moved
+	cause    error // recovery: the halt
+
+	prev    chain.EpochRecord // the epoch being succeeded
+	prevVer metastore.Version
+	cp      absorb.Checkpoint // takeover: the checkpoint as found at the seal
+	from    uint64            // the fence's start
+	cut     uint64
+	fenced  bool // the cut is known (fenced, or from a clean seal)
+	clean   bool
+
+	walks  []walkRange
+	walked uint64
+}
+
+type walkRange struct {
+	epoch, from, to uint64
+	exact           bool // the checkpoint's pending round: replayed as one round
+}
+
+// Succession retry pacing.
+const (
+	minSuccBackoff = 10 * time.Millisecond
+	maxSuccBackoff = 2 * time.Second
+	// warnEvery paces the WARN a step that keeps failing logs.
+	warnEvery    = 5 * time.Second
+	maxTakeovers = 5 // restarts when the epoch moves under a takeover
+)
+
+func (c *Core) startTakeover() {
+	c.phase = phaseOpening
+	c.succ = &succession{kind: takeover, step: stepReadEpoch}
+}
+
+// startRecovery begins the recovery of a halt: every unreleased upload is
+// cancelled (the fence must see every copy this process will ever write in
+// the epoch), and the fence waits for them to return.
+func (c *Core) startRecovery(cause error) {
+	c.phase = phaseRecovering
+	c.succ = &succession{kind: recovery, step: stepDrain, cause: cause, prev: c.rec, prevVer: c.ver}
+	for _, f := range c.flights {
+		if f.up != nil {
+			c.cancel(f.up)
+		}
+	}
+	cutoff := c.now.Add(-time.Minute)
+	c.halts = slices.DeleteFunc(c.halts, func(t time.Time) bool { return t.Before(cutoff) })
+	c.halts = append(c.halts, c.now)
+}
+
+// retry backs a failing step off (and logs at WARN, paced): the step is
+// issued again at retryAt.
+func (s *succession) retry(c *Core, what string, err error, attrs ...slog.Attr) {
+	s.out = false
+	s.backoff = min(max(2*s.backoff, minSuccBackoff), maxSuccBackoff)
+	s.retryAt = c.now.Add(s.backoff)
+	if s.warned.IsZero() || c.now.Sub(s.warned) >= warnEvery {
+		s.warned = c.now
+		c.logf(slog.LevelWarn, what+"; retrying", append(attrs, attrU("epoch", s.prev.Epoch), slog.Duration("backoff", s.backoff), attrE(err))...)
+	}
+}
+
+// advance moves to step st.
+func (s *succession) advance(st step) {
+	s.step, s.out, s.backoff, s.retryAt, s.warned = st, false, 0, time.Time{}, time.Time{}
+}
+
+// next issues the current step's request, if it is not out and its
+// backoff has passed.
+func (s *succession) next(c *Core) {
+	for !s.out && !c.now.Before(s.retryAt) && c.succ == s {
+		switch s.step {
+		case stepReadEpoch:
+			s.out = true
+			c.emit(ReadEpoch{})
+		case stepMintFirst:
+			s.out = true
+			c.emit(MintFirst{Record: chain.EpochRecord{Owner: c.cfg.Owner, Window: c.cfg.Window, K: c.K(), W: c.cfg.W, Buckets: c.cfg.Buckets}})
+		case stepSeal:
+			s.out = true
+			c.emit(Seal{Epoch: s.prev.Epoch, EpochVersion: s.prevVer})
+		case stepDrain:
+			if !c.uploadsDrained() {
+				return
+			}
+			s.advance(stepBackoff)
+			if n := len(c.halts); n > 1 {
+				wait := min(100*time.Millisecond<<min(n-2, 6), 5*time.Second)
+				s.retryAt = c.now.Add(wait)
+				c.logf(slog.LevelWarn, "repeated halts; backing off before recovering", attrI("halts_last_minute", n), slog.Duration("wait", wait))
+			}
+		case stepBackoff:
+			s.from = c.window.Released()
+			s.advance(stepFence)
+		case stepFence:
+			s.out = true
+			c.emit(Fence{Epoch: s.prev.Epoch, From: s.from, Window: s.prev.Window, MaxSlots: c.cfg.FenceMaxSlots})
+		case stepMint:
+			if c.sealed != nil {
+				c.die(c.deposedFate(fmt.Errorf("%w: the checkpoint is sealed by %q for a takeover; fenced own epoch %d at %d", ErrDeposed, c.sealed.Leader, s.prev.Epoch, s.cut), c.sealed))
+				return
+			}
+			if c.cmBusy {
+				return // a round is out: the mint checks the checkpoint it moves
+			}
+			s.out = true
+			c.cmBusy = true
+			c.emit(Mint{Committer: c.cm, Prev: s.prev, PrevVersion: s.prevVer, Next: c.nextRecord(s)})
+		case stepReadTails:
+			s.out = true
+			c.emit(ReadTails{Key: s.cp.Tails})
+		case stepWalk:
+			if !c.walkNext(s) {
+				return
+			}
+		}
+	}
+}
+
+// uploadsDrained reports whether every unreleased flight's upload has
+// returned all its workers.
+func (c *Core) uploadsDrained() bool {
+	for _, f := range c.flights {
+		if up := f.up; up != nil && (up.renderOut || up.puts > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// nextRecord is the epoch record the mint writes: this owner's, with the
+// cuts a walk from the checkpoint still needs and the cut just found.
+func (c *Core) nextRecord(s *succession) chain.EpochRecord {
+	cpEpoch := c.ab.cpEpoch
+	if s.kind == takeover {
+		cpEpoch = s.cp.Epoch
+	}
+	var cuts []chain.Cut
+	for _, k := range s.prev.Cuts {
+		if k.Epoch >= cpEpoch {
+			cuts = append(cuts, k)
+		}
+	}
+	cuts = append(cuts, chain.Cut{Epoch: s.prev.Epoch, Slot: s.cut, Clean: s.clean})
+	return chain.EpochRecord{Owner: c.cfg.Owner, Window: c.cfg.Window, K: c.K(), W: c.cfg.W, Buckets: c.cfg.Buckets, Cuts: cuts}
+}
+
+func (s *succession) onEpochRead(c *Core, ev EpochRead) {
+	s.out = false
+	switch {
+	case errors.Is(ev.Err, metastore.ErrNotFound):
+		s.advance(stepMintFirst)
+	case ev.Err != nil:
+		s.retry(c, "read epoch record failed", ev.Err)
+	default:
+		rec := ev.Record
+		if rec.K != c.K() || rec.W != c.cfg.W || !slices.Equal(rec.Buckets, c.cfg.Buckets) {
+			c.failOpen(fmt.Errorf("leader: %s/%s: epoch %d was written to buckets %v (K=%d, W=%d); this process is configured with %v (K=%d, W=%d): changing a chain's bucket set is not supported",
+				c.cfg.Star, c.cfg.Class, rec.Epoch, rec.Buckets, rec.K, rec.W, c.cfg.Buckets, c.K(), c.cfg.W))
+			return
+		}
+		s.prev, s.prevVer = rec, ev.Version
+		s.advance(stepSeal)
+	}
+}
+
+func (s *succession) onFirstMinted(c *Core, ev FirstMinted) {
+	s.out = false
+	switch {
+	case errors.Is(ev.Err, chain.ErrEpochTaken):
+		s.restart(c, ev.Err) // someone minted first: take it over
+	case ev.Err != nil:
+		s.retry(c, "mint of the first epoch failed", ev.Err)
+	default:
+		c.rec, c.ver, c.cm = ev.Record, ev.Version, ev.Committer
+		c.ab.cpEpoch = ev.Record.Epoch
+		c.serve()
+	}
+}
+
+// restart begins the takeover again from the epoch record, which moved.
+func (s *succession) restart(c *Core, err error) {
+	s.attempts++
+	if s.attempts >= maxTakeovers {
+		c.failOpen(fmt.Errorf("leader: %s/%s: the epoch kept moving during takeover: %w", c.cfg.Star, c.cfg.Class, err))
+		return
+	}
+	s.advance(stepReadEpoch)
+}
+
+func (s *succession) onSealed(c *Core, ev Sealed) {
+	s.out = false
+	switch {
+	case errors.Is(ev.Err, absorb.ErrEpochMoved):
+		s.restart(c, ev.Err)
+		return
+	case ev.Err != nil:
+		s.retry(c, "seal of the checkpoint failed", ev.Err)
+		return
+	}
+	c.cm, s.cp = ev.Committer, ev.Checkpoint
+	e := s.prev.Epoch
+	if s.cp.Epoch > e {
+		c.failOpen(fmt.Errorf("leader: %s/%s: checkpoint at epoch %d is past the epoch record's %d", c.cfg.Star, c.cfg.Class, s.cp.Epoch, e))
+		return
+	}
+	if seal := s.prev.Seal; seal != nil && seal.Epoch == e {
+		s.clean, s.cut, s.fenced = true, seal.Slot, true
+		s.advance(stepMint)
+		return
+	}
+	if s.cp.Epoch == e {
+		s.from = s.cp.Next
+	}
+	s.advance(stepFence)
+}
+
+func (s *succession) onFenced(c *Core, ev Fenced) {
+	s.out = false
+	if ev.Err != nil {
+		s.retry(c, "fence blocked", ev.Err, attrU("from", s.from))
+		return
+	}
+	s.cut, s.fenced = ev.Result.Cut, true
+	c.logf(slog.LevelInfo, "fenced", attrU("epoch", s.prev.Epoch), attrU("from", s.from), attrU("cut", s.cut),
+		attrI("poisoned", ev.Result.Poisoned), attrI("poisoned_ahead", ev.Result.PoisonedAhead))
+	if s.kind == recovery {
+		c.ackBelowCut(s)
+		if c.phase != phaseRecovering {
+			return
+		}
+	}
+	s.advance(stepMint)
+}
+
+// ackBelowCut acks every flight below the cut, in order, whatever happens
+// next: the fence decided them committed (the halted slot itself may be:
+// a late copy can land). A flight at or past the cut that can never be
+// rendered stops the chain: republishing it would halt again forever.
+func (c *Core) ackBelowCut(s *succession) {
+	late := 0
+	for len(c.flights) > 0 && c.flights[0].slot < s.cut {
+		f := c.flights[0]
+		c.flights = c.flights[1:]
+		if !f.released {
+			c.releaseFlight(f)
+		}
+		late++
+	}
+	if invariants.Enabled && len(c.flights) > 0 {
+		invariants.Assert(c.flights[0].slot == s.cut, "the fence's cut %d is not the first unreleased slot %d", s.cut, c.flights[0].slot)
+	}
+	c.logf(slog.LevelInfo, "fenced own epoch", attrU("epoch", s.prev.Epoch), attrU("from", s.from), attrU("cut", s.cut), attrI("acked_late", late))
+	for _, f := range c.flights {
+		if f.renderErr != nil {
+			c.die(Fate{Kind: NotCommitted, Cause: fmt.Errorf("%w: slot %d of epoch %d cannot be rendered (%v); fenced at %d", ErrHalted, f.slot, f.epoch, f.renderErr, s.cut)})
+			return
+		}
+	}
+}
+
+func (s *succession) onMinted(c *Core, ev Minted) {
+	s.out = false
+	switch {
+	case errors.Is(ev.Err, chain.ErrMintLost):
+		d := &Deposed{Leader: ev.Record.Owner, Epoch: ev.Record.Epoch}
+		if s.kind == takeover {
+			c.failOpen(fmt.Errorf("%w: %s/%s is at epoch %d owned by %q", ErrTakeoverLost, c.cfg.Star, c.cfg.Class, ev.Record.Epoch, ev.Record.Owner))
+			return
+		}
+		c.die(c.deposedFate(fmt.Errorf("%w: a successor minted epoch %d", ErrDeposed, ev.Record.Epoch), d))
+		return
+	case errors.Is(ev.Err, absorb.ErrDeposed):
+		if s.kind == takeover {
+			c.failOpen(fmt.Errorf("%w: another candidate sealed the checkpoint after us (%q): %v", ErrTakeoverLost, ev.SealedBy, ev.Err))
+			return
+		}
+		c.sealed = &Deposed{Leader: ev.SealedBy}
+		c.die(c.deposedFate(fmt.Errorf("%w: the checkpoint is sealed by %q for a takeover", ErrDeposed, ev.SealedBy), c.sealed))
+		return
+	case ev.Err != nil:
+		s.retry(c, "mint failed", ev.Err, attrU("next_epoch", s.prev.Epoch+1))
+		return
+	}
+	e := s.prev.Epoch
+	c.rec, c.ver = ev.Record, ev.Version
+	if !s.clean {
+		// Poison the fenced epoch's window past the cut so a zombie's
+		// delayed PUT halts it, and reclaim copies there. Safety rests on
+		// the recorded cut, so nothing waits for it.
+		c.emit(Probe{Epoch: e, Cut: s.cut, Window: s.prev.Window})
+	}
+	if s.kind == recovery {
+		c.republish(s)
+		return
+	}
+	if s.cp.Tails != "" {
+		s.advance(stepReadTails)
+		return
+	}
+	s.startWalk(c)
+}
+
+// deposedFate is the fate of what a deposed incumbent still holds: past the
+// cut it fenced (or never written), definitely not committed.
+func (c *Core) deposedFate(cause error, d *Deposed) Fate {
+	return Fate{Kind: NotCommitted, Cause: cause, Deposed: d}
+}
+
+// republish moves every flight at or past the cut into the new epoch's
+// first slots, same sequence numbers, same order, and serves.
+func (c *Core) republish(s *succession) {
+	c.window = sequencerWindow(c.cfg.Window)
+	for _, f := range c.flights {
+		slot, err := c.window.Claim()
+		if err != nil {
+			panic("leader: republish overflows the window: " + err.Error())
+		}
+		f.epoch, f.slot, f.key, f.frames = c.rec.Epoch, slot, "", nil
+		c.startUpload(f)
+	}
+	c.logf(slog.LevelInfo, "recovered from halt", attrU("from_epoch", s.prev.Epoch), attrU("epoch", c.rec.Epoch), attrU("cut", s.cut), attrI("republished", len(c.flights)))
+	c.serve()
+}
+
+func (c *Core) onProbed(ev Probed) {
+	if ev.Err != nil {
+		c.logf(slog.LevelWarn, "garbage probe incomplete (safety rests on the cut)", attrU("epoch", ev.Epoch), attrE(ev.Err))
+		return
+	}
+	c.logf(slog.LevelInfo, "garbage probe", attrU("epoch", ev.Epoch), attrI("poisoned", ev.Result.Poisoned), attrI("deleted", ev.Result.DeletedFlights), attrI("unreachable", ev.Result.Unreachable))
+}
+
+func (s *succession) onTailsRead(c *Core, ev TailsRead) {
+	s.out = false
+	if ev.Err != nil {
+		s.retry(c, "read of the tails snapshot failed", ev.Err, attrS("key", s.cp.Tails))
+		return
+	}
+	for name, t := range ev.Tails.Streams {
+		c.ab.tails[name] = t
+	}
+	s.startWalk(c)
+}
+
+// startWalk lists what the successor absorbs before serving: the
+// checkpoint's pending round exactly (a replay), then every committed slot
+// from the checkpoint up to each earlier epoch's cut.
+func (s *succession) startWalk(c *Core) {
+	cp := s.cp
+	c.ab.cpEpoch, c.ab.cpNext, c.ab.snapshot = cp.Epoch, cp.Next, cp.Tails
+	pos := struct{ epoch, next uint64 }{cp.Epoch, cp.Next}
+	if p := cp.Pending; p != nil {
+		s.walks = append(s.walks, walkRange{epoch: p.Epoch, from: p.From, to: p.To, exact: true})
+		pos.epoch, pos.next = p.Epoch, p.To
+	}
+	for e := pos.epoch; e < c.rec.Epoch; e++ {
+		k, ok := c.rec.CutOf(e)
+		if !ok {
+			continue // an epoch that never wrote (e.g. a lost takeover)
+		}
+		from := uint64(0)
+		if e == pos.epoch {
+			from = pos.next
+		}
+		if from < k.Slot {
+			s.walks = append(s.walks, walkRange{epoch: e, from: from, to: k.Slot})
+		}
+	}
+	s.advance(stepWalk)
+}
+
+// walkNext issues the walk's next request (a planned round's commit, or the
+// next slots of the current range); it reports false while one is out. An
+// empty walk list means the takeover is done.
+func (c *Core) walkNext(s *succession) bool {
+	a := &c.ab
+	if a.planned != nil {
+		if a.busy || c.cmBusy || c.now.Before(a.retryAt) {
+			return false
+		}
+		c.sendRound()
+		return false
+	}
+	if a.busy {
+		return false
+	}
+	for len(s.walks) > 0 && s.walks[0].from >= s.walks[0].to {
+		s.walks = s.walks[1:]
+	}
+	if len(s.walks) == 0 {
+		c.logf(slog.LevelInfo, "took over", attrU("from_epoch", s.prev.Epoch), attrU("epoch", c.rec.Epoch), attrU("cut", s.cut), slog.Bool("clean", s.clean), attrU("walked_slots", s.walked), attrI("streams", len(c.ab.tails)))
+		c.serve()
+		return false
+	}
+	w := s.walks[0]
+	max := c.cfg.AbsorbMaxSlots
+	if w.exact {
+		max = 0
+	}
+	s.out = true
+	c.emit(Walk{Epoch: w.epoch, From: w.from, To: w.to, Max: max})
+	return false
+}
+
+func (s *succession) onWalked(c *Core, ev Walked) {
+	s.out = false
+	if ev.Err != nil {
+		s.retry(c, "walk failed", ev.Err, attrU("walk_epoch", ev.Epoch), attrU("from", s.walks[0].from))
+		return
+	}
+	w := &s.walks[0]
+	if len(ev.Slots) > 0 {
+		if err := c.plan(ev.Epoch, ev.Slots, nil); err != nil {
+			c.failOpen(fmt.Errorf("leader: walk %s/%s epoch %d: %w", c.cfg.Star, c.cfg.Class, ev.Epoch, err))
+			return
+		}
+	}
+	w.from = ev.Next
+	s.backoff, s.retryAt = 0, time.Time{}
+}
+
+// serve ends a succession: the chain serves (again).
+func (c *Core) serve() {
+	s := c.succ
+	c.succ = nil
+	c.phase = phaseServing
+	if c.opened {
+		return
+	}
+	c.opened = true
+	o := &Opened{Epoch: c.rec.Epoch, Took: c.now.Sub(c.born)}
+	if s != nil && s.prevVer != "" {
+		o.TakeOver, o.PrevOwner, o.PrevEpoch = true, s.prev.Owner, s.prev.Epoch
+		o.FencedCut, o.Clean, o.Walked = s.cut, s.clean, s.walked
+		o.PrevSealed = s.cp.Owner == s.prev.Owner
+	}
+	c.rd.Opened = o
+}
+
+// failOpen ends an opening that cannot succeed.
+func (c *Core) failOpen(err error) {
+	if !c.opened {
+		c.opened = true
+		c.rd.Opened = &Opened{Err: err, Took: c.now.Sub(c.born)}
+	}
+	c.succ = nil
+	c.stop()
+}

@@ -1,0 +1,195 @@
+// Package work executes the core's requests (internal/leader): each
+// Request is one I/O call (or, for Render, one piece of CPU work) that
+// returns exactly one Event. It holds no decision: what to do with the
+// result is the core's. The loglet's shell runs Do on a goroutine per
+// request; the simulation's goroutine-free driver calls it in line.
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// Env is what the workers of one chain need: its stores and settings.
+type Env struct {
+	Star    string
+	Class   chain.Class
+	Owner   string
+	Buckets []objstore.Store
+	Names   []string
+	W       int
+	Meta    metastore.Store
+	Codec   envelope.Codec
+	Retry   chain.RetryPolicy
+	// Now, if set, is the clock PutCopy latencies are measured with
+	// (default time.Now).
+	Now func() time.Time
+
+	writers sync.Pool // *envelope.BundleWriter
+}
+
+// Set is the chain's bucket set as chain's successor-side primitives take it.
+func (e *Env) Set() chain.BucketSet {
+	return chain.BucketSet{Stores: e.Buckets, Names: e.Names, W: e.W, Retry: e.Retry}
+}
+
+func (e *Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Do executes req and returns its event. ctx bounds it (a PutCopy's is
+// cancelled when the core cancels its upload).
+func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
+	switch r := req.(type) {
+	case leader.Render:
+		return e.render(r)
+	case leader.PutCopy:
+		start := e.now()
+		res := chain.WriteCopy(ctx, e.Buckets[r.Bucket], r.Flight, e.Retry)
+		res.Bucket, res.Latency = r.Bucket, e.now().Sub(start)
+		return leader.CopyDone{Upload: r.Upload, Result: res}
+	case leader.ReadEpoch:
+		rec, ver, err := chain.ReadEpoch(ctx, e.Meta, e.Star, e.Class)
+		return leader.EpochRead{Record: rec, Version: ver, Err: err}
+	case leader.MintFirst:
+		rec, ver, err := chain.MintFirst(ctx, e.Meta, e.Star, e.Class, r.Record)
+		if err != nil {
+			return leader.FirstMinted{Err: err}
+		}
+		cm, err := absorb.InitCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, rec.Epoch)
+		return leader.FirstMinted{Record: rec, Version: ver, Committer: cm, Err: err}
+	case leader.Seal:
+		cm, cp, err := absorb.SealCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
+		return leader.Sealed{Committer: cm, Checkpoint: cp, Err: err}
+	case leader.Fence:
+		par := max(1, min(chain.DefaultFenceParallel, r.Window))
+		res, err := chain.Fence(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, envelope.NewNonce(), chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots})
+		return leader.Fenced{Epoch: r.Epoch, Result: res, Err: err}
+	case leader.Mint:
+		rec, ver, err := r.Committer.MintNext(ctx, r.Prev, r.PrevVersion, r.Next)
+		ev := leader.Minted{Record: rec, Version: ver, Err: err}
+		var se *absorb.SealedError
+		if errors.As(err, &se) {
+			ev.SealedBy = se.Owner
+		}
+		return ev
+	case leader.Probe:
+		res, err := chain.GarbageProbe(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.Cut, r.Window, envelope.NewNonce())
+		return leader.Probed{Epoch: r.Epoch, Result: res, Err: err}
+	case leader.ReadTails:
+		t, err := absorb.ReadSnapshot(ctx, e.Buckets, r.Key)
+		return leader.TailsRead{Tails: t, Err: err}
+	case leader.Walk:
+		return e.walk(ctx, r)
+	case leader.CommitRound:
+		err := commitRound(ctx, r, e.Buckets, e.W)
+		return leader.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Err: err}
+	case leader.SealEpoch:
+		v, err := r.Committer.SealEpoch(ctx, r.Record, r.Version, r.Cut)
+		return leader.EpochSealed{Version: v, Err: err}
+	}
+	panic(fmt.Sprintf("work: unknown request %T", req))
+}
+
+// render builds a flight's transit bundle: one frame per stream, holding
+// that stream's batches of this flight (consecutive sequence numbers),
+// frames in the order each stream first arrived.
+func (e *Env) render(r leader.Render) leader.Event {
+	w, _ := e.writers.Get().(*envelope.BundleWriter)
+	if w == nil {
+		w = envelope.NewBundleWriter()
+	}
+	defer e.writers.Put(w)
+	type group struct {
+		st    *leader.Stream
+		parts []*leader.Batch
+	}
+	var order []*group
+	byStream := map[*leader.Stream]*group{}
+	for _, b := range r.Batches {
+		g := byStream[b.Stream]
+		if g == nil {
+			g = &group{st: b.Stream}
+			byStream[b.Stream] = g
+			order = append(order, g)
+		}
+		g.parts = append(g.parts, b)
+	}
+	var scratch []byte
+	for _, g := range order {
+		first := g.parts[0]
+		recs, count := first.Payload, first.Count
+		minTS, maxTS := first.MinTS, first.MaxTS
+		if len(g.parts) > 1 {
+			scratch = scratch[:0]
+			count = 0
+			for _, p := range g.parts {
+				scratch = append(scratch, p.Payload...)
+				count += p.Count
+				maxTS = max(maxTS, p.MaxTS)
+			}
+			recs = scratch
+		}
+		if err := w.AddFrame(g.st.Name(), first.Start, count, minTS, maxTS, recs, e.Codec); err != nil {
+			w.Finish(0, 0, envelope.Nonce{}) // reset the writer
+			return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+		}
+	}
+	nonce := envelope.NewNonce()
+	obj, frames := w.Finish(r.Upload.Epoch, r.Upload.Slot, nonce)
+	return leader.Rendered{Upload: r.Upload, Obj: obj, Frames: frames, Nonce: nonce}
+}
+
+// errWalkFull stops a walk that has read its Max slots.
+var errWalkFull = errors.New("work: walk batch full")
+
+func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
+	ev := leader.Walked{Epoch: r.Epoch, Next: r.From}
+	err := chain.Walk(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, r.To, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
+		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames})
+		ev.Next = slot + 1
+		if r.Max > 0 && len(ev.Slots) >= r.Max {
+			return errWalkFull
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errWalkFull) {
+		return leader.Walked{Epoch: r.Epoch, Next: r.From, Err: fmt.Errorf("work: walk %s/%s epoch %d [%d, %d): %w", e.Star, e.Class, r.Epoch, r.From, r.To, err)}
+	}
+	if err == nil {
+		ev.Next = r.To
+	}
+	return ev
+}
+
+// commitRound writes a round's tails snapshot, then its refs and the
+// checkpoint (one metastore Commit where the backend allows), then deletes
+// the snapshot the checkpoint pointed to before, best effort: an orphaned
+// snapshot costs only storage.
+func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int) error {
+	if err := absorb.PutSnapshot(ctx, stores, w, r.SnapshotKey, r.Snapshot); err != nil {
+		return err
+	}
+	if err := r.Committer.Commit(ctx, r.Round, r.Refs, r.SnapshotKey); err != nil {
+		return err
+	}
+	if r.PrevSnapshot != "" && r.PrevSnapshot != r.SnapshotKey {
+		for _, b := range stores {
+			_ = b.Delete(ctx, r.PrevSnapshot)
+		}
+	}
+	return nil
+}
