@@ -1,0 +1,500 @@
+package leader
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// TestTraces runs the data-driven scripts in testdata: each command steps
+// the core (an admit, an I/O result, time passing) and its expected output
+// is the trace of what the core then asks for, in order. Rewrite the
+// expected output after a deliberate change with
+//
+//	go test ./internal/leader -run TestTraces -rewrite
+//
+// Commands (arguments are key=value; durations like 20ms; +d is relative):
+//
+//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots=]
+//	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
+//	first-minted | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
+//	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
+//	tick +d
+//	rendered e= s= | render-failed e= s=
+//	copy e= s= b= ours|ghost|foreign|failed   (or: copies e= s= ours ours failed)
+//	fenced e= cut= | fence-failed e=
+//	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
+//	probed
+//	tails-read            (input: stream=next ...)
+//	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
+//	round-done | round-failed | round-deposed by=
+//	epoch-sealed | epoch-seal-failed
+//	close | abort
+//	stats
+func TestTraces(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		h := &harness{t: t, renders: map[UploadID][]*Batch{}}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return h.run(d)
+		})
+	})
+}
+
+// harness drives one core in a script.
+type harness struct {
+	t       *testing.T
+	c       *Core
+	cfg     Config
+	now     time.Time
+	t0      time.Time
+	streams map[string]*Stream
+	renders map[UploadID][]*Batch // the batches of each render asked for
+	wake    time.Time
+	lastReq []Request
+}
+
+var epoch0 = time.Unix(1_000_000, 0)
+
+func (h *harness) run(d *datadriven.TestData) string {
+	if d.Cmd != "new" && h.c == nil {
+		d.Fatalf(h.t, "new first")
+	}
+	switch d.Cmd {
+	case "new":
+		h.newCore(d)
+	case "epoch-read":
+		if d.HasArg("missing") {
+			h.step(EpochRead{Err: fmt.Errorf("chain: read epoch: %w", metastore.ErrNotFound)})
+			break
+		}
+		rec := chain.EpochRecord{Epoch: h.u64(d, "epoch", 1), Owner: h.str(d, "owner", "p0"), Window: int(h.u64(d, "window", uint64(h.cfg.Window))),
+			K: len(h.cfg.Buckets), W: h.cfg.W, Buckets: h.cfg.Buckets}
+		if d.HasArg("sealed") {
+			rec.Seal = &chain.Cut{Epoch: rec.Epoch, Slot: h.u64(d, "sealed", 0), Clean: true}
+		}
+		if d.HasArg("k") {
+			rec.K = int(h.u64(d, "k", 0))
+		}
+		h.step(EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch))})
+	case "first-minted":
+		rec := chain.EpochRecord{Epoch: 1, Owner: h.cfg.Owner, Window: h.cfg.Window, K: len(h.cfg.Buckets), W: h.cfg.W, Buckets: h.cfg.Buckets}
+		h.step(FirstMinted{Record: rec, Version: "v1", Committer: h.committer(1)})
+	case "sealed":
+		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", "")}
+		if p := h.str(d, "pending", ""); p != "" {
+			a, b, _ := strings.Cut(p, "-")
+			from, _ := strconv.ParseUint(a, 10, 64)
+			to, _ := strconv.ParseUint(b, 10, 64)
+			cp.Pending = &absorb.Round{Epoch: cp.Epoch, From: from, To: to}
+		}
+		h.step(Sealed{Committer: h.committer(h.c.succ.prev.Epoch + 1), Checkpoint: cp})
+	case "seal-moved":
+		h.step(Sealed{Err: absorb.ErrEpochMoved})
+	case "admit":
+		out := h.admit(d, d.CmdArgs)
+		for _, line := range lines(d.Input) {
+			args, err := parseArgs(line)
+			if err != nil {
+				d.Fatalf(h.t, "%v", err)
+			}
+			out += h.admit(d, args)
+		}
+		return out + h.ready()
+	case "tick":
+		h.advance(d)
+		h.step(Tick{})
+	case "rendered":
+		id := h.upload(d)
+		h.step(Rendered{Upload: id, Obj: make([]byte, 100), Frames: h.frames(id)})
+	case "render-failed":
+		h.step(Rendered{Upload: h.upload(d), Err: errors.New("frame over the format's limits")})
+	case "copy", "copies":
+		id := h.upload(d)
+		var statuses []string
+		b := -1
+		if d.Cmd == "copy" {
+			b = int(h.u64(d, "b", 0))
+		}
+		for _, a := range d.CmdArgs {
+			switch a.Key {
+			case "ours", "ghost", "foreign", "failed":
+				statuses = append(statuses, a.Key)
+			}
+		}
+		for i, st := range statuses {
+			bucket := b
+			if bucket < 0 {
+				bucket = i
+			}
+			h.step(CopyDone{Upload: id, Result: copyResult(bucket, st)})
+		}
+	case "fenced":
+		h.step(Fenced{Epoch: h.u64(d, "e", 1), Result: chain.FenceResult{Cut: h.u64(d, "cut", 0)}})
+	case "fence-failed":
+		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: errors.New("slot 3: 2 buckets unreachable")})
+	case "minted":
+		next := h.c.nextRecord(h.c.succ)
+		next.Epoch = h.c.succ.prev.Epoch + 1
+		h.step(Minted{Record: next, Version: metastore.Version(fmt.Sprintf("v%d", next.Epoch))})
+	case "mint-lost":
+		rec := chain.EpochRecord{Epoch: h.u64(d, "epoch", 2), Owner: h.str(d, "owner", "p2")}
+		h.step(Minted{Record: rec, Err: fmt.Errorf("%w: test", chain.ErrMintLost)})
+	case "mint-sealed":
+		by := h.str(d, "by", "p2")
+		h.step(Minted{SealedBy: by, Err: &absorb.SealedError{Owner: by, OwnerEpoch: 2}})
+	case "mint-failed":
+		h.step(Minted{Err: errors.New("metastore: unavailable")})
+	case "probed":
+		h.step(Probed{Epoch: h.u64(d, "e", 1)})
+	case "tails-read":
+		t := absorb.Tails{Streams: map[string]absorb.StreamTail{}}
+		for _, f := range strings.Fields(d.Input) {
+			name, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseUint(v, 10, 64)
+			t.Streams[name] = absorb.StreamTail{Next: n}
+		}
+		h.step(TailsRead{Tails: t})
+	case "walked":
+		e := h.u64(d, "e", 1)
+		ev := Walked{Epoch: e, Next: h.u64(d, "next", 0)}
+		for _, line := range lines(d.Input) {
+			f := strings.Fields(line)
+			slot, _ := strconv.ParseUint(f[0], 10, 64)
+			s := absorb.Slot{Epoch: e, Slot: slot, Key: chain.SlotKey(h.cfg.Star, h.cfg.Class, e, slot)}
+			for _, fr := range f[1:] {
+				name, rest, _ := strings.Cut(fr, "@")
+				a, b, _ := strings.Cut(rest, "+")
+				first, _ := strconv.ParseUint(a, 10, 64)
+				n, _ := strconv.ParseUint(b, 10, 32)
+				s.Frames = append(s.Frames, envelope.FrameInfo{Stream: name, FirstSeq: first, Count: uint32(n), Offset: 60, Length: 10, RawLength: 10})
+			}
+			ev.Slots = append(ev.Slots, s)
+		}
+		h.step(ev)
+	case "round-done":
+		h.step(RoundDone{Round: h.c.ab.planned.round})
+	case "round-failed":
+		h.step(RoundDone{Round: h.c.ab.planned.round, Err: errors.New("metastore: unavailable")})
+	case "round-deposed":
+		h.step(RoundDone{Round: h.c.ab.planned.round, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
+	case "epoch-sealed":
+		h.step(EpochSealed{Version: "vs"})
+	case "epoch-seal-failed":
+		h.step(EpochSealed{Err: errors.New("metastore: unavailable")})
+	case "close":
+		h.c.Close(h.now)
+	case "abort":
+		h.c.Abort(h.now, errors.New("close: context deadline exceeded"))
+	case "stats":
+		s := h.c.Stats(h.now)
+		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
+			s.Phase, s.Epoch, s.WindowInFlight, s.WindowSize, s.ReleasePoint, s.QueuedBatches, s.Flights, s.AckedBatches, s.FailedOutcomeUnknown, s.FailedNotCommitted, s.Halts,
+			s.Backlog.Flights, s.Backlog.MaxFlights, s.Backlog.Stalling, s.Backlog.StallingCause, stallCounts(s.Backlog.Stalls), s.FlightIndexBytes, s.AbsorbRounds, s.CheckpointEpoch, s.Checkpoint, s.UnderReplicated)
+	default:
+		d.Fatalf(h.t, "unknown command %q", d.Cmd)
+	}
+	return h.ready()
+}
+
+func (h *harness) newCore(d *datadriven.TestData) {
+	k := int(h.u64(d, "k", 3))
+	names := make([]string, k)
+	for i := range names {
+		names[i] = fmt.Sprintf("b%d", i)
+	}
+	h.cfg = Config{Star: "s", Class: chain.Express, Owner: "p1", Buckets: names, W: int(h.u64(d, "w", uint64(k/2+1))),
+		Window: int(h.u64(d, "window", 4)), FlushDeadline: h.dur(d, "flush", 20*time.Millisecond), FlightBytes: int64(h.u64(d, "flight", 4096)),
+		MaxBatchBytes: 16, CommitDeadline: h.dur(d, "commit", time.Second), StragglerTimeout: h.dur(d, "straggle", 5*time.Second),
+		BacklogFlights: int(h.u64(d, "backlog", 16)), BacklogBytes: int64(h.u64(d, "backlog-bytes", 1<<20)),
+		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8))}
+	h.now, h.t0 = epoch0, epoch0
+	h.streams = map[string]*Stream{}
+	h.renders = map[UploadID][]*Batch{}
+	h.wake = time.Time{}
+	h.c = New(h.cfg, h.now)
+}
+
+func (h *harness) committer(epoch uint64) *absorb.Committer {
+	return absorb.ResumeCommitter(nil, h.cfg.Star, h.cfg.Class, h.cfg.Owner, epoch, absorb.Checkpoint{Epoch: epoch, Owner: h.cfg.Owner, OwnerEpoch: epoch}, "cp")
+}
+
+func (h *harness) step(ev Event) { h.c.Step(h.now, ev) }
+
+func (h *harness) advance(d *datadriven.TestData) {
+	for _, a := range d.CmdArgs {
+		if strings.HasPrefix(a.Key, "+") {
+			dur, err := time.ParseDuration(a.Key[1:])
+			if err != nil {
+				d.Fatalf(h.t, "%v", err)
+			}
+			h.now = h.now.Add(dur)
+		}
+	}
+}
+
+func (h *harness) admit(d *datadriven.TestData, args []datadriven.CmdArg) string {
+	name := args[0].Key
+	n := 1
+	var match *uint64
+	for _, a := range args[1:] {
+		switch a.Key {
+		case "n":
+			n, _ = strconv.Atoi(a.Vals[0])
+		case "match":
+			m, _ := strconv.ParseUint(a.Vals[0], 10, 64)
+			match = &m
+		case "at":
+			dur, _ := time.ParseDuration(strings.TrimPrefix(a.Vals[0], "+"))
+			h.now = h.now.Add(dur)
+		}
+	}
+	st := h.streams[name]
+	if st == nil {
+		st = h.c.Stream(name)
+		h.streams[name] = st
+	}
+	var payload []byte
+	for i := 0; i < n; i++ {
+		payload = envelope.AppendRecord(payload, envelope.Record{Timestamp: 1, Body: []byte("x")})
+	}
+	b := &Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: h.now, MinTS: 1, MaxTS: 1}
+	if err := h.c.Admit(h.now, b, nil, match, true); err != nil {
+		return fmt.Sprintf("admit %s: %v\n", name, err)
+	}
+	return fmt.Sprintf("admitted %s[%d,%d)\n", name, b.Start, b.End())
+}
+
+func (h *harness) upload(d *datadriven.TestData) UploadID {
+	return UploadID{Epoch: h.u64(d, "e", 1), Slot: h.u64(d, "s", 0)}
+}
+
+// frames is what rendering id's batches gives: one frame per stream, in
+// first-arrival order.
+func (h *harness) frames(id UploadID) []envelope.FrameInfo {
+	var out []envelope.FrameInfo
+	idx := map[string]int{}
+	for _, b := range h.renders[id] {
+		i, ok := idx[b.Stream.name]
+		if !ok {
+			i = len(out)
+			idx[b.Stream.name] = i
+			out = append(out, envelope.FrameInfo{Stream: b.Stream.name, FirstSeq: b.Start, Offset: 60 + uint64(i)*10, Length: 10, RawLength: 10})
+		}
+		out[i].Count += uint32(b.Count)
+	}
+	return out
+}
+
+func copyResult(bucket int, st string) chain.CopyResult {
+	switch st {
+	case "ours":
+		return chain.CopyResult{Bucket: bucket, Status: chain.CopyOurs}
+	case "ghost":
+		return chain.CopyResult{Bucket: bucket, Status: chain.CopyOurs, Ghost: true}
+	case "foreign":
+		return chain.CopyResult{Bucket: bucket, Status: chain.CopyForeign, Err: errors.New("poison of p2")}
+	}
+	return chain.CopyResult{Bucket: bucket, Status: chain.CopyFailed, Err: errors.New("bucket down")}
+}
+
+// ready takes the core's Ready, advances it, and prints it.
+func (h *harness) ready() string {
+	rd := h.c.Ready()
+	h.c.Advance(rd)
+	var b strings.Builder
+	for _, id := range rd.Cancels {
+		fmt.Fprintf(&b, "cancel e=%d s=%d\n", id.Epoch, id.Slot)
+	}
+	for _, r := range rd.Requests {
+		b.WriteString(h.request(r))
+		b.WriteString("\n")
+	}
+	for _, o := range rd.Outcomes {
+		if o.Fate.Kind == Acked {
+			fmt.Fprintf(&b, "ack %s[%d,%d)\n", o.Stream.name, o.Start, o.End())
+			continue
+		}
+		cause := fmt.Sprint(o.Fate.Cause)
+		if d := o.Fate.Deposed; d != nil {
+			cause = fmt.Sprintf("deposed (leader %q epoch %d): %s", d.Leader, d.Epoch, cause)
+		}
+		fmt.Fprintf(&b, "%s %s[%d,%d): %s\n", o.Fate.Kind, o.Stream.name, o.Start, o.End(), cause)
+	}
+	for _, lg := range rd.Logs {
+		if lg.Level < slog.LevelInfo || lg.Msg == "garbage probe" {
+			continue
+		}
+		fmt.Fprintf(&b, "log %s %q", strings.ToLower(lg.Level.String()), lg.Msg)
+		for _, a := range lg.Attrs {
+			if a.Key == "err" || a.Key == "backoff" {
+				continue
+			}
+			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		}
+		b.WriteString("\n")
+	}
+	if rd.PoolFreed > 0 {
+		fmt.Fprintf(&b, "pool freed %dB\n", rd.PoolFreed)
+	}
+	if o := rd.Opened; o != nil {
+		if o.Err != nil {
+			fmt.Fprintf(&b, "open failed: %v\n", o.Err)
+		} else {
+			fmt.Fprintf(&b, "opened epoch=%d takeover=%v cut=%d clean=%v walked=%d\n", o.Epoch, o.TakeOver, o.FencedCut, o.Clean, o.Walked)
+		}
+	}
+	if rd.Dead != nil {
+		fmt.Fprintf(&b, "dead: %s\n", rd.Dead.Kind)
+	}
+	if rd.Stopped {
+		b.WriteString("stopped\n")
+		if err := h.c.CloseError(); err != nil {
+			for _, l := range strings.Split(err.Error(), "\n") {
+				fmt.Fprintf(&b, "close error: %s\n", l)
+			}
+		}
+	}
+	if !rd.WakeAt.Equal(h.wake) {
+		h.wake = rd.WakeAt
+		if rd.WakeAt.IsZero() {
+			b.WriteString("wake none\n")
+		} else {
+			fmt.Fprintf(&b, "wake +%v\n", rd.WakeAt.Sub(h.now))
+		}
+	}
+	if b.Len() == 0 {
+		return "(nothing)\n"
+	}
+	return b.String()
+}
+
+func (h *harness) request(r Request) string {
+	switch r := r.(type) {
+	case Render:
+		h.renders[r.Upload] = r.Batches
+		var parts []string
+		for _, b := range r.Batches {
+			parts = append(parts, fmt.Sprintf("%s[%d,%d)", b.Stream.name, b.Start, b.End()))
+		}
+		return fmt.Sprintf("render e=%d s=%d %s", r.Upload.Epoch, r.Upload.Slot, strings.Join(parts, " "))
+	case PutCopy:
+		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
+	case ReadEpoch:
+		return "read-epoch"
+	case MintFirst:
+		return fmt.Sprintf("mint-first owner=%s", r.Record.Owner)
+	case Seal:
+		return fmt.Sprintf("seal for=%d at=%s", r.Epoch+1, r.EpochVersion)
+	case Fence:
+		return fmt.Sprintf("fence e=%d from=%d window=%d", r.Epoch, r.From, r.Window)
+	case Mint:
+		var cuts []string
+		for _, k := range r.Next.Cuts {
+			cuts = append(cuts, fmt.Sprintf("%d@%d", k.Epoch, k.Slot))
+		}
+		return fmt.Sprintf("mint e=%d from=%s cuts=[%s]", r.Prev.Epoch+1, r.PrevVersion, strings.Join(cuts, " "))
+	case Probe:
+		return fmt.Sprintf("probe e=%d cut=%d window=%d", r.Epoch, r.Cut, r.Window)
+	case ReadTails:
+		return fmt.Sprintf("read-tails %s", r.Key)
+	case Walk:
+		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)
+	case CommitRound:
+		var refs []string
+		for _, ref := range r.Refs {
+			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
+		}
+		return fmt.Sprintf("round e=%d [%d,%d) refs=%s", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "))
+	case SealEpoch:
+		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
+	}
+	return fmt.Sprintf("%T", r)
+}
+
+func (h *harness) u64(d *datadriven.TestData, key string, def uint64) uint64 {
+	for _, a := range d.CmdArgs {
+		if a.Key == key && len(a.Vals) > 0 {
+			v, err := strconv.ParseUint(a.Vals[0], 10, 64)
+			if err != nil {
+				d.Fatalf(h.t, "%s: %v", key, err)
+			}
+			return v
+		}
+	}
+	return def
+}
+
+func (h *harness) str(d *datadriven.TestData, key, def string) string {
+	for _, a := range d.CmdArgs {
+		if a.Key == key && len(a.Vals) > 0 {
+			return a.Vals[0]
+		}
+	}
+	return def
+}
+
+func (h *harness) dur(d *datadriven.TestData, key string, def time.Duration) time.Duration {
+	for _, a := range d.CmdArgs {
+		if a.Key == key && len(a.Vals) > 0 {
+			v, err := time.ParseDuration(a.Vals[0])
+			if err != nil {
+				d.Fatalf(h.t, "%s: %v", key, err)
+			}
+			return v
+		}
+	}
+	return def
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func parseArgs(line string) ([]datadriven.CmdArg, error) {
+	var out []datadriven.CmdArg
+	fields := strings.Fields(line)
+	if len(fields) > 0 && fields[0] == "admit" {
+		fields = fields[1:]
+	}
+	for _, f := range fields {
+		k, v, ok := strings.Cut(f, "=")
+		a := datadriven.CmdArg{Key: k}
+		if ok {
+			a.Vals = []string{v}
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty admit line")
+	}
+	return out, nil
+}
+
+func stallCounts(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if v > 0 {
+			keys = append(keys, fmt.Sprintf("%s:%d", k, v))
+		}
+	}
+	slices.Sort(keys)
+	return "[" + strings.Join(keys, " ") + "]"
+}
