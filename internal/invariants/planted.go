@@ -12,6 +12,12 @@ var (
 	// creates, and never checks which refs a replayed round already wrote
 	// (breaks: a span ref is created only if absent, never overwritten).
 	AbsorbOverwritesRefs Switch
+
+	// MintIgnoresSeal mints even when the checkpoint carries another
+	// owner's seal, overwriting it (breaks the binding seal: an epoch is
+	// minted only by the process whose seal the checkpoint carries; the old
+	// Reseal did this).
+	MintIgnoresSeal Switch
 )
 
 // ResetPlanted switches every planted bug off.
@@ -19,5 +25,6 @@ func ResetPlanted() {
 	if Enabled {
 		ReleaseOutOfOrder.Set(false)
 		AbsorbOverwritesRefs.Set(false)
+		MintIgnoresSeal.Set(false)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 
@@ -34,15 +33,15 @@ func (b overwritingBucket) PutIfAbsent(ctx context.Context, key string, body []b
 // honoured).
 type losingBucket struct {
 	objstore.Store
-	mu  sync.Mutex
-	rng *rand.Rand
-	p   float64
+	mu    sync.Mutex
+	draws *keyed.Source // per key, so a draw does not depend on scheduling
+	p     float64
 }
 
 func (b *losingBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if strings.HasPrefix(key, "chains/") {
 		b.mu.Lock()
-		lose := b.rng.Float64() < b.p
+		lose := b.draws.Rand(key).Float64() < b.p
 		b.mu.Unlock()
 		if lose {
 			return nil
@@ -104,16 +103,16 @@ func frozenCopy(ctx context.Context, src metastore.Store) metastore.Store {
 // holds W−1 copies.
 type mirroringBucket struct {
 	objstore.Store
-	w      *world
-	c, i   int
+	mems   []*objstore.Mem // the class's buckets as they are
+	i      int             // this bucket's index among them
 	mu     *sync.Mutex
 	mirror map[string][]byte
 }
 
 func (b mirroringBucket) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if env, err := envelope.ParseEnvelope(body); err == nil && env.Kind == envelope.KindPoison && strings.HasPrefix(key, "chains/") {
-		if _, err := b.w.mems[b.c][b.i].Get(ctx, key, 0, 1); errors.Is(err, objstore.ErrNotFound) {
-			for j, m := range b.w.mems[b.c] {
+		if _, err := b.mems[b.i].Get(ctx, key, 0, 1); errors.Is(err, objstore.ErrNotFound) {
+			for j, m := range b.mems {
 				if j == b.i {
 					continue
 				}

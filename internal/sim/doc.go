@@ -128,6 +128,28 @@
 // candidate sealing for the epoch after the record's current one), and no
 // process writes over another owner's seal except by sealing it itself.
 //
+// # The core-level simulation
+//
+// RunCore (coresim.go) drives the chain's pure cores (internal/leader)
+// directly, with no goroutine of its own and no real clock: one loop picks
+// the next thing to happen in virtual time (a request completing, executed
+// in line by internal/leader/work against objstore.Mem buckets and a
+// metastore.Mem; a core's wake-up; an admit; a zone or the metastore going
+// down or up; a live takeover; a crash whose in-flight PUTs land later),
+// steps it into its core and executes the core's Ready. Every choice comes
+// from one seeded generator in a fixed order, so a seed replays its exact
+// trace every time: TestCoreSim runs every seed twice and compares the
+// trace hashes (-sim.core.trace prints one). The checker: invariant 1 at
+// every release (slot order, W copies stored), the seal checker, flips
+// below a cut, overwritten refs, the window and backlog bounds, every batch
+// one outcome, and the final chain walked from the bare buckets (streams
+// contiguous from 0, no seq twice, every acked batch at its ack byte for
+// byte, no not-committed batch anywhere); the planted bugs are caught there
+// too (coresim_planted_test.go, -tags invariants).
+//
+//	go test ./internal/sim -run '^TestCoreSim$' -v                       # seeds 1-256, each twice
+//	go test ./internal/sim -run '^TestCoreSim$' -sim.core.seed=7 -sim.core.trace -v   # one seed's trace
+//
 // # Running, replaying, soaking
 //
 //	go test -race ./internal/sim     # seeds 1-16 (the race budget), ~20 s on 2 cores

@@ -107,3 +107,11 @@ func TestPlantedOutOfOrderRelease(t *testing.T) {
 	defer invariants.ResetPlanted()
 	expectCaught(t, "acks released out of slot order", Options{NoLinearizability: true}, false)
 }
+
+// TestPlantedMintIgnoresSeal: an incumbent that mints over a successor's
+// seal (the old Reseal) is caught by the seal checker (sealwatch.go).
+func TestPlantedMintIgnoresSeal(t *testing.T) {
+	invariants.MintIgnoresSeal.Set(true)
+	defer invariants.ResetPlanted()
+	expectCaught(t, "a mint over another owner's seal", Options{}, true)
+}

@@ -6,3 +6,6 @@ package sim
 // ./internal/sim` runs seeds 1-16 in about 20 s on two cores. (The race
 // detector makes a seed ~15x slower; the non-race budget is larger.)
 const ciSeeds = 16
+
+// coreSeeds is TestCoreSim's budget in a race build (each seed runs twice).
+const coreSeeds = 32

@@ -291,13 +291,15 @@ func (w *world) build() {
 				s = overwritingBucket{s}
 			}
 			if b.LostPut > 0 {
-				s = &losingBucket{Store: s, rng: rand.New(rand.NewPCG(w.o.Seed, uint64(c*10+i))), p: b.LostPut}
-			}
-			if b.MirrorFence {
-				s = mirroringBucket{Store: s, w: w, c: c, i: i, mu: &w.mirrorMu, mirror: map[string][]byte{}}
+				s = &losingBucket{Store: s, draws: keyed.New(w.o.Seed*100 + uint64(c*10+i)), p: b.LostPut}
 			}
 			w.mems[c] = append(w.mems[c], m)
 			w.buckets[c] = append(w.buckets[c], s)
+		}
+		if b.MirrorFence {
+			for i := range w.buckets[c] {
+				w.buckets[c][i] = mirroringBucket{Store: w.buckets[c][i], mems: w.mems[c], i: i, mu: &w.mirrorMu, mirror: map[string][]byte{}}
+			}
 		}
 	}
 	w.metaBkt = observedMeta{w.meta, w.obs}

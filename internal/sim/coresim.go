@@ -1,0 +1,979 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/keyed"
+	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/internal/leader/work"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// The core-level simulation drives chain cores (internal/leader) directly:
+// no goroutine of its own, no real clock. One loop picks the next thing to
+// happen in virtual time — an I/O request completing (executed in line by
+// internal/leader/work against objstore.Mem buckets and a metastore.Mem), a
+// core's wake-up, a producer's admit, a fault, a takeover, a crash — steps
+// it into its core, and executes what the core's Ready asks. Every choice
+// comes from one seeded generator in a fixed order, so a seed replays its
+// exact trace every time (the trace hashes below compare equal), which the
+// goroutine-based simulation (Run) cannot promise.
+//
+// Faults: request latency (log-normal), a zone down (its copies wait;
+// other object-store work waits for it), the metastore down (its requests
+// wait), ambiguous PUTs of flight copies (applied, reported failed: the
+// writer recognises its nonce), metastore errors and applied-then-failed
+// writes (resolved by re-reading), a live takeover (a second process opens
+// while the first serves: a zombie), a crash (the leader stops dead; some
+// of its in-flight PUTs land later). The checker: invariant 1 at every
+// release (slot order; W copies stored), the seal checker, the observer's
+// committed/dead flips and overwritten refs, bounds, and in the final
+// state, walked from the bare buckets up to every recorded cut, each
+// stream contiguous from 0 with no sequence number twice, every acked
+// batch at its ack byte for byte, no not-committed batch anywhere.
+
+// CoreOptions configure one run of the core-level simulation.
+type CoreOptions struct {
+	Seed   uint64
+	Broken Broken
+	// Trace, if set, receives the run's trace as text.
+	Trace io.Writer
+}
+
+// CoreResult is what one run found.
+type CoreResult struct {
+	Seed       uint64
+	Plan       string
+	Trace      uint64 // a hash of the whole trace: equal runs, equal hashes
+	Steps      int
+	SimTime    time.Duration
+	Violations []string
+
+	Batches, Acked, NotCommitted, Unknown int
+	Orphaned                              int // admitted to a process that crashed before an outcome
+	Halts, Takeovers, Crashes, Epochs     int
+}
+
+// Failed reports whether the run found a violation.
+func (r *CoreResult) Failed() bool { return len(r.Violations) > 0 }
+
+type corePlan struct {
+	class          chain.Class
+	k, w           int
+	window         int
+	flight         int64
+	flush, commit  time.Duration
+	backlog        int
+	absorbEvery    time.Duration
+	maxSlots       int
+	streams        int
+	ops            int
+	gap            time.Duration // mean time between admits
+	putMedian      time.Duration
+	metaMedian     time.Duration
+	ambiguousPuts  float64
+	metaErr        float64
+	metaAmbig      float64
+	scenario       string // "none", "takeover", "crash"
+	eventAt        time.Duration
+	zombieFor      time.Duration
+	zoneDowns      []coreWindow
+	downZone       int
+	metaDowns      []coreWindow
+	commitLimit    int
+	matchEvery     int // every n-th admit carries MatchSeqNum
+	lateLandChance float64
+}
+
+type coreWindow struct{ at, dur time.Duration }
+
+func drawCorePlan(o CoreOptions) corePlan {
+	r := rand.New(rand.NewPCG(o.Seed, 0xc0de))
+	p := corePlan{class: chain.Express, k: 3, w: 2}
+	if r.IntN(3) == 0 {
+		p.class, p.k, p.w = chain.Standard, 1, 1
+	}
+	p.window = 1 + r.IntN(8)
+	p.flight = []int64{64, 512, 4096}[r.IntN(3)]
+	p.flush = time.Duration(1+r.IntN(20)) * time.Millisecond
+	p.commit = time.Duration(200+r.IntN(1800)) * time.Millisecond
+	p.backlog = p.window + r.IntN(2*p.window+1)
+	p.absorbEvery = time.Duration(r.IntN(50)) * time.Millisecond
+	p.maxSlots = 1 + r.IntN(8)
+	p.streams = 2 + r.IntN(4)
+	p.ops = 60 + r.IntN(150)
+	p.gap = time.Duration(500+r.IntN(9500)) * time.Microsecond
+	p.putMedian = time.Duration(500+r.IntN(9500)) * time.Microsecond
+	p.metaMedian = time.Duration(200+r.IntN(4800)) * time.Microsecond
+	if r.IntN(2) == 0 {
+		p.ambiguousPuts = r.Float64() * 0.05
+	}
+	if r.IntN(2) == 0 {
+		p.metaErr, p.metaAmbig = r.Float64()*0.03, r.Float64()*0.03
+	}
+	p.scenario = []string{"none", "takeover", "crash"}[r.IntN(3)]
+	p.eventAt = time.Duration(100+r.IntN(800)) * time.Millisecond
+	p.zombieFor = time.Duration(r.IntN(500)) * time.Millisecond
+	if p.k == 3 {
+		p.downZone = r.IntN(3)
+		for n := r.IntN(3); n > 0; n-- {
+			p.zoneDowns = append(p.zoneDowns, coreWindow{time.Duration(r.IntN(1500)) * time.Millisecond, time.Duration(50+r.IntN(1500)) * time.Millisecond})
+		}
+	}
+	for n := r.IntN(2); n > 0; n-- {
+		p.metaDowns = append(p.metaDowns, coreWindow{time.Duration(r.IntN(1500)) * time.Millisecond, time.Duration(50+r.IntN(1000)) * time.Millisecond})
+	}
+	if r.IntN(4) == 0 {
+		p.commitLimit = 2 + r.IntN(4)
+	}
+	if o.Broken.CommitLimit > 0 {
+		p.commitLimit = o.Broken.CommitLimit
+	}
+	p.matchEvery = 3 + r.IntN(5)
+	p.lateLandChance = r.Float64()
+	return p
+}
+
+func (p corePlan) String() string {
+	return fmt.Sprintf("%s K=%d W=%d; window %d, flight %dB, flush %v, commit %v, backlog %d, absorb every %v max %d; %d streams, %d ops every ~%v; put median %v, meta median %v; ambiguous puts %.3f, meta errors %.3f ambiguous %.3f; %s at %v (zombie for %v); zone %d down %v; meta down %v; commit limit %d",
+		p.class, p.k, p.w, p.window, p.flight, p.flush, p.commit, p.backlog, p.absorbEvery, p.maxSlots, p.streams, p.ops, p.gap, p.putMedian, p.metaMedian,
+		p.ambiguousPuts, p.metaErr, p.metaAmbig, p.scenario, p.eventAt, p.zombieFor, p.downZone, p.zoneDowns, p.metaDowns, p.commitLimit)
+}
+
+// coreWorld is one run: the shared stores, the processes, the clock.
+type coreWorld struct {
+	o     CoreOptions
+	p     corePlan
+	rng   *rand.Rand
+	res   *CoreResult
+	start time.Time
+	now   time.Time
+	trace xxhashDigest
+	out   io.Writer
+	bad   []string
+
+	w       *world // what the observer needs (mems, quorum)
+	obs     *observer
+	mems    []*objstore.Mem
+	buckets []objstore.Store // observed, and broken if planted
+	meta    *metastore.Mem
+	metaBkt metastore.Store
+
+	procs          []*coreProc
+	leader         *coreProc // where admits go
+	takeAt         time.Time // when the last takeover's process opened
+	successor      *coreProc // a takeover's process, until it opens
+	successorTries int
+
+	zoneDown bool
+	metaDown bool
+	issued   uint64 // request ids, in issue order
+	late     []*coreReq
+
+	streams []string
+	batches []*coreBatch
+	ops     int
+}
+
+// xxhashDigest hashes the trace as it is written.
+type xxhashDigest = *xxhash.Digest
+
+// coreProc is one leader process: its core and the requests it has out.
+type coreProc struct {
+	n       int
+	owner   string
+	core    *leader.Core
+	env     *work.Env // every request but PutCopy
+	putEnv  *work.Env // PutCopy: the buckets with ambiguous PUTs
+	pending []*coreReq
+	opened  bool
+	openErr error
+	stopped bool
+	crashed bool
+	closing bool
+	lastRel [2]uint64 // the last released (epoch, slot + 1)
+	streams map[string]*leader.Stream
+}
+
+type coreReq struct {
+	p         *coreProc
+	req       leader.Request
+	id        uint64
+	due       time.Time
+	cancelled bool
+}
+
+type coreBatch struct {
+	proc   *coreProc
+	stream string
+	b      *leader.Batch
+	recs   []envelope.Record
+}
+
+// RunCore runs one seed of the core-level simulation.
+func RunCore(o CoreOptions) *CoreResult {
+	p := drawCorePlan(o)
+	cw := &coreWorld{o: o, p: p, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), res: &CoreResult{Seed: o.Seed, Plan: p.String()},
+		trace: xxhash.New(), out: o.Trace, start: time.Unix(1_700_000_000, 0)}
+	cw.now = cw.start
+	cw.build()
+	cw.runAll()
+	cw.res.Trace = cw.trace.Sum64()
+	cw.res.SimTime = cw.now.Sub(cw.start)
+	cw.res.Violations = append(cw.res.Violations, cw.bad...)
+	return cw.res
+}
+
+func (cw *coreWorld) build() {
+	p := cw.p
+	cw.w = &world{p: plan{stdK: p.k}}
+	cw.obs = newObserver(cw.w)
+	cw.w.obs = cw.obs
+	for i := 0; i < p.k; i++ {
+		m := objstore.NewMem()
+		var s objstore.Store = observedBucket{m, cw.obs}
+		if cw.o.Broken.OverwritingPut {
+			s = overwritingBucket{s}
+		}
+		if cw.o.Broken.LostPut > 0 {
+			s = &losingBucket{Store: s, draws: keyed.New(cw.o.Seed ^ uint64(i)), p: cw.o.Broken.LostPut}
+		}
+		cw.mems = append(cw.mems, m)
+		cw.w.mems[p.class] = append(cw.w.mems[p.class], m)
+		cw.buckets = append(cw.buckets, s)
+	}
+	if cw.o.Broken.MirrorFence {
+		for i := range cw.buckets {
+			cw.buckets[i] = mirroringBucket{Store: cw.buckets[i], mems: cw.mems, i: i, mu: &cw.w.mirrorMu, mirror: map[string][]byte{}}
+		}
+	}
+	cw.meta = metastore.NewMem()
+	cw.w.meta = cw.meta
+	cw.metaBkt = observedMeta{cw.meta, cw.obs}
+	if cw.o.Broken.CommitIgnoresExpect {
+		cw.metaBkt = blindCommitStore{cw.metaBkt}
+	}
+	if p.commitLimit > 0 {
+		cw.metaBkt = limitedMeta{cw.metaBkt, p.commitLimit}
+	}
+	for i := 0; i < p.streams; i++ {
+		cw.streams = append(cw.streams, fmt.Sprintf("st%d", i))
+	}
+}
+
+// tracef adds a line to the trace.
+func (cw *coreWorld) tracef(format string, args ...any) {
+	line := fmt.Sprintf("%9.3fms ", float64(cw.now.Sub(cw.start))/float64(time.Millisecond)) + fmt.Sprintf(format, args...) + "\n"
+	_, _ = cw.trace.WriteString(line)
+	if cw.out != nil {
+		_, _ = io.WriteString(cw.out, line)
+	}
+}
+
+func (cw *coreWorld) violation(format string, args ...any) {
+	if len(cw.bad) < 20 {
+		cw.bad = append(cw.bad, fmt.Sprintf(format, args...))
+	}
+}
+
+// open starts a new process: its core begins opening the chain.
+func (cw *coreWorld) open() *coreProc {
+	n := len(cw.procs)
+	owner := fmt.Sprintf("proc-%d", n)
+	mf := metastore.WithFaults(sealWatch{Store: cw.metaBkt, o: cw.obs, writer: owner}, cw.o.Seed*1000+uint64(n))
+	mf.SetErrorRate(cw.p.metaErr)
+	mf.SetAmbiguousRate(cw.p.metaAmbig)
+	retry := chain.RetryPolicy{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond, Jitter: fixedJitter}
+	names := make([]string, cw.p.k)
+	putBuckets := make([]objstore.Store, cw.p.k)
+	for i := range names {
+		names[i] = fmt.Sprintf("zone-%d", i)
+		f := objstore.WithFaults(cw.buckets[i], cw.o.Seed*1000+uint64(n*10+i))
+		f.SetAmbiguousRate(cw.p.ambiguousPuts)
+		putBuckets[i] = f
+	}
+	pr := &coreProc{n: n, owner: owner, streams: map[string]*leader.Stream{}}
+	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
+		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
+	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: putBuckets, Names: names, W: cw.p.w, Meta: mf,
+		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
+	pr.core = leader.New(leader.Config{
+		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,
+		FlushDeadline: cw.p.flush, FlightBytes: cw.p.flight, MaxBatchBytes: 512, CommitDeadline: cw.p.commit, StragglerTimeout: 3 * cw.p.commit,
+		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots, LogReleases: true,
+	}, cw.now)
+	cw.procs = append(cw.procs, pr)
+	cw.tracef("p%d opens", n)
+	cw.drain(pr)
+	return pr
+}
+
+// drain executes pr's Ready until it asks for nothing more.
+func (cw *coreWorld) drain(pr *coreProc) {
+	for !pr.stopped && !pr.crashed {
+		rd := pr.core.Ready()
+		pr.core.Advance(rd)
+		if rd.Empty() {
+			return
+		}
+		cw.execute(pr, rd)
+	}
+}
+
+// execute carries out one Ready, as the shell would: cancels, requests (as
+// pending requests with a drawn latency), outcomes, logs.
+func (cw *coreWorld) execute(pr *coreProc, rd leader.Ready) {
+	for _, id := range rd.Cancels {
+		cw.tracef("p%d cancel e=%d s=%d", pr.n, id.Epoch, id.Slot)
+		for _, q := range pr.pending {
+			if pc, ok := q.req.(leader.PutCopy); ok && pc.Upload == id {
+				q.cancelled = true
+			}
+		}
+	}
+	for _, r := range rd.Requests {
+		cw.issued++
+		q := &coreReq{p: pr, req: r, id: cw.issued, due: cw.now.Add(cw.latency(r))}
+		pr.pending = append(pr.pending, q)
+		cw.tracef("p%d req#%d %s due +%v", pr.n, q.id, describe(r), q.due.Sub(cw.now))
+	}
+	for _, b := range rd.Outcomes {
+		if b.Fate.Kind == leader.Acked {
+			cw.tracef("p%d ack %s[%d,%d)", pr.n, b.Stream.Name(), b.Start, b.End())
+		} else {
+			cw.tracef("p%d %s %s[%d,%d)", pr.n, b.Fate.Kind, b.Stream.Name(), b.Start, b.End())
+		}
+	}
+	for _, lg := range rd.Logs {
+		if lg.Msg == "slot released" {
+			cw.checkRelease(pr, lg)
+			continue
+		}
+		if lg.Level >= slog.LevelInfo {
+			cw.tracef("p%d log %s", pr.n, lg.Msg)
+		}
+	}
+	if o := rd.Opened; o != nil {
+		pr.opened, pr.openErr = o.Err == nil, o.Err
+		cw.tracef("p%d opened epoch=%d err=%v", pr.n, o.Epoch, o.Err)
+	}
+	if rd.Dead != nil {
+		cw.tracef("p%d dead: %s", pr.n, rd.Dead.Kind)
+	}
+	if rd.Stopped {
+		pr.stopped = true
+		cw.tracef("p%d stopped (%v)", pr.n, pr.core.CloseError())
+		pr.pending = nil
+	}
+	cw.checkBounds(pr)
+}
+
+// latency draws how long a request takes.
+func (cw *coreWorld) latency(r leader.Request) time.Duration {
+	ln := func(median time.Duration) time.Duration {
+		return time.Duration(float64(median) * math.Exp(min(max(cw.rng.NormFloat64(), -4), 4)*0.8))
+	}
+	switch r.(type) {
+	case leader.Render:
+		return time.Duration(20+cw.rng.IntN(200)) * time.Microsecond
+	case leader.PutCopy, leader.Probe, leader.ReadTails, leader.Walk:
+		return ln(cw.p.putMedian)
+	case leader.Fence:
+		return 3 * ln(cw.p.putMedian)
+	case leader.CommitRound:
+		return ln(cw.p.putMedian) + ln(cw.p.metaMedian)
+	}
+	return ln(cw.p.metaMedian)
+}
+
+// checkRelease checks invariant 1 as a slot releases: in order (an epoch's
+// first slot after any slot of an earlier epoch), and W copies of its
+// epoch's flight of one nonce stored.
+func (cw *coreWorld) checkRelease(pr *coreProc, lg leader.Log) {
+	var epoch, slot uint64
+	for _, a := range lg.Attrs {
+		switch a.Key {
+		case "epoch":
+			epoch = a.Value.Uint64()
+		case "slot":
+			slot = a.Value.Uint64()
+		}
+	}
+	cw.tracef("p%d released e=%d s=%d", pr.n, epoch, slot)
+	if last := pr.lastRel; last != [2]uint64{} && !(epoch == last[0] && slot == last[1]) && !(epoch > last[0] && slot == 0) {
+		cw.violation("p%d released %d/%d after %d/%d (invariant 1: slot order)", pr.n, epoch, slot, last[0], last[1]-1)
+	}
+	pr.lastRel = [2]uint64{epoch, slot + 1}
+	key := chain.SlotKey(starName, cw.p.class, epoch, slot)
+	nonces := map[envelope.Nonce]int{}
+	best := 0
+	for _, m := range cw.mems {
+		head, err := m.Get(context.Background(), key, 0, envelope.EnvelopeSize)
+		if err != nil {
+			continue
+		}
+		if env, err := envelope.ParseEnvelope(head); err == nil && env.Kind == envelope.KindFlight && env.Epoch == epoch && env.Slot == slot {
+			nonces[env.Nonce]++
+			best = max(best, nonces[env.Nonce])
+		}
+	}
+	if best < cw.p.w {
+		cw.violation("p%d released %d/%d with %d copies < W=%d (invariant 1)", pr.n, epoch, slot, best, cw.p.w)
+	}
+}
+
+func (cw *coreWorld) checkBounds(pr *coreProc) {
+	st := pr.core.Stats(cw.now)
+	if st.WindowInFlight > st.WindowSize {
+		cw.violation("p%d: %d slots in flight over a window of %d", pr.n, st.WindowInFlight, st.WindowSize)
+	}
+	if st.Backlog.Flights > st.Backlog.MaxFlights && !pr.closing {
+		cw.violation("p%d: backlog of %d flights over its bound %d", pr.n, st.Backlog.Flights, st.Backlog.MaxFlights)
+	}
+}
+
+// runAll is the run: the workload with its faults and scenario, then
+// healing, a clean close of every live process, a final takeover by a
+// fresh process, and the checks.
+func (cw *coreWorld) runAll() {
+	cw.leader = cw.open()
+	if !cw.runUntil(func() bool { return cw.leader.opened || cw.leader.stopped }, time.Minute) || !cw.leader.opened {
+		cw.violation("the first process did not open: %v", cw.leader.openErr)
+		return
+	}
+	// The workload: admits at drawn times; the scenario's event; faults.
+	nextAdmit := cw.now
+	var eventDone bool
+	type toggle struct {
+		at   time.Time
+		zone bool
+		down bool
+	}
+	var toggles []toggle
+	for _, w := range cw.p.zoneDowns {
+		toggles = append(toggles, toggle{cw.now.Add(w.at), true, true}, toggle{cw.now.Add(w.at + w.dur), true, false})
+	}
+	for _, w := range cw.p.metaDowns {
+		toggles = append(toggles, toggle{cw.now.Add(w.at), false, true}, toggle{cw.now.Add(w.at + w.dur), false, false})
+	}
+	slices.SortStableFunc(toggles, func(a, b toggle) int { return a.at.Compare(b.at) })
+	eventAt := cw.now.Add(cw.p.eventAt)
+	for cw.ops < cw.p.ops || len(toggles) > 0 || (!eventDone && cw.p.scenario != "none") || cw.successor != nil {
+		// The workload's next action, against the next core event.
+		next, what := time.Time{}, ""
+		consider := func(t time.Time, w string) {
+			if next.IsZero() || t.Before(next) {
+				next, what = t, w
+			}
+		}
+		if cw.ops < cw.p.ops {
+			consider(nextAdmit, "admit")
+		}
+		if len(toggles) > 0 {
+			consider(toggles[0].at, "toggle")
+		}
+		if !eventDone && cw.p.scenario != "none" {
+			consider(eventAt, "event")
+		}
+		if next.IsZero() {
+			// Only a successor's opening is left: let it run.
+			if cw.now.Sub(cw.start) > time.Hour {
+				cw.violation("a successor did not open within a virtual hour (at step %q)", cw.successor.core.Stats(cw.now).SuccessionStep)
+				return
+			}
+			consider(cw.now.Add(100*time.Millisecond), "wait")
+		}
+		if !cw.stepCoresUntil(next) {
+			return
+		}
+		cw.watchSuccessor()
+		switch what {
+		case "admit":
+			cw.admit()
+			nextAdmit = cw.now.Add(time.Duration(cw.rng.ExpFloat64() * float64(cw.p.gap)))
+		case "toggle":
+			t := toggles[0]
+			toggles = toggles[1:]
+			if t.zone {
+				cw.zoneDown = t.down
+				cw.tracef("zone %d down=%v", cw.p.downZone, t.down)
+			} else {
+				cw.metaDown = t.down
+				cw.tracef("metastore down=%v", t.down)
+			}
+		case "event":
+			eventDone = true
+			cw.scenarioEvent()
+		}
+	}
+	cw.zoneDown, cw.metaDown = false, false
+	cw.tracef("healed")
+	// Let everything settle, then close every live process cleanly.
+	cw.stepCoresUntil(cw.now.Add(30 * time.Second))
+	for _, pr := range cw.procs {
+		if !pr.stopped && !pr.crashed && pr.opened {
+			pr.closing = true
+			pr.core.Close(cw.now)
+			cw.tracef("p%d close", pr.n)
+			cw.drain(pr)
+		}
+	}
+	if !cw.runUntil(cw.allStopped, 2*time.Minute) {
+		for _, pr := range cw.procs {
+			if !pr.stopped && !pr.crashed {
+				cw.violation("p%d: Close did not finish within 2 virtual minutes (at %s)", pr.n, pr.core.Stats(cw.now).SuccessionStep)
+				pr.core.Abort(cw.now, errors.New("sim: close bound"))
+				cw.drain(pr)
+			}
+		}
+	}
+	// A fresh process takes the chain over: after the clean close it finds
+	// the seal and serves at once.
+	final := cw.open()
+	if !cw.runUntil(func() bool { return final.opened || final.stopped }, time.Minute) || !final.opened {
+		cw.violation("the final process did not open: %v", final.openErr)
+		return
+	}
+	cw.checkFinal(final)
+	final.core.Close(cw.now)
+	final.closing = true
+	cw.drain(final)
+	if !cw.runUntil(func() bool { return final.stopped }, time.Minute) {
+		cw.violation("the final process did not close")
+	}
+	cw.summarize()
+}
+
+func (cw *coreWorld) allStopped() bool {
+	for _, pr := range cw.procs {
+		if !pr.stopped && !pr.crashed {
+			return false
+		}
+	}
+	return true
+}
+
+// runUntil steps the cores until cond holds or limit of virtual time has
+// passed with nothing left to do.
+func (cw *coreWorld) runUntil(cond func() bool, limit time.Duration) bool {
+	end := cw.now.Add(limit)
+	for !cond() {
+		if !cw.stepOne(end) {
+			return cond()
+		}
+	}
+	return true
+}
+
+// stepCoresUntil steps every core event due before t, then moves the clock
+// to t. It reports false if the run must stop (too many steps).
+func (cw *coreWorld) stepCoresUntil(t time.Time) bool {
+	for cw.stepOne(t) {
+	}
+	if t.After(cw.now) {
+		cw.now = t
+	}
+	return cw.res.Steps < 2_000_000
+}
+
+// stepOne executes the earliest core event due at or before limit: a
+// request completing, a core's wake-up, or a crashed process's late PUT
+// landing. Ties go to requests before wake-ups, then to the earlier issued
+// request or the lower process. It reports false when nothing is due.
+func (cw *coreWorld) stepOne(limit time.Time) bool {
+	type cand struct {
+		at   time.Time
+		kind int // 0: a request, 1: a wake-up
+		id   uint64
+		q    *coreReq
+		wake *coreProc
+	}
+	var best *cand
+	better := func(c cand) {
+		if c.at.After(limit) {
+			return
+		}
+		if best == nil || c.at.Before(best.at) || (c.at.Equal(best.at) && (c.kind < best.kind || (c.kind == best.kind && c.id < best.id))) {
+			best = &c
+		}
+	}
+	due := func(q *coreReq) time.Time {
+		if q.due.Before(cw.now) {
+			return cw.now
+		}
+		return q.due
+	}
+	for _, pr := range cw.procs {
+		if pr.stopped || pr.crashed {
+			continue
+		}
+		for _, q := range pr.pending {
+			if cw.executable(q) {
+				better(cand{at: due(q), kind: 0, id: q.id, q: q})
+			}
+		}
+		if w := pr.core.Ready().WakeAt; !w.IsZero() {
+			better(cand{at: w, kind: 1, id: uint64(pr.n), wake: pr})
+		}
+	}
+	for _, q := range cw.late {
+		if cw.executable(q) {
+			better(cand{at: due(q), kind: 0, id: q.id, q: q})
+		}
+	}
+	if best == nil {
+		return false
+	}
+	if best.at.After(cw.now) {
+		cw.now = best.at
+	}
+	cw.res.Steps++
+	if best.wake != nil {
+		cw.tracef("p%d tick", best.wake.n)
+		best.wake.core.Step(cw.now, leader.Tick{})
+		cw.drain(best.wake)
+		return true
+	}
+	cw.complete(best.q)
+	return true
+}
+
+// executable reports whether a request can complete now: a copy needs its
+// zone up (unless cancelled: then it fails now), other object-store work
+// every zone, metastore work the metastore.
+func (cw *coreWorld) executable(q *coreReq) bool {
+	switch r := q.req.(type) {
+	case leader.Render:
+		return true
+	case leader.PutCopy:
+		return q.cancelled || !(cw.zoneDown && r.Bucket == cw.p.downZone)
+	case leader.Fence, leader.Probe, leader.Walk, leader.ReadTails:
+		return !cw.zoneDown
+	case leader.CommitRound:
+		return !cw.zoneDown && !cw.metaDown
+	}
+	return !cw.metaDown
+}
+
+// complete executes q and steps its event into its core (a late PUT of a
+// crashed process only lands).
+func (cw *coreWorld) complete(q *coreReq) {
+	pr := q.p
+	if i := slices.Index(cw.late, q); i >= 0 {
+		cw.late = slices.Delete(cw.late, i, i+1)
+		ev := pr.putEnv.Do(context.Background(), q.req)
+		cw.tracef("p%d (crashed) late req#%d %s", pr.n, q.id, describeEvent(ev))
+		return
+	}
+	pr.pending = slices.DeleteFunc(pr.pending, func(x *coreReq) bool { return x == q })
+	var ev leader.Event
+	if pc, ok := q.req.(leader.PutCopy); ok && q.cancelled {
+		ev = leader.CopyDone{Upload: pc.Upload, Result: chain.CopyResult{Bucket: pc.Bucket, Status: chain.CopyFailed, Err: context.Canceled}}
+	} else if _, ok := q.req.(leader.PutCopy); ok {
+		ev = pr.putEnv.Do(context.Background(), q.req)
+	} else {
+		ev = pr.env.Do(context.Background(), q.req)
+	}
+	cw.tracef("p%d done#%d %s", pr.n, q.id, describeEvent(ev))
+	pr.core.Step(cw.now, ev)
+	cw.drain(pr)
+}
+
+// admit submits one batch to the process producers use now.
+func (cw *coreWorld) admit() {
+	pr := cw.leader
+	if cw.p.scenario == "takeover" && len(cw.procs) > 1 && cw.rng.IntN(2) == 0 && cw.now.Sub(cw.takeAt) < cw.p.zombieFor {
+		pr = cw.procs[len(cw.procs)-2] // a producer still on the zombie
+	}
+	cw.ops++
+	if pr.stopped || pr.crashed || !pr.opened {
+		return
+	}
+	name := cw.streams[cw.rng.IntN(len(cw.streams))]
+	st := pr.streams[name]
+	if st == nil {
+		st = pr.core.Stream(name)
+		pr.streams[name] = st
+	}
+	n := 1 + cw.rng.IntN(4)
+	recs := make([]envelope.Record, n)
+	var payload []byte
+	ts := cw.now.UnixMilli()
+	for i := range recs {
+		body := fmt.Sprintf("p%d.op%d.r%d|%s", pr.n, cw.ops, i, strings.Repeat("x", cw.rng.IntN(40)))
+		recs[i] = envelope.Record{Timestamp: ts, Body: []byte(body)}
+		payload = envelope.AppendRecord(payload, recs[i])
+	}
+	b := &leader.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts}
+	var match *uint64
+	if cw.ops%cw.p.matchEvery == 0 {
+		m := st.Assigned().Seq
+		if cw.rng.IntN(4) == 0 {
+			m++ // a miss
+		}
+		match = &m
+	}
+	err := pr.core.Admit(cw.now, b, recs, match, true)
+	if err != nil {
+		cw.tracef("p%d admit %s n=%d refused: %v", pr.n, name, n, err)
+		var me *leader.MismatchError
+		if match != nil && !errors.As(err, &me) && pr.core.Dead() == nil && !pr.closing {
+			cw.violation("p%d: admit refused with %v", pr.n, err)
+		}
+		return
+	}
+	cw.batches = append(cw.batches, &coreBatch{proc: pr, stream: name, b: b, recs: recs})
+	cw.tracef("p%d admit %s[%d,%d)", pr.n, name, b.Start, b.End())
+	cw.drain(pr)
+}
+
+// scenarioEvent is the run's takeover (a second process opens while the
+// first serves) or crash (the leader stops dead, and a new process opens).
+func (cw *coreWorld) scenarioEvent() {
+	old := cw.leader
+	switch cw.p.scenario {
+	case "crash":
+		old.crashed = true
+		cw.res.Crashes++
+		cw.tracef("p%d crashes", old.n)
+		// Some of its PUTs still land, later.
+		for _, q := range old.pending {
+			if _, ok := q.req.(leader.PutCopy); ok && !q.cancelled && cw.rng.Float64() < cw.p.lateLandChance {
+				q.due = cw.now.Add(time.Duration(cw.rng.IntN(2000)) * time.Millisecond)
+				cw.late = append(cw.late, q)
+			}
+		}
+		old.pending = nil
+	case "takeover":
+		cw.tracef("takeover")
+	}
+	cw.successor = cw.open()
+	cw.successorTries = 1
+}
+
+// watchSuccessor moves producers to a successor once it opens, and opens
+// another if it lost the takeover (as a host retries Open).
+func (cw *coreWorld) watchSuccessor() {
+	nw := cw.successor
+	if nw == nil || (!nw.opened && !nw.stopped) {
+		return
+	}
+	cw.successor = nil
+	if nw.opened {
+		cw.res.Takeovers++
+		cw.leader, cw.takeAt = nw, cw.now
+		return
+	}
+	cw.tracef("p%d did not open: %v", nw.n, nw.openErr)
+	if !errors.Is(nw.openErr, leader.ErrTakeoverLost) || cw.successorTries >= 5 {
+		cw.violation("a successor's open failed (attempt %d): %v", cw.successorTries, nw.openErr)
+		return
+	}
+	cw.successor = cw.open()
+	cw.successorTries++
+}
+
+// checkFinal checks the final state: the chain walked from the bare
+// buckets, epoch by epoch up to every recorded cut, against every batch's
+// outcome; and the final process's tails against the walk.
+func (cw *coreWorld) checkFinal(final *coreProc) {
+	ctx := context.Background()
+	rec, _, err := chain.ReadEpoch(ctx, cw.meta, starName, cw.p.class)
+	if err != nil {
+		cw.violation("read the epoch record: %v", err)
+		return
+	}
+	cw.res.Epochs = int(rec.Epoch)
+	set := chain.BucketSet{Stores: memStores(cw.mems), W: cw.p.w}
+	walked := map[string][]envelope.Record{}
+	for e := uint64(1); e < rec.Epoch; e++ {
+		k, ok := cw.obs.cutOf(cw.p.class, e)
+		if !ok {
+			cw.violation("no cut was ever recorded for epoch %d (the chain is at %d)", e, rec.Epoch)
+			continue
+		}
+		cw.obs.mu.Lock()
+		for slot := uint64(0); slot < k.Slot; slot++ {
+			if d := cw.obs.decide(slotID{cw.p.class, e, slot}); d != chain.Committed {
+				cw.violation("slot %d of epoch %d is below the recorded cut %d but decides %v", slot, e, k.Slot, d)
+			}
+		}
+		if !k.Clean {
+			if d := cw.obs.decide(slotID{cw.p.class, e, k.Slot}); d != chain.Dead {
+				cw.violation("the fenced cut %d of epoch %d decides %v, not dead", k.Slot, e, d)
+			}
+		}
+		cw.obs.mu.Unlock()
+		err := chain.Walk(ctx, set, starName, cw.p.class, e, 0, k.Slot, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+			for _, f := range frames {
+				recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.End()])
+				if err != nil {
+					return err
+				}
+				if got := uint64(len(walked[f.Stream])); f.FirstSeq != got {
+					cw.violation("stream %s: epoch %d slot %d holds seq %d, the chain so far ends at %d (a gap or a seq twice)", f.Stream, e, slot, f.FirstSeq, got)
+				}
+				walked[f.Stream] = append(walked[f.Stream], recs...)
+			}
+			return nil
+		})
+		if err != nil {
+			cw.violation("walk epoch %d: %v", e, err)
+		}
+	}
+	bodies := map[string]bool{}
+	for _, recs := range walked {
+		for _, r := range recs {
+			bodies[string(r.Body)] = true
+		}
+	}
+	for _, cb := range cw.batches {
+		b := cb.b
+		got := walked[cb.stream]
+		switch {
+		case b.Fate.Kind == leader.Acked:
+			cw.res.Acked++
+			for i, r := range cb.recs {
+				seq := b.Start + uint64(i)
+				if seq >= uint64(len(got)) || string(got[seq].Body) != string(r.Body) {
+					cw.violation("acked %s[%d,%d) by p%d is not in the chain at its seqs", cb.stream, b.Start, b.End(), cb.proc.n)
+					break
+				}
+			}
+		case b.Fate.Kind == leader.NotCommitted:
+			cw.res.NotCommitted++
+			for _, r := range cb.recs {
+				if bodies[string(r.Body)] {
+					cw.violation("not-committed %s[%d,%d) by p%d is in the chain (%v)", cb.stream, b.Start, b.End(), cb.proc.n, b.Fate.Cause)
+					break
+				}
+			}
+		case b.Fate.Kind == leader.Pending:
+			cw.res.Orphaned++
+			if !cb.proc.crashed {
+				cw.violation("%s[%d,%d) by p%d never got an outcome", cb.stream, b.Start, b.End(), cb.proc.n)
+			}
+		default:
+			cw.res.Unknown++
+		}
+	}
+	for name, recs := range walked {
+		if got := final.core.Stream(name).Assigned().Seq; got != uint64(len(recs)) {
+			cw.violation("the final process starts %s at %d; the chain holds %d records", name, got, len(recs))
+		}
+	}
+	cw.obs.mu.Lock()
+	for _, f := range cw.obs.flips {
+		// Past a cut nothing counts: the garbage probe deletes flight
+		// copies there (a late PUT may have landed first).
+		if k, ok := cw.obs.cuts[epochID{f.id.c, f.id.epoch}]; ok && f.id.slot < k.Slot {
+			cw.violation("slot %d of epoch %d, below its cut %d, flipped from %v to %v", f.id.slot, f.id.epoch, k.Slot, f.from, f.to)
+		}
+	}
+	cw.bad = append(cw.bad, cw.obs.bad...)
+	cw.obs.mu.Unlock()
+	cw.obs.sealMu.Lock()
+	cw.bad = append(cw.bad, cw.obs.sealBad...)
+	cw.obs.sealMu.Unlock()
+}
+
+func (cw *coreWorld) summarize() {
+	cw.res.Batches = len(cw.batches)
+	for _, pr := range cw.procs {
+		cw.res.Halts += int(pr.core.Stats(cw.now).Halts)
+	}
+}
+
+func memStores(ms []*objstore.Mem) []objstore.Store {
+	out := make([]objstore.Store, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
+}
+
+func describe(r leader.Request) string {
+	switch r := r.(type) {
+	case leader.Render:
+		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, len(r.Batches))
+	case leader.PutCopy:
+		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
+	case leader.Fence:
+		return fmt.Sprintf("fence e=%d from=%d", r.Epoch, r.From)
+	case leader.Mint:
+		return fmt.Sprintf("mint e=%d", r.Prev.Epoch+1)
+	case leader.Probe:
+		return fmt.Sprintf("probe e=%d cut=%d", r.Epoch, r.Cut)
+	case leader.Walk:
+		return fmt.Sprintf("walk e=%d [%d,%d)", r.Epoch, r.From, r.To)
+	case leader.CommitRound:
+		return fmt.Sprintf("round e=%d [%d,%d) refs=%d", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs))
+	case leader.SealEpoch:
+		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
+	case leader.Seal:
+		return fmt.Sprintf("seal for=%d", r.Epoch+1)
+	}
+	return fmt.Sprintf("%T", r)
+}
+
+func describeEvent(ev leader.Event) string {
+	errs := func(err error) string {
+		if err == nil {
+			return "ok"
+		}
+		return "err"
+	}
+	switch ev := ev.(type) {
+	case leader.Rendered:
+		return fmt.Sprintf("rendered e=%d s=%d frames=%d %s", ev.Upload.Epoch, ev.Upload.Slot, len(ev.Frames), errs(ev.Err))
+	case leader.CopyDone:
+		return fmt.Sprintf("copy e=%d s=%d b=%d %s ghost=%v", ev.Upload.Epoch, ev.Upload.Slot, ev.Result.Bucket, ev.Result.Status, ev.Result.Ghost)
+	case leader.EpochRead:
+		return fmt.Sprintf("epoch-read e=%d %s", ev.Record.Epoch, errs(ev.Err))
+	case leader.FirstMinted:
+		return fmt.Sprintf("first-minted %s", errs(ev.Err))
+	case leader.Sealed:
+		return fmt.Sprintf("sealed cp=%d/%d %s", ev.Checkpoint.Epoch, ev.Checkpoint.Next, errs(ev.Err))
+	case leader.Fenced:
+		return fmt.Sprintf("fenced e=%d cut=%d %s", ev.Epoch, ev.Result.Cut, errs(ev.Err))
+	case leader.Minted:
+		kind := errs(ev.Err)
+		switch {
+		case errors.Is(ev.Err, chain.ErrMintLost):
+			kind = "lost"
+		case errors.Is(ev.Err, absorb.ErrDeposed):
+			kind = "sealed-by-" + ev.SealedBy
+		}
+		return fmt.Sprintf("minted e=%d %s", ev.Record.Epoch, kind)
+	case leader.Probed:
+		return fmt.Sprintf("probed e=%d", ev.Epoch)
+	case leader.TailsRead:
+		return fmt.Sprintf("tails-read %d %s", len(ev.Tails.Streams), errs(ev.Err))
+	case leader.Walked:
+		return fmt.Sprintf("walked e=%d slots=%d next=%d %s", ev.Epoch, len(ev.Slots), ev.Next, errs(ev.Err))
+	case leader.RoundDone:
+		kind := errs(ev.Err)
+		if errors.Is(ev.Err, absorb.ErrDeposed) {
+			kind = "deposed"
+		}
+		return fmt.Sprintf("round-done [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
+	case leader.EpochSealed:
+		return fmt.Sprintf("epoch-sealed %s", errs(ev.Err))
+	}
+	return fmt.Sprintf("%T", ev)
+}

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var (
+	flagCoreSeeds = flag.Int("sim.core.seeds", 0, "TestCoreSim: number of seeds (default: the CI budget, coreSeeds)")
+	flagCoreSeed  = flag.Uint64("sim.core.seed", 0, "TestCoreSim: first seed (default 1); alone, replays that one seed")
+	flagCoreTrace = flag.Bool("sim.core.trace", false, "TestCoreSim: print each seed's trace to stderr")
+)
+
+func coreRange() (first uint64, n int) {
+	first, n = 1, coreSeeds
+	if *flagCoreSeed != 0 {
+		first, n = *flagCoreSeed, 1
+	}
+	if *flagCoreSeeds > 0 {
+		n = *flagCoreSeeds
+	}
+	return first, n
+}
+
+func coreReplay(seed uint64) string {
+	return "go test ./internal/sim -run '^TestCoreSim$' -sim.core.seed=" + itoa(seed) + " -sim.core.trace -v"
+}
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		if v /= 10; v == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}
+
+// TestCoreSim runs the core-level simulation (coresim.go) over the CI seed
+// budget, each seed twice: a seed must pass the checker and replay its
+// exact trace (the two runs' trace hashes equal).
+func TestCoreSim(t *testing.T) {
+	first, n := coreRange()
+	var tot CoreResult
+	failed, replayed := 0, 0
+	for s := first; s < first+uint64(n); s++ {
+		o := CoreOptions{Seed: s}
+		if *flagCoreTrace {
+			o.Trace = os.Stderr
+		}
+		r := RunCore(o)
+		o.Trace = nil
+		again := RunCore(o)
+		if r.Trace == again.Trace && r.Steps == again.Steps {
+			replayed++
+		} else {
+			t.Errorf("seed %d did not replay: trace %x (%d steps), then %x (%d steps); replay: %s", s, r.Trace, r.Steps, again.Trace, again.Steps, coreReplay(s))
+		}
+		if r.Failed() {
+			failed++
+			t.Errorf("seed %d: %d violations:\n  %s\nplan: %s\nreplay: %s", s, len(r.Violations), strings.Join(r.Violations, "\n  "), r.Plan, coreReplay(s))
+		}
+		tot.Batches += r.Batches
+		tot.Acked += r.Acked
+		tot.NotCommitted += r.NotCommitted
+		tot.Unknown += r.Unknown
+		tot.Orphaned += r.Orphaned
+		tot.Halts += r.Halts
+		tot.Takeovers += r.Takeovers
+		tot.Crashes += r.Crashes
+		tot.Epochs += r.Epochs
+		tot.Steps += r.Steps
+		tot.SimTime += r.SimTime
+	}
+	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d",
+		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs)
+}
