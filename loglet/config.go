@@ -52,6 +52,15 @@ type Config struct {
 	// process that leads nothing) polls the metastore for new refs
 	// (default 250ms). Sessions on the leader are woken by releases.
 	ReaderPollInterval time.Duration
+	// RefuseLiveOwner makes Open refuse a chain whose current epoch has a
+	// live owner other than this one (ErrLiveOwner): an epoch record that
+	// names another owner and carries no clean seal of its epoch. That owner
+	// is running, or it crashed without a clean Close; the metastore cannot
+	// tell which, so both count as live. Off by default: a host that Opens
+	// a star means to lead it (a takeover deposes the old leader). Tools
+	// that must never depose a running service by accident (the CLI's
+	// append without --takeover) set it.
+	RefuseLiveOwner bool
 	// CloseTimeout bounds Close when its context has no deadline (default
 	// 30s): a close that cannot finish (a bucket set or the metastore down)
 	// then gives up, and batches without an outcome end with one.

@@ -505,3 +505,40 @@ func TestTakeoverCrashAtEveryStep(t *testing.T) {
 		}
 	}
 }
+
+// TestRefuseLiveOwnerLeavesTheLeader: an Open told to refuse a live owner
+// fails with ErrLiveOwner and takes nothing over: the running leader keeps
+// appending in its epoch. Once it closes cleanly, the same Open succeeds.
+func TestRefuseLiveOwnerLeavesTheLeader(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	p1, err := w.open("p1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("one")}}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := chain.ReadEpoch(ctx, w.meta, "s1", Standard)
+	refuse := func(c *Config) { c.RefuseLiveOwner = true }
+	if _, err := w.open("cli", refuse); !errors.Is(err, ErrLiveOwner) {
+		t.Fatalf("open over a live owner: %v, want ErrLiveOwner", err)
+	}
+	after, _, _ := chain.ReadEpoch(ctx, w.meta, "s1", Standard)
+	if after.Epoch != before.Epoch || after.Owner != "p1" {
+		t.Fatalf("the refused open changed the epoch record: %+v -> %+v", before, after)
+	}
+	if ack, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("two")}}}); err != nil || ack.Start != 1 {
+		t.Fatalf("the leader after a refused open: %+v %v", ack, err)
+	}
+	if err := p1.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := w.open("cli", refuse)
+	if err != nil {
+		t.Fatalf("open after a clean close: %v", err)
+	}
+	if ack, err := p2.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("three")}}}); err != nil || ack.Start != 2 {
+		t.Fatalf("append after the handoff: %+v %v", ack, err)
+	}
+}

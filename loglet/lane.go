@@ -74,7 +74,8 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
-		LogReleases: s.log.Enabled(context.Background(), slog.LevelDebug),
+		LogReleases:     s.log.Enabled(context.Background(), slog.LevelDebug),
+		RefuseLiveOwner: s.cfg.RefuseLiveOwner,
 	}, time.Now())
 	go l.run()
 	return l

@@ -65,6 +65,18 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		closing: make(chan struct{}),
 		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}},
 	}
+	if cfg.RefuseLiveOwner {
+		// Check every chain before taking any, so that a refusal leaves
+		// nothing taken over. (The core checks again as it reads the
+		// epoch record, should one change in between.)
+		for _, c := range chain.Classes {
+			if cc := s.classConfig(c); len(cc.Buckets) > 0 {
+				if err := s.checkLiveOwner(ctx, c); err != nil {
+					return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
+				}
+			}
+		}
+	}
 	// The chains open one after the other, Standard first: a candidate that
 	// loses the first takeover race stops there instead of taking the
 	// second chain from the winner.
@@ -105,10 +117,29 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 
 // openError turns a chain's opening failure into the loglet's error.
 func (s *Star) openError(c Class, err error) error {
-	if errors.Is(err, leader.ErrTakeoverLost) {
+	switch {
+	case errors.Is(err, leader.ErrTakeoverLost):
 		return fmt.Errorf("%w: %s: %v", ErrTakeoverLost, c, err)
+	case errors.Is(err, leader.ErrLiveOwner):
+		return fmt.Errorf("%w: %s: %v", ErrLiveOwner, c, err)
 	}
 	return err
+}
+
+// checkLiveOwner fails with ErrLiveOwner if chain c's current epoch has a
+// live owner other than this process (see Config.RefuseLiveOwner).
+func (s *Star) checkLiveOwner(ctx context.Context, c Class) error {
+	rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, c)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if leader.LiveOwner(rec, s.cfg.Owner) {
+		return fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)", ErrLiveOwner, s.cfg.Star, c, rec.Epoch, rec.Owner)
+	}
+	return nil
 }
 
 func (s *Star) classConfig(c Class) *ClassConfig {

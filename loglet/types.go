@@ -152,6 +152,10 @@ var ErrNotLeader = errors.New("loglet: not the leader")
 // process does not lead the star; the caller may retry Open later.
 var ErrTakeoverLost = errors.New("loglet: another process took over the chain first")
 
+// ErrLiveOwner: Open was told to refuse a live owner (Config.RefuseLiveOwner)
+// and a chain's current epoch has one. The error names the owner and epoch.
+var ErrLiveOwner = errors.New("loglet: the chain has a live owner")
+
 // SeqNumMismatchError is returned when a batch's MatchSeqNum is not the
 // stream's tail. The batch is not committed; Tail is the current tail.
 type SeqNumMismatchError struct {

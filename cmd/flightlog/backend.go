@@ -225,7 +225,15 @@ func (g *globalOpts) starConfig(b *backends, stderr io.Writer) loglet.Config {
 
 // openStar opens the star the flags name as its leader.
 func (g *globalOpts) openStar(ctx context.Context, b *backends, stderr io.Writer) (*loglet.Star, error) {
-	s, err := loglet.Open(ctx, g.starConfig(b, stderr))
+	return g.openStarAs(ctx, b, stderr, false)
+}
+
+// openStarAs opens the star as its leader; refuseLive makes it fail with
+// loglet.ErrLiveOwner rather than depose a chain's live owner.
+func (g *globalOpts) openStarAs(ctx context.Context, b *backends, stderr io.Writer, refuseLive bool) (*loglet.Star, error) {
+	cfg := g.starConfig(b, stderr)
+	cfg.RefuseLiveOwner = refuseLive
+	s, err := loglet.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open star %q as its leader: %w", g.star, err)
 	}

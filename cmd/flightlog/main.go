@@ -104,8 +104,14 @@ Backends (flags accepted by every command):
   --s3-secret-key, else FLIGHTLOG_S3_ACCESS_KEY/FLIGHTLOG_S3_SECRET_KEY, else the
   SDK's default chain.
 
+Leadership: only append leads the star (it takes each chain over, as a restart
+would). It refuses a chain with a live owner: an epoch record naming another
+owner and not sealed by a clean Close (the owner runs, or crashed: the metastore
+cannot tell which). --takeover overrides that, deposing the owner if it still
+runs. read, tail, walk, fsck and inspect never lead anything.
+
 Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed;
-2 could not run (bad flags, backend unreachable or in use).
+2 could not run (bad flags, backend unreachable or in use, a live owner).
 `
 
 func usage(w io.Writer) {

@@ -374,3 +374,54 @@ func TestBenchJSONAndPlot(t *testing.T) {
 		t.Fatalf("bench table: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestAppendRefusesLiveOwner: append never deposes a chain's live owner by
+// accident. A leader that stopped without a clean Close (here it crashed:
+// its metastore handle is closed under it) leaves an epoch record that
+// names it and carries no seal; append refuses it (exit 2, with the way
+// out), and leaves the chain untouched; --takeover takes the chain over and
+// continues every stream.
+func TestAppendRefusesLiveOwner(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	g := &globalOpts{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	g.register(fs)
+	fs.Parse([]string{"--dir", dir})
+	b, err := g.open(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	star, err := g.openStar(ctx, b, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := star.CreateStream(ctx, "orders", loglet.StreamOptions{Class: loglet.Standard}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := star.Append(ctx, "orders", loglet.Batch{Records: []loglet.Record{{Body: []byte("one")}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // the leader "crashes": no clean Close, no seal
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	star.Close(cctx) // its goroutines end; the metastore is gone, so nothing is sealed
+	cancel()
+
+	code, _, errs := cli(t, "two", "append", "orders", "--dir", dir)
+	if code != exitCannot || !strings.Contains(errs, "live owner") || !strings.Contains(errs, "--takeover") {
+		t.Fatalf("append over a live owner: exit %d, want %d; stderr:\n%s", code, exitCannot, errs)
+	}
+	code, out, errs := cli(t, "two", "append", "orders", "--dir", dir, "--takeover")
+	if code != exitOK || !strings.Contains(out, "seq [1, 2)") {
+		t.Fatalf("append --takeover: exit %d: %s%s", code, out, errs)
+	}
+	// Its clean Close sealed the chain: the next append needs no flag.
+	code, out, errs = cli(t, "three", "append", "orders", "--dir", dir)
+	if code != exitOK || !strings.Contains(out, "seq [2, 3)") {
+		t.Fatalf("append after a clean close: exit %d: %s%s", code, out, errs)
+	}
+	code, out, _ = cli(t, "", "read", "orders", "--dir", dir)
+	if code != exitOK || out != "one\ntwo\nthree\n" {
+		t.Fatalf("read: exit %d, %q", code, out)
+	}
+}

@@ -21,6 +21,7 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 	create := fs.Bool("create", false, "create the stream if it does not exist")
 	lp := fs.Bool("length-prefixed", false, "stdin holds records as a 4-byte big-endian length and that many bytes (default: one record per line)")
 	batch := fs.Int("batch", 100, "records per batch (each batch is one append, all or nothing)")
+	takeover := fs.Bool("takeover", false, "lead the star even if its chain has a live owner (an epoch not sealed by a clean Close): that owner, if it is still running, is deposed and fails every later append with a not-leader error until it is restarted")
 	return func(ctx context.Context, env *cmdEnv, args []string) int {
 		stream := args[0]
 		c, err := chain.ParseClass(*class)
@@ -35,11 +36,21 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return env.fail(err)
 		}
 		defer b.Close()
-		star, err := env.g.openStar(ctx, b, env.stderr)
+		star, err := env.g.openStarAs(ctx, b, env.stderr, !*takeover)
+		if errors.Is(err, loglet.ErrLiveOwner) {
+			env.errorf("%v", err)
+			env.errorf("refusing to take the star over from a live owner: stop the service that leads it (its clean Close seals the chain), or, if it crashed, pass --takeover (a service still running would be deposed)")
+			return exitCannot
+		}
 		if err != nil {
 			return env.fail(err)
 		}
-		defer star.Close(context.Background())
+		closed := false
+		defer func() {
+			if !closed {
+				star.Close(context.Background())
+			}
+		}()
 		if *create {
 			_, err := star.CreateStream(ctx, stream, loglet.StreamOptions{Class: c, Star: env.g.star})
 			if err != nil && !errors.Is(err, loglet.ErrStreamExists) {
@@ -105,6 +116,13 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 		}
 		if err := sess.Close(ctx); err != nil {
 			return env.failAppend(err, -1)
+		}
+		closed = true
+		if err := star.Close(ctx); err != nil {
+			// Every record above was acked (durable); what failed is the
+			// handoff (the absorb or the clean seal): the next owner fences
+			// and walks instead.
+			env.errorf("closing the star: %v (every appended record is durable; the next owner takes the chain over)", err)
 		}
 		if readErr != nil {
 			env.errorf("reading stdin: %v (the %d records before it were appended)", readErr, n)

@@ -49,6 +49,9 @@ type Config struct {
 	// released", epoch, slot), in release order: what tests watch to check
 	// invariant 1 at the moment of release.
 	LogReleases bool
+	// RefuseLiveOwner fails the opening with ErrLiveOwner when the chain's
+	// current epoch has a live owner other than this one (LiveOwner).
+	RefuseLiveOwner bool
 }
 
 // phase is where a chain is in its life.

@@ -17,6 +17,18 @@ import (
 // sealed it for a takeover of its own after this one did.
 var ErrTakeoverLost = errors.New("leader: another process took over the chain first")
 
+// ErrLiveOwner: the opening was told to refuse a live owner, and the
+// chain's current epoch has one.
+var ErrLiveOwner = errors.New("leader: the chain has a live owner")
+
+// LiveOwner reports whether rec, a chain's current epoch record, has a live
+// owner other than owner: it names another owner and carries no clean seal
+// of its epoch. That owner is running, or crashed without a clean Close;
+// the metastore cannot tell which, so both count as live.
+func LiveOwner(rec chain.EpochRecord, owner string) bool {
+	return rec.Owner != owner && (rec.Seal == nil || rec.Seal.Epoch != rec.Epoch)
+}
+
 // The succession protocol (DESIGN.md, "Takeover" and "Halt and recovery on
 // the incumbent") is one sub-machine for both of its uses:
 //
@@ -223,6 +235,10 @@ func (s *succession) onEpochRead(c *Core, ev EpochRead) {
 		if rec.K != c.K() || rec.W != c.cfg.W || !slices.Equal(rec.Buckets, c.cfg.Buckets) {
 			c.failOpen(fmt.Errorf("leader: %s/%s: epoch %d was written to buckets %v (K=%d, W=%d); this process is configured with %v (K=%d, W=%d): changing a chain's bucket set is not supported",
 				c.cfg.Star, c.cfg.Class, rec.Epoch, rec.Buckets, rec.K, rec.W, c.cfg.Buckets, c.K(), c.cfg.W))
+			return
+		}
+		if c.cfg.RefuseLiveOwner && LiveOwner(rec, c.cfg.Owner) {
+			c.failOpen(fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly", ErrLiveOwner, c.cfg.Star, c.cfg.Class, rec.Epoch, rec.Owner))
 			return
 		}
 		s.prev, s.prevVer = rec, ev.Version

@@ -27,7 +27,7 @@ import (
 //
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //
-//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots=]
+//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= refuse-live]
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
 //	first-minted | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
@@ -218,7 +218,8 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		Window: int(h.u64(d, "window", 4)), FlushDeadline: h.dur(d, "flush", 20*time.Millisecond), FlightBytes: int64(h.u64(d, "flight", 4096)),
 		MaxBatchBytes: 16, CommitDeadline: h.dur(d, "commit", time.Second), StragglerTimeout: h.dur(d, "straggle", 5*time.Second),
 		BacklogFlights: int(h.u64(d, "backlog", 16)), BacklogBytes: int64(h.u64(d, "backlog-bytes", 1<<20)),
-		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8))}
+		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8)),
+		RefuseLiveOwner: d.HasArg("refuse-live")}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
 	h.renders = map[UploadID][]*Batch{}
