@@ -115,6 +115,8 @@ type Core struct {
 	halts  []time.Time // recent halts, for the backoff before minting again
 	fate   Fate        // why the chain is dead
 	sealed *Deposed    // a successor's seal was seen: never mint again
+	// probeWindow is the window of the last garbage probe sent (for its log).
+	probeWindow int
 
 	rd      Ready
 	stats   counters

@@ -366,11 +366,13 @@ func (s *succession) onMinted(c *Core, ev Minted) {
 	}
 	e := s.prev.Epoch
 	c.rec, c.ver = ev.Record, ev.Version
+	c.logf(slog.LevelInfo, "minted", attrU("epoch", c.rec.Epoch), attrU("from_epoch", e), attrU("cut", s.cut))
 	if !s.clean {
 		// Poison the fenced epoch's window past the cut so a zombie's
 		// delayed PUT halts it, and reclaim copies there. Safety rests on
 		// the recorded cut, so nothing waits for it.
 		c.emit(Probe{Epoch: e, Cut: s.cut, Window: s.prev.Window})
+		c.probeWindow = s.prev.Window
 	}
 	if s.kind == recovery {
 		c.republish(s)
@@ -410,7 +412,7 @@ func (c *Core) onProbed(ev Probed) {
 		c.logf(slog.LevelWarn, "garbage probe incomplete (safety rests on the cut)", attrU("epoch", ev.Epoch), attrE(ev.Err))
 		return
 	}
-	c.logf(slog.LevelInfo, "garbage probe", attrU("epoch", ev.Epoch), attrI("poisoned", ev.Result.Poisoned), attrI("deleted", ev.Result.DeletedFlights), attrI("unreachable", ev.Result.Unreachable))
+	c.logf(slog.LevelInfo, "garbage probe", attrU("epoch", ev.Epoch), attrI("window", c.probeWindow), attrI("poisoned", ev.Result.Poisoned), attrI("deleted", ev.Result.DeletedFlights), attrI("unreachable", ev.Result.Unreachable))
 }
 
 func (s *succession) onTailsRead(c *Core, ev TailsRead) {
