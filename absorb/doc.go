@@ -1,7 +1,7 @@
 // Package absorb turns released flights into span refs in the metastore and
 // advances the chain's checkpoint: the write path's step 6, off the ack path.
 //
-// It owns three things:
+// It owns four things:
 //
 //   - The formats of what the absorb writes: SpanRef (one per stream per
 //     round, at refs/<stream-key>/<end-seq>), the Checkpoint (everything
@@ -12,9 +12,16 @@
 //     and advances the checkpoint in one atomic metastore Commit (split to
 //     fit the backend's op limit, with the range recorded as pending first,
 //     so a successor replays exactly it).
-//   - The backlog budget: claimed-but-unabsorbed flights and bytes are
-//     bounded; at the bound the flusher blocks, and each stall is counted
-//     with its diagnosed cause.
+//   - The seal: SealCheckpoint is a takeover's first step; a Committer holds
+//     the seal and writes rounds under it; its MintNext and SealEpoch write
+//     the epoch record in the same Commit that checks the seal is still its
+//     own (the seal is binding: nobody mints, or seals an epoch cleanly,
+//     over another owner's seal). A seal found foreign is a *SealedError
+//     (ErrDeposed).
+//   - The backlog's accounting (Backlog, pure bookkeeping):
+//     claimed-but-unabsorbed flights and bytes are bounded; at the bound the
+//     chain's core holds its claims back, and each stall is counted with its
+//     diagnosed cause.
 //
 // Invariants it keeps: refs are created only if absent, so a replay is
 // idempotent and never overwrites a ref that settle has repointed; the

@@ -34,7 +34,11 @@
 // the version the caller read (losing it, ErrMintLost, means a successor
 // exists: the caller is deposed), and SealEpoch records a clean Close's cut
 // so the next owner skips fencing. The record carries the cuts of earlier
-// epochs that walking and reading still need (CutOf).
+// epochs that walking and reading still need (CutOf). A leader mints and
+// seals through absorb.Committer's MintNext and SealEpoch instead, which
+// make the same writes in one Commit with a check of the checkpoint's seal
+// (the seal is binding); PrepareNext and PrepareSeal build the records for
+// both.
 //
 // # Successors (and the halted incumbent)
 //
@@ -47,7 +51,7 @@
 //     from what this fencer placed, makes fencing idempotent: a rerun or a
 //     racing second fencer reaches the same cut. An undecidable slot blocks
 //     with *UndecidedError until ctx ends.
-//  2. The caller records the cut (MintNext with it in Cuts).
+//  2. The caller records the cut (a mint with it in Cuts).
 //  3. Walk(from, cut) hands over every committed slot below the cut, from the
 //     first good copy in set order (poisoned, short, corrupt and missing
 //     copies are skipped).

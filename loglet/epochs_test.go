@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -541,4 +542,76 @@ func TestRefuseLiveOwnerLeavesTheLeader(t *testing.T) {
 	if ack, err := p2.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("three")}}}); err != nil || ack.Start != 2 {
 		t.Fatalf("append after the handoff: %+v %v", ack, err)
 	}
+}
+
+// TestSealedByDeadCandidate (bugs c and d of the leader-core issue): a
+// candidate seals the checkpoint for a takeover and dies before minting.
+// The seal is binding: the incumbent, once it notices (its next absorb
+// round), fences its own epoch, acks what is below the cut, and stops
+// leading the chain without minting and without touching the candidate's
+// seal; its later appends fail not-committed with a NotLeaderError naming
+// the sealer. The chain waits for the next Open, which takes it over with
+// every acked record. (Before, the incumbent minted the next epoch anyway
+// and resealed the checkpoint over the candidate's seal.)
+func TestSealedByDeadCandidate(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	g := newLedger()
+	only := func(c *Config) { c.Express = ClassConfig{}; c.AbsorbInterval = time.Millisecond }
+	p1, err := w.open("p1", only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := g.append(t, p1.star, "a", fmt.Sprint("p1-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, ver, err := chain.ReadEpoch(ctx, w.meta, "s1", Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The candidate seals for epoch rec.Epoch+1, and dies.
+	if _, _, err := absorb.SealCheckpoint(ctx, w.meta, "s1", Standard, "dead-candidate", rec.Epoch+1, ver); err != nil {
+		t.Fatal(err)
+	}
+	// The incumbent goes on appending until it notices.
+	var nl *NotLeaderError
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		_, err := g.append(t, p1.star, "a", fmt.Sprint("p1-late-", i))
+		if errors.As(err, &nl) {
+			break
+		}
+		if err != nil && !errors.Is(err, ErrNotCommitted) && !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("append after the seal: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the incumbent never noticed it was sealed")
+		}
+	}
+	if nl.Leader != "dead-candidate" || !errors.Is(nl, ErrNotCommitted) {
+		t.Fatalf("NotLeaderError %+v: want the sealer named, not committed", nl)
+	}
+	after, _, err := chain.ReadEpoch(ctx, w.meta, "s1", Standard)
+	if err != nil || after.Epoch != rec.Epoch {
+		t.Fatalf("the sealed incumbent minted: epoch %d -> %d (%v)", rec.Epoch, after.Epoch, err)
+	}
+	cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, "s1", Standard)
+	if err != nil || cp.Owner != "dead-candidate" || cp.OwnerEpoch != rec.Epoch+1 {
+		t.Fatalf("the candidate's seal was overwritten: %+v (%v)", cp, err)
+	}
+	if st := p1.star.Stats().Standard; !st.Deposed {
+		t.Fatalf("stats do not say deposed: %+v", st)
+	}
+	// The next Open takes the chain over; every acked record is there.
+	p3, err := w.open("p3", only)
+	if err != nil {
+		t.Fatalf("open after the candidate died: %v", err)
+	}
+	g.verify(t, p3.star)
+	if _, err := g.append(t, p3.star, "a", "p3"); err != nil {
+		t.Fatal(err)
+	}
+	g.verify(t, p3.star)
 }
