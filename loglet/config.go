@@ -52,6 +52,14 @@ type Config struct {
 	// process that leads nothing) polls the metastore for new refs
 	// (default 250ms). Sessions on the leader are woken by releases.
 	ReaderPollInterval time.Duration
+	// SealCheckInterval is how often an idle leader reads its chain's
+	// checkpoint to learn whether a successor has sealed it for a takeover
+	// (default 1s; one metastore read per chain per interval, only while no
+	// absorb round runs: rounds check the seal as they commit). A leader
+	// that finds itself sealed stops leading the chain; its reads then
+	// follow the successor's history. So a deposed leader's readers see the
+	// successor's records within about this interval.
+	SealCheckInterval time.Duration
 	// RefuseLiveOwner makes Open refuse a chain whose current epoch has a
 	// live owner other than this one (ErrLiveOwner): an epoch record that
 	// names another owner and carries no clean seal of its epoch. That owner
@@ -72,6 +80,9 @@ type Config struct {
 
 // DefaultCloseTimeout is Config.CloseTimeout's default.
 const DefaultCloseTimeout = 30 * time.Second
+
+// DefaultSealCheckInterval is Config.SealCheckInterval's default.
+const DefaultSealCheckInterval = time.Second
 
 // ClassConfig configures one class's chain. Defaults differ per class; see
 // the Default* constants.
@@ -280,6 +291,9 @@ func (c *Config) applyDefaults() {
 	if c.ReaderPollInterval == 0 {
 		c.ReaderPollInterval = 250 * time.Millisecond
 	}
+	if c.SealCheckInterval == 0 {
+		c.SealCheckInterval = DefaultSealCheckInterval
+	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout
 	}
@@ -313,6 +327,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBatchRecords > envelope.MaxFrameRecords {
 		errs = append(errs, fmt.Errorf("loglet: MaxBatchRecords=%d over the format's %d", c.MaxBatchRecords, envelope.MaxFrameRecords))
+	}
+	if c.SealCheckInterval < 0 || c.CloseTimeout < 0 {
+		errs = append(errs, fmt.Errorf("loglet: SealCheckInterval=%v, CloseTimeout=%v: want >= 0", c.SealCheckInterval, c.CloseTimeout))
 	}
 	if c.AbsorbInterval < 0 || c.AbsorbMaxSlots < 1 || c.ReaderPollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("loglet: AbsorbInterval=%v, AbsorbMaxSlots=%d, ReaderPollInterval=%v: want >= 0, >= 1, > 0", c.AbsorbInterval, c.AbsorbMaxSlots, c.ReaderPollInterval))

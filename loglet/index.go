@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/invariants"
 	"github.com/flightlog/flightlog/internal/leader"
 )
 
@@ -52,7 +53,10 @@ func (v indexView) read(seq uint64, maxRecords, maxBytes int) ([]SequencedRecord
 	for ; i < len(e); i++ {
 		recs, err := envelope.DecodeRecords(e[i].Payload, e[i].Count)
 		if err != nil {
-			return out, fmt.Errorf("loglet: flight index entry at %d: %w", e[i].Start, err) // cannot happen: we encoded it
+			if invariants.Enabled {
+				invariants.Assert(false, "flight index entry at %d of %s does not decode: %v", e[i].Start, e[i].Stream.Name(), err)
+			}
+			return out, fmt.Errorf("loglet: flight index entry at %d: %w", e[i].Start, err) // we encoded it: a bug
 		}
 		for j, r := range recs {
 			s := e[i].Start + uint64(j)

@@ -74,8 +74,9 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
-		LogReleases:     s.log.Enabled(context.Background(), slog.LevelDebug),
-		RefuseLiveOwner: s.cfg.RefuseLiveOwner,
+		LogReleases:       s.log.Enabled(context.Background(), slog.LevelDebug),
+		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
+		SealCheckInterval: s.cfg.SealCheckInterval,
 	}, time.Now())
 	go l.run()
 	return l
@@ -346,10 +347,16 @@ const closeGrace = 100 * time.Millisecond
 // cancelled. It returns what the close could not finish.
 func (l *lane) close(ctx context.Context) error {
 	l.budget.Close() // producers blocked at the budget give up now
-	l.mu.Lock()
-	l.core.Close(time.Now())
-	l.mu.Unlock()
-	l.poke()
+	if err := ctx.Err(); err != nil {
+		// No time to flush: what is pooled was never written (not
+		// committed); only what is in flight is unknown.
+		l.abort(fmt.Errorf("close: %w", err))
+	} else {
+		l.mu.Lock()
+		l.core.Close(time.Now())
+		l.mu.Unlock()
+		l.poke()
+	}
 	select {
 	case <-l.stopped:
 	case <-ctx.Done():

@@ -383,25 +383,20 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 //
 // On the old code both variants fail: Recv was still blocked when its 20s
 // context ended ("the deposed leader's session got 5 records, want 10:
-// context deadline exceeded"). On the new code "noticed" passes (the failed
-// append kills the lane, which wakes the session, which then polls
-// history); "idle" still fails the same way, and is skipped: see its Skip.
+// context deadline exceeded"). On the new code both pass: a failed append,
+// or the idle leader's seal check (Config.SealCheckInterval), tells it it
+// was sealed; it stops leading, which wakes the session, which then polls
+// history.
 func TestRegressG_DeposedReadSessionFollowsSuccessor(t *testing.T) {
 	for _, noticed := range []bool{false, true} {
 		name := map[bool]string{false: "idle", true: "noticed"}[noticed]
 		t.Run(name, func(t *testing.T) {
-			if !noticed {
-				t.Skip("bug (issue 12 g, not fixed for an idle leader): a deposed leader that has not noticed the takeover " +
-					"(nothing to absorb, no append) never learns it is deposed (Stats().Deposed stays false), so its ReadSession " +
-					"waits on local releases forever: Recv blocks until its context ends although the successor's refs run to seq 10. " +
-					"Read(AtSeq(5)) returns nothing (start >= the flight index's start: index only) while Read(AtSeq(4)) returns 6 " +
-					"records up to 10. session.go's wait polls history only once the lane is dead.")
-			}
 			w := newWorld(t)
 			ctx := context.Background()
 			cfg := func(c *Config) {
 				standardOnly(c)
 				c.ReaderPollInterval = 20 * time.Millisecond
+				c.SealCheckInterval = 50 * time.Millisecond
 			}
 			p1, err := w.open("p1", cfg)
 			if err != nil {

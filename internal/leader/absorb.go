@@ -31,6 +31,10 @@ type absorbState struct {
 
 	rounds, refs, failures, requests uint64
 	roundLatency                     histogramH
+
+	verifiedAt time.Time // the seal was last found ours (a round, or a check)
+	checkOut   bool      // a ReadCheckpoint is out
+	sealChecks uint64
 }
 
 // plannedRound is a round planned (refs built, tails advanced) and not yet
@@ -108,7 +112,7 @@ func (c *Core) planQueued() bool {
 		slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames}
 	}
 	if err := c.plan(e, slots, flights); err != nil {
-		c.die(Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w: absorb: %v", ErrHalted, err)})
+		c.die(Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w: %v", ErrHalted, err)})
 		return false
 	}
 	return true
@@ -168,6 +172,7 @@ func (c *Core) onRoundDone(ev RoundDone) {
 		return
 	}
 	a.lastFailed, a.lastErr, a.backoff, a.retryAt = false, nil, 0, time.Time{}
+	a.verifiedAt = c.now
 	a.planned = nil
 	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To
 	a.snapshot = p.snapKey
@@ -187,6 +192,44 @@ func (c *Core) onRoundDone(ev RoundDone) {
 	}
 	if c.phase == phaseOpening && c.succ != nil {
 		c.succ.walked += uint64(p.slots)
+	}
+}
+
+// sealCheckDue is when an idle leader next reads its checkpoint to learn
+// whether a successor has sealed it (zero: not due). Rounds check the seal
+// as they commit, so the check is only for a chain with none out.
+func (c *Core) sealCheckDue() time.Time {
+	a := &c.ab
+	if c.cfg.SealCheckInterval <= 0 || c.phase != phaseServing || c.closing || c.cm == nil || c.sealed != nil || a.checkOut || a.busy || c.cmBusy {
+		return time.Time{}
+	}
+	if a.verifiedAt.IsZero() {
+		a.verifiedAt = c.now
+	}
+	return a.verifiedAt.Add(c.cfg.SealCheckInterval)
+}
+
+// maybeCheckSeal sends the idle leader's seal check when it is due.
+func (c *Core) maybeCheckSeal() {
+	if due := c.sealCheckDue(); !due.IsZero() && !c.now.Before(due) {
+		c.ab.checkOut = true
+		c.ab.sealChecks++
+		c.emit(ReadCheckpoint{})
+	}
+}
+
+// onCheckpointRead: a checkpoint under another seal means a successor is
+// taking over; a failed read is only tried again later.
+func (c *Core) onCheckpointRead(ev CheckpointRead) {
+	a := &c.ab
+	a.checkOut = false
+	a.verifiedAt = c.now
+	if ev.Err != nil {
+		return
+	}
+	cp := ev.Checkpoint
+	if cp.Owner != c.cfg.Owner || cp.OwnerEpoch != c.rec.Epoch {
+		c.sealedAway(&absorb.SealedError{Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch})
 	}
 }
 

@@ -114,7 +114,9 @@ func (c *Core) Abort(now time.Time, cause error) {
 		if past > 0 {
 			c.closeEr = append(c.closeEr, fmt.Errorf("leader: %s/%s: %d batches past the fenced cut ended not committed: %w", c.cfg.Star, c.cfg.Class, past, cause))
 		}
-		c.dropPool(Fate{Kind: NotCommitted, Cause: fmt.Errorf("%w: closed before the batch was cut", ErrClosed)})
+		if n := c.dropPool(Fate{Kind: NotCommitted, Cause: fmt.Errorf("%w: closed before the batch was cut", ErrClosed)}); n > 0 {
+			c.closeEr = append(c.closeEr, fmt.Errorf("leader: %s/%s: %d batches never cut ended not committed: %w", c.cfg.Star, c.cfg.Class, n, cause))
+		}
 	}
 	if n := len(c.ab.queue); n > 0 {
 		err := fmt.Errorf("leader: %s/%s: %d released flights not absorbed (durable in the chain; the next owner's walk absorbs them): %w", c.cfg.Star, c.cfg.Class, n, cause)
@@ -132,13 +134,15 @@ func (c *Core) Abort(now time.Time, cause error) {
 // close, or after a close of a deposed chain).
 func (c *Core) CloseError() error { return errors.Join(c.closeEr...) }
 
-// dropPool gives every pooled batch fate (not committed: never cut).
-func (c *Core) dropPool(fate Fate) {
+// dropPool gives every pooled batch fate (not committed: never cut) and
+// returns how many there were.
+func (c *Core) dropPool(fate Fate) int {
 	items, charge := c.pool.Drain()
 	c.rd.PoolFreed += charge
 	for _, b := range items {
 		c.decide(b, fate)
 	}
+	return len(items)
 }
 
 // die ends the chain's leadership for good: every unreleased flight gets

@@ -49,6 +49,10 @@ type Config struct {
 	// released", epoch, slot), in release order: what tests watch to check
 	// invariant 1 at the moment of release.
 	LogReleases bool
+	// SealCheckInterval is how often an idle leader reads its checkpoint to
+	// learn whether a successor has sealed it (0: never). A busy leader
+	// learns it from its absorb rounds, which check the seal.
+	SealCheckInterval time.Duration
 	// RefuseLiveOwner fails the opening with ErrLiveOwner when the chain's
 	// current epoch has a live owner other than this one (LiveOwner).
 	RefuseLiveOwner bool
@@ -239,23 +243,20 @@ func (c *Core) Step(now time.Time, ev Event) {
 		c.onRendered(ev)
 	case CopyDone:
 		c.onCopyDone(ev)
-	case EpochRead:
-		c.succ.onEpochRead(c, ev)
-	case FirstMinted:
-		c.succ.onFirstMinted(c, ev)
-	case Sealed:
-		c.succ.onSealed(c, ev)
-	case Fenced:
-		c.succ.onFenced(c, ev)
-	case Minted:
-		c.cmBusy = false
-		c.succ.onMinted(c, ev)
+	case EpochRead, FirstMinted, Sealed, Fenced, Minted, TailsRead, Walked:
+		if _, ok := ev.(Minted); ok {
+			c.cmBusy = false
+		}
+		if c.succ == nil {
+			// The succession that asked for it ended meanwhile (the chain
+			// died, or the opening was abandoned): nothing to do with it.
+			break
+		}
+		c.succ.onEvent(c, ev)
 	case Probed:
 		c.onProbed(ev)
-	case TailsRead:
-		c.succ.onTailsRead(c, ev)
-	case Walked:
-		c.succ.onWalked(c, ev)
+	case CheckpointRead:
+		c.onCheckpointRead(ev)
 	case RoundDone:
 		c.cmBusy = false
 		c.onRoundDone(ev)
@@ -288,6 +289,7 @@ func (c *Core) settle() {
 	}
 	c.cutAndClaim()
 	c.maybeRound()
+	c.maybeCheckSeal()
 	c.maybeFinishClose()
 }
 
@@ -368,6 +370,7 @@ func (c *Core) wakeAt() time.Time {
 		}
 	}
 	at(c.ab.wakeAt(c))
+	at(c.sealCheckDue())
 	if c.closing && c.phase == phaseServing && !c.cmBusy {
 		at(c.ab.retryAt) // a clean seal to retry
 	}

@@ -77,6 +77,11 @@ type Mint struct {
 	Next        chain.EpochRecord
 }
 
+// ReadCheckpoint asks for the chain's checkpoint (absorb.ReadCheckpoint):
+// an idle leader's check that nobody has sealed the chain for a takeover.
+// → CheckpointRead.
+type ReadCheckpoint struct{}
+
 // Probe asks for the garbage probe of Epoch over [Cut, Cut+Window)
 // (chain.GarbageProbe). → Probed.
 type Probe struct {
@@ -122,18 +127,19 @@ type SealEpoch struct {
 	Cut       uint64
 }
 
-func (Render) isRequest()      {}
-func (PutCopy) isRequest()     {}
-func (ReadEpoch) isRequest()   {}
-func (MintFirst) isRequest()   {}
-func (Seal) isRequest()        {}
-func (Fence) isRequest()       {}
-func (Mint) isRequest()        {}
-func (Probe) isRequest()       {}
-func (ReadTails) isRequest()   {}
-func (Walk) isRequest()        {}
-func (CommitRound) isRequest() {}
-func (SealEpoch) isRequest()   {}
+func (Render) isRequest()         {}
+func (PutCopy) isRequest()        {}
+func (ReadEpoch) isRequest()      {}
+func (MintFirst) isRequest()      {}
+func (Seal) isRequest()           {}
+func (Fence) isRequest()          {}
+func (Mint) isRequest()           {}
+func (Probe) isRequest()          {}
+func (ReadCheckpoint) isRequest() {}
+func (ReadTails) isRequest()      {}
+func (Walk) isRequest()           {}
+func (CommitRound) isRequest()    {}
+func (SealEpoch) isRequest()      {}
 
 // An Event is what the shell steps into the core: time passing, or the
 // result of one request.
@@ -200,6 +206,12 @@ type Minted struct {
 	Err      error
 }
 
+// CheckpointRead is ReadCheckpoint's result.
+type CheckpointRead struct {
+	Checkpoint absorb.Checkpoint
+	Err        error
+}
+
 // Probed is Probe's result.
 type Probed struct {
 	Epoch  uint64
@@ -236,19 +248,20 @@ type EpochSealed struct {
 	Err     error
 }
 
-func (Tick) isEvent()        {}
-func (Rendered) isEvent()    {}
-func (CopyDone) isEvent()    {}
-func (EpochRead) isEvent()   {}
-func (FirstMinted) isEvent() {}
-func (Sealed) isEvent()      {}
-func (Fenced) isEvent()      {}
-func (Minted) isEvent()      {}
-func (Probed) isEvent()      {}
-func (TailsRead) isEvent()   {}
-func (Walked) isEvent()      {}
-func (RoundDone) isEvent()   {}
-func (EpochSealed) isEvent() {}
+func (Tick) isEvent()           {}
+func (Rendered) isEvent()       {}
+func (CopyDone) isEvent()       {}
+func (EpochRead) isEvent()      {}
+func (FirstMinted) isEvent()    {}
+func (Sealed) isEvent()         {}
+func (Fenced) isEvent()         {}
+func (Minted) isEvent()         {}
+func (Probed) isEvent()         {}
+func (CheckpointRead) isEvent() {}
+func (TailsRead) isEvent()      {}
+func (Walked) isEvent()         {}
+func (RoundDone) isEvent()      {}
+func (EpochSealed) isEvent()    {}
 
 // Log is an event the shell should log.
 type Log struct {

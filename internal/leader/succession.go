@@ -223,6 +223,26 @@ func (c *Core) nextRecord(s *succession) chain.EpochRecord {
 	return chain.EpochRecord{Owner: c.cfg.Owner, Window: c.cfg.Window, K: c.K(), W: c.cfg.W, Buckets: c.cfg.Buckets, Cuts: cuts}
 }
 
+// onEvent dispatches a succession event to its step's handler.
+func (s *succession) onEvent(c *Core, ev Event) {
+	switch ev := ev.(type) {
+	case EpochRead:
+		s.onEpochRead(c, ev)
+	case FirstMinted:
+		s.onFirstMinted(c, ev)
+	case Sealed:
+		s.onSealed(c, ev)
+	case Fenced:
+		s.onFenced(c, ev)
+	case Minted:
+		s.onMinted(c, ev)
+	case TailsRead:
+		s.onTailsRead(c, ev)
+	case Walked:
+		s.onWalked(c, ev)
+	}
+}
+
 func (s *succession) onEpochRead(c *Core, ev EpochRead) {
 	s.out = false
 	switch {

@@ -27,7 +27,7 @@ import (
 //
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //
-//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= refuse-live]
+//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
 //	first-minted | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
@@ -41,6 +41,8 @@ import (
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by=
 //	epoch-sealed | epoch-seal-failed
+//	checkpoint-read [owner= epoch=]   (an idle leader's seal check)
+//	corrupt-tail stream= next=        (a bug upstream: the absorb's tail no longer matches)
 //	close | abort
 //	stats
 func TestTraces(t *testing.T) {
@@ -189,6 +191,12 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: errors.New("metastore: unavailable")})
 	case "round-deposed":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
+	case "checkpoint-read":
+		h.step(CheckpointRead{Checkpoint: absorb.Checkpoint{Owner: h.str(d, "owner", "p1"), OwnerEpoch: h.u64(d, "epoch", h.c.rec.Epoch)}})
+	case "corrupt-tail":
+		// A test-only disturbance: the absorb's view of a stream's tail no
+		// longer matches what the stream releases (a bug upstream).
+		h.c.ab.tails[h.str(d, "stream", "a")] = absorb.StreamTail{Next: h.u64(d, "next", 99)}
 	case "epoch-sealed":
 		h.step(EpochSealed{Version: "vs"})
 	case "epoch-seal-failed":
@@ -219,7 +227,7 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		MaxBatchBytes: 16, CommitDeadline: h.dur(d, "commit", time.Second), StragglerTimeout: h.dur(d, "straggle", 5*time.Second),
 		BacklogFlights: int(h.u64(d, "backlog", 16)), BacklogBytes: int64(h.u64(d, "backlog-bytes", 1<<20)),
 		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8)),
-		RefuseLiveOwner: d.HasArg("refuse-live")}
+		RefuseLiveOwner: d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0)}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
 	h.renders = map[UploadID][]*Batch{}
@@ -410,6 +418,8 @@ func (h *harness) request(r Request) string {
 		return fmt.Sprintf("probe e=%d cut=%d window=%d", r.Epoch, r.Cut, r.Window)
 	case ReadTails:
 		return fmt.Sprintf("read-tails %s", r.Key)
+	case ReadCheckpoint:
+		return "read-checkpoint"
 	case Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)
 	case CommitRound:

@@ -316,6 +316,7 @@ func (cw *coreWorld) open() *coreProc {
 		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,
 		FlushDeadline: cw.p.flush, FlightBytes: cw.p.flight, MaxBatchBytes: 512, CommitDeadline: cw.p.commit, StragglerTimeout: 3 * cw.p.commit,
 		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots, LogReleases: true,
+		SealCheckInterval: 200 * time.Millisecond,
 	}, cw.now)
 	cw.procs = append(cw.procs, pr)
 	cw.tracef("p%d opens", n)
@@ -927,6 +928,8 @@ func describe(r leader.Request) string {
 		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
 	case leader.Seal:
 		return fmt.Sprintf("seal for=%d", r.Epoch+1)
+	case leader.ReadCheckpoint:
+		return "read-checkpoint"
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -974,6 +977,8 @@ func describeEvent(ev leader.Event) string {
 		return fmt.Sprintf("round-done [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
 	case leader.EpochSealed:
 		return fmt.Sprintf("epoch-sealed %s", errs(ev.Err))
+	case leader.CheckpointRead:
+		return fmt.Sprintf("checkpoint-read sealed-by=%s/%d %s", ev.Checkpoint.Owner, ev.Checkpoint.OwnerEpoch, errs(ev.Err))
 	}
 	return fmt.Sprintf("%T", ev)
 }
