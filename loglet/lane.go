@@ -138,21 +138,45 @@ func (l *lane) run() {
 	}
 }
 
-// step applies one event to the core.
+// maxStepBatch bounds the events stepped under one lock before the loop
+// takes the core's Ready again.
+const maxStepBatch = 64
+
+// step applies ev, and every event already waiting (up to maxStepBatch),
+// to the core under one lock.
 func (l *lane) step(ev leader.Event) {
-	if cd, ok := ev.(leader.CopyDone); ok {
-		if w := l.copies[cd.Upload]; w != nil {
-			if w.n--; w.n == 0 {
-				for _, c := range w.cancel {
-					c()
-				}
-				delete(l.copies, cd.Upload)
-			}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for n := 0; ; n++ {
+		l.forgetCopy(ev)
+		l.core.Step(now, ev)
+		if n == maxStepBatch {
+			return
+		}
+		select {
+		case ev = <-l.events:
+		default:
+			return
 		}
 	}
-	l.mu.Lock()
-	l.core.Step(time.Now(), ev)
-	l.mu.Unlock()
+}
+
+// forgetCopy releases a returned copy worker's context once all of its
+// upload's copies have returned.
+func (l *lane) forgetCopy(ev leader.Event) {
+	cd, ok := ev.(leader.CopyDone)
+	if !ok {
+		return
+	}
+	if w := l.copies[cd.Upload]; w != nil {
+		if w.n--; w.n == 0 {
+			for _, c := range w.cancel {
+				c()
+			}
+			delete(l.copies, cd.Upload)
+		}
+	}
 }
 
 // execute carries out one Ready: cancels, workers, the pool budget,

@@ -342,6 +342,13 @@ func runTakeover(b *testing.B, m takeoverModel, n int) takeoverRun {
 		b.Fatalf("first ack after takeover at seq %d, want %d (every backlog record recovered)", ack.Start, want)
 	}
 	r := takeoverRun{open: opened.Sub(start), total: end.Sub(start), ack: end.Sub(opened), obj: obj, meta: meta, put: putS, get: getS}
+	// The probe is off the takeover's path: it may still run after the
+	// first ack. Wait for it only to time it.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, ok := events.first("garbage probe"); ok {
+			break
+		}
+	}
 	fenced, ok1 := events.first("fenced")
 	minted, ok2 := events.first("minted")
 	probed, ok3 := events.first("garbage probe")
