@@ -94,6 +94,9 @@ func (c *Core) Abort(now time.Time, cause error) {
 		s := c.succ
 		unknown, past := 0, 0
 		for _, f := range c.flights {
+			if f.released {
+				continue // acked out of order (a planted bug): decided already
+			}
 			fate := Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w (%v): slot %d of epoch %d was not decided", ErrAborted, cause, f.slot, f.epoch)}
 			if s != nil && s.fenced && f.epoch == s.prev.Epoch && f.slot >= s.cut {
 				// Past a cut the fence found: definitely not committed,
@@ -156,6 +159,9 @@ func (c *Core) die(fate Fate) {
 	for _, f := range c.flights {
 		if f.up != nil {
 			c.cancel(f.up)
+		}
+		if f.released {
+			continue // acked out of order (a planted bug): decided already
 		}
 		for _, b := range f.batches {
 			c.decide(b, fate)
