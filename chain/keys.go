@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,6 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // Class is a chain's storage class. Each stream has one.
@@ -158,8 +163,123 @@ func TrimKey(star string, c Class) string {
 // StreamRecordKey is the metastore key of a stream's record.
 func StreamRecordKey(name string) string { return "streams/" + StreamKey(name) }
 
-// RefKey is the metastore key of the span ref of a stream that ends (is
-// exclusive) at endSeq.
-func RefKey(name string, endSeq uint64) string {
-	return "refs/" + StreamKey(name) + "/" + pad(endSeq)
+// StreamNameKey is the metastore key of a stream's entry in the name index:
+// the raw name (no NUL: metastore keys take any other byte), so a scan
+// lists streams in name order and a name prefix is a key prefix.
+func StreamNameKey(name string) string { return NameIndexPrefix + name }
+
+// NameIndexPrefix prefixes every key of the stream name index.
+const NameIndexPrefix = "names/"
+
+// Streams have incarnations (DESIGN.md): a stream record carries an
+// incarnation minted at creation, and everything derived from the stream
+// (frames in bundles, refs, tails) is keyed by the stream's ID, its name
+// and incarnation together, so a name deleted and created again starts a
+// fresh stream that never reads as the old one. A stream created before
+// incarnations existed has none; its ID is its name and its keys keep the
+// old layout.
+
+// idSep separates a stream's name from its incarnation in its ID. Names
+// have no control characters, so it cannot occur in one.
+const idSep = "\x1f"
+
+// IncarnationLen is the length of an incarnation: 'i' and 16 hex digits.
+const IncarnationLen = 17
+
+// NewIncarnation returns a fresh incarnation: 'i' and 16 random hex digits
+// (the 'i' sorts after every digit, so a stream's incarnated ref keys sort
+// after every key of the old, incarnation-less layout).
+func NewIncarnation() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("chain: no randomness for an incarnation: %v", err))
+	}
+	return "i" + hex.EncodeToString(b[:])
+}
+
+// ValidIncarnation reports whether inc is "" (none) or an incarnation as
+// NewIncarnation makes them.
+func ValidIncarnation(inc string) bool {
+	if inc == "" {
+		return true
+	}
+	if len(inc) != IncarnationLen || inc[0] != 'i' {
+		return false
+	}
+	_, err := hex.DecodeString(inc[1:])
+	return err == nil
+}
+
+// StreamID is the identity of one incarnation of a stream: what its frames,
+// refs and tails are keyed by. Without an incarnation it is the name.
+func StreamID(name, incarnation string) string {
+	if incarnation == "" {
+		return name
+	}
+	return name + idSep + incarnation
+}
+
+// SplitStreamID returns the name and incarnation of a stream ID.
+func SplitStreamID(id string) (name, incarnation string) {
+	if i := strings.LastIndex(id, idSep); i >= 0 {
+		return id[:i], id[i+len(idSep):]
+	}
+	return id, ""
+}
+
+// RefPrefix is the metastore key prefix of every span ref of the stream
+// whose ID is id. The prefix of an incarnation-less stream also prefixes
+// the refs of later incarnations of its name: IsRefOf tells them apart.
+func RefPrefix(id string) string {
+	name, inc := SplitStreamID(id)
+	if inc == "" {
+		return "refs/" + StreamKey(name) + "/"
+	}
+	return "refs/" + StreamKey(name) + "/" + inc + "/"
+}
+
+// RefKey is the metastore key of the span ref of the stream whose ID is id
+// that ends (is exclusive) at endSeq.
+func RefKey(id string, endSeq uint64) string {
+	return RefPrefix(id) + pad(endSeq)
+}
+
+// IsRefOf reports whether key, found under RefPrefix(id), is a ref of id
+// itself (not of a later incarnation of an incarnation-less name).
+func IsRefOf(id, key string) bool {
+	rest, ok := strings.CutPrefix(key, RefPrefix(id))
+	return ok && !strings.Contains(rest, "/")
+}
+
+// SettledPrefixKey is the object key prefix of the settled objects of the
+// stream whose ID is id (DESIGN.md: settled/<stream-key>/<incarnation>/).
+func SettledPrefixKey(id string) string {
+	name, inc := SplitStreamID(id)
+	if inc == "" {
+		return "settled/" + StreamKey(name) + "/"
+	}
+	return "settled/" + StreamKey(name) + "/" + inc + "/"
+}
+
+// ValidateStreamKeys checks that every key a stream of this name can
+// produce fits the limit of every backend: its record and its refs in the
+// metastore (metastore.MaxKeyLen), its settled objects in the object store
+// (objstore.MaxKeyLen). Names are checked at creation, so a stream can never
+// be accepted and then fail every absorb round.
+func ValidateStreamKeys(name string) error {
+	if err := ValidateStreamName(name); err != nil {
+		return err
+	}
+	id := StreamID(name, "i0000000000000000")
+	longest := RefKey(id, ^uint64(0))
+	if n := len(longest); n > metastore.MaxKeyLen {
+		return fmt.Errorf("%w: stream name of %d bytes makes ref keys of %d bytes, over the metastore's %d (escaped, a name may take up to 3 bytes a byte)", ErrInvalidName, len(name), n, metastore.MaxKeyLen)
+	}
+	if n := max(len(StreamRecordKey(name)), len(StreamNameKey(name))); n > metastore.MaxKeyLen {
+		return fmt.Errorf("%w: stream name of %d bytes makes a record key of %d bytes, over the metastore's %d", ErrInvalidName, len(name), n, metastore.MaxKeyLen)
+	}
+	if n := len(SettledPrefixKey(id)) + 20; n > objstore.MaxKeyLen {
+		return fmt.Errorf("%w: stream name of %d bytes makes settled object keys of %d bytes, over the object store's %d", ErrInvalidName, len(name), n, objstore.MaxKeyLen)
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ const readAhead = 8
 // once the limits are surely met), fetches up to readAhead of them at
 // once, and consumes them in order.
 func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs, maxBytes int) ([]SequencedRecord, error) {
-	prefix := "refs/" + chain.StreamKey(stream) + "/"
+	prefix := chain.RefPrefix(stream)
 	after := chain.RefKey(stream, from) // refs ending after from
 	next := from
 	var out []SequencedRecord
@@ -49,6 +49,7 @@ func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs,
 		if err != nil {
 			return out, fmt.Errorf("loglet: read refs of %q: %w", stream, err)
 		}
+		items = refsOf(stream, items)
 		// Plan: the extents past next, in order, until a gap or enough.
 		var jobs []extentJob
 		planned, recs, bytes := next, len(out), size
@@ -241,13 +242,15 @@ func (h *history) set(class string) ([]objstore.Store, error) {
 // timestamp is >= ms, and false if every absorbed record is older. It scans
 // refs in order (settled objects will index this; transit refs do not).
 func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (uint64, bool, error) {
-	prefix := "refs/" + chain.StreamKey(stream) + "/"
+	prefix := chain.RefPrefix(stream)
 	after := ""
 	for {
 		items, err := h.meta.Scan(ctx, prefix, after, refScanBatch)
 		if err != nil {
 			return 0, false, err
 		}
+		n := len(items)
+		items = refsOf(stream, items)
 		for _, it := range items {
 			ref, err := absorb.DecodeRef(it.Value)
 			if err != nil {
@@ -271,9 +274,21 @@ func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (
 				}
 			}
 		}
-		if len(items) < refScanBatch {
+		if n < refScanBatch || len(items) == 0 {
 			return 0, false, nil
 		}
 		after = items[len(items)-1].Key
 	}
+}
+
+// refsOf keeps the items that are refs of the stream with ID id: under an
+// incarnation-less stream's prefix lie the refs of later incarnations of
+// its name too (they sort after every one of its own).
+func refsOf(id string, items []metastore.Item) []metastore.Item {
+	for i, it := range items {
+		if !chain.IsRefOf(id, it.Key) {
+			return items[:i]
+		}
+	}
+	return items
 }

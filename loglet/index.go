@@ -14,6 +14,7 @@ import (
 // lane's core (read under the lane's lock).
 type streamState struct {
 	name  string
+	id    string // chain.StreamID: name and incarnation
 	class Class
 	lane  *lane
 	core  *leader.Stream

@@ -2,7 +2,6 @@ package loglet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -47,24 +46,43 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 }
 
 // Read returns absorbed records of stream from q.Start on. ReadResult.Tail
-// is left zero: use CheckTail.
+// is left zero: use CheckTail. A stream that does not exist (or was
+// deleted) is ErrStreamNotFound: the Reader looks its record up on every
+// call (one metastore read), so a deleted stream's old incarnation is never
+// read.
 func (r *Reader) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
-	if err := chain.ValidateStreamName(stream); err != nil {
-		return ReadResult{}, fmt.Errorf("loglet: %w", err)
+	rec, c, err := r.record(ctx, stream)
+	if err != nil {
+		return ReadResult{}, err
 	}
-	start, err := r.resolve(ctx, stream, q.Start)
+	start, err := r.resolve(ctx, rec, c, q.Start)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	maxRecs, maxBytes := limits(q)
-	recs, err := r.hist.read(ctx, stream, start, maxRecs, maxBytes)
+	recs, err := r.hist.read(ctx, rec.id(), start, maxRecs, maxBytes)
 	return result(recs, start, Tail{}), err
 }
 
-func (r *Reader) resolve(ctx context.Context, stream string, p Position) (uint64, error) {
+// record reads a stream's record.
+func (r *Reader) record(ctx context.Context, stream string) (streamRecord, Class, error) {
+	if err := chain.ValidateStreamName(stream); err != nil {
+		return streamRecord{}, 0, fmt.Errorf("loglet: %w", err)
+	}
+	it, err := r.cfg.Meta.Get(ctx, chain.StreamRecordKey(stream))
+	if errors.Is(err, metastore.ErrNotFound) {
+		return streamRecord{}, 0, fmt.Errorf("%w: %q", ErrStreamNotFound, stream)
+	}
+	if err != nil {
+		return streamRecord{}, 0, fmt.Errorf("loglet: look up stream %q: %w", stream, err)
+	}
+	return decodeStreamRecord(it)
+}
+
+func (r *Reader) resolve(ctx context.Context, rec streamRecord, c Class, p Position) (uint64, error) {
 	switch p.kind {
 	case posTailOffset:
-		t, err := r.CheckTail(ctx, stream)
+		t, err := r.tail(ctx, rec, c)
 		if err != nil {
 			return 0, err
 		}
@@ -73,11 +91,11 @@ func (r *Reader) resolve(ctx context.Context, stream string, p Position) (uint64
 		}
 		return t.Seq - p.value, nil
 	case posTimestamp:
-		seq, ok, err := r.hist.seqAtTimestamp(ctx, stream, p.ts)
+		seq, ok, err := r.hist.seqAtTimestamp(ctx, rec.id(), p.ts)
 		if err != nil || ok {
 			return seq, err
 		}
-		t, err := r.CheckTail(ctx, stream)
+		t, err := r.tail(ctx, rec, c)
 		return t.Seq, err
 	}
 	return p.value, nil
@@ -87,21 +105,15 @@ func (r *Reader) resolve(ctx context.Context, stream string, p Position) (uint64
 // checkpoint and tails snapshot (two metastore reads and one GET, whatever
 // the stream's length).
 func (r *Reader) CheckTail(ctx context.Context, stream string) (Tail, error) {
-	it, err := r.cfg.Meta.Get(ctx, chain.StreamRecordKey(stream))
-	if errors.Is(err, metastore.ErrNotFound) {
-		return Tail{}, fmt.Errorf("%w: %q", ErrStreamNotFound, stream)
-	}
-	if err != nil {
-		return Tail{}, fmt.Errorf("loglet: look up stream %q: %w", stream, err)
-	}
-	var rec streamRecord
-	if err := json.Unmarshal(it.Value, &rec); err != nil {
-		return Tail{}, fmt.Errorf("loglet: stream record of %q is corrupt: %v", stream, err)
-	}
-	c, err := chain.ParseClass(rec.Class)
+	rec, c, err := r.record(ctx, stream)
 	if err != nil {
 		return Tail{}, err
 	}
+	return r.tail(ctx, rec, c)
+}
+
+// tail reads the absorbed tail of the stream whose record is rec.
+func (r *Reader) tail(ctx context.Context, rec streamRecord, c Class) (Tail, error) {
 	cp, _, err := absorb.ReadCheckpoint(ctx, r.cfg.Meta, rec.Star, c)
 	if errors.Is(err, metastore.ErrNotFound) {
 		return Tail{}, nil // the star has never absorbed
@@ -120,22 +132,37 @@ func (r *Reader) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	if err != nil {
 		return Tail{}, err
 	}
-	t := snap.Streams[stream]
+	t := snap.Streams[rec.id()]
 	return Tail{Seq: t.Next, Timestamp: t.Timestamp}, nil
 }
 
-// OpenReadSession starts a session at q.Start that polls for new refs.
+// OpenReadSession starts a session at q.Start that polls for new refs. It
+// follows the incarnation the stream has when it opens: if the stream is
+// deleted (and maybe created again), the session ends with
+// ErrStreamNotFound at its next poll.
 func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error) {
-	if err := chain.ValidateStreamName(stream); err != nil {
-		return nil, fmt.Errorf("loglet: %w", err)
+	rec, c, err := r.record(ctx, stream)
+	if err != nil {
+		return nil, err
 	}
-	next, err := r.resolve(ctx, stream, q.Start)
+	next, err := r.resolve(ctx, rec, c, q.Start)
 	if err != nil {
 		return nil, err
 	}
 	maxRecs, maxBytes := limits(q)
 	read := func(ctx context.Context, from uint64) ([]SequencedRecord, error) {
-		return r.hist.read(ctx, stream, from, maxRecs, maxBytes)
+		recs, err := r.hist.read(ctx, rec.id(), from, maxRecs, maxBytes)
+		if err == nil && len(recs) == 0 {
+			// Caught up: is it still the same incarnation?
+			now, _, rerr := r.record(ctx, stream)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if now.id() != rec.id() {
+				return nil, fmt.Errorf("%w: %q was deleted (and created again) after this session opened", ErrStreamNotFound, stream)
+			}
+		}
+		return recs, err
 	}
 	wait := func(ctx context.Context, _ uint64) error {
 		t := time.NewTimer(r.cfg.PollInterval)

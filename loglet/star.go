@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +44,30 @@ type streamRecord struct {
 	Created int64  `json:"created_ms"`
 	Owner   string `json:"owner"` // who created it
 	Nonce   string `json:"nonce"` // unique per CreateStream call: recognises our own write after an ambiguous failure
+	// Incarnation is minted at creation (chain.NewIncarnation): the
+	// stream's frames, refs and tails are keyed by name and incarnation
+	// (chain.StreamID), so a name created again is a fresh stream. Empty in
+	// records written before incarnations existed.
+	Incarnation string `json:"incarnation,omitempty"`
+}
+
+// id is the stream's ID (chain.StreamID).
+func (r streamRecord) id() string { return chain.StreamID(r.Name, r.Incarnation) }
+
+// decodeStreamRecord parses a stream record.
+func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
+	var rec streamRecord
+	if err := json.Unmarshal(it.Value, &rec); err != nil {
+		return rec, 0, fmt.Errorf("loglet: stream record %s is corrupt: %v", it.Key, err)
+	}
+	if !chain.ValidIncarnation(rec.Incarnation) {
+		return rec, 0, fmt.Errorf("loglet: stream record %s is corrupt: incarnation %q", it.Key, rec.Incarnation)
+	}
+	c, err := chain.ParseClass(rec.Class)
+	if err != nil {
+		return rec, 0, fmt.Errorf("loglet: stream record %s: %w", it.Key, err)
+	}
+	return rec, c, nil
 }
 
 // Open starts leading cfg.Star. For each configured class it mints the
@@ -159,18 +182,14 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			return fmt.Errorf("loglet: load streams: %w", err)
 		}
 		for _, it := range items {
-			var rec streamRecord
-			if err := json.Unmarshal(it.Value, &rec); err != nil {
-				return fmt.Errorf("loglet: stream record %s is corrupt: %v", it.Key, err)
+			rec, c, err := decodeStreamRecord(it)
+			if err != nil {
+				return err
 			}
 			if rec.Star != s.cfg.Star {
 				continue
 			}
-			c, err := chain.ParseClass(rec.Class)
-			if err != nil {
-				return fmt.Errorf("loglet: stream record %s: %w", it.Key, err)
-			}
-			s.streams[rec.Name] = s.newStreamState(rec.Name, c)
+			s.streams[rec.Name] = s.newStreamState(rec, c)
 		}
 		if len(items) < 1000 {
 			return nil
@@ -192,13 +211,21 @@ type StreamInfo struct {
 	Name  string
 	Class Class
 	Star  string
+	// Incarnation names this life of the stream: a stream deleted and
+	// created again under the same name has a new one ("" for streams
+	// created before incarnations existed).
+	Incarnation string
 }
 
-// CreateStream records a new stream in the metastore. It fails with
-// ErrStreamExists if the name is taken.
+// CreateStream records a new stream in the metastore, as a new
+// incarnation: a name deleted before starts afresh at seq 0, and no record
+// of its old incarnation is readable through the new one. It fails with
+// ErrStreamExists if the name is taken, and with ErrInvalidBatch (wrapping
+// chain.ErrInvalidName) for a name any of whose keys would not fit a
+// backend's key limit.
 func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions) (StreamInfo, error) {
-	if err := chain.ValidateStreamName(name); err != nil {
-		return StreamInfo{}, fmt.Errorf("loglet: %w", err)
+	if err := chain.ValidateStreamKeys(name); err != nil {
+		return StreamInfo{}, fmt.Errorf("loglet: %w: %w", ErrInvalidBatch, err)
 	}
 	if opts.Class != Standard && opts.Class != Express {
 		return StreamInfo{}, fmt.Errorf("loglet: stream %q: unknown class %v", name, opts.Class)
@@ -213,10 +240,15 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	if star == s.cfg.Star && s.lanes[opts.Class] == nil {
 		return StreamInfo{}, fmt.Errorf("loglet: stream %q: %w: %s", name, ErrClassDisabled, opts.Class)
 	}
-	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner, Nonce: envelope.NewNonce().String()}
+	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
+		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation()}
 	val, _ := json.Marshal(rec)
 	key := chain.StreamRecordKey(name)
-	_, err := s.cfg.Meta.Put(ctx, key, val, metastore.NoVersion)
+	// The record and its entry in the name index, together.
+	_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpPut, Key: key, Value: val, Expect: metastore.NoVersion},
+		{Kind: metastore.OpPut, Key: chain.StreamNameKey(name), Value: val, Expect: metastore.NoVersion},
+	})
 	if err != nil {
 		// A conflict may be our own ambiguous earlier attempt; re-read.
 		it, gerr := s.cfg.Meta.Get(ctx, key)
@@ -228,11 +260,11 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 			return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, err)
 		}
 	}
-	info := StreamInfo{Name: name, Class: opts.Class, Star: star}
+	info := StreamInfo{Name: name, Class: opts.Class, Star: star, Incarnation: rec.Incarnation}
 	if star == s.cfg.Star {
 		s.mu.Lock()
-		if _, ok := s.streams[name]; !ok {
-			s.streams[name] = s.newStreamState(name, opts.Class)
+		if old, ok := s.streams[name]; !ok || old.id != rec.id() {
+			s.streams[name] = s.newStreamState(rec, opts.Class)
 		}
 		s.mu.Unlock()
 	}
@@ -250,7 +282,10 @@ func (s *Star) DeleteStream(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
 	}
-	if err := s.cfg.Meta.Delete(ctx, key, it.Version); err != nil {
+	if _, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpDelete, Key: key, Expect: it.Version},
+		{Kind: metastore.OpDelete, Key: chain.StreamNameKey(name), Expect: metastore.AnyVersion},
+	}); err != nil {
 		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
 	}
 	s.mu.Lock()
@@ -259,33 +294,45 @@ func (s *Star) DeleteStream(ctx context.Context, name string) error {
 	return nil
 }
 
-// ListStreams returns the streams whose names begin with prefix, in name
-// order of their keys, at most limit (<= 0: all), after the key of
-// startAfter ("" from the start).
-func (s *Star) ListStreams(ctx context.Context, prefix string, limit int) ([]StreamInfo, error) {
-	var out []StreamInfo
-	after := ""
-	for {
-		items, err := s.cfg.Meta.Scan(ctx, "streams/", after, 1000)
-		if err != nil {
-			return nil, fmt.Errorf("loglet: list streams: %w", err)
-		}
-		for _, it := range items {
-			var rec streamRecord
-			if json.Unmarshal(it.Value, &rec) != nil || !strings.HasPrefix(rec.Name, prefix) {
-				continue
-			}
-			c, _ := chain.ParseClass(rec.Class)
-			out = append(out, StreamInfo{Name: rec.Name, Class: c, Star: rec.Star})
-			if limit > 0 && len(out) == limit {
-				return out, nil
-			}
-		}
-		if len(items) < 1000 {
-			return out, nil
-		}
-		after = items[len(items)-1].Key
+// ListOptions bound a ListStreams page.
+type ListOptions struct {
+	// Prefix keeps the streams whose names begin with it.
+	Prefix string
+	// StartAfter starts the page after this name (the last name of the
+	// previous page; "" from the start).
+	StartAfter string
+	// Limit bounds the page (<= 0: 1000).
+	Limit int
+}
+
+// ListStreams returns a page of the streams whose names begin with
+// opts.Prefix, in byte order of their names, from the name index (one
+// metastore scan of at most Limit keys): the next page starts after the
+// last name returned, and a page shorter than Limit is the last. Streams
+// of every star are listed. (Streams created before the name index existed
+// are not in it.)
+func (s *Star) ListStreams(ctx context.Context, opts ListOptions) ([]StreamInfo, error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 1000
 	}
+	after := ""
+	if opts.StartAfter != "" {
+		after = chain.StreamNameKey(opts.StartAfter)
+	}
+	items, err := s.cfg.Meta.Scan(ctx, chain.StreamNameKey(opts.Prefix), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("loglet: list streams: %w", err)
+	}
+	out := make([]StreamInfo, 0, len(items))
+	for _, it := range items {
+		rec, c, err := decodeStreamRecord(it)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, StreamInfo{Name: rec.Name, Class: c, Star: rec.Star, Incarnation: rec.Incarnation})
+	}
+	return out, nil
 }
 
 // stream returns the state of a stream this star leads, loading its record
@@ -325,26 +372,20 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 		case err != nil:
 			return nil, fmt.Errorf("loglet: look up stream %q: %w", name, err)
 		}
-		var rec streamRecord
-		if err := json.Unmarshal(it.Value, &rec); err != nil {
-			return nil, fmt.Errorf("loglet: stream record of %q is corrupt: %v", name, err)
+		rec, c, err := decodeStreamRecord(it)
+		if err != nil {
+			return nil, err
 		}
 		if rec.Star != s.cfg.Star {
 			nl := &NotLeaderError{Stream: name, Star: rec.Star}
-			if c, err := chain.ParseClass(rec.Class); err == nil {
-				if ep, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, rec.Star, c); err == nil {
-					nl.Leader, nl.Epoch = ep.Owner, ep.Epoch
-				}
+			if ep, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, rec.Star, c); err == nil {
+				nl.Leader, nl.Epoch = ep.Owner, ep.Epoch
 			}
 			return nil, nl
 		}
-		c, err := chain.ParseClass(rec.Class)
-		if err != nil {
-			return nil, fmt.Errorf("loglet: stream %q: %w", name, err)
-		}
 		s.mu.Lock()
-		if st, ok = s.streams[name]; !ok {
-			st = s.newStreamState(name, c)
+		if st, ok = s.streams[name]; !ok || st.id != rec.id() {
+			st = s.newStreamState(rec, c)
 			s.streams[name] = st
 		}
 		s.mu.Unlock()
@@ -355,13 +396,14 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 	return st, nil
 }
 
-// newStreamState binds a stream to its class's lane (nil if the class is
-// disabled here), at its state in the lane's core.
-func (s *Star) newStreamState(name string, c Class) *streamState {
-	st := &streamState{name: name, class: c, lane: s.lanes[c]}
+// newStreamState binds a stream's incarnation to its class's lane (nil if
+// the class is disabled here), at its state in the lane's core (keyed by the
+// stream's ID: a new incarnation starts at seq 0).
+func (s *Star) newStreamState(rec streamRecord, c Class) *streamState {
+	st := &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c]}
 	if l := st.lane; l != nil {
 		l.mu.Lock()
-		st.core = l.core.Stream(name)
+		st.core = l.core.Stream(st.id)
 		l.mu.Unlock()
 	}
 	return st
@@ -513,7 +555,7 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 		if next >= v.start {
 			more, err = v.read(next, maxRecs-len(recs), maxBytes-size)
 		} else {
-			more, err = s.hist.read(ctx, stream, next, maxRecs-len(recs), maxBytes-size)
+			more, err = s.hist.read(ctx, st.id, next, maxRecs-len(recs), maxBytes-size)
 			if err == nil && len(more) == 0 && len(recs) == 0 {
 				err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, next)
 			}
@@ -537,7 +579,7 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 // history (the successor's refs), then from what is left of its own flight
 // index (released here before the successor's fence, not yet in refs).
 func (s *Star) readDeposed(ctx context.Context, st *streamState, v indexView, start uint64, maxRecs, maxBytes int) (ReadResult, error) {
-	recs, err := s.hist.read(ctx, st.name, start, maxRecs, maxBytes)
+	recs, err := s.hist.read(ctx, st.id, start, maxRecs, maxBytes)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -592,7 +634,7 @@ func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64
 		return v.durable.Seq - p.value, nil
 	case posTimestamp:
 		if idxMin := v.minTimestamp(); v.start > 0 && (idxMin < 0 || idxMin > p.ts) {
-			seq, ok, err := s.hist.seqAtTimestamp(ctx, st.name, p.ts)
+			seq, ok, err := s.hist.seqAtTimestamp(ctx, st.id, p.ts)
 			if err != nil || ok {
 				return seq, err
 			}

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
@@ -16,10 +18,14 @@ import (
 
 // streamRecord is the part of a stream's metastore record fsck needs.
 type streamRecord struct {
-	Name  string `json:"name"`
-	Class string `json:"class"`
-	Star  string `json:"star"`
+	Name        string `json:"name"`
+	Class       string `json:"class"`
+	Star        string `json:"star"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
+
+// id is the stream's ID: what its refs, frames and tails are keyed by.
+func (r streamRecord) id() string { return chain.StreamID(r.Name, r.Incarnation) }
 
 // fsckReport accumulates what fsck found.
 type fsckReport struct {
@@ -153,7 +159,7 @@ func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) err
 				ends[k] = map[string]uint64{}
 			}
 			if end > 0 {
-				ends[k][sr.Name] = end
+				ends[k][sr.id()] = end
 			}
 		}
 		if len(items) < 1000 {
@@ -162,16 +168,26 @@ func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) err
 		after = items[len(items)-1].Key
 	}
 	for k, ci := range chains {
+		if err := fsckOpenable(ctx, b, rep, k, ci); err != nil {
+			return err
+		}
 		if ci.tails == nil || ci.cp.Pending != nil {
 			continue
 		}
-		for name, t := range ci.tails {
-			if got := ends[k][name]; got != t.Next {
+		for id, t := range ci.tails {
+			name, inc := chain.SplitStreamID(id)
+			got, ok := ends[k][id]
+			if !ok {
+				rep.note("%s: tails snapshot has stream %q (incarnation %q), which has no record now (deleted)", k, name, inc)
+				continue
+			}
+			if got != t.Next {
 				rep.problem("%s: tails snapshot says stream %q ends at %d, its refs end at %d", k, name, t.Next, got)
 			}
 		}
-		for name, end := range ends[k] {
-			if _, ok := ci.tails[name]; !ok {
+		for id, end := range ends[k] {
+			if _, ok := ci.tails[id]; !ok {
+				name, _ := chain.SplitStreamID(id)
 				rep.problem("%s: stream %q has refs up to %d but no entry in the tails snapshot", k, name, end)
 			}
 		}
@@ -181,7 +197,8 @@ func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) err
 
 // fsckStream checks one stream's refs and returns the end of its last ref.
 func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progress, sr streamRecord, c chain.Class, ci *chainInfo) (uint64, error) {
-	prefix := "refs/" + chain.StreamKey(sr.Name) + "/"
+	id := sr.id()
+	prefix := chain.RefPrefix(id)
 	set := b.sets[c]
 	var next uint64
 	first := true
@@ -191,6 +208,13 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 		if err != nil {
 			return next, err
 		}
+		n := len(items)
+		for i, it := range items {
+			if !chain.IsRefOf(id, it.Key) {
+				items, n = items[:i], 0 // a later incarnation's refs, under an incarnation-less prefix
+				break
+			}
+		}
 		for _, it := range items {
 			rep.refs++
 			prog.update("fsck: %d streams, %d refs, %d extents", rep.streams, rep.refs, rep.extents)
@@ -199,7 +223,7 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 				rep.problem("ref %s: %v", it.Key, err)
 				continue
 			}
-			if ref.Stream != sr.Name || it.Key != chain.RefKey(sr.Name, ref.End) {
+			if ref.Stream != id || it.Key != chain.RefKey(id, ref.End) {
 				rep.problem("ref %s is for stream %q ending at %d (key %s)", it.Key, ref.Stream, ref.End, chain.RefKey(ref.Stream, ref.End))
 			}
 			if ref.Class != c.String() {
@@ -227,7 +251,7 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 					data, err := bucket.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
 					rep.copies++
 					if err == nil {
-						_, err = envelope.DecodeFrame(ext.FrameInfo(sr.Name), data)
+						_, err = envelope.DecodeFrame(ext.FrameInfo(id), data)
 					}
 					if ctx.Err() != nil {
 						return next, ctx.Err()
@@ -244,11 +268,112 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 				}
 			}
 		}
-		if len(items) < 256 {
+		if n < 256 {
 			return next, nil
 		}
 		after = items[len(items)-1].Key
 	}
+}
+
+// fsckOpenable checks that the next owner's takeover of the chain k (star/
+// class) would succeed, without writing anything: from the checkpoint and
+// its tails snapshot it walks every slot the takeover would walk (the
+// pending round, then each epoch up to its recorded cut, and in the current
+// epoch without a cut every slot that is committed now, where the fence
+// would stop at the first that is not) and plans its absorb rounds. A plan
+// that fails (a stream's frames do not continue its tail) means every Open
+// of the star would fail: a problem, named with where the walk broke.
+func fsckOpenable(ctx context.Context, b *backends, rep *fsckReport, k string, ci *chainInfo) error {
+	if !ci.hasRec || !ci.hasCP || (ci.cp.Tails != "" && ci.tails == nil) {
+		return nil // nothing to open, or a problem already reported
+	}
+	star, cls, _ := strings.Cut(k, "/")
+	c, err := chain.ParseClass(cls)
+	if err != nil {
+		return nil
+	}
+	set := b.sets[c]
+	if len(set) == 0 {
+		return nil
+	}
+	w := ci.rec.W
+	tails := map[string]absorb.StreamTail{}
+	for id, t := range ci.tails {
+		tails[id] = t
+	}
+	bset := chain.BucketSet{Stores: set, Names: b.names[c], W: w}
+	walk := func(e, from, to uint64) error {
+		// A slot with no good copy is retried until the context ends: bound
+		// it, and report it (it, too, would keep a takeover from finishing).
+		wctx, cancel := context.WithTimeout(ctx, fsckWalkBound)
+		defer cancel()
+		err := chain.Walk(wctx, bset, star, c, e, from, to, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
+			_, err := absorb.Plan(c.String(), "fsck", []absorb.Slot{{Epoch: e, Slot: slot, Key: chain.SlotKey(star, c, e, slot), Frames: frames}}, tails)
+			if err != nil {
+				rep.problem("%s cannot be opened: the next owner's walk would fail at epoch %d slot %d: %v", k, e, slot, err)
+				return errStopWalk
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopWalk) && ctx.Err() == nil {
+			rep.problem("%s cannot be opened: the next owner's walk of epoch %d [%d, %d) would not finish: %v", k, e, from, to, err)
+			return errStopWalk
+		}
+		return err
+	}
+	pos := struct{ epoch, next uint64 }{ci.cp.Epoch, ci.cp.Next}
+	if p := ci.cp.Pending; p != nil {
+		if err := walk(p.Epoch, p.From, p.To); err != nil {
+			return walkErr(err)
+		}
+		pos.epoch, pos.next = p.Epoch, p.To
+	}
+	for e := pos.epoch; e <= ci.rec.Epoch; e++ {
+		from := uint64(0)
+		if e == pos.epoch {
+			from = pos.next
+		}
+		cut, ok := ci.rec.CutOf(e)
+		if !ok && e != ci.rec.Epoch {
+			continue // an epoch that never wrote
+		}
+		if !ok {
+			// The current epoch, not sealed: a successor would fence it at
+			// its first slot that is not committed.
+			end := from
+			for {
+				st, err := probeSlot(ctx, set, star, c, e, end)
+				if err != nil {
+					return err
+				}
+				if !st.committed(w) {
+					break
+				}
+				end++
+			}
+			cut.Slot = end
+		}
+		if from < cut.Slot {
+			if err := walk(e, from, cut.Slot); err != nil {
+				return walkErr(err)
+			}
+		}
+	}
+	return nil
+}
+
+// fsckWalkBound bounds the walk of one range by fsckOpenable.
+const fsckWalkBound = 30 * time.Second
+
+// errStopWalk ends fsckOpenable's walk at the first failed plan (already
+// reported).
+var errStopWalk = errors.New("fsck: stop the walk")
+
+func walkErr(err error) error {
+	if errors.Is(err, errStopWalk) {
+		return nil
+	}
+	return err
 }
 
 // fsckCut checks that a chain extent lies in a slot that counts: below its

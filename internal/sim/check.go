@@ -229,15 +229,16 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 					if err != nil {
 						return err
 					}
+					stream, _ := chain.SplitStreamID(f.Stream) // this workload never re-creates a name
 					for i, r := range recs {
 						seq := f.FirstSeq + uint64(i)
-						if n := uint64(len(walked[f.Stream])); seq != n {
-							bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, f.Stream, seq, n)
+						if n := uint64(len(walked[stream])); seq != n {
+							bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, stream, seq, n)
 							return errStopWalk
 						}
-						walked[f.Stream] = append(walked[f.Stream], loglet.SequencedRecord{Seq: seq, Record: r})
+						walked[stream] = append(walked[stream], loglet.SequencedRecord{Seq: seq, Record: r})
 						if id, ok := parseRecordID(r.Body); ok {
-							walkedIDs[seqKey{f.Stream, seq}] = id
+							walkedIDs[seqKey{stream, seq}] = id
 						}
 					}
 				}
@@ -297,9 +298,10 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 				if err != nil {
 					continue
 				}
+				stream, _ := chain.SplitStreamID(f.Stream)
 				for i, r := range recs {
 					if rid, ok := parseRecordID(r.Body); ok {
-						sk := seqKey{f.Stream, f.FirstSeq + uint64(i)}
+						sk := seqKey{stream, f.FirstSeq + uint64(i)}
 						beyond[sk] = append(beyond[sk], rid)
 					}
 				}

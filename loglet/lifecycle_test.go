@@ -1,0 +1,234 @@
+package loglet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// readBodies reads every record of stream through read and returns the
+// bodies in seq order, checking the seqs run from 0 with no gap.
+func readBodies(t *testing.T, read func(ctx context.Context, stream string, q ReadQuery) (ReadResult, error), stream string) []string {
+	t.Helper()
+	var out []string
+	next := uint64(0)
+	for {
+		res, err := read(context.Background(), stream, ReadQuery{Start: AtSeq(next)})
+		if err != nil {
+			t.Fatalf("read %s at %d: %v", stream, next, err)
+		}
+		if len(res.Records) == 0 {
+			return out
+		}
+		for _, r := range res.Records {
+			if r.Seq != uint64(len(out)) {
+				t.Fatalf("%s: record %d has seq %d", stream, len(out), r.Seq)
+			}
+			out = append(out, string(r.Body))
+		}
+		next = res.Next
+	}
+}
+
+func appendBodies(t *testing.T, s *Star, stream string, bodies ...string) Ack {
+	t.Helper()
+	var b Batch
+	for _, x := range bodies {
+		b.Records = append(b.Records, Record{Body: []byte(x)})
+	}
+	ack, err := s.Append(context.Background(), stream, b)
+	if err != nil {
+		t.Fatalf("append to %s: %v", stream, err)
+	}
+	return ack
+}
+
+// waitAbsorbed waits until every released flight of s's Standard chain is
+// absorbed.
+func waitAbsorbed(t *testing.T, s *Star) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := s.Stats().Standard
+		if st.FlightIndexBytes == 0 && st.Backlog.Flights == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not absorbed: %+v", st.Backlog)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestDeleteAndRecreateIsAFreshStream (issue 13, item 1): a stream deleted
+// and created again under the same name is a new incarnation: it starts at
+// seq 0, none of the old records is readable through it (from the leader's
+// flight index, from refs, from a Reader), the absorb goes on, and the star
+// opens again afterwards. Before incarnations, the re-created stream was
+// acked at seqs already committed, read the old records, killed the next
+// absorb round ("frame at 0 does not continue its tail 5"), and every later
+// Open of the star failed.
+func TestDeleteAndRecreateIsAFreshStream(t *testing.T) {
+	for _, absorbed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("old-absorbed=%v", absorbed), func(t *testing.T) {
+			w := newWorld(t)
+			ctx := context.Background()
+			interval := time.Millisecond
+			if !absorbed {
+				interval = time.Hour // the old records stay in the flight index
+			}
+			cfg := func(c *Config) { c.Express = ClassConfig{}; c.CreateOnAppend = false; c.AbsorbInterval = interval }
+			p1, err := w.open("p1", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := p1.star.CreateStream(ctx, "a", StreamOptions{Class: Standard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 5; i++ {
+				appendBodies(t, p1.star, "a", fmt.Sprint("old-", i))
+			}
+			if absorbed {
+				waitAbsorbed(t, p1.star)
+			}
+			if err := p1.star.DeleteStream(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("x")}}}); !errors.Is(err, ErrStreamNotFound) || !errors.Is(err, ErrNotCommitted) {
+				t.Fatalf("append to a deleted stream: %v", err)
+			}
+			second, err := p1.star.CreateStream(ctx, "a", StreamOptions{Class: Standard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second.Incarnation == first.Incarnation || second.Incarnation == "" {
+				t.Fatalf("incarnations %q then %q", first.Incarnation, second.Incarnation)
+			}
+			if ack := appendBodies(t, p1.star, "a", "new-0"); ack.Start != 0 {
+				t.Fatalf("the re-created stream's first ack is at %d, want 0", ack.Start)
+			}
+			appendBodies(t, p1.star, "a", "new-1")
+			if got := readBodies(t, p1.star.Read, "a"); strings.Join(got, ",") != "new-0,new-1" {
+				t.Fatalf("the leader reads %v", got)
+			}
+			if err := p1.star.Close(ctx); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			rd, err := NewReader(ReaderConfig{Meta: w.meta, Standard: []objstore.Store{w.std}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readBodies(t, rd.Read, "a"); strings.Join(got, ",") != "new-0,new-1" {
+				t.Fatalf("a Reader reads %v", got)
+			}
+			if tail, err := rd.CheckTail(ctx, "a"); err != nil || tail.Seq != 2 {
+				t.Fatalf("Reader tail %+v %v", tail, err)
+			}
+			p2, err := w.open("p2", cfg)
+			if err != nil {
+				t.Fatalf("the star does not open after a re-creation: %v", err)
+			}
+			if ack := appendBodies(t, p2.star, "a", "new-2"); ack.Start != 2 {
+				t.Fatalf("after reopen: ack at %d, want 2", ack.Start)
+			}
+			if got := readBodies(t, p2.star.Read, "a"); strings.Join(got, ",") != "new-0,new-1,new-2" {
+				t.Fatalf("after reopen the leader reads %v", got)
+			}
+		})
+	}
+}
+
+// TestRecreateOnAnotherStar: the name moves to another star as a new
+// incarnation; its refs do not collide with the old star's, and a Reader
+// sees only the new records.
+func TestRecreateOnAnotherStar(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	on := func(star string) func(*Config) {
+		return func(c *Config) {
+			c.Star, c.Stars, c.Express, c.CreateOnAppend, c.AbsorbInterval = star, []string{"s1", "s2"}, ClassConfig{}, false, time.Millisecond
+		}
+	}
+	p1, err := w.open("p1", on("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "a", StreamOptions{Class: Standard, Star: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	appendBodies(t, p1.star, "a", "s1-0", "s1-1", "s1-2")
+	waitAbsorbed(t, p1.star)
+	if err := p1.star.DeleteStream(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := w.open("p2", on("s2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.star.CreateStream(ctx, "a", StreamOptions{Class: Standard, Star: "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	if ack := appendBodies(t, p2.star, "a", "s2-0"); ack.Start != 0 {
+		t.Fatalf("first ack on s2 at %d", ack.Start)
+	}
+	if err := p2.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("x")}}}); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on s1's leader to a stream now on s2: %v", err)
+	}
+	rd, _ := NewReader(ReaderConfig{Meta: w.meta, Standard: []objstore.Store{w.std}})
+	if got := readBodies(t, rd.Read, "a"); strings.Join(got, ",") != "s2-0" {
+		t.Fatalf("a Reader reads %v", got)
+	}
+}
+
+// TestStreamNameKeyLimit (issue 13, item 2): a name whose longest key fits
+// every backend is accepted and lives (appends, absorb, reopen); one byte
+// more is refused at creation with a clear error, and so is it under
+// CreateOnAppend. Before, a 482-499-byte name was accepted and acked, and
+// every absorb round then failed with ErrInvalidKey.
+func TestStreamNameKeyLimit(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	longest := ""
+	for n := 1; n <= chain.MaxStreamNameLen; n++ {
+		if chain.ValidateStreamKeys(strings.Repeat("n", n)) != nil {
+			break
+		}
+		longest = strings.Repeat("n", n)
+	}
+	cfg := func(c *Config) { c.Express = ClassConfig{}; c.AbsorbInterval = time.Millisecond }
+	p1, err := w.open("p1", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, longest+"n", StreamOptions{Class: Standard}); !errors.Is(err, ErrInvalidBatch) || !errors.Is(err, chain.ErrInvalidName) {
+		t.Fatalf("a name one byte over the key limit: %v", err)
+	}
+	if _, err := p1.star.Append(ctx, longest+"n", Batch{Records: []Record{{Body: []byte("x")}}}); !errors.Is(err, ErrNotCommitted) || !errors.Is(err, chain.ErrInvalidName) {
+		t.Fatalf("create-on-append of a name one byte over the key limit: %v", err)
+	}
+	appendBodies(t, p1.star, longest, "one")
+	waitAbsorbed(t, p1.star)
+	if st := p1.star.Stats().Standard; st.AbsorbFailures != 0 {
+		t.Fatalf("absorb failures with the longest name: %d", st.AbsorbFailures)
+	}
+	if err := p1.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := w.open("p2", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack := appendBodies(t, p2.star, longest, "two"); ack.Start != 1 {
+		t.Fatalf("after reopen: %d", ack.Start)
+	}
+}
