@@ -201,18 +201,18 @@ func TestKeysAndNames(t *testing.T) {
 func TestMintFirst(t *testing.T) {
 	ms := metastore.NewMem()
 	ctx := context.Background()
-	rec, _, err := MintFirst(ctx, ms, "s", Standard, EpochRecord{Owner: "p1", Window: 4, K: 1, W: 1})
+	rec, _, err := MintFirst(ctx, ms, "s", Standard, EpochRecord{Owner: "p1", Window: 4, K: 1, W: 1, Buckets: []string{"a"}})
 	if err != nil || rec.Epoch != 1 {
 		t.Fatalf("mint: %+v %v", rec, err)
 	}
-	got, _, err := MintFirst(ctx, ms, "s", Standard, EpochRecord{Owner: "p2"})
+	got, _, err := MintFirst(ctx, ms, "s", Standard, EpochRecord{Owner: "p2", Window: 4, K: 1, W: 1, Buckets: []string{"a"}})
 	if !errors.Is(err, ErrEpochTaken) || got.Owner != "p1" {
 		t.Fatalf("second mint: %+v %v", got, err)
 	}
 	// An ambiguous create that applied is recognised as ours.
 	fs := metastore.WithFaults(metastore.NewMem(), 1)
 	fs.SetAmbiguousRate(1)
-	rec, _, err = MintFirst(ctx, fs, "s", Express, EpochRecord{Owner: "p3"})
+	rec, _, err = MintFirst(ctx, fs, "s", Express, EpochRecord{Owner: "p3", Window: 4, K: 3, W: 2, Buckets: []string{"a", "b", "c"}})
 	if err != nil || rec.Owner != "p3" {
 		t.Fatalf("mint through an ambiguous put: %+v %v", rec, err)
 	}

@@ -77,8 +77,49 @@ var (
 	ErrDeposed = errors.New("chain: deposed: the epoch record has moved on")
 )
 
+// Bounds an epoch record must keep (Validate): a record is read from the
+// metastore, and its fields size goroutines and loops (the garbage probe
+// starts work per window slot per bucket), so a hostile or corrupt one is
+// refused, never used.
+const (
+	MaxBuckets = 16   // K
+	MaxWindow  = 4096 // the pipeline window
+	MaxCuts    = 1 << 16
+)
+
+// ErrBadRecord is wrapped by ReadEpoch's error for a record that does not
+// parse or breaks a bound.
+var ErrBadRecord = errors.New("chain: epoch record is corrupt or out of bounds")
+
+// Validate checks the record's fields against their bounds and each other.
+func (r EpochRecord) Validate() error {
+	switch {
+	case r.Epoch == 0:
+		return fmt.Errorf("%w: epoch 0", ErrBadRecord)
+	case r.K < 1 || r.K > MaxBuckets:
+		return fmt.Errorf("%w: K=%d outside [1, %d]", ErrBadRecord, r.K, MaxBuckets)
+	case r.W < 1 || r.W > r.K:
+		return fmt.Errorf("%w: W=%d outside [1, K=%d]", ErrBadRecord, r.W, r.K)
+	case r.Window < 1 || r.Window > MaxWindow:
+		return fmt.Errorf("%w: window %d outside [1, %d]", ErrBadRecord, r.Window, MaxWindow)
+	case len(r.Buckets) != r.K:
+		return fmt.Errorf("%w: %d bucket names for K=%d", ErrBadRecord, len(r.Buckets), r.K)
+	case len(r.Cuts) > MaxCuts:
+		return fmt.Errorf("%w: %d cuts", ErrBadRecord, len(r.Cuts))
+	case r.Seal != nil && r.Seal.Epoch != r.Epoch:
+		return fmt.Errorf("%w: epoch %d carries a seal of epoch %d", ErrBadRecord, r.Epoch, r.Seal.Epoch)
+	}
+	for _, c := range r.Cuts {
+		if c.Epoch >= r.Epoch {
+			return fmt.Errorf("%w: epoch %d carries a cut of epoch %d", ErrBadRecord, r.Epoch, c.Epoch)
+		}
+	}
+	return nil
+}
+
 // ReadEpoch returns the chain's epoch record and its version, or an error
-// wrapping metastore.ErrNotFound for a chain never opened.
+// wrapping metastore.ErrNotFound for a chain never opened, or ErrBadRecord
+// for a record that does not parse or breaks a bound (Validate).
 func ReadEpoch(ctx context.Context, ms metastore.Store, star string, c Class) (EpochRecord, metastore.Version, error) {
 	it, err := ms.Get(ctx, EpochKey(star, c))
 	if err != nil {
@@ -86,7 +127,10 @@ func ReadEpoch(ctx context.Context, ms metastore.Store, star string, c Class) (E
 	}
 	var rec EpochRecord
 	if err := json.Unmarshal(it.Value, &rec); err != nil {
-		return EpochRecord{}, "", fmt.Errorf("chain: epoch record of %s/%s is corrupt: %v", star, c, err)
+		return EpochRecord{}, "", fmt.Errorf("%w: %s/%s: %v", ErrBadRecord, star, c, err)
+	}
+	if err := rec.Validate(); err != nil {
+		return EpochRecord{}, "", fmt.Errorf("chain: %s/%s: %w", star, c, err)
 	}
 	return rec, it.Version, nil
 }

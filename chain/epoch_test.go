@@ -73,7 +73,7 @@ func TestMintNextAmbiguous(t *testing.T) {
 	for name, kind := range map[string]metastore.FaultKind{"applied then failed": metastore.FaultAmbiguous, "failed unapplied": metastore.FaultFail} {
 		t.Run(name, func(t *testing.T) {
 			fs := metastore.WithFaults(metastore.NewMem(), 1)
-			first, v, err := MintFirst(ctx, fs, "s", Standard, EpochRecord{Owner: "p1", K: 1, W: 1})
+			first, v, err := MintFirst(ctx, fs, "s", Standard, EpochRecord{Owner: "p1", Window: 4, K: 1, W: 1, Buckets: []string{"a"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestMintNextAmbiguous(t *testing.T) {
 				}
 				return metastore.Fault{}
 			})
-			rec, v2, err := MintNext(ctx, fs, "s", Standard, first, v, EpochRecord{Owner: "p2", K: 1, W: 1})
+			rec, v2, err := MintNext(ctx, fs, "s", Standard, first, v, EpochRecord{Owner: "p2", Window: 4, K: 1, W: 1, Buckets: []string{"a"}})
 			if err != nil || rec.Epoch != 2 || rec.Owner != "p2" || !fired.Load() {
 				t.Fatalf("mint through a %v put: %+v %v", kind, rec, err)
 			}
@@ -93,7 +93,7 @@ func TestMintNextAmbiguous(t *testing.T) {
 				t.Fatalf("stored %+v at %v, returned version %v", got, gv, v2)
 			}
 			// Minting again from the stale version loses: the record has moved on.
-			if _, _, err := MintNext(ctx, fs, "s", Standard, first, v, EpochRecord{Owner: "p3"}); !errors.Is(err, ErrMintLost) {
+			if _, _, err := MintNext(ctx, fs, "s", Standard, first, v, EpochRecord{Owner: "p3", Window: 4, K: 3, W: 2, Buckets: []string{"a", "b", "c"}}); !errors.Is(err, ErrMintLost) {
 				t.Fatalf("stale mint: %v", err)
 			}
 		})
@@ -106,7 +106,7 @@ func TestMintNextAmbiguous(t *testing.T) {
 func TestSealEpoch(t *testing.T) {
 	ctx := context.Background()
 	ms := metastore.NewMem()
-	rec, v, err := MintFirst(ctx, ms, "s", Express, EpochRecord{Owner: "p1", Window: 4, K: 3, W: 2})
+	rec, v, err := MintFirst(ctx, ms, "s", Express, EpochRecord{Owner: "p1", Window: 4, K: 3, W: 2, Buckets: []string{"a", "b", "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestSealEpoch(t *testing.T) {
 		t.Fatal("a sealed epoch accepted a different cut")
 	}
 	// The next owner mints from the sealed record, carrying the clean cut.
-	next, _, err := MintNext(ctx, ms, "s", Express, sealed, sv, EpochRecord{Owner: "p2", Window: 4, K: 3, W: 2, Cuts: []Cut{*sealed.Seal}})
+	next, _, err := MintNext(ctx, ms, "s", Express, sealed, sv, EpochRecord{Owner: "p2", Window: 4, K: 3, W: 2, Buckets: []string{"a", "b", "c"}, Cuts: []Cut{*sealed.Seal}})
 	if err != nil || next.Seal != nil {
 		t.Fatalf("mint after seal: %+v %v", next, err)
 	}
@@ -159,5 +159,43 @@ func TestEpochRecordCompat(t *testing.T) {
 	b, _ := json.Marshal(rec)
 	if string(b) != `{"epoch":3,"owner":"p","window":4,"k":1,"w":1,"buckets":["b"],"counter":5}` {
 		t.Fatalf("encoded %s", b)
+	}
+}
+
+// TestHostileEpochRecordRefused (issue 13, item 8): an epoch record whose
+// fields break a bound (a huge window, K or W; cuts of later epochs) is
+// refused by ReadEpoch with ErrBadRecord, never used to size work.
+func TestHostileEpochRecordRefused(t *testing.T) {
+	ctx := context.Background()
+	good := EpochRecord{Epoch: 3, Owner: "p", Window: 16, K: 3, W: 2, Buckets: []string{"a", "b", "c"}}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*EpochRecord){
+		"window":       func(r *EpochRecord) { r.Window = 1 << 40 },
+		"window zero":  func(r *EpochRecord) { r.Window = 0 },
+		"K":            func(r *EpochRecord) { r.K = 1 << 20 },
+		"W over K":     func(r *EpochRecord) { r.W = 4 },
+		"buckets":      func(r *EpochRecord) { r.Buckets = r.Buckets[:2] },
+		"epoch 0":      func(r *EpochRecord) { r.Epoch = 0 },
+		"future cut":   func(r *EpochRecord) { r.Cuts = []Cut{{Epoch: 3, Slot: 1}} },
+		"foreign seal": func(r *EpochRecord) { r.Seal = &Cut{Epoch: 2, Slot: 1} },
+	} {
+		rec := good
+		rec.Buckets = append([]string(nil), good.Buckets...)
+		mutate(&rec)
+		ms := metastore.NewMem()
+		val, _ := json.Marshal(rec)
+		if _, err := ms.Put(ctx, EpochKey("s", Express), val, metastore.NoVersion); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ReadEpoch(ctx, ms, "s", Express); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("%s: ReadEpoch of %+v: %v, want ErrBadRecord", name, rec, err)
+		}
+	}
+	ms := metastore.NewMem()
+	ms.Put(ctx, EpochKey("s", Express), []byte("{not json"), metastore.NoVersion)
+	if _, _, err := ReadEpoch(ctx, ms, "s", Express); !errors.Is(err, ErrBadRecord) {
+		t.Errorf("garbage: %v", err)
 	}
 }

@@ -69,6 +69,15 @@ type Config struct {
 	// that must never depose a running service by accident (the CLI's
 	// append without --takeover) set it.
 	RefuseLiveOwner bool
+	// UncappedTimestamps keeps record timestamps in the future as the
+	// producer set them. By default a timestamp later than the record's
+	// arrival is capped at the arrival time (S2's rule), so a producer whose
+	// clock is off (or that passes microseconds for milliseconds) cannot push
+	// every later timestamp of the stream into the far future, which would
+	// break reads by timestamp for good. Set it for backfills that carry
+	// trusted timestamps. (Timestamps never go backwards within a stream
+	// either way: a record older than the last is stamped at the last.)
+	UncappedTimestamps bool
 	// CloseTimeout bounds Close when its context has no deadline (default
 	// 30s): a close that cannot finish (a bucket set or the metastore down)
 	// then gives up, and batches without an outcome end with one.

@@ -232,3 +232,44 @@ func TestStreamNameKeyLimit(t *testing.T) {
 		t.Fatalf("after reopen: %d", ack.Start)
 	}
 }
+
+// TestFutureTimestampsCapped (issue 13, item 2): a timestamp in the future
+// (microseconds passed for milliseconds) is capped at arrival, so the
+// stream's later records keep their own timestamps and reads by timestamp
+// keep working; with UncappedTimestamps it is kept.
+func TestFutureTimestampsCapped(t *testing.T) {
+	for _, uncapped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("uncapped=%v", uncapped), func(t *testing.T) {
+			w := newWorld(t)
+			ctx := context.Background()
+			p, err := w.open("p1", func(c *Config) { c.Express = ClassConfig{}; c.UncappedTimestamps = uncapped })
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now().UnixMilli()
+			micro := time.Now().UnixMicro()
+			if _, err := p.star.Append(ctx, "a", Batch{Records: []Record{{Timestamp: micro, Body: []byte("micro")}}}); err != nil {
+				t.Fatal(err)
+			}
+			appendBodies(t, p.star, "a", "later")
+			after := time.Now().UnixMilli()
+			res, err := p.star.Read(ctx, "a", ReadQuery{Start: AtSeq(0)})
+			if err != nil || len(res.Records) != 2 {
+				t.Fatalf("read: %+v %v", res, err)
+			}
+			first, second := res.Records[0].Timestamp, res.Records[1].Timestamp
+			if uncapped {
+				if first != micro || second != micro {
+					t.Fatalf("uncapped: timestamps %d, %d; want %d kept (and the next not earlier)", first, second, micro)
+				}
+				return
+			}
+			if first < before || first > after || second < first || second > after {
+				t.Fatalf("capped: timestamps %d, %d; want within [%d, %d]", first, second, before, after)
+			}
+			if res, err := p.star.Read(ctx, "a", ReadQuery{Start: AtTimestamp(first)}); err != nil || len(res.Records) != 2 {
+				t.Fatalf("read by timestamp after a capped record: %+v %v", res, err)
+			}
+		})
+	}
+}

@@ -423,6 +423,7 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 	arrival := now.UnixMilli()
 	size, charge := 0, 0
 	monotone := true
+	headers := 0
 	var prev int64
 	for i, r := range b.Records {
 		if len(r.Headers) > envelope.MaxRecordHeaders {
@@ -431,10 +432,8 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 		if r.Timestamp < 0 {
 			return nil, nil, notCommitted(fmt.Errorf("%w: record %d has a negative timestamp", ErrInvalidBatch, i))
 		}
-		ts := r.Timestamp
-		if ts == 0 {
-			ts = arrival
-		}
+		ts := s.stamp(r.Timestamp, arrival)
+		headers += len(r.Headers)
 		if ts < prev {
 			monotone = false
 		}
@@ -449,11 +448,16 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 	if size > s.cfg.MaxBatchBytes {
 		return nil, nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
 	}
-	p := &leader.Batch{Stream: st.core, Count: len(b.Records), Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
+	p := &leader.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
 	p.Payload = make([]byte, 0, charge)
+	recs := b.Records
+	if !monotone {
+		recs = make([]Record, len(b.Records)) // the core re-stamps these
+	}
 	for i, r := range b.Records {
-		if r.Timestamp == 0 {
-			r.Timestamp = arrival
+		r.Timestamp = s.stamp(r.Timestamp, arrival)
+		if !monotone {
+			recs[i] = r
 		}
 		if i == 0 {
 			p.MinTS = r.Timestamp
@@ -461,10 +465,21 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 		p.MinTS, p.MaxTS = min(p.MinTS, r.Timestamp), max(p.MaxTS, r.Timestamp)
 		p.Payload = envelope.AppendRecord(p.Payload, r)
 	}
-	if err := st.lane.admit(ctx, p, b.Records, b.MatchSeqNum, monotone); err != nil {
+	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
 		return nil, nil, err
 	}
 	return p, st.lane, nil
+}
+
+// stamp is the timestamp a record gets at arrival: its own, or arrival if it
+// has none; one in the future is capped at arrival (S2's rule: a clock
+// mistaken by a factor of 1000 must not stamp every later record of the
+// stream in the year 58886), unless Config.UncappedTimestamps.
+func (s *Star) stamp(ts, arrival int64) int64 {
+	if ts == 0 || (ts > arrival && !s.cfg.UncappedTimestamps) {
+		return arrival
+	}
+	return ts
 }
 
 func varintLen(v int64) int {

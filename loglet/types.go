@@ -10,7 +10,8 @@ import (
 )
 
 // Record is one stream record: a timestamp in milliseconds since the Unix
-// epoch (0: the leader stamps arrival time), headers and a body.
+// epoch (0: the leader stamps arrival time; a time later than arrival is
+// capped at arrival, see Config.UncappedTimestamps), headers and a body.
 type Record = envelope.Record
 
 // Header is one record header.

@@ -29,6 +29,7 @@ type Ack struct {
 type Batch struct {
 	Stream    *Stream
 	Count     int
+	Headers   int    // record headers in all (the frame's header limit)
 	Payload   []byte // the encoded records; immutable once admitted
 	Charge    int64  // bytes reserved in the pool budget
 	Submitted time.Time
