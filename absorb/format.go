@@ -122,13 +122,17 @@ type StreamTail struct {
 	Timestamp int64  `json:"ts"`
 }
 
-// Tails is the content of a tails snapshot: every stream of the chain that
-// has records, with its next sequence number and last timestamp, as of
-// (Epoch, Next).
+// Tails is the content of a tails snapshot as of (Epoch, Next). A full
+// snapshot (Base "") holds every stream of the chain that has records, with
+// its next sequence number and last timestamp, keyed by stream ID. A delta
+// (Base set) holds only the streams changed since the full snapshot at
+// Base, which it is read over (ReadTails): so a round writes the tails it
+// changed, not every stream's, and a reader needs at most two objects.
 type Tails struct {
 	Epoch   uint64                `json:"epoch"`
 	Next    uint64                `json:"next"`
 	Streams map[string]StreamTail `json:"streams"`
+	Base    string                `json:"base,omitempty"`
 }
 
 // TailsKey is the object key of the tails snapshot as of (epoch, next).

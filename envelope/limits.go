@@ -40,3 +40,15 @@ const (
 	// minFooterBytes is the footer of a bundle with no frames.
 	minFooterBytes = footerTrailerBytes
 )
+
+// FrameEntryMaxBytes bounds the footer entry of a frame whose stream name
+// is nameLen bytes: every varint field at its widest. A writer that cuts a
+// bundle within MaxFooterBytes counts its frames with it.
+func FrameEntryMaxBytes(nameLen int) int {
+	return 3 + nameLen + // name length, name
+		10 + 5 + 10 + 10 + 10 + 5 + 5 + // first seq, count, min ts, span, offset, length, raw length
+		1 + 4 // codec, CRC
+}
+
+// FooterTrailerBytes is the fixed part of every footer (frame count, CRC).
+const FooterTrailerBytes = footerTrailerBytes

@@ -119,6 +119,11 @@ type ClassConfig struct {
 	FlushDeadline time.Duration
 	// FlightBytes cuts a flight once the pool holds this many bytes.
 	FlightBytes int
+	// FrameBytes caps one frame's raw bytes (default 4 MiB, at least
+	// Config.MaxBatchBytes): a stream's batches in one flight are split
+	// into frames of at most this size, which also bounds what one read
+	// fetches to return one record.
+	FrameBytes int
 	// CommitDeadline is how long a flight may take to reach W copies from
 	// its claim before the epoch halts. Keep it well above the store's
 	// p99.9 PUT latency: a halt costs a fence.
@@ -153,6 +158,7 @@ const (
 	DefaultExpressCommitDeadline   = 2 * time.Second
 	DefaultStragglerTimeout        = 30 * time.Second
 	DefaultChainBacklogFlights     = 1024
+	DefaultFrameBytes              = 4 << 20
 	DefaultStandardCodec           = envelope.CodecS2
 	DefaultExpressCodec            = envelope.CodecS2
 )
@@ -190,6 +196,9 @@ func (c *ClassConfig) applyDefaults(class Class) {
 	}
 	if c.FlightBytes == 0 {
 		c.FlightBytes = pick(DefaultStandardFlightBytes, DefaultExpressFlightBytes)
+	}
+	if c.FrameBytes == 0 {
+		c.FrameBytes = DefaultFrameBytes
 	}
 	if c.CommitDeadline == 0 {
 		c.CommitDeadline = pickD(DefaultStandardCommitDeadline, DefaultExpressCommitDeadline)
@@ -248,6 +257,9 @@ func (c *ClassConfig) validate(class Class, maxBatch int) error {
 	}
 	if c.FlightBytes < 1 || c.FlightBytes > 32<<20 {
 		bad("FlightBytes=%d must be in [1, 32 MiB]", c.FlightBytes)
+	}
+	if c.FrameBytes < maxBatch || c.FrameBytes > envelope.MaxFrameRawBytes {
+		bad("FrameBytes=%d must be in [MaxBatchBytes=%d, %d]", c.FrameBytes, maxBatch, envelope.MaxFrameRawBytes)
 	}
 	if c.ChainBacklogFlights < c.ParallelUploads {
 		bad("ChainBacklogFlights=%d must be at least ParallelUploads=%d", c.ChainBacklogFlights, c.ParallelUploads)

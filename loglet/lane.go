@@ -59,7 +59,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		log:    s.log.With("star", s.cfg.Star, "class", class.String()),
 		budget: pool.NewBudget(int64(cfg.MemoryBufferMiB) << 20),
 		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.Buckets, Names: cfg.BucketNames,
-			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry},
+			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, Frames: leader.DefaultFrameLimits(int64(cfg.FrameBytes))},
 		waiters: map[*leader.Stream]chan struct{}{},
 		kick:    make(chan struct{}, 1),
 		events:  make(chan leader.Event, 256),
@@ -71,6 +71,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 	l.core = leader.New(leader.Config{
 		Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.BucketNames, W: cfg.W,
 		Window: cfg.ParallelUploads, FlushDeadline: cfg.FlushDeadline, FlightBytes: int64(cfg.FlightBytes),
+		Frames:        leader.DefaultFrameLimits(int64(cfg.FrameBytes)),
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
@@ -435,6 +436,7 @@ func (l *lane) snapshot() *ClassStats {
 		FlightIndexBytes: cs.FlightIndexBytes, Backlog: cs.Backlog,
 		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
 		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
+		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes,
 		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
 		BucketNames: l.cfg.BucketNames,
 	}

@@ -112,28 +112,38 @@ func (r *Reader) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	return r.tail(ctx, rec, c)
 }
 
-// tail reads the absorbed tail of the stream whose record is rec.
+// tail reads the absorbed tail of the stream whose record is rec: the
+// checkpoint, then its tails snapshot (a delta over a full one: two GETs at
+// most). The leader deletes a superseded snapshot only rounds after the
+// checkpoint moved past it; should a slow read still miss it, the tail is
+// read again from the newer checkpoint (a reader never fails because the
+// writer made progress).
 func (r *Reader) tail(ctx context.Context, rec streamRecord, c Class) (Tail, error) {
-	cp, _, err := absorb.ReadCheckpoint(ctx, r.cfg.Meta, rec.Star, c)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return Tail{}, nil // the star has never absorbed
-	}
-	if err != nil {
-		return Tail{}, err
-	}
-	if cp.Tails == "" {
-		return Tail{}, nil
-	}
 	set, err := r.hist.set(c.String())
 	if err != nil {
 		return Tail{}, err
 	}
-	snap, err := absorb.ReadSnapshot(ctx, set, cp.Tails)
-	if err != nil {
-		return Tail{}, err
+	for attempt := 0; ; attempt++ {
+		cp, _, err := absorb.ReadCheckpoint(ctx, r.cfg.Meta, rec.Star, c)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return Tail{}, nil // the star has never absorbed
+		}
+		if err != nil {
+			return Tail{}, err
+		}
+		if cp.Tails == "" {
+			return Tail{}, nil
+		}
+		snap, err := absorb.ReadTails(ctx, set, cp.Tails)
+		if absorb.IsSnapshotGone(err) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return Tail{}, err
+		}
+		t := snap.Streams[rec.id()]
+		return Tail{Seq: t.Next, Timestamp: t.Timestamp}, nil
 	}
-	t := snap.Streams[rec.id()]
-	return Tail{Seq: t.Next, Timestamp: t.Timestamp}, nil
 }
 
 // OpenReadSession starts a session at q.Start that polls for new refs. It

@@ -445,6 +445,9 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 		size += rs
 		charge += rs + 10 - varintLen(ts) // room for any re-stamped timestamp
 	}
+	if headers > envelope.MaxFrameHeaders {
+		return nil, nil, notCommitted(fmt.Errorf("%w: batch has %d headers in all (max %d)", ErrInvalidBatch, headers, envelope.MaxFrameHeaders))
+	}
 	if size > s.cfg.MaxBatchBytes {
 		return nil, nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
 	}

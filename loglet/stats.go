@@ -57,6 +57,13 @@ type ClassStats struct {
 	AbsorbRoundLatency                                          histogram.Summary
 	// Checkpoint is the next unabsorbed slot of the current epoch.
 	Checkpoint uint64
+	// TailsSnapshotBytes is the bytes of every tails snapshot written (per
+	// copy); TailsFullSnapshots counts the full ones (the others are deltas
+	// of the streams changed since the last full one).
+	TailsSnapshotBytes, TailsFullSnapshots uint64
+	// TailsBaseBytes is the size of the last full snapshot (a delta is at
+	// most 1/16 of it).
+	TailsBaseBytes int
 
 	AckLatency    histogram.Summary   // admission to ack
 	QuorumLatency histogram.Summary   // claim to W copies

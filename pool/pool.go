@@ -82,14 +82,19 @@ func (q *Queue[T]) Queued() (bytes int64, items int) {
 // Cut removes and returns the longest FIFO prefix of at most maxItems items
 // (<= 0: any number) whose bytes total at most maxBytes, always at least one
 // item if any is queued (so an item larger than maxBytes still leaves), and
-// the bytes it held. fits, if not nil, is asked before each item after the
-// first whether it may join the prefix as well (the cut then stops at the
-// first item it refuses).
+// the bytes it held. fits, if not nil, is asked of each item in order, the
+// first included, whether it joins the prefix (the cut stops at the first
+// it refuses; the first item's answer is not binding: it always leaves).
+// fits is asked only once the byte and item bounds admit the item.
 func (q *Queue[T]) Cut(maxBytes int64, maxItems int, fits func(T) bool) (items []T, bytes int64) {
 	i := q.head
 	for i < len(q.queue) {
 		e := q.queue[i]
-		if i > q.head && (bytes+e.bytes > maxBytes || (maxItems > 0 && len(items) >= maxItems) || (fits != nil && !fits(e.item))) {
+		first := i == q.head
+		if !first && (bytes+e.bytes > maxBytes || (maxItems > 0 && len(items) >= maxItems)) {
+			break
+		}
+		if fits != nil && !fits(e.item) && !first {
 			break
 		}
 		bytes += e.bytes

@@ -107,7 +107,7 @@ func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) err
 		case err == nil:
 			ci.cp, ci.hasCP = cp, true
 			if cp.Tails != "" && len(b.sets[c]) > 0 {
-				t, err := absorb.ReadSnapshot(ctx, b.sets[c], cp.Tails)
+				t, err := absorb.ReadTails(ctx, b.sets[c], cp.Tails)
 				if err != nil {
 					rep.problem("%s: checkpoint's tails snapshot %s: %v", k, cp.Tails, err)
 				} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -29,6 +30,17 @@ type absorbState struct {
 	snapshot        string // the tails snapshot the checkpoint names
 	indexBytes      int64  // payload bytes in every stream's flight index
 
+	// The tails snapshots cost what changed: a round writes a delta of the
+	// streams changed since the last full snapshot (base), and a full one
+	// only once the delta outgrows its share of the base (deltaShare).
+	base                 string              // the full snapshot deltas build on ("" before the first)
+	baseBytes            int                 // its size
+	baseRound            uint64              // the round that wrote it
+	dirty                map[string]struct{} // streams changed since base
+	doomed               []doomedSnapshot    // superseded snapshots, deleted a while later
+	roundNo              uint64              // rounds committed
+	snapBytes, fullSnaps uint64
+
 	rounds, refs, failures, requests uint64
 	roundLatency                     histogramH
 
@@ -46,8 +58,22 @@ type plannedRound struct {
 	refs    []absorb.SpanRef
 	snapKey string
 	snap    []byte
+	full    bool      // snap is a full snapshot (else a delta over base)
+	drop    []string  // superseded snapshots this round's commit deletes
 	first   time.Time // the first attempt
 }
+
+// doomedSnapshot is a superseded tails snapshot, deleted once the chain
+// has committed round at: a reader that read the checkpoint before it moved
+// may still be reading it (for keepSnapshots rounds, about a second and a
+// half at the default pacing).
+type doomedSnapshot struct {
+	key string
+	at  uint64
+}
+
+// keepSnapshots is how many rounds a superseded snapshot is kept.
+const keepSnapshots = 16
 
 // Round backoff after a failed commit.
 const (
@@ -129,9 +155,87 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 		return err
 	}
 	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To)
-	snap := absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: a.tails})
-	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, first: c.now}
+	snap, full := c.snapshotOf(round, refs)
+	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now}
 	return nil
+}
+
+// A full tails snapshot is written when a delta would exceed 1/deltaShare
+// of the base, or fullEvery rounds after the last full one: so a round's
+// snapshot costs at most 1/deltaShare of a full one (plus a full one's
+// 1/fullEvery, amortized), and a reader needs at most two objects.
+const (
+	deltaShare = 16
+	fullEvery  = 1024
+)
+
+// snapshotOf encodes the tails snapshot of a planned round: a delta of the
+// streams changed since the base, or a full snapshot (see deltaShare).
+func (c *Core) snapshotOf(round absorb.Round, refs []absorb.SpanRef) ([]byte, bool) {
+	a := &c.ab
+	if a.dirty == nil {
+		a.dirty = map[string]struct{}{}
+	}
+	for _, r := range refs {
+		a.dirty[r.Stream] = struct{}{}
+	}
+	if a.base != "" && a.roundNo-a.baseRound < fullEvery {
+		delta := make(map[string]absorb.StreamTail, len(a.dirty))
+		for id := range a.dirty {
+			delta[id] = a.tails[id]
+		}
+		snap := absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: delta, Base: a.base})
+		if len(snap) <= a.baseBytes/deltaShare {
+			return snap, false
+		}
+	}
+	return absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: a.tails}), true
+}
+
+// doom schedules a superseded snapshot's deletion.
+func (a *absorbState) doom(key string) {
+	if key == "" {
+		return
+	}
+	for _, d := range a.doomed {
+		if d.key == key {
+			return
+		}
+	}
+	a.doomed = append(a.doomed, doomedSnapshot{key: key, at: a.roundNo + keepSnapshots})
+}
+
+// dueDrops lists the doomed snapshots a round committed now may delete.
+func (a *absorbState) dueDrops() []string {
+	var out []string
+	for _, d := range a.doomed {
+		if d.at <= a.roundNo && d.key != a.base && d.key != a.snapshot {
+			out = append(out, d.key)
+		}
+	}
+	return out
+}
+
+// snapshotCommitted moves the snapshot bookkeeping on after round p
+// committed: the delta or full it wrote is the checkpoint's now, what it
+// superseded is doomed, what it deleted is forgotten.
+func (a *absorbState) snapshotCommitted(p *plannedRound) {
+	prev := a.snapshot
+	a.snapshot = p.snapKey
+	a.roundNo++
+	a.snapBytes += uint64(len(p.snap))
+	if p.full {
+		a.fullSnaps++
+		a.doom(a.base)
+		a.base, a.baseBytes, a.baseRound = p.snapKey, len(p.snap), a.roundNo
+		clear(a.dirty)
+	}
+	if prev != a.base {
+		a.doom(prev)
+	}
+	if len(p.drop) > 0 {
+		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return slices.Contains(p.drop, d.key) })
+	}
 }
 
 // sendRound hands the planned round to a worker.
@@ -140,7 +244,8 @@ func (c *Core) sendRound() {
 	p := a.planned
 	a.busy, c.cmBusy = true, true
 	a.commitStart, a.lastAt = c.now, c.now
-	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, PrevSnapshot: a.snapshot})
+	p.drop = a.dueDrops()
+	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, Drop: p.drop})
 }
 
 // onRoundDone advances the checkpoint after a committed round, or backs off
@@ -175,7 +280,7 @@ func (c *Core) onRoundDone(ev RoundDone) {
 	a.verifiedAt = c.now
 	a.planned = nil
 	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To
-	a.snapshot = p.snapKey
+	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))
 	a.roundLatency.RecordDuration(c.now.Sub(p.first))

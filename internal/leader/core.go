@@ -31,6 +31,9 @@ type Config struct {
 	// one batch).
 	FlushDeadline time.Duration
 	FlightBytes   int64
+	// Frames bound each frame of a flight (the format's limits and the
+	// frame-size cap): the cut keeps every flight renderable within them.
+	Frames FrameLimits
 	// MaxBatchBytes is the largest batch's charge, for the backlog's fit.
 	MaxBatchBytes int64
 	// CommitDeadline: a flight that misses W copies this long after its

@@ -83,7 +83,8 @@ func (c *Core) claim() {
 	if err != nil {
 		panic("leader: claim without window space: " + err.Error())
 	}
-	items, charge := c.pool.Cut(c.cfg.FlightBytes, 0, nil)
+	shape := newBundleShape(c.cfg.Frames)
+	items, charge := c.pool.Cut(c.cfg.FlightBytes, 0, shape.add)
 	c.rd.PoolFreed += charge
 	c.claims++
 	f := &flight{epoch: c.rec.Epoch, slot: slot, pos: c.claims, batches: items, charge: charge}

@@ -89,8 +89,8 @@ type Probe struct {
 	Window     int
 }
 
-// ReadTails asks for the tails snapshot at Key (absorb.ReadSnapshot).
-// → TailsRead.
+// ReadTails asks for the tails as of the snapshot at Key, a delta read over
+// its base if it is one (absorb.ReadTails). → TailsRead.
 type ReadTails struct {
 	Key string
 }
@@ -105,16 +105,15 @@ type Walk struct {
 
 // CommitRound asks to write an absorb round: the tails snapshot (Snapshot
 // at SnapshotKey), then refs and the checkpoint in one Commit where the
-// backend allows (Committer.Commit), then, best effort, the deletion of
-// the snapshot the checkpoint pointed to before (PrevSnapshot).
-// → RoundDone.
+// backend allows (Committer.Commit), then, best effort, the deletion of the
+// superseded snapshots in Drop. → RoundDone.
 type CommitRound struct {
-	Committer    *absorb.Committer
-	Round        absorb.Round
-	Refs         []absorb.SpanRef
-	SnapshotKey  string
-	Snapshot     []byte
-	PrevSnapshot string
+	Committer   *absorb.Committer
+	Round       absorb.Round
+	Refs        []absorb.SpanRef
+	SnapshotKey string
+	Snapshot    []byte
+	Drop        []string
 }
 
 // SealEpoch asks to record a clean seal of Record's epoch at Cut, in one

@@ -54,6 +54,13 @@ type Stats struct {
 	// CheckpointEpoch is the checkpoint's epoch; Checkpoint its next
 	// unabsorbed slot when that is the current epoch (else 0).
 	CheckpointEpoch, Checkpoint uint64
+	// TailsSnapshotBytes is the bytes of every tails snapshot written (one
+	// copy); TailsFullSnapshots how many of them were full (the rest were
+	// deltas of the streams changed since the last full one).
+	TailsSnapshotBytes, TailsFullSnapshots uint64
+	// TailsBaseBytes is the size of the last full snapshot, which deltas
+	// build on (a delta is at most 1/16 of it).
+	TailsBaseBytes int
 
 	AckLatency, QuorumLatency, FlightSize histogram.Summary
 	PutLatency                            []histogram.Summary
@@ -81,9 +88,10 @@ func (c *Core) Stats(now time.Time) Stats {
 		AbsorbRounds:     c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
 		AbsorbRoundLatency: c.ab.roundLatency.Snapshot().Summary(),
 		CheckpointEpoch:    c.ab.cpEpoch,
-		AckLatency:         st.ackLatency.Snapshot().Summary(),
-		QuorumLatency:      st.quorumLatency.Snapshot().Summary(),
-		FlightSize:         st.flightSize.Snapshot().Summary(),
+		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes,
+		AckLatency:    st.ackLatency.Snapshot().Summary(),
+		QuorumLatency: st.quorumLatency.Snapshot().Summary(),
+		FlightSize:    st.flightSize.Snapshot().Summary(),
 	}
 	if c.ab.cpEpoch == c.rec.Epoch {
 		s.Checkpoint = c.ab.cpNext

@@ -87,8 +87,9 @@ type succession struct {
 	fenced  bool // the cut is known (fenced, or from a clean seal)
 	clean   bool
 
-	walks  []walkRange
-	walked uint64
+	walks         []walkRange
+	walked        uint64
+	inheritedBase string // the base of the predecessor's last snapshot
 }
 
 type walkRange struct {
@@ -444,6 +445,7 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 	for name, t := range ev.Tails.Streams {
 		c.ab.tails[name] = t
 	}
+	s.inheritedBase = ev.Tails.Base
 	s.startWalk(c)
 }
 
@@ -453,6 +455,10 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 func (s *succession) startWalk(c *Core) {
 	cp := s.cp
 	c.ab.cpEpoch, c.ab.cpNext, c.ab.snapshot = cp.Epoch, cp.Next, cp.Tails
+	// The predecessor's snapshots are superseded once this owner commits
+	// its own (a full one first: it has no base of its own yet).
+	c.ab.doom(cp.Tails)
+	c.ab.doom(s.inheritedBase)
 	pos := struct{ epoch, next uint64 }{cp.Epoch, cp.Next}
 	if p := cp.Pending; p != nil {
 		s.walks = append(s.walks, walkRange{epoch: p.Epoch, from: p.From, to: p.To, exact: true})

@@ -427,7 +427,18 @@ func (h *harness) request(r Request) string {
 		for _, ref := range r.Refs {
 			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
 		}
-		return fmt.Sprintf("round e=%d [%d,%d) refs=%s", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "))
+		snap := "?"
+		if t, err := absorb.DecodeTails(r.Snapshot); err == nil {
+			snap = fmt.Sprintf("full(%d)", len(t.Streams))
+			if t.Base != "" {
+				snap = fmt.Sprintf("delta(%d)", len(t.Streams))
+			}
+		}
+		out := fmt.Sprintf("round e=%d [%d,%d) refs=%s snap=%s", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), snap)
+		if len(r.Drop) > 0 {
+			out += fmt.Sprintf(" drop=%v", r.Drop)
+		}
+		return out
 	case SealEpoch:
 		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
 	}

@@ -31,6 +31,8 @@ type Env struct {
 	Meta    metastore.Store
 	Codec   envelope.Codec
 	Retry   chain.RetryPolicy
+	// Frames bound each frame (the core cuts flights within them too).
+	Frames leader.FrameLimits
 	// Now, if set, is the clock PutCopy latencies are measured with
 	// (default time.Now).
 	Now func() time.Time
@@ -93,7 +95,7 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 		res, err := chain.GarbageProbe(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.Cut, r.Window, envelope.NewNonce())
 		return leader.Probed{Epoch: r.Epoch, Result: res, Err: err}
 	case leader.ReadTails:
-		t, err := absorb.ReadSnapshot(ctx, e.Buckets, r.Key)
+		t, err := absorb.ReadTails(ctx, e.Buckets, r.Key)
 		return leader.TailsRead{Tails: t, Err: err}
 	case leader.Walk:
 		return e.walk(ctx, r)
@@ -107,9 +109,10 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 	panic(fmt.Sprintf("work: unknown request %T", req))
 }
 
-// render builds a flight's transit bundle: one frame per stream, holding
-// that stream's batches of this flight (consecutive sequence numbers),
-// frames in the order each stream first arrived.
+// render builds a flight's transit bundle: each stream's batches of this
+// flight (consecutive sequence numbers), in frames split greedily within
+// the frame limits (one frame per stream unless it fills one), streams in
+// the order each first arrived.
 func (e *Env) render(r leader.Render) leader.Event {
 	w, _ := e.writers.Get().(*envelope.BundleWriter)
 	if w == nil {
@@ -131,24 +134,37 @@ func (e *Env) render(r leader.Render) leader.Event {
 		}
 		g.parts = append(g.parts, b)
 	}
+	limits := e.Frames
+	if limits == (leader.FrameLimits{}) {
+		limits = leader.DefaultFrameLimits(envelope.MaxFrameRawBytes)
+	}
 	var scratch []byte
 	for _, g := range order {
-		first := g.parts[0]
-		recs, count := first.Payload, first.Count
-		minTS, maxTS := first.MinTS, first.MaxTS
-		if len(g.parts) > 1 {
-			scratch = scratch[:0]
-			count = 0
-			for _, p := range g.parts {
-				scratch = append(scratch, p.Payload...)
-				count += p.Count
-				maxTS = max(maxTS, p.MaxTS)
+		for len(g.parts) > 0 {
+			n, fill := 0, leader.FrameFill{}
+			for n < len(g.parts) && limits.Fits(fill, g.parts[n]) {
+				fill = fill.Add(g.parts[n])
+				n++
 			}
-			recs = scratch
-		}
-		if err := w.AddFrame(g.st.Name(), first.Start, count, minTS, maxTS, recs, e.Codec); err != nil {
-			w.Finish(0, 0, envelope.Nonce{}) // reset the writer
-			return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+			frame := g.parts[:n]
+			g.parts = g.parts[n:]
+			first := frame[0]
+			recs, count := first.Payload, first.Count
+			minTS, maxTS := first.MinTS, first.MaxTS
+			if len(frame) > 1 {
+				scratch = scratch[:0]
+				count = 0
+				for _, p := range frame {
+					scratch = append(scratch, p.Payload...)
+					count += p.Count
+					minTS, maxTS = min(minTS, p.MinTS), max(maxTS, p.MaxTS)
+				}
+				recs = scratch
+			}
+			if err := w.AddFrame(g.st.Name(), first.Start, count, minTS, maxTS, recs, e.Codec); err != nil {
+				w.Finish(0, 0, envelope.Nonce{}) // reset the writer
+				return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+			}
 		}
 	}
 	nonce := envelope.NewNonce()
@@ -180,7 +196,7 @@ func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 
 // commitRound writes a round's tails snapshot, then its refs and the
 // checkpoint (one metastore Commit where the backend allows), then deletes
-// the snapshot the checkpoint pointed to before, best effort: an orphaned
+// the superseded snapshots the core names, best effort: an orphaned
 // snapshot costs only storage.
 func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int) error {
 	if err := absorb.PutSnapshot(ctx, stores, w, r.SnapshotKey, r.Snapshot); err != nil {
@@ -189,9 +205,12 @@ func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.St
 	if err := r.Committer.Commit(ctx, r.Round, r.Refs, r.SnapshotKey); err != nil {
 		return err
 	}
-	if r.PrevSnapshot != "" && r.PrevSnapshot != r.SnapshotKey {
+	for _, key := range r.Drop {
+		if key == r.SnapshotKey {
+			continue
+		}
 		for _, b := range stores {
-			_ = b.Delete(ctx, r.PrevSnapshot)
+			_ = b.Delete(ctx, key)
 		}
 	}
 	return nil

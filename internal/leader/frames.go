@@ -1,0 +1,70 @@
+package leader
+
+import "github.com/flightlog/flightlog/envelope"
+
+// FrameLimits bound one frame of a transit bundle: its records, record
+// headers, and raw (uncompressed) bytes. Render splits a stream's batches
+// of a flight into frames within them; the cut counts the frames the same
+// way, so every flight it claims renders.
+type FrameLimits struct {
+	Records int
+	Headers int
+	Bytes   int64
+}
+
+// DefaultFrameLimits are the format's limits with a raw-size cap of bytes.
+func DefaultFrameLimits(bytes int64) FrameLimits {
+	return FrameLimits{Records: envelope.MaxFrameRecords, Headers: envelope.MaxFrameHeaders, Bytes: min(bytes, envelope.MaxFrameRawBytes)}
+}
+
+// FrameFill is what a stream's current frame holds so far.
+type FrameFill struct {
+	Records, Headers int
+	Bytes            int64
+}
+
+// Fits reports whether b can join a frame that holds f (an empty frame
+// takes any one batch: a batch is within every limit on its own).
+func (l FrameLimits) Fits(f FrameFill, b *Batch) bool {
+	return f.Records == 0 ||
+		(f.Records+b.Count <= l.Records && f.Headers+b.Headers <= l.Headers && f.Bytes+int64(len(b.Payload)) <= l.Bytes)
+}
+
+// Add returns f with b in it.
+func (f FrameFill) Add(b *Batch) FrameFill {
+	return FrameFill{Records: f.Records + b.Count, Headers: f.Headers + b.Headers, Bytes: f.Bytes + int64(len(b.Payload))}
+}
+
+// bundleShape follows the frames a flight being cut will render to (each
+// stream's batches in arrival order, split greedily within the frame
+// limits) and keeps it within the bundle's limits: frames, footer bytes.
+type bundleShape struct {
+	limits FrameLimits
+	fills  map[*Stream]FrameFill
+	frames int
+	footer int
+}
+
+func newBundleShape(l FrameLimits) *bundleShape {
+	if l == (FrameLimits{}) {
+		l = DefaultFrameLimits(envelope.MaxFrameRawBytes)
+	}
+	return &bundleShape{limits: l, fills: map[*Stream]FrameFill{}, footer: envelope.FooterTrailerBytes}
+}
+
+// add takes b into the flight if the bundle stays within its limits, and
+// reports whether it did.
+func (s *bundleShape) add(b *Batch) bool {
+	fill, ok := s.fills[b.Stream]
+	if !ok || !s.limits.Fits(fill, b) {
+		entry := envelope.FrameEntryMaxBytes(len(b.Stream.name))
+		if s.frames > 0 && (s.frames+1 > envelope.MaxFrames || s.footer+entry > envelope.MaxFooterBytes) {
+			return false
+		}
+		s.frames++
+		s.footer += entry
+		fill = FrameFill{}
+	}
+	s.fills[b.Stream] = fill.Add(b)
+	return true
+}

@@ -1,0 +1,153 @@
+package work
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/leader"
+)
+
+// cutFlights opens a core (no I/O: its opening is stepped by hand), admits
+// the batches mk makes, lets the flush deadline pass, and returns every
+// Render request the core asks for, claimed one slot at a time.
+func cutFlights(t *testing.T, cfg leader.Config, n int, mk func(c *leader.Core, i int) *leader.Batch) []leader.Render {
+	t.Helper()
+	now := time.Unix(1000, 0)
+	c := leader.New(cfg, now)
+	c.Advance(c.Ready())
+	c.Step(now, leader.EpochRead{Err: fmt.Errorf("none: %w", errNotFound)})
+	c.Advance(c.Ready())
+	rec := chain.EpochRecord{Epoch: 1, Owner: cfg.Owner, Window: cfg.Window, K: len(cfg.Buckets), W: cfg.W, Buckets: cfg.Buckets}
+	cm := absorb.ResumeCommitter(nil, cfg.Star, cfg.Class, cfg.Owner, 1, absorb.Checkpoint{Epoch: 1, Owner: cfg.Owner, OwnerEpoch: 1}, "v")
+	c.Step(now, leader.FirstMinted{Record: rec, Version: "v1", Committer: cm})
+	c.Advance(c.Ready())
+	for i := 0; i < n; i++ {
+		if err := c.Admit(now, mk(c, i), nil, nil, true); err != nil {
+			t.Fatalf("admit %d: %v", i, err)
+		}
+	}
+	now = now.Add(time.Second)
+	c.Step(now, leader.Tick{})
+	var out []leader.Render
+	for {
+		rd := c.Ready()
+		c.Advance(rd)
+		found := false
+		for _, r := range rd.Requests {
+			if rr, ok := r.(leader.Render); ok {
+				out = append(out, rr)
+				found = true
+				// Release the slot at once so the next flight is claimed.
+				c.Step(now, leader.Rendered{Upload: rr.Upload, Obj: []byte{0}})
+				for b := 0; b < len(cfg.Buckets); b++ {
+					c.Step(now, leader.CopyDone{Upload: rr.Upload, Result: chain.CopyResult{Bucket: b, Status: chain.CopyOurs}})
+				}
+			}
+		}
+		if !found {
+			return out
+		}
+	}
+}
+
+var errNotFound = metastoreNotFound()
+
+func coreConfig(flight int64, frames leader.FrameLimits) leader.Config {
+	return leader.Config{Star: "s", Class: chain.Standard, Owner: "p", Buckets: []string{"b"}, W: 1, Window: 64,
+		FlushDeadline: time.Millisecond, FlightBytes: flight, MaxBatchBytes: 1 << 20, Frames: frames,
+		CommitDeadline: time.Minute, StragglerTimeout: time.Minute, BacklogFlights: 1 << 20, BacklogBytes: 1 << 40,
+		AbsorbInterval: time.Hour, AbsorbMaxSlots: 8}
+}
+
+func batch(st *leader.Stream, recs int, body string) *leader.Batch {
+	var payload []byte
+	for i := 0; i < recs; i++ {
+		payload = envelope.AppendRecord(payload, envelope.Record{Timestamp: 1, Body: []byte(body)})
+	}
+	return &leader.Batch{Stream: st, Count: recs, Payload: payload, Charge: int64(len(payload)), Submitted: time.Unix(1000, 0), MinTS: 1, MaxTS: 1}
+}
+
+// renderAll renders each flight and checks its bundle parses and every
+// frame decodes, streams' seqs continuing across frames and flights.
+func renderAll(t *testing.T, e *Env, flights []leader.Render) (frames int) {
+	t.Helper()
+	next := map[string]uint64{}
+	for _, r := range flights {
+		ev := e.render(r).(leader.Rendered)
+		if ev.Err != nil {
+			t.Fatalf("render slot %d: %v", r.Upload.Slot, ev.Err)
+		}
+		_, infos, err := envelope.ParseBundle(ev.Obj)
+		if err != nil {
+			t.Fatalf("slot %d: %v", r.Upload.Slot, err)
+		}
+		for _, f := range infos {
+			if f.FirstSeq != next[f.Stream] {
+				t.Fatalf("slot %d: frame of %.20q at %d, want %d", r.Upload.Slot, f.Stream, f.FirstSeq, next[f.Stream])
+			}
+			if _, err := envelope.DecodeFrame(f, ev.Obj[f.Offset:f.End()]); err != nil {
+				t.Fatal(err)
+			}
+			next[f.Stream] += uint64(f.Count)
+		}
+		frames += len(infos)
+	}
+	return frames
+}
+
+// TestCutWithinFrameCap: a stream's batches of one flight are split into
+// frames of at most the frame cap.
+func TestCutWithinFrameCap(t *testing.T) {
+	limits := leader.FrameLimits{Records: envelope.MaxFrameRecords, Headers: envelope.MaxFrameHeaders, Bytes: 3 << 10}
+	flights := cutFlights(t, coreConfig(1<<20, limits), 10, func(c *leader.Core, i int) *leader.Batch {
+		return batch(c.Stream("a"), 1, strings.Repeat("x", 1000))
+	})
+	if len(flights) != 1 {
+		t.Fatalf("%d flights, want 1", len(flights))
+	}
+	e := &Env{Codec: envelope.CodecNone, Frames: limits}
+	if frames := renderAll(t, e, flights); frames != 4 {
+		t.Fatalf("%d frames, want 4 (3+3+3+1 batches of ~1 KiB under a 3 KiB cap)", frames)
+	}
+}
+
+// TestCutWithinRecordsPerFrame (issue 13, item 3): 1,500 batches of 1,000
+// empty records in one 16 MiB flight are 1.5M records of one stream, over
+// the format's records per frame: the flight renders, in two frames. Before,
+// the render failed, and the halt's recovery republished the same flight
+// forever.
+func TestCutWithinRecordsPerFrame(t *testing.T) {
+	limits := leader.DefaultFrameLimits(16 << 20)
+	flights := cutFlights(t, coreConfig(16<<20, limits), 1500, func(c *leader.Core, i int) *leader.Batch {
+		return batch(c.Stream("a"), 1000, "")
+	})
+	e := &Env{Codec: envelope.CodecS2, Frames: limits}
+	frames := renderAll(t, e, flights)
+	if frames < 2 {
+		t.Fatalf("%d frames for 1.5M records", frames)
+	}
+	t.Logf("%d flights, %d frames", len(flights), frames)
+}
+
+// TestCutWithinFooter (issue 13, item 3): 60,000 streams with 300-byte
+// names in one flight would need a footer over the format's 16 MiB: the cut
+// splits them over flights that each render.
+func TestCutWithinFooter(t *testing.T) {
+	limits := leader.DefaultFrameLimits(4 << 20)
+	flights := cutFlights(t, coreConfig(32<<20, limits), 60000, func(c *leader.Core, i int) *leader.Batch {
+		return batch(c.Stream(fmt.Sprintf("%0300d", i)), 1, "x")
+	})
+	if len(flights) < 2 {
+		t.Fatalf("%d flights for a footer over the limit", len(flights))
+	}
+	e := &Env{Codec: envelope.CodecNone, Frames: limits}
+	if frames := renderAll(t, e, flights); frames != 60000 {
+		t.Fatalf("%d frames, want 60000", frames)
+	}
+	t.Logf("%d flights", len(flights))
+}
