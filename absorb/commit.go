@@ -94,24 +94,27 @@ func (c *Committer) Checkpoint() Checkpoint { return c.cp }
 
 // Commit writes one round: refs (each created only if absent) and the
 // checkpoint advanced to (round.Epoch, round.To) pointing at tailsKey. It is
-// one atomic metastore Commit when the backend takes that many ops;
-// otherwise it records the round as pending, writes the refs in chunks, and
-// then advances. It returns ErrDeposed (wrapped) if the seal changed. Any
-// other error leaves the round to be retried with the same arguments: a
-// retry is idempotent.
+// one atomic metastore Commit when the backend takes that many ops
+// (metastore.MaxCommitOps) and bytes (metastore.MaxCommitBytes, counted by
+// metastore.CommitBytes); otherwise it records the round as pending, writes
+// the refs in chunks that fit both limits, each with a check of the seal,
+// and then advances. It returns ErrDeposed (wrapped) if the seal changed,
+// and a *RefTooLargeError (wrapping metastore.ErrTooLarge), before writing
+// anything, if one ref cannot fit any chunk: the round must then be planned
+// over fewer slots. Any other error leaves the round to be retried with the
+// same arguments: a retry is idempotent.
 func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tailsKey string) error {
 	next := c.cp
 	next.Epoch, next.Next, next.Pending, next.Tails = round.Epoch, round.To, nil, tailsKey
 	next.Counter = c.cp.Counter + 1
-	limit := metastore.MaxCommitOps(c.meta)
-	if limit == 0 || len(refs)+1 <= limit {
+	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)
+	ops, err := c.refOps(refs)
+	if err != nil {
+		return err
+	}
+	if fits(maxOps, maxBytes, len(ops)+1, metastore.CommitBytes(c.meta, ops)+metastore.OpBytes(c.meta, c.checkpointOp(next))) {
 		for attempt := 0; ; attempt++ {
-			ops, err := c.refOps(refs)
-			if err != nil {
-				return err
-			}
-			ops = append(ops, c.checkpointOp(next))
-			vs, err := c.meta.Commit(ctx, ops)
+			vs, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.checkpointOp(next)))
 			c.Requests++
 			if err == nil {
 				c.cp, c.ver = next, vs[len(vs)-1]
@@ -126,7 +129,7 @@ func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tai
 			}
 			// Unchanged checkpoint, so a ref exists (a replay): drop the
 			// refs already there and try once more.
-			if refs, err = c.missingRefs(ctx, refs); err != nil {
+			if refs, ops, err = c.missingRefs(ctx, refs, ops); err != nil {
 				return err
 			}
 		}
@@ -135,6 +138,15 @@ func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tai
 	replay := c.cp.Pending != nil && *c.cp.Pending == round
 	if c.cp.Pending != nil && *c.cp.Pending != round {
 		return fmt.Errorf("absorb: round [%d, %d) while round [%d, %d) is pending: replay the pending round first", round.From, round.To, c.cp.Pending.From, c.cp.Pending.To)
+	}
+	if maxOps != 0 && maxOps < 2 {
+		return fmt.Errorf("absorb: backend allows %d ops per commit; a round needs at least 2", maxOps)
+	}
+	// Plan the chunks before anything is written: a ref that fits no chunk
+	// must not leave a pending round that no replay can finish.
+	chunks, err := c.chunks(round, refs, ops, maxOps, maxBytes)
+	if err != nil {
+		return err
 	}
 	if c.cp.Pending == nil {
 		pend := c.cp
@@ -145,36 +157,87 @@ func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tai
 		}
 		next.Counter = pend.Counter + 1
 	}
-	if limit < 2 {
-		return fmt.Errorf("absorb: backend allows %d ops per commit; a round needs at least 2", limit)
-	}
-	for len(refs) > 0 {
-		n := min(len(refs), limit-1) // one op stays for the seal check
-		if err := c.commitChunk(ctx, refs[:n], replay); err != nil {
+	lo := 0
+	for _, hi := range chunks {
+		if err := c.commitChunk(ctx, refs[lo:hi], ops[lo:hi], replay); err != nil {
 			return fmt.Errorf("absorb: write refs of round [%d, %d): %w", round.From, round.To, err)
 		}
-		refs = refs[n:]
+		lo = hi
 	}
 	return c.casCheckpoint(ctx, next)
 }
 
-// commitChunk writes refs (all absent, unless this is a replay) with a
-// check of the seal, so a deposed leader writes no refs. On a conflict with
-// an unchanged seal it drops the refs that exist and retries once.
-func (c *Committer) commitChunk(ctx context.Context, refs []SpanRef, replay bool) error {
+// fits reports whether a Commit of n ops and size bytes is within the
+// limits (0: none).
+func fits(maxOps, maxBytes, n, size int) bool {
+	return (maxOps == 0 || n <= maxOps) && (maxBytes == 0 || size <= maxBytes)
+}
+
+// RefTooLargeError is the error Commit returns, before writing anything,
+// when one ref's op with the seal check that every chunk carries exceeds
+// the metastore's MaxCommitBytes: no split of the round can write it. The
+// round must be planned over fewer slots (fewer extents per ref). It wraps
+// metastore.ErrTooLarge.
+type RefTooLargeError struct {
+	Round   Round
+	Stream  string
+	Key     string // the ref's metastore key
+	Extents int
+	Bytes   int // metastore.OpBytes of the ref's op plus the seal check's
+	Limit   int // the metastore's MaxCommitBytes
+}
+
+func (e *RefTooLargeError) Error() string {
+	return fmt.Sprintf("absorb: round [%d, %d): the ref of stream %q at %s (%d extents) takes %d bytes with the seal check, over the metastore's limit of %d per commit: plan the round over fewer slots: %v",
+		e.Round.From, e.Round.To, e.Stream, e.Key, e.Extents, e.Bytes, e.Limit, metastore.ErrTooLarge)
+}
+
+// Unwrap makes it match metastore.ErrTooLarge.
+func (e *RefTooLargeError) Unwrap() error { return metastore.ErrTooLarge }
+
+// chunks splits ops (refs' ops) into consecutive chunks that fit the
+// limits with the seal check each carries, greedily in order, and returns
+// each chunk's end index.
+func (c *Committer) chunks(round Round, refs []SpanRef, ops []metastore.Op, maxOps, maxBytes int) ([]int, error) {
+	check := metastore.OpBytes(c.meta, c.sealCheckOp())
+	var ends []int
+	n, size := 0, check // the chunk under way
+	for i, op := range ops {
+		b := metastore.OpBytes(c.meta, op)
+		if !fits(maxOps, maxBytes, 2, b+check) {
+			return nil, &RefTooLargeError{Round: round, Stream: refs[i].Stream, Key: op.Key, Extents: len(refs[i].Extents), Bytes: b + check, Limit: maxBytes}
+		}
+		if n > 0 && !fits(maxOps, maxBytes, n+2, size+b) {
+			ends = append(ends, i)
+			n, size = 0, check
+		}
+		n, size = n+1, size+b
+	}
+	if n > 0 {
+		ends = append(ends, len(ops))
+	}
+	return ends, nil
+}
+
+// sealCheckOp is the check of the seal every chunk of a split round
+// carries: the checkpoint is still at the version this committer wrote.
+func (c *Committer) sealCheckOp() metastore.Op {
+	return metastore.Op{Kind: metastore.OpCheck, Key: chain.CheckpointKey(c.star, c.class), Expect: c.ver}
+}
+
+// commitChunk writes refs (all absent, unless this is a replay; ops are
+// their ops) with a check of the seal, so a deposed leader writes no refs.
+// On a conflict with an unchanged seal it drops the refs that exist and
+// retries once.
+func (c *Committer) commitChunk(ctx context.Context, refs []SpanRef, ops []metastore.Op, replay bool) error {
 	if replay {
 		var err error
-		if refs, err = c.missingRefs(ctx, refs); err != nil || len(refs) == 0 {
+		if refs, ops, err = c.missingRefs(ctx, refs, ops); err != nil || len(refs) == 0 {
 			return err
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		ops, err := c.refOps(refs)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, metastore.Op{Kind: metastore.OpCheck, Key: chain.CheckpointKey(c.star, c.class), Expect: c.ver})
-		_, err = c.meta.Commit(ctx, ops)
+		_, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.sealCheckOp()))
 		c.Requests++
 		if err == nil {
 			return nil
@@ -187,7 +250,7 @@ func (c *Committer) commitChunk(ctx context.Context, refs []SpanRef, replay bool
 		}
 		// Seal unchanged: either refs exist (an ambiguous earlier attempt
 		// applied) or the failure was transient. Keep what is missing.
-		if refs, err = c.missingRefs(ctx, refs); err != nil || len(refs) == 0 {
+		if refs, ops, err = c.missingRefs(ctx, refs, ops); err != nil || len(refs) == 0 {
 			return err
 		}
 	}
@@ -244,23 +307,26 @@ func (c *Committer) refOps(refs []SpanRef) ([]metastore.Op, error) {
 	return ops, nil
 }
 
-// missingRefs returns the refs whose keys do not exist yet.
-func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef) ([]SpanRef, error) {
+// missingRefs returns the refs whose keys do not exist yet, with their ops
+// (ops[i] is refs[i]'s).
+func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef, ops []metastore.Op) ([]SpanRef, []metastore.Op, error) {
 	if invariants.AbsorbOverwritesRefs.On() {
-		return refs, nil // a planted bug: every ref is rewritten
+		return refs, ops, nil // a planted bug: every ref is rewritten
 	}
 	var out []SpanRef
-	for _, r := range refs {
+	var outOps []metastore.Op
+	for i, r := range refs {
 		_, err := c.meta.Get(ctx, r.Key())
 		c.Requests++
 		switch {
 		case errors.Is(err, metastore.ErrNotFound):
 			out = append(out, r)
+			outOps = append(outOps, ops[i])
 		case err != nil:
-			return nil, fmt.Errorf("absorb: check ref %s: %w", r.Key(), err)
+			return nil, nil, fmt.Errorf("absorb: check ref %s: %w", r.Key(), err)
 		}
 	}
-	return out, nil
+	return out, outOps, nil
 }
 
 // PutSnapshot writes a tails snapshot to every bucket of a set and returns

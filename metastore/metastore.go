@@ -35,9 +35,10 @@ var (
 	// ErrInvalidKey: an empty key, a key over MaxKeyLen, or one with NUL.
 	ErrInvalidKey = errors.New("metastore: invalid key")
 	// ErrTooLarge: a value over the backend's limit, or a Commit with more
-	// ops than the backend's MaxCommitOps. Nothing was written. Permanent:
-	// the same request fails again. An overloaded or full store is not
-	// ErrTooLarge but ErrUnavailable.
+	// ops than the backend's MaxCommitOps or bigger than its
+	// MaxCommitBytes. Nothing was written. Permanent: the same request
+	// fails again. An overloaded or full store is not ErrTooLarge but
+	// ErrUnavailable.
 	ErrTooLarge = errors.New("metastore: request too large")
 	// ErrUnavailable: the store cannot be reached, is closed, or is
 	// overloaded or out of space. Transient: retry after a backoff.
@@ -142,6 +143,83 @@ func MaxCommitOps(s Store) int {
 		return l.MaxCommitOps()
 	}
 	return 0
+}
+
+// CommitByteLimiter is implemented by backends whose requests are limited
+// in size (etcd's --max-request-bytes). A Commit whose CommitBytes exceeds
+// MaxCommitBytes fails with ErrTooLarge, nothing written; one within it is
+// never refused for its size (it may still be refused for its op count:
+// see CommitLimiter). Callers split work to fit; a Store without it takes
+// any size (its values are still limited one by one).
+type CommitByteLimiter interface {
+	// MaxCommitBytes is the most bytes one Commit may hold, as OpBytes
+	// counts them.
+	MaxCommitBytes() int
+	// OpBytes is op's size as the backend counts it: BaseOpBytes(op) plus
+	// what the backend adds to every op (etcd: its key prefix, with every
+	// copy of the key). The size of a Commit is the sum over its ops.
+	OpBytes(op Op) int
+}
+
+// MaxCommitBytes returns s's limit on CommitBytes per Commit, or 0 for no
+// limit.
+func MaxCommitBytes(s Store) int {
+	if l, ok := s.(CommitByteLimiter); ok {
+		return l.MaxCommitBytes()
+	}
+	return 0
+}
+
+// OpBytes returns op's size as s counts it against MaxCommitBytes: its
+// CommitByteLimiter's count, or BaseOpBytes(op) for a store without one.
+func OpBytes(s Store, op Op) int {
+	if l, ok := s.(CommitByteLimiter); ok {
+		return l.OpBytes(op)
+	}
+	return BaseOpBytes(op)
+}
+
+// CommitBytes returns the size of a Commit of ops as s counts it against
+// MaxCommitBytes: the sum of their OpBytes.
+func CommitBytes(s Store, ops []Op) int {
+	n := 0
+	for _, op := range ops {
+		n += OpBytes(s, op)
+	}
+	return n
+}
+
+// How an op's size is counted (BaseOpBytes): CommitKeyCopies times its
+// key, plus its value, plus CommitOpOverhead.
+//
+// The numbers are etcd's, the one backend with a request size limit, and
+// are measured against its wire format (metastore/etcd's tests check them
+// against the requests the client sends and the limit the server
+// applies). etcd checks the serialized protobuf request, the TxnRequest in
+// etcd's raft envelope, against --max-request-bytes. A Commit is one
+// TxnRequest, and each op adds up to three entries to it: a guard (a
+// Compare: the key, the target, the expected revision), an action (a
+// RequestOp: a PutRequest with the key and the value, a DeleteRangeRequest
+// or a keys-only RangeRequest with the key) and a keys-only read of the
+// key run when a guard fails, which names the conflicting op. So a key is
+// sent up to three times and a value once; what else an op adds (field
+// tags, length prefixes, the target, the revision) is at most 47 bytes for
+// a key under 16 KiB and a value under 256 MiB. A TxnRequest holds nothing
+// but these entries, so a Commit's size is the sum of its ops'. What a
+// backend adds per op (a key prefix) it adds in its OpBytes; what it adds
+// per request (etcd's raft envelope) it keeps out of its MaxCommitBytes.
+const (
+	// CommitKeyCopies is how many times BaseOpBytes counts an op's key.
+	CommitKeyCopies = 3
+	// CommitOpOverhead is what BaseOpBytes adds per op besides its key
+	// copies and value: a bound on etcd's framing of one op (47 bytes).
+	CommitOpOverhead = 48
+)
+
+// BaseOpBytes returns CommitKeyCopies*len(op.Key) + len(op.Value) +
+// CommitOpOverhead: op's size before anything its backend adds.
+func BaseOpBytes(op Op) int {
+	return CommitKeyCopies*len(op.Key) + len(op.Value) + CommitOpOverhead
 }
 
 // ValidateKey reports whether key is acceptable to every backend.

@@ -28,14 +28,48 @@
 // # Limits
 //
 // A Commit holds at most Config.MaxCommitOps ops (default 128, etcd's
-// default --max-txn-ops; set it to the cluster's value), reported through
-// metastore.CommitLimiter; more is metastore.ErrTooLarge before anything is
-// sent. Values are limited to Config.MaxValueLen (default 1 MiB, under
-// etcd's default --max-request-bytes of 1.5 MiB); a request etcd still finds
-// too large (its request-too-large and too-many-ops errors, gRPC's "message
-// larger than max") is also ErrTooLarge, and nothing was written. Only a
-// request over a limit is ErrTooLarge, which callers treat as permanent;
-// etcd's other ResourceExhausted answers (overload, NOSPACE) are transient.
+// default --max-txn-ops), reported through metastore.CommitLimiter, and at
+// most MaxCommitBytes bytes, reported through metastore.CommitByteLimiter:
+// Config.MaxRequestBytes (default 1572864, etcd's default
+// --max-request-bytes) less RequestMargin and the user name, with each op
+// counted as metastore.BaseOpBytes (its key three times, its value, 48
+// bytes of framing) plus three copies of Config.Prefix. etcd checks the
+// serialized request against --max-request-bytes after wrapping it in its
+// raft envelope (18 bytes measured; RequestMargin keeps 1 KiB), so a Commit
+// within both limits is never refused for its size when Config matches the
+// cluster's flags. More is metastore.ErrTooLarge before anything is sent.
+// Set both to the cluster's values: lower splits work more than needed;
+// higher makes the cluster refuse what the store lets through (also
+// ErrTooLarge, permanent). Values are limited to Config.MaxValueLen
+// (default 1 MiB). A request etcd still finds too large (its
+// request-too-large and too-many-ops errors, gRPC's "message larger than
+// max") is also ErrTooLarge, and nothing was written. Only a request over a
+// limit is ErrTooLarge, which callers treat as permanent; etcd's other
+// ResourceExhausted answers (overload, NOSPACE) are transient.
+//
+// # Absorb rounds and the cluster's flags
+//
+// An absorb round writes one span ref per stream that appended in it (about
+// 700 bytes each as counted above, with one or two extents and a 20-byte
+// name) and the chain's checkpoint. It is one request while the refs plus
+// one fit both --max-txn-ops and --max-request-bytes. Beyond either, the
+// round splits: it records the round as pending, writes the refs in chunks
+// that fit both limits (each with a check of the checkpoint's seal), and
+// then advances the checkpoint, so a round of n refs takes
+// 2 + ceil(n / refs-per-chunk) requests, refs-per-chunk being the smaller of
+// --max-txn-ops - 1 and the refs that fit --max-request-bytes. With etcd's
+// defaults (128 ops, 1.5 MiB) a round of up to 127 active streams is one
+// request; 128 streams take 4, 1,000 take 10, 10,000 take 81 (measured by
+// BenchmarkAbsorbRound). To keep a round of n active streams one request,
+// run etcd with --max-txn-ops of at least n + 1 and --max-request-bytes
+// above n times the ref size plus 1 KiB (10,000 streams: --max-txn-ops
+// 16384 --max-request-bytes 10485760; etcd warns above 10 MiB), and set
+// Config.MaxCommitOps and Config.MaxRequestBytes to match. A round's
+// latency grows with its bytes whether it splits or not (etcd applies
+// every op either way): what a split costs is requests. A single ref bigger than the whole limit
+// (many extents: a round covering many slots after an outage) cannot be
+// written by any split: the absorb returns ErrTooLarge for it and the round
+// must cover fewer slots.
 //
 // # Failures
 //
@@ -89,7 +123,20 @@ const (
 	DefaultMaxCommitOps = 128
 	// DefaultMaxValueLen matches metastore.MemMaxValueLen.
 	DefaultMaxValueLen = 1 << 20
+	// DefaultMaxRequestBytes is etcd's default --max-request-bytes (1.5 MiB).
+	DefaultMaxRequestBytes = 1572864
+	// RequestMargin is what MaxCommitBytes keeps of MaxRequestBytes for
+	// what etcd adds to a Txn before it checks its size: the raft envelope
+	// (InternalRaftRequest: a RequestHeader with the request ID, and the
+	// TxnRequest's own tag and length: at most 19 bytes, 17 or 18
+	// measured; with authentication also the user name, counted apart, and
+	// the auth revision: 16 more at most). 1 KiB is 30 times that, room
+	// for a field or two a later etcd may add, and 0.07% of the default.
+	RequestMargin = 1024
 )
+
+// clientSendMsgSize is the etcd client's default limit on a request's size.
+const clientSendMsgSize = 2 << 20
 
 // ErrAmbiguous marks a write whose outcome is unknown: it may have applied.
 // It is never wrapped together with metastore.ErrConflict.
@@ -113,6 +160,12 @@ type Config struct {
 	MaxCommitOps int
 	// MaxValueLen is the largest value accepted (default 1 MiB).
 	MaxValueLen int
+	// MaxRequestBytes is the cluster's --max-request-bytes (default
+	// 1572864, etcd's default): MaxCommitBytes is derived from it, and the
+	// client dialed for Endpoints sends requests up to it (an existing
+	// Client must allow that itself: clientv3.Config.MaxCallSendMsgSize,
+	// default 2 MiB).
+	MaxRequestBytes int
 	// Username and Password, if set, authenticate to the cluster.
 	Username string
 	Password string
@@ -134,8 +187,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("etcd: config: MaxCommitOps %d is negative", c.MaxCommitOps)
 	case c.MaxValueLen < 0:
 		return fmt.Errorf("etcd: config: MaxValueLen %d is negative", c.MaxValueLen)
+	case c.MaxRequestBytes < 0:
+		return fmt.Errorf("etcd: config: MaxRequestBytes %d is negative", c.MaxRequestBytes)
+	}
+	if d := c.withDefaults(); d.maxCommitBytes() < minCommitBytes {
+		return fmt.Errorf("etcd: config: MaxRequestBytes %d leaves %d bytes per Commit, under %d", d.MaxRequestBytes, d.maxCommitBytes(), minCommitBytes)
 	}
 	return nil
+}
+
+// minCommitBytes is the least MaxCommitBytes accepted: room for an op with
+// a key of metastore.MaxKeyLen and a small value.
+const minCommitBytes = 4096
+
+// maxCommitBytes is MaxRequestBytes less what etcd adds to a Txn before it
+// checks its size: RequestMargin, and the user name.
+func (c Config) maxCommitBytes() int {
+	return c.MaxRequestBytes - RequestMargin - len(c.Username)
 }
 
 func (c Config) withDefaults() Config {
@@ -150,6 +218,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxValueLen == 0 {
 		c.MaxValueLen = DefaultMaxValueLen
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -166,8 +237,9 @@ type Store struct {
 }
 
 var (
-	_ metastore.Store         = (*Store)(nil)
-	_ metastore.CommitLimiter = (*Store)(nil)
+	_ metastore.Store             = (*Store)(nil)
+	_ metastore.CommitLimiter     = (*Store)(nil)
+	_ metastore.CommitByteLimiter = (*Store)(nil)
 )
 
 // New returns a Store on the cluster. The connection is made lazily: an
@@ -185,6 +257,9 @@ func New(cfg Config) (*Store, error) {
 			Username:    cfg.Username,
 			Password:    cfg.Password,
 			Logger:      cfg.Logger,
+			// The client's own default send limit is 2 MiB: a cluster
+			// that takes more gets it.
+			MaxCallSendMsgSize: max(clientSendMsgSize, cfg.MaxRequestBytes),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("etcd: connect to %v: %w", cfg.Endpoints, err)
@@ -205,6 +280,19 @@ func (s *Store) Close() error {
 
 // MaxCommitOps implements metastore.CommitLimiter.
 func (s *Store) MaxCommitOps() int { return s.cfg.MaxCommitOps }
+
+// MaxCommitBytes implements metastore.CommitByteLimiter:
+// Config.MaxRequestBytes less RequestMargin and the user name's length. A
+// Commit within it (as OpBytes counts) and within MaxCommitOps is never
+// refused by the cluster for its size, if the cluster's
+// --max-request-bytes is at least Config.MaxRequestBytes.
+func (s *Store) MaxCommitBytes() int { return s.cfg.maxCommitBytes() }
+
+// OpBytes implements metastore.CommitByteLimiter: metastore.BaseOpBytes
+// plus the key prefix, sent with every copy of the key.
+func (s *Store) OpBytes(op metastore.Op) int {
+	return metastore.BaseOpBytes(op) + metastore.CommitKeyCopies*len(s.cfg.Prefix)
+}
 
 // Prefix returns the key prefix.
 func (s *Store) Prefix() string { return s.cfg.Prefix }
@@ -419,6 +507,10 @@ func (s *Store) checkOps(ops []metastore.Op) error {
 			return fmt.Errorf("key %q appears more than once: %w", op.Key, metastore.ErrInvalidKey)
 		}
 		seen[op.Key] = struct{}{}
+	}
+	if n, limit := metastore.CommitBytes(s, ops), s.cfg.maxCommitBytes(); n > limit {
+		return fmt.Errorf("%d ops of %d bytes (as metastore.CommitBytes counts them) over the limit of %d (MaxRequestBytes %d): %w",
+			len(ops), n, limit, s.cfg.MaxRequestBytes, metastore.ErrTooLarge)
 	}
 	return nil
 }
