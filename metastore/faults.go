@@ -169,6 +169,12 @@ func (f *FaultStore) Injected() FaultCounters {
 // MaxCommitOps implements CommitLimiter with the inner store's limit.
 func (f *FaultStore) MaxCommitOps() int { return MaxCommitOps(f.inner) }
 
+// MaxCommitBytes implements CommitByteLimiter with the inner store's limit.
+func (f *FaultStore) MaxCommitBytes() int { return MaxCommitBytes(f.inner) }
+
+// OpBytes implements CommitByteLimiter with the inner store's count.
+func (f *FaultStore) OpBytes(op Op) int { return OpBytes(f.inner, op) }
+
 // Get implements Store.
 func (f *FaultStore) Get(ctx context.Context, key string) (Item, error) {
 	var it Item

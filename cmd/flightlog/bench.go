@@ -107,6 +107,12 @@ func (m *countedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metasto
 // MaxCommitOps passes the inner store's limit through.
 func (m *countedMeta) MaxCommitOps() int { return metastore.MaxCommitOps(m.Store) }
 
+// MaxCommitBytes passes the inner store's byte limit through.
+func (m *countedMeta) MaxCommitBytes() int { return metastore.MaxCommitBytes(m.Store) }
+
+// OpBytes passes the inner store's op size through.
+func (m *countedMeta) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }
+
 // benchOpts is the workload.
 type benchOpts struct {
 	model              string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/metastore"
 )
 
 // absorbState is the absorb's part of the core: released flights waiting
@@ -44,6 +45,7 @@ type absorbState struct {
 	rounds, refs, failures, requests uint64
 	roundLatency                     histogramH
 
+	maxSlots   int       // > 0: rounds cover at most this many slots (after a refusal)
 	verifiedAt time.Time // the seal was last found ours (a round, or a check)
 	checkOut   bool      // a ReadCheckpoint is out
 	sealChecks uint64
@@ -58,9 +60,11 @@ type plannedRound struct {
 	refs    []absorb.SpanRef
 	snapKey string
 	snap    []byte
-	full    bool      // snap is a full snapshot (else a delta over base)
-	drop    []string  // superseded snapshots this round's commit deletes
-	first   time.Time // the first attempt
+	full    bool                          // snap is a full snapshot (else a delta over base)
+	exact   bool                          // the checkpoint's pending round, replayed as it is
+	undo    map[string]*absorb.StreamTail // tails before the plan (nil: none)
+	drop    []string                      // superseded snapshots this round's commit deletes
+	first   time.Time                     // the first attempt
 }
 
 // doomedSnapshot is a superseded tails snapshot, deleted once the chain
@@ -124,7 +128,7 @@ func (c *Core) maybeRound() {
 // tails is a bug upstream: the chain stops rather than record a gap.
 func (c *Core) planQueued() bool {
 	a := &c.ab
-	n := min(len(a.queue), c.cfg.AbsorbMaxSlots)
+	n := min(len(a.queue), c.roundSlots())
 	e := a.queue[0].epoch
 	for i := 1; i < n; i++ {
 		if a.queue[i].epoch != e {
@@ -150,14 +154,81 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	a := &c.ab
 	round := absorb.Round{Epoch: e, From: slots[0].Slot, To: slots[len(slots)-1].Slot + 1}
 	writer := fmt.Sprintf("%s/%d/%d", c.cfg.Owner, e, round.From)
+	undo := map[string]*absorb.StreamTail{} // the tails before the plan, to undo it
+	for _, s := range slots {
+		for _, f := range s.Frames {
+			if _, ok := undo[f.Stream]; !ok {
+				if t, ok := a.tails[f.Stream]; ok {
+					undo[f.Stream] = &t
+				} else {
+					undo[f.Stream] = nil
+				}
+			}
+		}
+	}
 	refs, err := absorb.Plan(c.cfg.Class.String(), writer, slots, a.tails)
 	if err != nil {
 		return err
 	}
 	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To)
 	snap, full := c.snapshotOf(round, refs)
-	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now}
+	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now, undo: undo}
 	return nil
+}
+
+// unplan drops the planned round, which nothing has written (the committer
+// refused it before writing), and puts the tails back as they were.
+func (c *Core) unplan() {
+	a := &c.ab
+	for id, t := range a.planned.undo {
+		if t == nil {
+			delete(a.tails, id)
+		} else {
+			a.tails[id] = *t
+		}
+	}
+	a.planned = nil
+}
+
+// roundSlots is how many slots the next round may cover: AbsorbMaxSlots,
+// or fewer after a round the metastore refused as too large.
+func (c *Core) roundSlots() int {
+	if n := c.ab.maxSlots; n > 0 {
+		return min(n, c.cfg.AbsorbMaxSlots)
+	}
+	return c.cfg.AbsorbMaxSlots
+}
+
+// roundRefused handles a round the metastore refused for good (a request
+// over its size limit, a key it does not take): nothing was written. A
+// round of several slots is planned again with half as many; a refusal that
+// splitting cannot cure is permanent, and the chain stops loudly with the
+// cause, which its producers then see, rather than stall for ever.
+func (c *Core) roundRefused(p *plannedRound, err error) {
+	a := &c.ab
+	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact {
+		c.unplan()
+		a.maxSlots = max(1, p.slots/2)
+		a.retryAt, a.lastAt = time.Time{}, time.Time{} // the smaller round is due now
+		if c.phase == phaseOpening && c.succ != nil && len(c.succ.walks) > 0 {
+			c.succ.walks[0].from = p.round.From // walk the range again, in smaller rounds
+		}
+		c.logf(slog.LevelWarn, "absorb round too large for the metastore; splitting it", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrI("slots", a.maxSlots), attrE(err))
+		return
+	}
+	cause := fmt.Errorf("%w: the metastore refuses the absorb of epoch %d [%d, %d) for good: %v", ErrHalted, p.round.Epoch, p.round.From, p.round.To, err)
+	c.logf(slog.LevelError, "absorb refused by the metastore; the chain stops", attrE(cause))
+	if c.phase == phaseOpening {
+		c.failOpen(cause)
+		return
+	}
+	c.die(Fate{Kind: OutcomeUnknown, Cause: cause})
+}
+
+// permanentMetaError reports whether a metastore error will not go away by
+// retrying the same request.
+func permanentMetaError(err error) bool {
+	return errors.Is(err, metastore.ErrTooLarge) || errors.Is(err, metastore.ErrInvalidKey)
 }
 
 // A full tails snapshot is written when a delta would exceed 1/deltaShare
@@ -266,6 +337,10 @@ func (c *Core) onRoundDone(ev RoundDone) {
 			c.sealedAway(ev.Err)
 			return
 		}
+		if permanentMetaError(ev.Err) {
+			c.roundRefused(p, ev.Err)
+			return
+		}
 		if a.backoff == 0 {
 			c.logf(slog.LevelWarn, "absorb round failed; retrying", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrE(ev.Err))
 		}
@@ -277,6 +352,11 @@ func (c *Core) onRoundDone(ev RoundDone) {
 		return
 	}
 	a.lastFailed, a.lastErr, a.backoff, a.retryAt = false, nil, 0, time.Time{}
+	if a.maxSlots > 0 { // grow back after a split
+		if a.maxSlots *= 2; a.maxSlots >= c.cfg.AbsorbMaxSlots {
+			a.maxSlots = 0
+		}
+	}
 	a.verifiedAt = c.now
 	a.planned = nil
 	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To

@@ -171,7 +171,11 @@ func (c *Core) die(fate Fate) {
 	c.dropPool(Fate{Kind: NotCommitted, Cause: fate.Cause, Deposed: fate.Deposed})
 	f := fate
 	c.rd.Dead = &f
-	c.logf(slog.LevelError, "lost leadership of the chain", attrU("epoch", c.rec.Epoch), attrE(fate.Cause))
+	msg := "the chain stops serving"
+	if fate.Deposed != nil {
+		msg = "lost leadership of the chain"
+	}
+	c.logf(slog.LevelError, msg, attrU("epoch", c.rec.Epoch), attrE(fate.Cause))
 	if fate.Deposed == nil {
 		c.closeEr = append(c.closeEr, fate.Cause)
 	}

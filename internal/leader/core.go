@@ -52,6 +52,10 @@ type Config struct {
 	// released", epoch, slot), in release order: what tests watch to check
 	// invariant 1 at the moment of release.
 	LogReleases bool
+	// StragglerBytes bounds the rendered objects held by copies still out
+	// after their flight was acked (0: no bound): past it the oldest
+	// stragglers are abandoned to the under-replicated list.
+	StragglerBytes int64
 	// SealCheckInterval is how often an idle leader reads its checkpoint to
 	// learn whether a successor has sealed it (0: never). A busy leader
 	// learns it from its absorb rounds, which check the seal.
@@ -125,9 +129,12 @@ type Core struct {
 	// probeWindow is the window of the last garbage probe sent (for its log).
 	probeWindow int
 
-	rd      Ready
-	stats   counters
-	closeEr []error
+	rd    Ready
+	stats counters
+	// Straggling copies: their uploads, and the objects they hold.
+	stragglers     int
+	stragglerBytes int64
+	closeEr        []error
 }
 
 // New returns the core of a chain that is about to open: its first Ready

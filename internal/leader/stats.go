@@ -16,6 +16,7 @@ type counters struct {
 	failedUnknown, failedNotCommitted     uint64
 	ghosts, foreign, underReplicated      uint64
 	halts                                 uint64
+	stragglersAbandoned                   uint64
 	haltCause                             string
 	underReplSlots                        []uint64
 	ackLatency, quorumLatency, flightSize histogramH
@@ -48,6 +49,14 @@ type Stats struct {
 
 	FlightIndexBytes int64
 	Backlog          absorb.BacklogStats
+	// WindowBytes is the payload of claimed, unreleased flights (kept for
+	// a republish); Stragglers and StragglerBytes, the acked uploads with
+	// copies still out and the objects they hold; StragglersAbandoned, the
+	// ones cancelled over the straggler budget.
+	WindowBytes         int64
+	Stragglers          int
+	StragglerBytes      int64
+	StragglersAbandoned uint64
 
 	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
 	AbsorbRoundLatency                                          histogram.Summary
@@ -84,14 +93,21 @@ func (c *Core) Stats(now time.Time) Stats {
 		Recovering:       c.phase == phaseRecovering,
 		Deposed:          c.fate.Deposed != nil || c.sealed != nil,
 		FlightIndexBytes: c.ab.indexBytes,
-		Backlog:          c.backlog.Stats(c.now),
-		AbsorbRounds:     c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
+		Stragglers:       c.stragglers, StragglerBytes: c.stragglerBytes, StragglersAbandoned: st.stragglersAbandoned,
+		Backlog:      c.backlog.Stats(c.now),
+		AbsorbRounds: c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
 		AbsorbRoundLatency: c.ab.roundLatency.Snapshot().Summary(),
 		CheckpointEpoch:    c.ab.cpEpoch,
 		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes,
 		AckLatency:    st.ackLatency.Snapshot().Summary(),
 		QuorumLatency: st.quorumLatency.Snapshot().Summary(),
 		FlightSize:    st.flightSize.Snapshot().Summary(),
+	}
+	for _, f := range c.flights {
+		s.WindowBytes += f.payload
+		if f.up != nil {
+			s.WindowBytes += f.up.objBytes
+		}
 	}
 	if c.ab.cpEpoch == c.rec.Epoch {
 		s.Checkpoint = c.ab.cpNext

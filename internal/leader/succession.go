@@ -504,7 +504,7 @@ func (c *Core) walkNext(s *succession) bool {
 		return false
 	}
 	w := s.walks[0]
-	max := c.cfg.AbsorbMaxSlots
+	max := c.roundSlots()
 	if w.exact {
 		max = 0
 	}
@@ -525,6 +525,7 @@ func (s *succession) onWalked(c *Core, ev Walked) {
 			c.failOpen(fmt.Errorf("leader: walk %s/%s epoch %d: %w", c.cfg.Star, c.cfg.Class, ev.Epoch, err))
 			return
 		}
+		c.ab.planned.exact = w.exact
 	}
 	w.from = ev.Next
 	s.backoff, s.retryAt = 0, time.Time{}

@@ -39,7 +39,7 @@ import (
 //	probed
 //	tails-read            (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
-//	round-done | round-failed | round-deposed by=
+//	round-done | round-failed | round-deposed by= | round-too-large
 //	epoch-sealed | epoch-seal-failed
 //	checkpoint-read [owner= epoch=]   (an idle leader's seal check)
 //	corrupt-tail stream= next=        (a bug upstream: the absorb's tail no longer matches)
@@ -189,6 +189,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(RoundDone{Round: h.c.ab.planned.round})
 	case "round-failed":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: errors.New("metastore: unavailable")})
+	case "round-too-large":
+		h.step(RoundDone{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: ref too large: %w", metastore.ErrTooLarge)})
 	case "round-deposed":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
 	case "checkpoint-read":

@@ -23,6 +23,8 @@ type upload struct {
 	straggle  time.Time // copies still out then are cancelled
 	durable   bool
 	cancelled bool
+	objBytes  int64 // the rendered object, held by its copies' workers
+	straggler bool  // released with copies still out: counted in stragglerBytes
 }
 
 // startUpload starts f's upload at its current (epoch, slot): a render
@@ -58,6 +60,7 @@ func (c *Core) onRendered(ev Rendered) {
 		return
 	}
 	up.rendered = true
+	up.objBytes = int64(len(ev.Obj))
 	up.putStart = c.now
 	up.deadline = c.now.Add(c.cfg.CommitDeadline)
 	up.straggle = c.now.Add(c.cfg.StragglerTimeout)
@@ -138,6 +141,7 @@ func (c *Core) bucketName(i int) string {
 // retire forgets an upload whose workers have all returned.
 func (c *Core) retire(up *upload) {
 	if !up.renderOut && up.puts == 0 {
+		c.unstraggle(up)
 		delete(c.uploads, up.id)
 		if up.f != nil && up.f.up == up {
 			up.f.up = nil
@@ -154,6 +158,44 @@ func (c *Core) cancel(up *upload) {
 	up.cancelled = true
 	if up.renderOut || up.puts > 0 {
 		c.rd.Cancels = append(c.rd.Cancels, up.id)
+	}
+	c.unstraggle(up)
+}
+
+// straggle counts a released upload whose copies are still out: its
+// workers hold the rendered object until they return. Past the straggler
+// budget, the oldest are abandoned (cancelled: their missing copies are
+// counted under-replicated).
+func (c *Core) straggle(up *upload) {
+	if up.straggler || up.puts == 0 || up.cancelled {
+		return
+	}
+	up.straggler = true
+	c.stragglerBytes += up.objBytes
+	c.stragglers++
+	if c.cfg.StragglerBytes <= 0 || c.stragglerBytes <= c.cfg.StragglerBytes {
+		return
+	}
+	abandoned := 0
+	for _, old := range c.sortedUploads() {
+		if c.stragglerBytes <= c.cfg.StragglerBytes {
+			break
+		}
+		if old.straggler {
+			c.cancel(old)
+			abandoned++
+		}
+	}
+	c.stats.stragglersAbandoned += uint64(abandoned)
+	c.logf(slog.LevelInfo, "straggling copies abandoned over the straggler budget", attrI("uploads", abandoned), slog.Int64("budget", c.cfg.StragglerBytes))
+}
+
+// unstraggle uncounts an upload that stops straggling.
+func (c *Core) unstraggle(up *upload) {
+	if up.straggler {
+		up.straggler = false
+		c.stragglerBytes -= up.objBytes
+		c.stragglers--
 	}
 }
 
@@ -213,6 +255,7 @@ func (c *Core) releaseFlight(f *flight) {
 	if up := f.up; up != nil {
 		up.f = nil // its straggling copies go on, only counted
 		f.up = nil
+		c.straggle(up)
 	}
 	for _, b := range f.batches {
 		st := b.Stream

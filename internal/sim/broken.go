@@ -208,6 +208,10 @@ func (s *conflictingMeta) injected() int {
 
 func (s *conflictingMeta) MaxCommitOps() int { return metastore.MaxCommitOps(s.Store) }
 
+// MaxCommitBytes and OpBytes pass the byte limit of the store below through.
+func (s *conflictingMeta) MaxCommitBytes() int         { return metastore.MaxCommitBytes(s.Store) }
+func (s *conflictingMeta) OpBytes(op metastore.Op) int { return metastore.OpBytes(s.Store, op) }
+
 func (s *conflictingMeta) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
 	v, err := s.Store.Put(ctx, key, value, expect)
 	if err == nil && expect != metastore.AnyVersion && s.hit(key) {

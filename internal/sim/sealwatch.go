@@ -130,3 +130,7 @@ func (o *observer) sealViolation(format string, args ...any) {
 
 // MaxCommitOps passes the limit of the store below through.
 func (m sealWatch) MaxCommitOps() int { return metastore.MaxCommitOps(m.Store) }
+
+// MaxCommitBytes and OpBytes pass the byte limit of the store below through.
+func (m sealWatch) MaxCommitBytes() int         { return metastore.MaxCommitBytes(m.Store) }
+func (m sealWatch) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }
