@@ -52,6 +52,11 @@ type Config struct {
 	// process that leads nothing) polls the metastore for new refs
 	// (default 250ms). Sessions on the leader are woken by releases.
 	ReaderPollInterval time.Duration
+	// ReadCacheMiB bounds the cache of recently decoded frames that history
+	// reads share (default 32; negative: no cache), so a catch-up read with
+	// a small MaxRecords does not fetch and decode the same frame once per
+	// call.
+	ReadCacheMiB int
 	// SealCheckInterval is how often an idle leader reads its chain's
 	// checkpoint to learn whether a successor has sealed it for a takeover
 	// (default 1s; one metastore read per chain per interval, only while no
@@ -89,6 +94,20 @@ type Config struct {
 
 // DefaultCloseTimeout is Config.CloseTimeout's default.
 const DefaultCloseTimeout = 30 * time.Second
+
+// DefaultReadCacheMiB is Config.ReadCacheMiB's default.
+const DefaultReadCacheMiB = 32
+
+// cacheBytes is the frame cache's bound for a ReadCacheMiB setting.
+func cacheBytes(mib int) int64 {
+	switch {
+	case mib < 0:
+		return 0
+	case mib == 0:
+		return DefaultReadCacheMiB << 20
+	}
+	return int64(mib) << 20
+}
 
 // DefaultSealCheckInterval is Config.SealCheckInterval's default.
 const DefaultSealCheckInterval = time.Second
@@ -131,6 +150,12 @@ type ClassConfig struct {
 	// StragglerTimeout bounds how long copies past W keep trying; a copy
 	// still missing then is counted under-replicated.
 	StragglerTimeout time.Duration
+	// StragglerMiB bounds the rendered objects that copies still trying
+	// after their flight was acked hold (default: half of MemoryBufferMiB):
+	// past it the oldest are abandoned and counted under-replicated, so one
+	// hanging bucket cannot pin memory (and goroutines) for a whole
+	// StragglerTimeout of traffic.
+	StragglerMiB int
 	// Codec compresses frames.
 	Codec envelope.Codec
 	// Retry paces retries of ambiguous PUT failures.
@@ -212,6 +237,9 @@ func (c *ClassConfig) applyDefaults(class Class) {
 	if c.StragglerTimeout == 0 {
 		c.StragglerTimeout = DefaultStragglerTimeout
 	}
+	if c.StragglerMiB == 0 {
+		c.StragglerMiB = max(1, c.MemoryBufferMiB/2)
+	}
 	if c.Codec == 0 && std {
 		c.Codec = DefaultStandardCodec
 	} else if c.Codec == 0 {
@@ -263,6 +291,9 @@ func (c *ClassConfig) validate(class Class, maxBatch int) error {
 	}
 	if c.ChainBacklogFlights < c.ParallelUploads {
 		bad("ChainBacklogFlights=%d must be at least ParallelUploads=%d", c.ChainBacklogFlights, c.ParallelUploads)
+	}
+	if c.StragglerMiB < 1 {
+		bad("StragglerMiB=%d must be >= 1", c.StragglerMiB)
 	}
 	if c.ChainBacklogMiB < 1 {
 		bad("ChainBacklogMiB=%d must be >= 1", c.ChainBacklogMiB)

@@ -19,6 +19,8 @@ type history struct {
 	meta metastore.Store
 	sets [2][]objstore.Store // bucket sets by class
 
+	frames *frameCache // recently decoded frames (nil: none)
+
 	skipped  atomic.Uint64 // copies skipped: missing, short, poison or corrupt
 	corrupt  atomic.Uint64 // of which failed a checksum or decode
 	gets     atomic.Uint64
@@ -29,7 +31,12 @@ const refScanBatch = 16
 
 // readAhead is how many extents a history read fetches at once: a catch-up
 // read spans many extents, and one GET at a time pays a round trip each.
-const readAhead = 8
+// readAheadBytes bounds the stored bytes those fetches hold at once (a read
+// may hold one frame over it).
+const (
+	readAhead      = 8
+	readAheadBytes = 8 << 20
+)
 
 // read returns up to maxRecs records (and about maxBytes) of stream from
 // seq `from` on. It returns no records if nothing at or past from is
@@ -140,11 +147,14 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 			ch <- fetched{recs, err}
 		}()
 	}
+	inFlight := int64(0) // stored bytes of the fetches started and not consumed
 	for i, j := range jobs {
-		for started < len(jobs) && started-i < readAhead {
+		for started < len(jobs) && started-i < readAhead && (started == i || inFlight+int64(jobs[started].ext.Length) <= readAheadBytes) {
+			inFlight += int64(jobs[started].ext.Length)
 			start()
 		}
 		f := <-results[i]
+		inFlight -= int64(j.ext.Length)
 		if f.err != nil {
 			return false, f.err
 		}
@@ -158,7 +168,7 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 				return true, nil
 			}
 			*size += rs
-			*out = append(*out, SequencedRecord{Seq: seq, Record: r})
+			*out = append(*out, SequencedRecord{Seq: seq, Record: cloneRecord(r)})
 			*next = seq + 1
 		}
 	}
@@ -177,6 +187,9 @@ func recordSize(r Record) int {
 // missing, short, poisoned or corrupt copies; if none is good it re-reads
 // the ref once (settle may have repointed it) and tries again.
 func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, ext absorb.Extent, stream string) ([]Record, error) {
+	if recs, ok := h.frames.get(ext); ok {
+		return recs, nil
+	}
 	for attempt := 0; attempt < 2; attempt++ {
 		set, err := h.set(ref.Class)
 		if err != nil {
@@ -202,6 +215,7 @@ func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, 
 				last = err
 				continue
 			}
+			h.frames.put(ext, recs)
 			return recs, nil
 		}
 		// Every copy failed: has the ref been repointed meanwhile?

@@ -77,6 +77,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
 		LogReleases:       s.log.Enabled(context.Background(), slog.LevelDebug),
 		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
+		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
 	}, time.Now())
 	go l.run()
@@ -265,16 +266,21 @@ func (l *lane) poke() {
 	}
 }
 
-// admit reserves b's bytes in the pool budget (blocking at the budget,
-// honouring ctx), then admits it to the core. On error nothing was
-// admitted.
-func (l *lane) admit(ctx context.Context, b *leader.Batch, recs []Record, match *uint64, monotone bool) error {
-	if err := l.budget.Reserve(ctx, b.Charge); err != nil {
+// reserve takes a batch's bytes from the pool budget, blocking at the
+// budget (honouring ctx).
+func (l *lane) reserve(ctx context.Context, charge int64) error {
+	if err := l.budget.Reserve(ctx, charge); err != nil {
 		if errors.Is(err, pool.ErrClosed) {
 			return notCommitted(ErrClosed)
 		}
 		return notCommitted(fmt.Errorf("loglet: admission to the %s pool: %w", l.class, err))
 	}
+	return nil
+}
+
+// admit admits b, whose Charge the caller reserved, to the core. On error
+// nothing was admitted and the reservation is returned.
+func (l *lane) admit(ctx context.Context, b *leader.Batch, recs []Record, match *uint64, monotone bool) error {
 	l.mu.Lock()
 	err := l.core.Admit(time.Now(), b, recs, match, monotone)
 	if err == nil {
@@ -434,6 +440,7 @@ func (l *lane) snapshot() *ClassStats {
 		UnderReplicated: cs.UnderReplicated, UnderReplSlots: cs.UnderReplSlots,
 		Halts: cs.Halts, HaltCause: cs.HaltCause, Recovering: cs.Recovering, SuccessionStep: cs.SuccessionStep, Deposed: cs.Deposed,
 		FlightIndexBytes: cs.FlightIndexBytes, Backlog: cs.Backlog,
+		WindowBytes: cs.WindowBytes, Stragglers: cs.Stragglers, StragglerBytes: cs.StragglerBytes, StragglersAbandoned: cs.StragglersAbandoned,
 		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
 		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
 		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes,

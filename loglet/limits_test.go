@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -120,4 +121,106 @@ func TestFlightOfManyLongNamedStreams(t *testing.T) {
 		t.Fatalf("halts %d, acked %d, flights %d", st.Halts, st.AckedBatches, st.Flights)
 	}
 	t.Logf("%d flights", st.Flights)
+}
+
+// TestSmallReadsDoNotRefetchFrames (issue 13, item 6): catching up 4,000
+// records of 1 KiB 100 at a time used to fetch and decode the same
+// multi-MiB frame on every call (153 MB fetched for 4 MB of records: 40x,
+// quadratic in catch-up). The decoded-frame cache makes it about one fetch
+// per frame; without the cache (ReadCacheMiB < 0) it is the old 40x.
+func TestSmallReadsDoNotRefetchFrames(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	p, err := w.open("p1", func(c *Config) {
+		c.Express = ClassConfig{}
+		c.Standard.FlightBytes, c.Standard.FlushDeadline = 8<<20, 200*time.Millisecond
+		c.Standard.Codec = CodecNone
+		c.AbsorbInterval = time.Millisecond
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := p.star.OpenAppendSession(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(strings.Repeat("r", 1024))
+	var futs []*AckFuture
+	for i := 0; i < 40; i++ {
+		var b Batch
+		for j := 0; j < 100; j++ {
+			b.Records = append(b.Records, Record{Body: body})
+		}
+		f, err := sess.Submit(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored := float64(4000 * 1030)
+	for _, cache := range []int{0, -1} {
+		rd, _ := NewReader(ReaderConfig{Meta: w.meta, Standard: []objstore.Store{w.std}, ReadCacheMiB: cache})
+		next, n := uint64(0), 0
+		for n < 4000 {
+			res, err := rd.Read(ctx, "a", ReadQuery{Start: AtSeq(next), MaxRecords: 100})
+			if err != nil || len(res.Records) == 0 {
+				t.Fatalf("read at %d: %d records, %v", next, len(res.Records), err)
+			}
+			n += len(res.Records)
+			next = res.Next
+		}
+		st := rd.Stats()
+		ratio := float64(st.GetBytes) / stored
+		t.Logf("ReadCacheMiB %d: fetched %d bytes for %.0f stored (%.1fx), cache hits %d", cache, st.GetBytes, stored, ratio, st.ReadCacheHits)
+		if cache == 0 && ratio > 2 {
+			t.Fatalf("with the cache, catching up fetched %.1fx the records' bytes", ratio)
+		}
+		if cache < 0 && ratio < 5 {
+			t.Fatalf("without the cache the test should show the refetching (%.1fx): it no longer measures the cache", ratio)
+		}
+	}
+}
+
+// TestHangingBucketStragglersBounded (issue 13, item 6): one Express bucket
+// whose PUTs never answer. Acks flow at W=2; the copies to the hanging
+// bucket straggle, each holding its flight's object (and a goroutine) for
+// StragglerTimeout. Before, nothing bounded them (a 2 MiB pool, one hanging
+// bucket: 296 MiB live heap, 6,857 goroutines); now past StragglerMiB the
+// oldest are abandoned to the under-replicated list.
+func TestHangingBucketStragglersBounded(t *testing.T) {
+	r := newRig(t, Express, 3, 1, func(c *Config, fs []*objstore.FaultStore) {
+		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(time.Hour)) // never answers (until cancelled)
+		c.Express.StragglerTimeout = time.Hour
+		c.Express.CommitDeadline = 30 * time.Second
+		c.Express.StragglerMiB = 1
+		c.Express.FlightBytes = 16 << 10
+		c.Express.Codec = CodecNone
+	})
+	ctx := context.Background()
+	goroutines := runtime.NumGoroutine()
+	body := []byte(strings.Repeat("b", 16<<10))
+	for i := 0; i < 300; i++ { // ~4.8 MiB of objects, 300 flights
+		if _, err := r.star.Append(ctx, "a", Batch{Records: []Record{{Body: body}}}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	st := r.star.Stats().Express
+	t.Logf("stragglers %d holding %d bytes; %d abandoned; goroutines %d -> %d", st.Stragglers, st.StragglerBytes, st.StragglersAbandoned, goroutines, runtime.NumGoroutine())
+	if st.StragglerBytes > 1<<20+64<<10 {
+		t.Fatalf("stragglers hold %d bytes over a 1 MiB budget", st.StragglerBytes)
+	}
+	if st.StragglersAbandoned == 0 || st.UnderReplicated == 0 {
+		t.Fatalf("no straggler abandoned (%d) or counted under-replicated (%d)", st.StragglersAbandoned, st.UnderReplicated)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines+200 {
+		t.Fatalf("%d goroutines after 300 flights with one hanging bucket (started with %d)", n, goroutines)
+	}
 }

@@ -22,6 +22,9 @@ type ReaderConfig struct {
 	// PollInterval paces read sessions' polls for new refs (default
 	// 250ms).
 	PollInterval time.Duration
+	// ReadCacheMiB bounds the cache of recently decoded frames (default
+	// 32; negative: none), as Config.ReadCacheMiB.
+	ReadCacheMiB int
 }
 
 // Reader reads absorbed history in a process that leads nothing: refs from
@@ -42,7 +45,7 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	return &Reader{cfg: cfg, hist: &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard, cfg.Express}}}, nil
+	return &Reader{cfg: cfg, hist: &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard, cfg.Express}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))}}, nil
 }
 
 // Read returns absorbed records of stream from q.Start on. ReadResult.Tail
@@ -190,6 +193,10 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 // ReaderStats counts a Reader's object reads.
 type ReaderStats struct {
 	Gets, GetBytes uint64
+	// ReadCacheBytes is the decoded frames cached now; ReadCacheHits and
+	// ReadCacheMisses count lookups.
+	ReadCacheBytes                 int64
+	ReadCacheHits, ReadCacheMisses uint64
 	// SkippedCopies: copies passed over (missing, short, poison, corrupt);
 	// CorruptCopies: of which failed a checksum or decode.
 	SkippedCopies, CorruptCopies uint64
@@ -197,5 +204,7 @@ type ReaderStats struct {
 
 // Stats returns the Reader's counters.
 func (r *Reader) Stats() ReaderStats {
-	return ReaderStats{Gets: r.hist.gets.Load(), GetBytes: r.hist.getBytes.Load(), SkippedCopies: r.hist.skipped.Load(), CorruptCopies: r.hist.corrupt.Load()}
+	st := ReaderStats{Gets: r.hist.gets.Load(), GetBytes: r.hist.getBytes.Load(), SkippedCopies: r.hist.skipped.Load(), CorruptCopies: r.hist.corrupt.Load()}
+	st.ReadCacheBytes, st.ReadCacheHits, st.ReadCacheMisses = r.hist.frames.stats()
+	return st
 }

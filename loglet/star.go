@@ -86,7 +86,7 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		cfg: cfg, log: cfg.Logger,
 		streams: map[string]*streamState{},
 		closing: make(chan struct{}),
-		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}},
+		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
 	}
 	if cfg.RefuseLiveOwner {
 		// Check every chain before taking any, so that a refusal leaves
@@ -450,6 +450,11 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 	}
 	if size > s.cfg.MaxBatchBytes {
 		return nil, nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
+	}
+	// Reserve the budget before encoding: a producer blocked at the budget
+	// then holds no encoded copy the budget does not count.
+	if err := st.lane.reserve(ctx, int64(charge)); err != nil {
+		return nil, nil, err
 	}
 	p := &leader.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
 	p.Payload = make([]byte, 0, charge)

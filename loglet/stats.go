@@ -48,6 +48,14 @@ type ClassStats struct {
 	// FlightIndexBytes: released, unabsorbed payload the leader holds to
 	// serve the tail of each stream.
 	FlightIndexBytes int64
+	// WindowBytes: payload and rendered objects of claimed, unreleased
+	// flights (kept for a republish). Stragglers, StragglerBytes: acked
+	// flights with copies still trying, and the objects they hold (bounded
+	// by ClassConfig.StragglerMiB); StragglersAbandoned: cancelled over it.
+	WindowBytes         int64
+	Stragglers          int
+	StragglerBytes      int64
+	StragglersAbandoned uint64
 	// Backlog: claimed-but-unabsorbed flights and bytes, the age of the
 	// oldest, and stalls by diagnosed cause.
 	Backlog absorb.BacklogStats
