@@ -571,9 +571,13 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	// history ends, go on from the flight index if the limits leave room,
 	// so one Read spans both with no gap and no duplicate (and back to
 	// history if the absorb moved the index on meanwhile).
+	// Each pass returns records or ends the read, so a read with room left
+	// returns every durable record up to the tail it reports, however the
+	// absorb moves records from the index into refs meanwhile (the bound
+	// only guards against a bug).
 	var recs []SequencedRecord
 	next, size := start, 0
-	for round := 0; round < 4 && len(recs) < maxRecs && size < maxBytes; round++ {
+	for pass := 0; pass < 1<<16 && len(recs) < maxRecs && size < maxBytes; pass++ {
 		var more []SequencedRecord
 		if next >= v.start {
 			more, err = v.read(next, maxRecs-len(recs), maxBytes-size)
