@@ -356,3 +356,37 @@ func TestTailsSnapshotCostsWhatChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteAppliedThenFailedForgetsTheStream: a DeleteStream whose Commit
+// applied but reported failure (an ambiguous metastore write), retried by
+// the host, finds the record gone (ErrStreamNotFound), and the star then
+// serves the name as deleted. Before, the retry's not-found path kept the
+// cached stream, and the leader went on reading the deleted incarnation
+// (found by the simulation's lifers).
+func TestDeleteAppliedThenFailedForgetsTheStream(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	p1, err := w.open("p1", func(c *Config) { c.Express, c.CreateOnAppend = ClassConfig{}, false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "a", StreamOptions{Class: Standard}); err != nil {
+		t.Fatal(err)
+	}
+	appendBodies(t, p1.star, "a", "old-0", "old-1")
+	p1.meta.SetAmbiguousRate(1)
+	err = p1.star.DeleteStream(ctx, "a")
+	p1.meta.SetAmbiguousRate(0)
+	if err == nil {
+		t.Fatal("DeleteStream over an ambiguous metastore reported success")
+	}
+	if err := p1.star.DeleteStream(ctx, "a"); !errors.Is(err, ErrStreamNotFound) {
+		t.Fatalf("retried DeleteStream: %v, want ErrStreamNotFound (the first attempt applied)", err)
+	}
+	if res, err := p1.star.Read(ctx, "a", ReadQuery{Start: AtSeq(0)}); !errors.Is(err, ErrStreamNotFound) {
+		t.Fatalf("read of the deleted stream on its leader: %d records, %v", len(res.Records), err)
+	}
+	if _, err := p1.star.CheckTail(ctx, "a"); !errors.Is(err, ErrStreamNotFound) {
+		t.Fatalf("CheckTail of the deleted stream on its leader: %v", err)
+	}
+}

@@ -274,6 +274,17 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 // DeleteStream removes a stream's record. Its data is not deleted (the
 // settle and trim do that). Appends to it fail afterwards.
 func (s *Star) DeleteStream(ctx context.Context, name string) error {
+	// Whatever the outcome, forget the cached stream: a delete whose
+	// Commit failed may have applied (ambiguous), and its retry then finds
+	// the record gone; a cached entry would go on serving the deleted
+	// incarnation. The next lookup reads the record again (the stream's
+	// sequencing lives in the chain's core, keyed by incarnation, so
+	// nothing is lost if the delete did not apply).
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, name)
+		s.mu.Unlock()
+	}()
 	key := chain.StreamRecordKey(name)
 	it, err := s.cfg.Meta.Get(ctx, key)
 	if errors.Is(err, metastore.ErrNotFound) {
@@ -288,9 +299,6 @@ func (s *Star) DeleteStream(ctx context.Context, name string) error {
 	}); err != nil {
 		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
 	}
-	s.mu.Lock()
-	delete(s.streams, name)
-	s.mu.Unlock()
 	return nil
 }
 
