@@ -282,7 +282,7 @@ func TestSnapshotRoundTripAndCorruption(t *testing.T) {
 	ctx := context.Background()
 	ms := []objstore.Store{objstore.NewMem(), objstore.NewMem()}
 	tails := Tails{Epoch: 1, Next: 9, Streams: map[string]StreamTail{"a": {Next: 5, Timestamp: 7}}}
-	key := TailsKey("s", chain.Express, 1, 9)
+	key := TailsKey("s", chain.Express, 1, 9, 1)
 	if err := PutSnapshot(ctx, ms, 2, key, EncodeTails(tails)); err != nil {
 		t.Fatal(err)
 	}

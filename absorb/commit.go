@@ -331,7 +331,7 @@ func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef, ops []metas
 
 // PutSnapshot writes a tails snapshot to every bucket of a set and returns
 // once w copies are there (an existing object counts: a snapshot's content
-// is determined by its key's position).
+// is determined by its key, which names its position and its writer).
 func PutSnapshot(ctx context.Context, stores []objstore.Store, w int, key string, body []byte) error {
 	errs := make(chan error, len(stores))
 	for _, s := range stores {

@@ -135,9 +135,15 @@ type Tails struct {
 	Base    string                `json:"base,omitempty"`
 }
 
-// TailsKey is the object key of the tails snapshot as of (epoch, next).
-func TailsKey(star string, c chain.Class, epoch, next uint64) string {
-	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d", star, c, epoch, next)
+// TailsKey is the object key of the tails snapshot as of (epoch, next),
+// written by the leader of epoch writer. The writer is part of the key
+// because a snapshot's content is the writer's, not only its position's: a
+// delta builds on its writer's own full snapshot. A successor replaying its
+// predecessor's pending round (the same position) writes its own full
+// snapshot beside the predecessor's delta, never adopts that delta as its
+// base (PutSnapshot takes an existing object as its own).
+func TailsKey(star string, c chain.Class, epoch, next, writer uint64) string {
+	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d", star, c, epoch, next, writer)
 }
 
 // EncodeTails renders a snapshot object: an envelope-less JSON document

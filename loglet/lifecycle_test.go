@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -389,4 +390,126 @@ func TestDeleteAppliedThenFailedForgetsTheStream(t *testing.T) {
 	if _, err := p1.star.CheckTail(ctx, "a"); !errors.Is(err, ErrStreamNotFound) {
 		t.Fatalf("CheckTail of the deleted stream on its leader: %v", err)
 	}
+}
+
+// TestSuccessorNeverAdoptsAPredecessorsDelta: a leader writes a round's
+// tails snapshot (a delta over its own full one) and dies before the
+// round's Commit. Its successor absorbs the same range and writes its own
+// snapshot for the same position; it must not take the predecessor's delta
+// there as the full snapshot its own deltas build on. Before, the keys were
+// the same (the position alone), PutSnapshot took the existing delta as
+// written, the successor's later deltas built on a delta, and every read of
+// the tails then failed ("builds on ..., itself a delta"; found by the
+// simulation's crowd of streams).
+func TestSuccessorNeverAdoptsAPredecessorsDelta(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	cfg := func(c *Config) { c.Express, c.AbsorbInterval = ClassConfig{}, time.Millisecond }
+	p1, err := w.open("p1", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A full snapshot of many streams, then a delta of one.
+	for i := 0; i < 64; i++ {
+		appendBodies(t, p1.star, fmt.Sprintf("s%02d", i), "x")
+	}
+	waitAbsorbed(t, p1.star)
+	appendBodies(t, p1.star, "s00", "y")
+	waitAbsorbed(t, p1.star)
+	before := p1.star.Stats().Standard
+	appendBodies(t, p1.star, "s00", "z")
+	waitAbsorbed(t, p1.star)
+	if st := p1.star.Stats().Standard; st.TailsFullSnapshots != before.TailsFullSnapshots {
+		t.Fatalf("precondition: a round of one stream wrote a full snapshot (%d full before, %d after)", before.TailsFullSnapshots, st.TailsFullSnapshots)
+	}
+	// The next round's snapshot is PUT (a delta), its Commit never lands.
+	p1.meta.SetHook(func(op string, keys []string) metastore.Fault {
+		if op == "Commit" {
+			return metastore.Fault{Kind: metastore.FaultFail}
+		}
+		return metastore.Fault{}
+	})
+	appendBodies(t, p1.star, "s00", "w")
+	deadline := time.Now().Add(10 * time.Second)
+	for p1.star.Stats().Standard.AbsorbFailures == before.AbsorbFailures {
+		if time.Now().After(deadline) {
+			t.Fatal("the absorb never tried the round")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p1.kill()
+	p2, err := w.open("p2", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBodies(t, p2.star, "s01", "v")
+	waitAbsorbed(t, p2.star)
+	appendBodies(t, p2.star, "s02", "u")
+	waitAbsorbed(t, p2.star)
+	rd, _ := NewReader(ReaderConfig{Meta: w.meta, Standard: []objstore.Store{w.std}})
+	for stream, want := range map[string]uint64{"s00": 4, "s01": 2, "s02": 2, "s63": 1} {
+		tail, err := rd.CheckTail(ctx, stream)
+		if err != nil || tail.Seq != want {
+			t.Fatalf("a Reader's CheckTail(%s) = %d, %v; want %d", stream, tail.Seq, err, want)
+		}
+	}
+	if err := p2.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := w.open("p3", cfg)
+	if err != nil {
+		t.Fatalf("Open after the successor's Close: %v", err)
+	}
+	if tail, err := p3.star.CheckTail(ctx, "s00"); err != nil || tail.Seq != 4 {
+		t.Fatalf("third leader's CheckTail(s00) = %d, %v", tail.Seq, err)
+	}
+}
+
+// conflictingAfterApply is a metastore whose Commits apply and then report
+// ErrConflict (a client's retry finding its own first attempt) and whose
+// Gets fail, while on.
+type conflictingAfterApply struct {
+	metastore.Store
+	on bool
+}
+
+func (m *conflictingAfterApply) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	vs, err := m.Store.Commit(ctx, ops)
+	if m.on && err == nil {
+		return nil, metastore.ErrConflict
+	}
+	return vs, err
+}
+
+func (m *conflictingAfterApply) Get(ctx context.Context, key string) (metastore.Item, error) {
+	if m.on {
+		return metastore.Item{}, metastore.ErrUnavailable
+	}
+	return m.Store.Get(ctx, key)
+}
+
+// TestCreateStreamNeverGuessesTheNameIsTaken: a CreateStream whose Commit
+// reports a conflict re-reads the record to learn whether the write was its
+// own; when that re-read fails it returns an error that is not
+// ErrStreamExists (it does not know), and the name is never reported taken
+// before anyone took it. Before, it returned ErrStreamExists on the guess
+// (found by the simulation's crowd: "exists before anyone created it").
+func TestCreateStreamNeverGuessesTheNameIsTaken(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	m := &conflictingAfterApply{Store: w.meta}
+	p1, err := w.open("p1", func(c *Config) { c.Express, c.Meta = ClassConfig{}, m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.on = true
+	_, err = p1.star.CreateStream(ctx, "a", StreamOptions{Class: Standard})
+	m.on = false
+	if err == nil || errors.Is(err, ErrStreamExists) {
+		t.Fatalf("CreateStream with a conflicting Commit and a failed re-read: %v (want an error that does not claim the name is taken)", err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "a", StreamOptions{Class: Standard}); !errors.Is(err, ErrStreamExists) {
+		t.Fatalf("retried CreateStream: %v (the first attempt applied)", err)
+	}
+	appendBodies(t, p1.star, "a", "x")
 }

@@ -170,7 +170,7 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	if err != nil {
 		return err
 	}
-	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To)
+	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To, c.rec.Epoch)
 	snap, full := c.snapshotOf(round, refs)
 	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now, undo: undo}
 	return nil

@@ -114,7 +114,7 @@ func BenchmarkAbsorbRound(b *testing.B) {
 				before := cm.Requests
 				b.StartTimer()
 				start := time.Now()
-				if err := cm.Commit(ctx, round, refs, absorb.TailsKey("bench", chain.Standard, 1, slot+2)); err != nil {
+				if err := cm.Commit(ctx, round, refs, absorb.TailsKey("bench", chain.Standard, 1, slot+2, 1)); err != nil {
 					b.Fatalf("round %d of %d refs: %v", i, len(refs), err)
 				}
 				lat = append(lat, time.Since(start))
