@@ -253,6 +253,11 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 		// A conflict may be our own ambiguous earlier attempt; re-read.
 		it, gerr := s.cfg.Meta.Get(ctx, key)
 		var got streamRecord
+		if gerr != nil && !errors.Is(gerr, metastore.ErrNotFound) {
+			// Not known whether the name was free: never report it taken
+			// on a guess (the host's retry learns which).
+			return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w (and the re-read to learn whether it applied failed: %v)", name, err, gerr)
+		}
 		if gerr != nil || json.Unmarshal(it.Value, &got) != nil || got != rec {
 			if errors.Is(err, metastore.ErrConflict) {
 				return StreamInfo{}, fmt.Errorf("%w: %q", ErrStreamExists, name)
