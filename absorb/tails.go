@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -37,3 +38,69 @@ func ReadTails(ctx context.Context, stores []objstore.Store, key string) (Tails,
 // found: a reader that raced the absorb may re-read the checkpoint and try
 // the newer snapshot.
 func IsSnapshotGone(err error) bool { return errors.Is(err, objstore.ErrNotFound) }
+
+// TailsCache serves tail lookups from tails snapshots without decoding a
+// snapshot per lookup: it keeps the last few decoded snapshot objects by
+// key (a key names its position and its writer, so its content never
+// changes), and answers a lookup in a delta from the delta, else from its
+// base. A Reader checking the tails of many streams decodes each snapshot
+// once, not once per stream. Safe for concurrent use.
+type TailsCache struct {
+	mu    sync.Mutex
+	max   int
+	snaps map[string]Tails
+	order []string // oldest first
+}
+
+// NewTailsCache returns a cache of up to n decoded snapshots (at least 2:
+// a delta and its base).
+func NewTailsCache(n int) *TailsCache {
+	return &TailsCache{max: max(2, n), snaps: map[string]Tails{}}
+}
+
+// Lookup returns stream's tail as of the snapshot at key (ok false: the
+// snapshot has no tail for it). An error is ReadSnapshot's (IsSnapshotGone
+// when the snapshot or its base was deleted meanwhile), or ErrCorrupt for a
+// delta that builds on a delta.
+func (c *TailsCache) Lookup(ctx context.Context, stores []objstore.Store, key, stream string) (StreamTail, bool, error) {
+	t, err := c.snapshot(ctx, stores, key)
+	if err != nil {
+		return StreamTail{}, false, err
+	}
+	if st, ok := t.Streams[stream]; ok || t.Base == "" {
+		return st, ok, nil
+	}
+	base, err := c.snapshot(ctx, stores, t.Base)
+	if err != nil {
+		return StreamTail{}, false, fmt.Errorf("absorb: tails snapshot %s builds on %s: %w", key, t.Base, err)
+	}
+	if base.Base != "" {
+		return StreamTail{}, false, fmt.Errorf("%w: tails snapshot %s builds on %s, itself a delta", ErrCorrupt, key, t.Base)
+	}
+	st, ok := base.Streams[stream]
+	return st, ok, nil
+}
+
+func (c *TailsCache) snapshot(ctx context.Context, stores []objstore.Store, key string) (Tails, error) {
+	c.mu.Lock()
+	t, ok := c.snaps[key]
+	c.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	t, err := ReadSnapshot(ctx, stores, key)
+	if err != nil {
+		return Tails{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.snaps[key]; !ok {
+		c.snaps[key] = t
+		c.order = append(c.order, key)
+		for len(c.order) > c.max {
+			delete(c.snaps, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	return t, nil
+}

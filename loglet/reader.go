@@ -33,8 +33,9 @@ type ReaderConfig struct {
 // of its ack); the leader's Read also serves the unabsorbed tail. Safe for
 // concurrent use.
 type Reader struct {
-	cfg  ReaderConfig
-	hist *history
+	cfg   ReaderConfig
+	hist  *history
+	tails *absorb.TailsCache // decoded tails snapshots, for CheckTail
 }
 
 // NewReader returns a Reader.
@@ -45,7 +46,8 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	return &Reader{cfg: cfg, hist: &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard, cfg.Express}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))}}, nil
+	return &Reader{cfg: cfg, hist: &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard, cfg.Express}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
+		tails: absorb.NewTailsCache(8)}, nil
 }
 
 // Read returns absorbed records of stream from q.Start on. ReadResult.Tail
@@ -137,14 +139,13 @@ func (r *Reader) tail(ctx context.Context, rec streamRecord, c Class) (Tail, err
 		if cp.Tails == "" {
 			return Tail{}, nil
 		}
-		snap, err := absorb.ReadTails(ctx, set, cp.Tails)
+		t, _, err := r.tails.Lookup(ctx, set, cp.Tails, rec.id())
 		if absorb.IsSnapshotGone(err) && attempt < 3 {
 			continue
 		}
 		if err != nil {
 			return Tail{}, err
 		}
-		t := snap.Streams[rec.id()]
 		return Tail{Seq: t.Next, Timestamp: t.Timestamp}, nil
 	}
 }
