@@ -83,6 +83,14 @@ func (c *frameCache) put(ext absorb.Extent, recs []Record) {
 }
 
 // stats returns the cache's gauge and counters.
+// bound is the cache's bound in bytes (0: no cache).
+func (c *frameCache) bound() int64 {
+	if c == nil || c.max <= 0 {
+		return 0
+	}
+	return c.max
+}
+
 func (c *frameCache) stats() (bytes int64, hits, misses uint64) {
 	if c == nil {
 		return 0, 0, 0

@@ -446,6 +446,12 @@ func (l *lane) snapshot() *ClassStats {
 		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes,
 		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
 		BucketNames: l.cfg.BucketNames,
+		Memory: MemoryStats{
+			Pool: ps.ReservedBytes, PoolBound: ps.BudgetBytes,
+			Backlog: cs.Backlog.Bytes, BacklogBound: cs.Backlog.MaxBytes,
+			Objects:    cs.WindowObjectBytes,
+			Stragglers: cs.StragglerBytes, StragglersBound: int64(l.cfg.StragglerMiB) << 20,
+		},
 	}
 	return out
 }

@@ -11,6 +11,11 @@ type Stats struct {
 	Star     string
 	Standard *ClassStats // nil when the class is disabled
 	Express  *ClassStats
+	// ReadCacheBytes is the decoded frames history reads keep now, within
+	// ReadCacheBoundBytes (Config.ReadCacheMiB); hits and misses count
+	// lookups.
+	ReadCacheBytes, ReadCacheBoundBytes int64
+	ReadCacheHits, ReadCacheMisses      uint64
 }
 
 // ClassStats are one chain's gauges, counters and histograms. Latencies are
@@ -56,6 +61,9 @@ type ClassStats struct {
 	Stragglers          int
 	StragglerBytes      int64
 	StragglersAbandoned uint64
+	// Memory is what the chain holds for producers and readers, part by
+	// part, each against its bound.
+	Memory MemoryStats
 	// Backlog: claimed-but-unabsorbed flights and bytes, the age of the
 	// oldest, and stalls by diagnosed cause.
 	Backlog absorb.BacklogStats
@@ -80,9 +88,39 @@ type ClassStats struct {
 	BucketNames   []string
 }
 
+// MemoryStats accounts for what one chain holds on behalf of producers, in
+// bytes, each part against the bound that limits it. At a bound, admission
+// blocks (the pool directly; the backlog by stopping the flusher, which
+// leaves the pool full) and Backlog.Stalls names the cause; stragglers over
+// theirs are abandoned to the under-replicated list.
+//
+//	Pool        admitted batches not yet cut into a flight, encodes
+//	            included (reserved before encoding)     MemoryBufferMiB
+//	Backlog     payload of cut, unabsorbed flights: the window's
+//	            (kept for a republish) and the flight
+//	            index's (served to reads until absorbed) ChainBacklogMiB
+//	Objects     rendered objects of the window's flights: about the
+//	            payload they hold, compressed, plus framing; bounded
+//	            with the window (ParallelUploads flights)
+//	Stragglers  objects of acked flights whose remaining
+//	            copies still upload                     StragglerMiB
+//
+// History reads (the star's frame cache) are the star's, in
+// Stats.ReadCacheBytes against ReadCacheMiB.
+type MemoryStats struct {
+	Pool, PoolBound             int64
+	Backlog, BacklogBound       int64
+	Objects                     int64
+	Stragglers, StragglersBound int64
+}
+
+// Total is the bytes held, every part summed.
+func (m MemoryStats) Total() int64 { return m.Pool + m.Backlog + m.Objects + m.Stragglers }
+
 // Stats returns the star's current figures.
 func (s *Star) Stats() Stats {
-	out := Stats{Star: s.cfg.Star}
+	out := Stats{Star: s.cfg.Star, ReadCacheBoundBytes: s.hist.frames.bound()}
+	out.ReadCacheBytes, out.ReadCacheHits, out.ReadCacheMisses = s.hist.frames.stats()
 	if l := s.lanes[Standard]; l != nil {
 		out.Standard = l.snapshot()
 	}

@@ -54,6 +54,7 @@ type Stats struct {
 	// copies still out and the objects they hold; StragglersAbandoned, the
 	// ones cancelled over the straggler budget.
 	WindowBytes         int64
+	WindowObjectBytes   int64 // of which rendered objects
 	Stragglers          int
 	StragglerBytes      int64
 	StragglersAbandoned uint64
@@ -107,6 +108,7 @@ func (c *Core) Stats(now time.Time) Stats {
 		s.WindowBytes += f.payload
 		if f.up != nil {
 			s.WindowBytes += f.up.objBytes
+			s.WindowObjectBytes += f.up.objBytes
 		}
 	}
 	if c.ab.cpEpoch == c.rec.Epoch {
