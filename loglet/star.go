@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/invariants"
 	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -242,6 +244,9 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	}
 	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
 		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation()}
+	if invariants.RecreateReusesKeys.On() {
+		rec.Incarnation = "i" + strings.Repeat("0", chain.IncarnationLen-1)
+	}
 	val, _ := json.Marshal(rec)
 	key := chain.StreamRecordKey(name)
 	// The record and its entry in the name index, together.

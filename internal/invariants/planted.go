@@ -18,6 +18,12 @@ var (
 	// minted only by the process whose seal the checkpoint carries; the old
 	// Reseal did this).
 	MintIgnoresSeal Switch
+
+	// RecreateReusesKeys gives every incarnation of a name the same
+	// incarnation id, so a re-created stream's keys are its predecessor's
+	// (breaks: no record of an old incarnation is ever readable through a
+	// new one).
+	RecreateReusesKeys Switch
 )
 
 // ResetPlanted switches every planted bug off.
@@ -26,5 +32,6 @@ func ResetPlanted() {
 		ReleaseOutOfOrder.Set(false)
 		AbsorbOverwritesRefs.Set(false)
 		MintIgnoresSeal.Set(false)
+		RecreateReusesKeys.Set(false)
 	}
 }

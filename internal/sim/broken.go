@@ -152,19 +152,28 @@ func (b mirroringBucket) Get(ctx context.Context, key string, off, n int64) ([]b
 	return got, err
 }
 
-// limitedMeta gives the metastore a Commit size limit (as etcd's
-// --max-txn-ops does), so absorb splits rounds: pending first, refs in
-// chunks, then the checkpoint.
+// limitedMeta gives the metastore a Commit size limit in ops (as etcd's
+// --max-txn-ops does) and, if bytes > 0, in bytes (--max-request-bytes), so
+// absorb splits its rounds: pending first, refs in chunks, then the
+// checkpoint. A Commit over either limit fails with ErrTooLarge, nothing
+// written, as etcd refuses it.
 type limitedMeta struct {
 	metastore.Store
-	n int
+	n     int // 0: no op limit
+	bytes int // 0: no byte limit
 }
 
-func (s limitedMeta) MaxCommitOps() int { return s.n }
+func (s limitedMeta) MaxCommitOps() int                  { return s.n }
+func (s limitedMeta) MaxCommitBytes() int                { return s.bytes }
+func (s limitedMeta) OpBytes(op metastore.Op) int        { return metastore.BaseOpBytes(op) }
+func (s limitedMeta) commitBytes(ops []metastore.Op) int { return metastore.CommitBytes(s, ops) }
 
 func (s limitedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
-	if len(ops) > s.n {
+	if s.n > 0 && len(ops) > s.n {
 		return nil, fmt.Errorf("sim: commit of %d ops over the limit of %d: %w", len(ops), s.n, metastore.ErrTooLarge)
+	}
+	if n := s.commitBytes(ops); s.bytes > 0 && n > s.bytes {
+		return nil, fmt.Errorf("sim: commit of %d bytes over the limit of %d: %w", n, s.bytes, metastore.ErrTooLarge)
 	}
 	return s.Store.Commit(ctx, ops)
 }

@@ -229,14 +229,17 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 					if err != nil {
 						return err
 					}
-					stream, _ := chain.SplitStreamID(f.Stream) // this workload never re-creates a name
+					// Walked by stream id: each incarnation of a name
+					// (lifers re-create theirs) is its own run of seqs
+					// from 0. Other names live once.
+					stream, _ := chain.SplitStreamID(f.Stream)
 					for i, r := range recs {
 						seq := f.FirstSeq + uint64(i)
-						if n := uint64(len(walked[stream])); seq != n {
-							bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, stream, seq, n)
+						if n := uint64(len(walked[f.Stream])); seq != n {
+							bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, trunc([]byte(f.Stream)), seq, n)
 							return errStopWalk
 						}
-						walked[stream] = append(walked[stream], loglet.SequencedRecord{Seq: seq, Record: r})
+						walked[f.Stream] = append(walked[f.Stream], loglet.SequencedRecord{Seq: seq, Record: r})
 						if id, ok := parseRecordID(r.Body); ok {
 							walkedIDs[seqKey{stream, seq}] = id
 						}
@@ -249,11 +252,16 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 				bad("%s: walk of epoch %d [0, %d): %v", c, e, k.Slot, err)
 			}
 		}
+		byName := map[string][]loglet.SequencedRecord{}
+		for id, recs := range walked {
+			name, _ := chain.SplitStreamID(id)
+			byName[name] = recs
+		}
 		for stream, recs := range final {
 			if !strings.HasPrefix(stream, c.String()) {
 				continue
 			}
-			got := walked[stream]
+			got := byName[stream]
 			if len(got) != len(recs) {
 				bad("%s: the chain (every epoch below its cut) holds %d records of %s, the leader read %d", c, len(got), stream, len(recs))
 			}

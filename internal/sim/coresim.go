@@ -269,7 +269,7 @@ func (cw *coreWorld) build() {
 		cw.metaBkt = blindCommitStore{cw.metaBkt}
 	}
 	if p.commitLimit > 0 {
-		cw.metaBkt = limitedMeta{cw.metaBkt, p.commitLimit}
+		cw.metaBkt = limitedMeta{Store: cw.metaBkt, n: p.commitLimit}
 	}
 	for i := 0; i < p.streams; i++ {
 		cw.streams = append(cw.streams, fmt.Sprintf("st%d", i))

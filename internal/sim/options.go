@@ -166,6 +166,18 @@ type plan struct {
 	commitLimit  int           // 0: none
 	zombieFor    time.Duration // Fence: how long the slowest producers stay on the zombie
 	reopenAfter  time.Duration // FenceOnly: how long after the harness's fence a new process Opens
+
+	// A stream's life and the edges (issue 13), drawn from a fourth
+	// stream: lifers delete and re-create their names (some on the
+	// neighbour star), crowd streams are created and appended once each
+	// mid-run (some named at the key limit), some batches are many tiny
+	// records, and the metastore may enforce a byte limit as well.
+	lifers      int
+	neighbour   bool    // a second star, s2, where lifers re-create names too
+	crowd       int     // streams created mid-run and appended once each
+	tinyBatch   float64 // fraction of batches that are 50-999 records of 16 bytes
+	frameBytes  int     // ClassConfig.FrameBytes (0: the default)
+	commitBytes int     // metastore Commit byte limit (0: none)
 }
 
 type window struct{ at, dur time.Duration }
@@ -256,6 +268,33 @@ func drawPlan(o Options) plan {
 	p.zombieFor = time.Duration(r2.IntN(2500)) * time.Millisecond
 	r3 := rand.New(rand.NewPCG(o.Seed, 0x5eed3))
 	p.reopenAfter = time.Duration(200+r3.IntN(3000)) * time.Millisecond
+
+	r4 := rand.New(rand.NewPCG(o.Seed, 0x5eed4))
+	p.lifers = 1 + r4.IntN(2)
+	p.neighbour = r4.IntN(2) == 0
+	switch r4.IntN(8) {
+	case 0:
+		p.crowd = 1000 + r4.IntN(1500) // thousands
+	case 1, 2:
+		p.crowd = 50 + r4.IntN(200)
+	}
+	if r4.IntN(4) == 0 {
+		p.tinyBatch = 0.02 + r4.Float64()*0.08
+	}
+	if r4.IntN(4) == 0 {
+		p.flightBytes = 512 // far below one batch: a flight per batch or so
+	}
+	if r4.IntN(3) == 0 {
+		p.frameBytes = 64 << 10 // = MaxBatchBytes: a stream's batches split over frames
+	}
+	if r4.IntN(3) == 0 {
+		// etcd enforces op and byte limits (--max-txn-ops,
+		// --max-request-bytes); these are small enough to split rounds.
+		p.commitBytes = 4<<10 + r4.IntN(12<<10)
+		if p.commitLimit == 0 {
+			p.commitLimit = 16 + r4.IntN(112)
+		}
+	}
 	return p
 }
 
@@ -307,6 +346,22 @@ func (p plan) String() string {
 	}
 	if p.commitLimit > 0 {
 		fmt.Fprintf(&b, "; commit limit %d ops", p.commitLimit)
+	}
+	if p.commitBytes > 0 {
+		fmt.Fprintf(&b, " and %d bytes", p.commitBytes)
+	}
+	fmt.Fprintf(&b, "; %d lifers", p.lifers)
+	if p.neighbour {
+		b.WriteString(" (and a neighbour star)")
+	}
+	if p.crowd > 0 {
+		fmt.Fprintf(&b, "; %d crowd streams", p.crowd)
+	}
+	if p.tinyBatch > 0 {
+		fmt.Fprintf(&b, "; tiny batches %.3f", p.tinyBatch)
+	}
+	if p.frameBytes > 0 {
+		fmt.Fprintf(&b, "; frames of %dB", p.frameBytes)
 	}
 	return b.String()
 }

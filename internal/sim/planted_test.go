@@ -115,3 +115,12 @@ func TestPlantedMintIgnoresSeal(t *testing.T) {
 	defer invariants.ResetPlanted()
 	expectCaught(t, "a mint over another owner's seal", Options{}, true)
 }
+
+// TestPlantedRecreateReusesKeys: a re-created stream that keeps its
+// predecessor's keys shows the old incarnation's records; the lifers catch
+// it.
+func TestPlantedRecreateReusesKeys(t *testing.T) {
+	invariants.RecreateReusesKeys.Set(true)
+	defer invariants.ResetPlanted()
+	expectCaught(t, "a re-created stream reusing its predecessor's keys", Options{NoLinearizability: true}, false)
+}

@@ -25,6 +25,10 @@ import (
 
 const starName = "s1"
 
+// neighbourName is the second star of the deployment (plan.neighbour): a
+// fault-free process leads it, and lifers re-create their names there too.
+const neighbourName = "s2"
+
 // Result is what one run found.
 type Result struct {
 	Seed       uint64
@@ -48,6 +52,8 @@ type Result struct {
 	SlotsDecided, Flips          int    // slots below a cut checked committed; committed<->dead flips below a cut
 	BeyondCut                    int    // (stream, seq) found in flight copies at or past a cut, checked never read
 	ZombieAppends                int    // appends sent to a deposed or crashed process after the takeover
+	CrowdStreams                 int    // streams created mid-run and appended once
+	Incarnations, Deletes        int    // lifers' streams created and deleted
 	Linearizability              string // "ok", "skipped", "inconclusive (timeout)" or the failure
 	linOps                       []porcupine.Operation
 }
@@ -123,6 +129,16 @@ type world struct {
 
 	streams   [2][]string
 	exclusive map[int]string
+
+	smu    sync.Mutex // crowd and the life counters of res
+	crowd  []string   // crowd streams created (their appends are history)
+	lifers []*lifer
+	nb     *loglet.Star // the neighbour star's process (plan.neighbour)
+	// lifeLock (a channel, so that a goroutine waiting for it is durably
+	// blocked and the bubble's clock runs): lifers delete holding it, and
+	// a takeover holds it while it Opens its successor and makes it the
+	// leader (see lifer.delete).
+	lifeLock  chan struct{}
 	fenced    *fenceRecord
 	stale     metastore.Store   // StaleReader: the frozen view every Reader uses
 	corrupted map[string]bool   // slot keys with a corrupted copy (at most one each)
@@ -175,7 +191,7 @@ func run(o Options) *Result {
 	p := drawPlan(o)
 	h := newHistory()
 	w := &world{o: o, p: p, h: h, res: &Result{Seed: o.Seed, Plan: p.String() + "; " + o.Scenarios.String()},
-		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}, corrupted: map[string]bool{}}
+		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}, corrupted: map[string]bool{}, lifeLock: make(chan struct{}, 1)}
 	w.obs = newObserver(w)
 	start := time.Now()
 	w.build()
@@ -188,6 +204,13 @@ func run(o Options) *Result {
 	w.leader = proc
 	w.createStreams(ctx, proc)
 	w.setFaults(proc, true)
+	if p.neighbour {
+		if err := w.openNeighbour(ctx); err != nil {
+			w.res.Violations = append(w.res.Violations, fmt.Sprintf("open the neighbour star: %v", err))
+			return w.res
+		}
+	}
+	stopLifers, crowdDone := w.startLife(ctx)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	var bg sync.WaitGroup // fault schedulers and scenarios
@@ -202,6 +225,8 @@ func run(o Options) *Result {
 	if o.Scenarios.CrashRestart {
 		w.crashAndRestart(ctx, prods)
 	}
+	<-crowdDone
+	stopLifers()
 	stopRun()
 	bg.Wait()
 	for _, pr := range w.allProcs() {
@@ -229,8 +254,12 @@ func run(o Options) *Result {
 		}
 	}
 	w.closeStar(leader.star, fmt.Sprintf("proc-%d", leader.n))
+	if w.nb != nil {
+		w.closeStar(w.nb, "the neighbour")
+	}
 	after := leader.star.Stats()
 	w.check(ctx, leader, final, st, after)
+	w.checkLifers(ctx)
 	w.res.SimTime = time.Since(start)
 	w.summarize(after)
 	// Only now, with the checker done, dispose of crashed processes: revive
@@ -306,8 +335,8 @@ func (w *world) build() {
 	if b.CommitIgnoresExpect {
 		w.metaBkt = blindCommitStore{w.metaBkt}
 	}
-	if w.p.commitLimit > 0 {
-		w.metaBkt = limitedMeta{w.metaBkt, w.p.commitLimit}
+	if w.p.commitLimit > 0 || w.p.commitBytes > 0 {
+		w.metaBkt = limitedMeta{Store: w.metaBkt, n: w.p.commitLimit, bytes: w.p.commitBytes}
 	}
 }
 
@@ -338,31 +367,9 @@ func (w *world) open(ctx context.Context) (*process, error) {
 		ln := objstore.LogNormal(med, p99)
 		pr.mf.SetLatencyDistribution(func(r *rand.Rand) time.Duration { return ln.Sample(r) })
 	}
-	cfg := loglet.Config{
-		Star: starName, Owner: fmt.Sprintf("proc-%d", n), Meta: pr.mf,
-		MaxRecordBytes: 16 << 10, MaxBatchBytes: 64 << 10, MaxBatchRecords: 64,
-		AbsorbInterval: w.p.absorbEvery, AbsorbMaxSlots: w.p.absorbMaxSlots,
-		ReaderPollInterval: 50 * time.Millisecond,
-		Logger:             slog.New(logWatch{w: w}),
-	}
+	cfg := w.starConfig(starName, fmt.Sprintf("proc-%d", n), pr.mf, pr.fs)
 	if w.o.Log != nil {
 		cfg.Logger = slog.New(logWatch{w: w, inner: slog.NewTextHandler(w.o.Log, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("proc", n)
-	}
-	for c := range pr.fs {
-		cc := loglet.ClassConfig{
-			MemoryBufferMiB: 1, ParallelUploads: w.p.window, FlushDeadline: 2 * time.Millisecond,
-			FlightBytes: w.p.flightBytes, CommitDeadline: w.p.commitDeadline, StragglerTimeout: 20 * time.Second,
-			ChainBacklogFlights: w.p.backlogFlights, ChainBacklogMiB: 1, Codec: []envelope.Codec{loglet.CodecNone, envelope.CodecS2}[c],
-			Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Jitter: fixedJitter},
-		}
-		for _, f := range pr.fs[c] {
-			cc.Buckets = append(cc.Buckets, f)
-		}
-		if c == int(loglet.Express) {
-			cfg.Express = cc
-		} else {
-			cfg.Standard = cc
-		}
 	}
 	s, err := loglet.Open(ctx, cfg)
 	if err != nil {
@@ -374,6 +381,35 @@ func (w *world) open(ctx context.Context) (*process, error) {
 	w.pmu.Unlock()
 	w.applyZones()
 	return pr, nil
+}
+
+// starConfig is a process's loglet configuration over meta and the bucket
+// views fs, as the plan sets it.
+func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*objstore.FaultStore) loglet.Config {
+	cfg := loglet.Config{
+		Star: star, Stars: []string{starName, neighbourName}, Owner: owner, Meta: meta,
+		MaxRecordBytes: 16 << 10, MaxBatchBytes: 64 << 10, MaxBatchRecords: 1000,
+		AbsorbInterval: w.p.absorbEvery, AbsorbMaxSlots: w.p.absorbMaxSlots,
+		ReaderPollInterval: 50 * time.Millisecond,
+		Logger:             slog.New(logWatch{w: w}),
+	}
+	for c := range fs {
+		cc := loglet.ClassConfig{
+			MemoryBufferMiB: 1, ParallelUploads: w.p.window, FlushDeadline: 2 * time.Millisecond,
+			FlightBytes: w.p.flightBytes, FrameBytes: w.p.frameBytes, CommitDeadline: w.p.commitDeadline, StragglerTimeout: 20 * time.Second,
+			ChainBacklogFlights: w.p.backlogFlights, ChainBacklogMiB: 1, Codec: []envelope.Codec{loglet.CodecNone, envelope.CodecS2}[c],
+			Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Jitter: fixedJitter},
+		}
+		for _, f := range fs[c] {
+			cc.Buckets = append(cc.Buckets, f)
+		}
+		if c == int(loglet.Express) {
+			cfg.Express = cc
+		} else {
+			cfg.Standard = cc
+		}
+	}
+	return cfg
 }
 
 // openSuccessor opens a new process over the star (a takeover), retrying
@@ -649,6 +685,8 @@ func (w *world) fence(ctx context.Context) {
 // tails are no longer the star's), and producers move over (some at once,
 // the rest after zombieFor).
 func (w *world) takeOver(ctx context.Context) {
+	w.lifeLock <- struct{}{}
+	defer func() { <-w.lifeLock }()
 	old := w.currentLeader()
 	nproc := w.openSuccessor(ctx, "fence scenario")
 	if nproc == nil {
@@ -685,14 +723,17 @@ func (w *world) crashAndRestart(ctx context.Context, prods []*producer) {
 	}
 	old.mf.SetDown(true)
 	w.res.Crashes++
+	w.lifeLock <- struct{}{}
 	nproc := w.openSuccessor(ctx, "crash-restart")
 	if nproc == nil {
+		<-w.lifeLock
 		return
 	}
 	w.setFaults(nproc, true)
 	w.pmu.Lock()
 	w.leader = nproc
 	w.pmu.Unlock()
+	<-w.lifeLock
 	w.startReaders(nproc)
 	w.runProducers(ctx, prods, w.p.ops, 0)
 }
@@ -766,6 +807,20 @@ func (w *world) checkBounds(s loglet.Stats) {
 		if cs.WindowInFlight > cs.WindowSize {
 			w.h.violation("window: %d slots in flight over a window of %d", cs.WindowInFlight, cs.WindowSize)
 		}
+		// Every memory gauge within its budget.
+		m := cs.Memory
+		if m.Pool > m.PoolBound || m.Backlog > m.BacklogBound || m.Stragglers > m.StragglersBound {
+			w.h.violation("memory over a bound: %+v", m)
+		}
+		if cs.FlightIndexBytes > m.BacklogBound {
+			w.h.violation("flight index: %d bytes over the backlog's bound of %d", cs.FlightIndexBytes, m.BacklogBound)
+		}
+		if m.Pool != cs.Pool.ReservedBytes || m.Stragglers != cs.StragglerBytes || m.Backlog != cs.Backlog.Bytes {
+			w.h.violation("memory gauges disagree with the parts': %+v, pool %d, stragglers %d, backlog %d", m, cs.Pool.ReservedBytes, cs.StragglerBytes, cs.Backlog.Bytes)
+		}
+	}
+	if s.ReadCacheBytes > s.ReadCacheBoundBytes {
+		w.h.violation("read cache: %d bytes over its bound of %d", s.ReadCacheBytes, s.ReadCacheBoundBytes)
 	}
 }
 

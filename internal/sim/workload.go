@@ -32,6 +32,9 @@ func (w *world) newProducer(id int) *producer {
 }
 
 func (p *producer) batch() []loglet.Record {
+	if p.w.p.tinyBatch > 0 && p.rng.Float64() < p.w.p.tinyBatch {
+		return tinyRecords(p.rng)
+	}
 	n := 1 + p.rng.IntN(4)
 	recs := make([]loglet.Record, n)
 	for i := range recs {
@@ -421,6 +424,9 @@ func (w *world) streamsAll() []string {
 			all = append(all, s)
 		}
 	}
+	w.smu.Lock()
+	all = append(all, w.crowd...)
+	w.smu.Unlock()
 	return all
 }
 
