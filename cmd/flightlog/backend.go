@@ -46,7 +46,8 @@ type globalOpts struct {
 	s3Bucket, s3Express      string
 	s3PathStyle              bool
 
-	etcd, etcdPrefix string
+	etcd, etcdPrefix                   string
+	etcdMaxTxnOps, etcdMaxRequestBytes int
 
 	memMiB, expressMemMiB             int
 	parallelUploads, expressParallel  int
@@ -68,6 +69,8 @@ func (g *globalOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.s3PathStyle, "s3-path-style", true, "path-style S3 addressing (S3-compatible servers; false for S3 directory buckets)")
 	fs.StringVar(&g.etcd, "etcd", "", "comma-separated etcd endpoints: use etcd as the metastore instead of bbolt in --dir")
 	fs.StringVar(&g.etcdPrefix, "etcd-prefix", "", "prefix of every etcd key (several deployments on one cluster)")
+	fs.IntVar(&g.etcdMaxTxnOps, "etcd-max-txn-ops", etcd.DefaultMaxCommitOps, "the etcd cluster's --max-txn-ops (absorb rounds split to fit)")
+	fs.IntVar(&g.etcdMaxRequestBytes, "etcd-max-request-bytes", etcd.DefaultMaxRequestBytes, "the etcd cluster's --max-request-bytes (absorb rounds split to fit)")
 	fs.IntVar(&g.memMiB, "s3-memory-buffer-mib", loglet.DefaultStandardMemoryBufferMiB, "Standard pool budget in MiB")
 	fs.IntVar(&g.expressMemMiB, "s3-express-memory-buffer-mib", loglet.DefaultExpressMemoryBufferMiB, "Express pool budget in MiB")
 	fs.IntVar(&g.parallelUploads, "s3-parallel-uploads", loglet.DefaultStandardParallelUploads, "Standard pipeline window: slots claimed and not yet released")
@@ -132,7 +135,8 @@ func (g *globalOpts) open(ctx context.Context, mustExist bool) (*backends, error
 	}
 	switch {
 	case g.etcd != "":
-		st, err := etcd.New(etcd.Config{Endpoints: strings.Split(g.etcd, ","), Prefix: g.etcdPrefix})
+		st, err := etcd.New(etcd.Config{Endpoints: strings.Split(g.etcd, ","), Prefix: g.etcdPrefix,
+			MaxCommitOps: g.etcdMaxTxnOps, MaxRequestBytes: g.etcdMaxRequestBytes})
 		if err != nil {
 			return nil, err
 		}
