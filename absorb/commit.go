@@ -43,6 +43,19 @@ type Committer struct {
 	cp  Checkpoint
 	ver metastore.Version
 
+	// progress is how far this committer got with a split round: the
+	// refs before written are there, and no chunk at or past tried was
+	// sent. A retry of the same round resumes at written and checks only
+	// the refs it may have sent, rather than every ref of the round: a
+	// round of thousands of refs under a flaky metastore would otherwise
+	// fail its checks at every retry and never finish.
+	progress struct {
+		round          Round
+		n              int    // refs in the round
+		last           string // the key of its last ref (the same refs)
+		written, tried int
+	}
+
 	// Requests counts metastore requests this committer made.
 	Requests uint64
 }
@@ -157,11 +170,25 @@ func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tai
 		}
 		next.Counter = pend.Counter + 1
 	}
+	p := &c.progress
+	if p.round != round || p.n != len(refs) || p.last != refs[len(refs)-1].Key() {
+		p.round, p.n, p.last, p.written, p.tried = round, len(refs), refs[len(refs)-1].Key(), 0, 0
+		if replay {
+			p.tried = len(refs) // someone else's round: any ref may be there
+		}
+	}
 	lo := 0
 	for _, hi := range chunks {
-		if err := c.commitChunk(ctx, refs[lo:hi], ops[lo:hi], replay); err != nil {
+		if hi <= p.written {
+			lo = hi
+			continue
+		}
+		mayExist := lo < p.tried
+		p.tried = max(p.tried, hi)
+		if err := c.commitChunk(ctx, refs[lo:hi], ops[lo:hi], mayExist); err != nil {
 			return fmt.Errorf("absorb: write refs of round [%d, %d): %w", round.From, round.To, err)
 		}
+		p.written = hi
 		lo = hi
 	}
 	return c.casCheckpoint(ctx, next)
