@@ -372,6 +372,11 @@ func (c *Core) onRoundDone(ev RoundDone) {
 				c.dropIndexed(b)
 			}
 		}
+		// Clear what the round absorbed before slicing it off: the
+		// backing array would keep every absorbed flight's batches and
+		// payloads reachable (found by BenchmarkManyStreams: 345 MB at
+		// 1,000,000 streams with nothing left unabsorbed).
+		clear(a.queue[:len(p.flights)])
 		a.queue = a.queue[len(p.flights):]
 		c.backlog.Release(p.flights[len(p.flights)-1].pos + 1)
 	}
@@ -424,6 +429,9 @@ func (c *Core) dropIndexed(b *Batch) {
 	if len(st.entries) > 0 && st.entries[0] == b {
 		st.entries[0] = nil
 		st.entries = st.entries[1:]
+		if len(st.entries) == 0 {
+			st.entries = nil // let the emptied backing array go
+		}
 		st.bytes -= int64(len(b.Payload))
 		c.ab.indexBytes -= int64(len(b.Payload))
 	}

@@ -143,6 +143,7 @@ type Stream struct {
 	durable Tail
 	entries []*Batch // the flight index, in sequence order
 	bytes   int64    // payload bytes in entries
+	noted   bool     // in the current Ready's Released
 }
 
 // Name is the stream's name.

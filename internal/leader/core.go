@@ -319,6 +319,9 @@ func (c *Core) Advance(rd Ready) {
 	if len(rd.Requests) != len(c.rd.Requests) || len(rd.Outcomes) != len(c.rd.Outcomes) {
 		panic("leader: Advance with a Ready that is not the last one")
 	}
+	for _, st := range c.rd.Released {
+		st.noted = false
+	}
 	c.rd = Ready{}
 }
 

@@ -344,6 +344,7 @@ func (c *Core) ackBelowCut(s *succession) {
 	late := 0
 	for len(c.flights) > 0 && c.flights[0].slot < s.cut {
 		f := c.flights[0]
+		c.flights[0] = nil
 		c.flights = c.flights[1:]
 		if !f.released {
 			c.releaseFlight(f)

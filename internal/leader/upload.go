@@ -237,6 +237,7 @@ func (c *Core) release() {
 		if invariants.Enabled {
 			invariants.Assert(f.slot == s && f.epoch == c.rec.Epoch, "release of slot %d found flight %d/%d first", s, f.epoch, f.slot)
 		}
+		c.flights[0] = nil
 		c.flights = c.flights[1:]
 		if !f.released {
 			c.releaseFlight(f)
@@ -270,13 +271,14 @@ func (c *Core) releaseFlight(f *flight) {
 	c.ab.queue = append(c.ab.queue, f)
 }
 
-// noteReleased queues st for a readers' wake-up, once per Ready.
+// noteReleased queues st for a readers' wake-up, once per Ready (a flag
+// on the stream, cleared by Advance: a release of tens of thousands of
+// streams in one Ready once cost a quadratic scan of the list).
 func (c *Core) noteReleased(st *Stream) {
-	for _, s := range c.rd.Released {
-		if s == st {
-			return
-		}
+	if st.noted {
+		return
 	}
+	st.noted = true
 	c.rd.Released = append(c.rd.Released, st)
 }
 
