@@ -290,7 +290,9 @@ func drawPlan(o Options) plan {
 	if r4.IntN(3) == 0 {
 		// etcd enforces op and byte limits (--max-txn-ops,
 		// --max-request-bytes); these are small enough to split rounds.
-		p.commitBytes = 4<<10 + r4.IntN(12<<10)
+		// At least 16 KiB: room for the longest name's stream record
+		// and a ref of it (a real etcd takes 1.5 MiB).
+		p.commitBytes = 16<<10 + r4.IntN(48<<10)
 		if p.commitLimit == 0 {
 			p.commitLimit = 16 + r4.IntN(112)
 		}
