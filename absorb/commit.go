@@ -385,21 +385,25 @@ func PutSnapshot(ctx context.Context, stores []objstore.Store, w int, key string
 // ReadSnapshot reads a tails snapshot from the first bucket holding a good
 // copy.
 func ReadSnapshot(ctx context.Context, stores []objstore.Store, key string) (Tails, error) {
-	var last error
-	for _, s := range stores {
+	var errs []error
+	corrupt := false
+	for i, s := range stores {
 		b, err := s.Get(ctx, key, 0, -1)
-		if err != nil {
-			last = err
-			continue
+		if err == nil {
+			var t Tails
+			if t, err = DecodeTails(b); err == nil {
+				return t, nil
+			}
+			corrupt = true
 		}
-		t, err := DecodeTails(b)
-		if err != nil {
-			last = err
-			continue
-		}
-		return t, nil
+		errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
 	}
-	return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, last)
+	if corrupt {
+		// Damage, not absence, is the cause: say so even if another copy
+		// is missing (IsSnapshotGone is false).
+		return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w: %w", key, ErrCorrupt, errors.Join(errs...))
+	}
+	return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, errors.Join(errs...))
 }
 
 func (c *Committer) checkpointOp(next Checkpoint) metastore.Op {

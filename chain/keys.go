@@ -145,6 +145,29 @@ func SlotKey(star string, c Class, epoch, slot uint64) string {
 	return "chains/" + star + "/" + c.String() + "/" + pad(epoch) + "/" + pad(slot)
 }
 
+// ParseSlotKey is SlotKey's inverse: ok is false for a key that is not a
+// slot key (a settled object's, a snapshot's).
+func ParseSlotKey(key string) (star string, c Class, epoch, slot uint64, ok bool) {
+	rest, found := strings.CutPrefix(key, "chains/")
+	if !found {
+		return "", 0, 0, 0, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 4 || parts[0] == "" || len(parts[2]) != 20 || len(parts[3]) != 20 {
+		return "", 0, 0, 0, false
+	}
+	c, err := ParseClass(parts[1])
+	if err != nil {
+		return "", 0, 0, 0, false
+	}
+	e, err1 := strconv.ParseUint(parts[2], 10, 64)
+	s, err2 := strconv.ParseUint(parts[3], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, 0, false
+	}
+	return parts[0], c, e, s, true
+}
+
 // EpochKey is the metastore key of a chain's epoch record.
 func EpochKey(star string, c Class) string {
 	return "stars/" + star + "/" + c.String() + "/epoch"

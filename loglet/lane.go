@@ -443,7 +443,7 @@ func (l *lane) snapshot() *ClassStats {
 		WindowBytes: cs.WindowBytes, Stragglers: cs.Stragglers, StragglerBytes: cs.StragglerBytes, StragglersAbandoned: cs.StragglersAbandoned,
 		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
 		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
-		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes,
+		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes, TailsRebuilds: cs.TailsRebuilds,
 		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
 		BucketNames: l.cfg.BucketNames,
 		Memory: MemoryStats{

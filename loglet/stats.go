@@ -80,6 +80,10 @@ type ClassStats struct {
 	// TailsBaseBytes is the size of the last full snapshot (a delta is at
 	// most 1/16 of it).
 	TailsBaseBytes int
+	// TailsRebuilds counts takeovers that found the checkpoint's tails
+	// snapshot damaged or missing and rebuilt the tails from the span refs
+	// (a scan of every ref; logged at WARN).
+	TailsRebuilds uint64
 
 	AckLatency    histogram.Summary   // admission to ack
 	QuorumLatency histogram.Summary   // claim to W copies

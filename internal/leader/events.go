@@ -90,9 +90,13 @@ type Probe struct {
 }
 
 // ReadTails asks for the tails as of the snapshot at Key, a delta read over
-// its base if it is one (absorb.ReadTails). → TailsRead.
+// its base if it is one (absorb.ReadTails); with Rebuild, for the tails as
+// of Checkpoint computed from the refs instead (absorb.RebuildTails: the
+// snapshot is damaged or missing). → TailsRead.
 type ReadTails struct {
-	Key string
+	Key        string
+	Rebuild    bool
+	Checkpoint absorb.Checkpoint
 }
 
 // Walk asks for the committed slots of Epoch in [From, To), by point
@@ -220,8 +224,9 @@ type Probed struct {
 
 // TailsRead is ReadTails' result.
 type TailsRead struct {
-	Tails absorb.Tails
-	Err   error
+	Tails   absorb.Tails
+	Rebuilt bool // computed from the refs (ReadTails.Rebuild)
+	Err     error
 }
 
 // Walked is Walk's result: the committed slots read, in order, and where

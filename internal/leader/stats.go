@@ -16,6 +16,7 @@ type counters struct {
 	failedUnknown, failedNotCommitted     uint64
 	ghosts, foreign, underReplicated      uint64
 	halts                                 uint64
+	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
 	haltCause                             string
 	underReplSlots                        []uint64
@@ -71,6 +72,9 @@ type Stats struct {
 	// TailsBaseBytes is the size of the last full snapshot, which deltas
 	// build on (a delta is at most 1/16 of it).
 	TailsBaseBytes int
+	// TailsRebuilds counts takeovers that found the checkpoint's tails
+	// snapshot damaged or missing and rebuilt the tails from the refs.
+	TailsRebuilds uint64
 
 	AckLatency, QuorumLatency, FlightSize histogram.Summary
 	PutLatency                            []histogram.Summary
@@ -99,7 +103,7 @@ func (c *Core) Stats(now time.Time) Stats {
 		AbsorbRounds: c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
 		AbsorbRoundLatency: c.ab.roundLatency.Snapshot().Summary(),
 		CheckpointEpoch:    c.ab.cpEpoch,
-		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes,
+		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes, TailsRebuilds: st.tailsRebuilds,
 		AckLatency:    st.ackLatency.Snapshot().Summary(),
 		QuorumLatency: st.quorumLatency.Snapshot().Summary(),
 		FlightSize:    st.flightSize.Snapshot().Summary(),

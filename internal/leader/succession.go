@@ -87,6 +87,7 @@ type succession struct {
 	fenced  bool // the cut is known (fenced, or from a clean seal)
 	clean   bool
 
+	rebuild       bool // the checkpoint's tails snapshot is damaged: rebuild from refs
 	walks         []walkRange
 	walked        uint64
 	inheritedBase string // the base of the predecessor's last snapshot
@@ -187,7 +188,7 @@ func (s *succession) next(c *Core) {
 			c.emit(Mint{Committer: c.cm, Prev: s.prev, PrevVersion: s.prevVer, Next: c.nextRecord(s)})
 		case stepReadTails:
 			s.out = true
-			c.emit(ReadTails{Key: s.cp.Tails})
+			c.emit(ReadTails{Key: s.cp.Tails, Rebuild: s.rebuild, Checkpoint: s.cp})
 		case stepWalk:
 			if !c.walkNext(s) {
 				return
@@ -439,9 +440,24 @@ func (c *Core) onProbed(ev Probed) {
 
 func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 	s.out = false
-	if ev.Err != nil {
-		s.retry(c, "read of the tails snapshot failed", ev.Err, attrS("key", s.cp.Tails))
+	if ev.Err != nil && !s.rebuild && (absorb.IsSnapshotDamaged(ev.Err) || absorb.IsSnapshotGone(ev.Err)) {
+		// The snapshot is only a summary of the refs: rebuild it from
+		// them (a scan of the ref keyspace) rather than never opening.
+		s.rebuild = true
+		c.stats.tailsRebuilds++
+		c.logf(slog.LevelWarn, "tails snapshot damaged or missing; rebuilding the tails from the refs", attrS("key", s.cp.Tails), attrE(ev.Err))
 		return
+	}
+	if ev.Err != nil {
+		what := "read of the tails snapshot failed"
+		if s.rebuild {
+			what = "rebuilding the tails from the refs failed"
+		}
+		s.retry(c, what, ev.Err, attrS("key", s.cp.Tails))
+		return
+	}
+	if ev.Rebuilt {
+		c.logf(slog.LevelWarn, "tails rebuilt from the refs", attrS("damaged_key", s.cp.Tails), attrI("streams", len(ev.Tails.Streams)))
 	}
 	for name, t := range ev.Tails.Streams {
 		c.ab.tails[name] = t

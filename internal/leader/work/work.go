@@ -95,6 +95,10 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 		res, err := chain.GarbageProbe(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.Cut, r.Window, envelope.NewNonce())
 		return leader.Probed{Epoch: r.Epoch, Result: res, Err: err}
 	case leader.ReadTails:
+		if r.Rebuild {
+			t, err := absorb.RebuildTails(ctx, e.Meta, e.Star, e.Class, r.Checkpoint)
+			return leader.TailsRead{Tails: t, Rebuilt: true, Err: err}
+		}
 		t, err := absorb.ReadTails(ctx, e.Buckets, r.Key)
 		return leader.TailsRead{Tails: t, Err: err}
 	case leader.Walk:

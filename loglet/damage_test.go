@@ -1,0 +1,232 @@
+package loglet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// logCapture is a slog handler that keeps every record at WARN or above.
+type logCapture struct {
+	mu   *sync.Mutex
+	recs *[]string
+}
+
+func newLogCapture() logCapture { return logCapture{mu: &sync.Mutex{}, recs: new([]string)} }
+
+func (h logCapture) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h logCapture) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.mu.Lock()
+	*h.recs = append(*h.recs, b.String())
+	h.mu.Unlock()
+	return nil
+}
+func (h logCapture) WithAttrs(as []slog.Attr) slog.Handler { return h }
+func (h logCapture) WithGroup(string) slog.Handler         { return h }
+
+func (h logCapture) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), *h.recs...)
+}
+
+func (h logCapture) find(sub string) string {
+	for _, l := range h.lines() {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}
+
+// appendSome appends n records to each of streams and waits for every ack.
+func appendSome(t *testing.T, g *ledger, s *Star, streams []string, n int, tag string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		for _, st := range streams {
+			if _, err := g.append(t, s, st, fmt.Sprintf("%s-%s-%d", tag, st, i)); err != nil {
+				t.Fatalf("append %s: %v", st, err)
+			}
+		}
+	}
+}
+
+// checkpointOf reads chain c's checkpoint from the world's metastore.
+func checkpointOf(t *testing.T, w *world, c Class) absorb.Checkpoint {
+	t.Helper()
+	cp, _, err := absorb.ReadCheckpoint(context.Background(), w.meta, "s1", c)
+	if err != nil {
+		t.Fatalf("checkpoint of %s: %v", c, err)
+	}
+	return cp
+}
+
+// TestRebuildTailsAgreesWithSnapshot: the tails rebuilt from the refs are
+// the tails the checkpoint's snapshot holds, after many rounds (full
+// snapshots and deltas) and a re-created stream.
+func TestRebuildTailsAgreesWithSnapshot(t *testing.T) {
+	w := newWorld(t)
+	g := newLedger()
+	p1, err := w.open("p1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	appendSome(t, g, p1.star, []string{"a", "b", "e"}, 30, "one")
+	if err := p1.star.DeleteStream(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	g.forget("b")
+	appendSome(t, g, p1.star, []string{"a", "b"}, 5, "two")
+	if err := p1.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Class{Standard, Express} {
+		set := []objstore.Store{w.std}
+		if c == Express {
+			set = []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}
+		}
+		cp := checkpointOf(t, w, c)
+		want, err := absorb.ReadTails(ctx, set, cp.Tails)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := absorb.RebuildTails(ctx, w.meta, "s1", c, cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want.Streams) == 0 || !maps.Equal(got.Streams, want.Streams) {
+			t.Fatalf("%s: rebuilt tails %v, the snapshot holds %v", c, got.Streams, want.Streams)
+		}
+		for id, st := range want.Streams {
+			one, ok, err := absorb.StreamTailFromRefs(ctx, w.meta, "s1", c, cp, id)
+			if err != nil || !ok || one != st {
+				t.Fatalf("%s: StreamTailFromRefs(%s) = %+v %v %v, want %+v", c, id, one, ok, err, st)
+			}
+		}
+	}
+}
+
+func (g *ledger) forget(stream string) {
+	g.mu.Lock()
+	delete(g.acked, stream)
+	g.mu.Unlock()
+}
+
+// TestOpenDespiteDamagedTailsSnapshot: one flipped byte in the tails
+// snapshot the checkpoint names (or the snapshot gone) does not keep the
+// star from opening: the successor rebuilds the tails from the refs, says
+// so at WARN and in Stats, and every stream continues at its tail.
+func TestOpenDespiteDamagedTailsSnapshot(t *testing.T) {
+	for _, damage := range []string{"flipped byte", "truncated", "deleted"} {
+		for _, clean := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/clean=%v", damage, clean), func(t *testing.T) {
+				w := newWorld(t)
+				w.openTimeout = 5 * time.Second
+				g := newLedger()
+				p1, err := w.open("p1", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				appendSome(t, g, p1.star, []string{"a", "b", "c"}, 20, "one")
+				if clean {
+					if err := p1.star.Close(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					waitAbsorbed(t, p1.star)
+					p1.kill()
+				}
+				cp := checkpointOf(t, w, Standard)
+				if cp.Tails == "" {
+					t.Fatal("no tails snapshot to damage")
+				}
+				damageObject(t, w.std, cp.Tails, damage)
+				logs := newLogCapture()
+				p2, err := w.open("p2", func(c *Config) { c.Logger = slog.New(logs) })
+				if err != nil {
+					t.Fatalf("open with a damaged tails snapshot: %v", err)
+				}
+				if n := p2.star.Stats().Standard.TailsRebuilds; n != 1 {
+					t.Errorf("Stats().Standard.TailsRebuilds = %d, want 1", n)
+				}
+				if l := logs.find("rebuilding the tails"); l == "" || !strings.Contains(l, cp.Tails) {
+					t.Errorf("no WARN naming the damaged snapshot %s; logged: %q", cp.Tails, logs.lines())
+				}
+				g.verify(t, p2.star)
+				for _, st := range []string{"a", "b", "c"} {
+					ack, err := g.append(t, p2.star, st, "two")
+					if err != nil || ack.Start != 20 {
+						t.Fatalf("%s after the rebuild: %+v %v (want seq 20)", st, ack, err)
+					}
+				}
+				if err := p2.star.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				// The next owner finds a sound snapshot again.
+				p3, err := w.open("p3", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := p3.star.Stats().Standard.TailsRebuilds; n != 0 {
+					t.Errorf("the owner after the rebuild rebuilt again (%d)", n)
+				}
+				g.verify(t, p3.star)
+			})
+		}
+	}
+}
+
+// damageObject damages key in m: one flipped byte in the middle, the last
+// half cut off, or the object deleted.
+func damageObject(t *testing.T, m *objstore.Mem, key, how string) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := m.Get(ctx, key, 0, -1)
+	if err != nil {
+		t.Fatalf("damage %s: %v", key, err)
+	}
+	switch how {
+	case "flipped byte":
+		if err := m.Corrupt(key, int64(len(b)/2)); err != nil {
+			t.Fatal(err)
+		}
+		return
+	case "truncated":
+		b = b[:len(b)/2]
+	case "deleted":
+		b = nil
+	default:
+		t.Fatalf("damage %q?", how)
+	}
+	if err := m.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if b != nil {
+		if err := m.PutIfAbsent(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var _ = errors.Is
+var _ = chain.SlotKey
