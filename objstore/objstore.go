@@ -14,6 +14,8 @@
 // Failures come in three kinds, and callers must tell them apart:
 //   - definite answers: nil, ErrExists, ErrNotFound;
 //   - invalid requests: ErrInvalidKey, ErrInvalidRange (nothing was sent);
+//   - refusals retrying will not cure: ErrPermanent (a missing bucket,
+//     wrong credentials, a name the server rejects);
 //   - everything else (timeouts, 5xx, lost responses, ErrUnavailable,
 //     context cancellation after the request was sent) is ambiguous for a
 //     write: the object may or may not have been created. The caller resolves
@@ -45,6 +47,15 @@ var (
 	// store). For PutIfAbsent it is ambiguous unless the backend documents
 	// that nothing was sent.
 	ErrUnavailable = errors.New("objstore: bucket unavailable")
+	// ErrPermanent: the bucket refused the request for a reason retrying
+	// will not cure: it does not exist, its name is invalid, the
+	// credentials are unknown or wrong or lack the permission, or the
+	// server does not implement the request. It is a misconfiguration:
+	// callers stop and say so (the chain halts with it as the cause, Open
+	// refuses to start) rather than retry. For PutIfAbsent it says only that
+	// this attempt was refused; a backend whose earlier attempt of the same
+	// call may have landed wraps its ambiguity marker too.
+	ErrPermanent = errors.New("objstore: permanent failure")
 )
 
 // MaxKeyLen is the longest key any backend must accept (S3's limit).

@@ -24,10 +24,22 @@
 //     envelope's epoch, slot and nonce). A later PutIfAbsent of the same key
 //     will then return ErrExists; that too says nothing about whose object it
 //     is, which is why the chain always resolves ownership by nonce.
-//   - other errors (403, 404 NoSuchBucket, 400, a cancelled context before
-//     anything was sent): the object was not created by this call, but
-//     callers should treat every non-sentinel error as ambiguous unless they
-//     know better; the chain does.
+//   - objstore.ErrPermanent: a refusal retrying will not cure (404
+//     NoSuchBucket, 400 InvalidBucketName, 403 AccessDenied,
+//     InvalidAccessKeyId or SignatureDoesNotMatch, 501 NotImplemented, and
+//     any 404 that is not about the key, such as versitygw's
+//     XAdminUserNotFound for an unknown access key; see permanentCodes). It
+//     is not retried. After an earlier attempt of unknown outcome it comes
+//     wrapped with ErrAmbiguous as well.
+//   - other errors (another 400 or 409, a cancelled context before anything
+//     was sent): the object was not created by this call, but callers
+//     should treat every non-sentinel error as ambiguous unless they know
+//     better; the chain does.
+//
+// A 404 reads as objstore.ErrNotFound only when it is about the key
+// (NoSuchKey, or no error body). Note that S3 answers a GET of a missing
+// key with 403 AccessDenied when the credentials lack s3:ListBucket: that
+// is permanent here, and loglet.Open's pre-flight check finds it.
 //
 // A 409 ConditionalRequestConflict (S3's answer when conditional writes to
 // one key race) is a definite refusal and is retried within the attempt

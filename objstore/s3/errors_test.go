@@ -265,3 +265,80 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("DirectoryBucket misclassifies")
 	}
 }
+
+// TestPermanentRefusals: a missing bucket, a name the server rejects and
+// wrong credentials are objstore.ErrPermanent, answered after one request
+// (nothing to retry), on every operation; a missing key is still
+// ErrNotFound, and refusals a retry can cure are not permanent.
+func TestPermanentRefusals(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		status    int
+		code      string
+		permanent bool
+		notFound  bool
+		requests  int
+	}{
+		{404, "NoSuchBucket", true, false, 1},
+		{400, "InvalidBucketName", true, false, 1},
+		{403, "AccessDenied", true, false, 1},
+		{403, "InvalidAccessKeyId", true, false, 1},
+		{403, "SignatureDoesNotMatch", true, false, 1},
+		{404, "XAdminUserNotFound", true, false, 1}, // versitygw: unknown access key
+		{301, "PermanentRedirect", true, false, 1},
+		{400, "AuthorizationHeaderMalformed", true, false, 1},
+		{501, "NotImplemented", true, false, 1},
+		{403, "SomeNewDenial", true, false, 1},
+		{404, "NoSuchKey", false, true, 1},
+		{403, "RequestTimeTooSkewed", false, false, 1},
+		{403, "ExpiredToken", false, false, 1},
+		{400, "BadDigest", false, false, 1},
+		{503, "SlowDown", false, false, 3},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			rep := reply{status: tc.status, code: tc.code}
+			ops := []struct {
+				name string
+				do   func(s *s3.Store) error
+			}{
+				{"put", func(s *s3.Store) error { return s.PutIfAbsent(ctx, "chains/a/b", []byte("x")) }},
+				{"get", func(s *s3.Store) error { _, err := s.Get(ctx, "chains/a/b", 0, 60); return err }},
+				{"delete", func(s *s3.Store) error { return s.Delete(ctx, "chains/a/b") }},
+				{"list", func(s *s3.Store) error { _, err := s.List(ctx, "chains/", "", 10); return err }},
+			}
+			for _, op := range ops {
+				f, s := fake(t, rep, rep, rep)
+				err := op.do(s)
+				if op.name == "delete" && tc.notFound {
+					if err != nil {
+						t.Errorf("delete answered %d %s = %v, want nil", tc.status, tc.code, err)
+					}
+					continue
+				}
+				if op.name == "list" && tc.notFound {
+					continue // a listing has no key to be missing
+				}
+				if got := errors.Is(err, objstore.ErrPermanent); got != tc.permanent {
+					t.Errorf("%s answered %d %s = %v; permanent %v, want %v", op.name, tc.status, tc.code, err, got, tc.permanent)
+				}
+				if got := errors.Is(err, objstore.ErrNotFound); got != tc.notFound {
+					t.Errorf("%s answered %d %s = %v; ErrNotFound %v, want %v", op.name, tc.status, tc.code, err, got, tc.notFound)
+				}
+				if tc.permanent && errors.Is(err, s3.ErrAmbiguous) {
+					t.Errorf("%s answered %d %s on its first attempt = %v: ambiguous, but nothing was applied", op.name, tc.status, tc.code, err)
+				}
+				if got := f.requests(); got != tc.requests {
+					t.Errorf("%s answered %d %s: server saw %d requests, want %d", op.name, tc.status, tc.code, got, tc.requests)
+				}
+			}
+		})
+	}
+
+	// A permanent refusal after an attempt of unknown outcome: the object
+	// may be this call's own, so it is ambiguous as well as permanent.
+	_, s := fake(t, reply{status: 500, code: "InternalError"}, reply{status: 403, code: "AccessDenied"})
+	err := s.PutIfAbsent(ctx, "chains/a/b", []byte("x"))
+	if !errors.Is(err, objstore.ErrPermanent) || !errors.Is(err, s3.ErrAmbiguous) {
+		t.Fatalf("PutIfAbsent: 500 then 403 = %v, want ErrPermanent and ErrAmbiguous", err)
+	}
+}

@@ -122,6 +122,10 @@ func (s *Store) retry(ctx context.Context, op, key string, write bool, size int6
 				return fmt.Errorf("s3: %s %q: %w: precondition failed after an earlier attempt of this call may have created the object (attempt %d of %d): %w",
 					op, key, ErrAmbiguous, attempts, s.cfg.MaxAttempts, err)
 			}
+			if write && mayHaveApplied && errors.Is(mapped, objstore.ErrPermanent) {
+				return fmt.Errorf("s3: %s %q: %w: refused for good after an earlier attempt of this call may have created the object (attempt %d of %d): %w",
+					op, key, ErrAmbiguous, attempts, s.cfg.MaxAttempts, mapped)
+			}
 			return fmt.Errorf("s3: %s %q: %w", op, key, mapped)
 		}
 		if v == unknown {
@@ -177,15 +181,17 @@ func classify(err error, timedOut bool) (verdict, error) {
 		switch {
 		case status == http.StatusPreconditionFailed:
 			return final, fmt.Errorf("%w (%w)", objstore.ErrExists, err)
-		case status == http.StatusNotFound && code != "NoSuchBucket":
+		case status == http.StatusNotFound && missingKeyCodes[code]:
 			return final, fmt.Errorf("%w (%w)", objstore.ErrNotFound, err)
 		case status == http.StatusConflict && code == "ConditionalRequestConflict":
 			return refused, err
+		case permanent(status, code):
+			return final, fmt.Errorf("%w (%w)", objstore.ErrPermanent, err)
 		case status == http.StatusTooManyRequests || status >= 500:
 			return unknown, err
 		default:
-			// Any other answer (400, 403, 416, NoSuchBucket) is definite
-			// and will not change by retrying.
+			// Any other answer (400, 416, another 409) is definite and
+			// will not change by retrying this request.
 			return final, err
 		}
 	}
@@ -203,6 +209,58 @@ func classify(err error, timedOut bool) (verdict, error) {
 		return refused, fmt.Errorf("%w: nothing was sent (%w)", objstore.ErrUnavailable, err)
 	}
 	return unknown, err
+}
+
+// missingKeyCodes are the codes of a 404 that says the key holds no
+// object ("" for an answer without a body). Any other 404 (NoSuchBucket,
+// versitygw's XAdminUserNotFound for an unknown access key) is not about
+// the key, and reading it as "absent" would let a misconfigured reader or
+// fencer conclude that a slot is empty.
+var missingKeyCodes = map[string]bool{"": true, "NoSuchKey": true, "NotFound": true}
+
+// permanentCodes are S3 error codes that retrying the same request will
+// not cure: the bucket, the credentials or the request is wrong.
+var permanentCodes = map[string]bool{
+	"NoSuchBucket":                 true,
+	"InvalidBucketName":            true,
+	"AccessDenied":                 true,
+	"AllAccessDisabled":            true,
+	"AccountProblem":               true,
+	"InvalidAccessKeyId":           true,
+	"SignatureDoesNotMatch":        true,
+	"AuthorizationHeaderMalformed": true, // e.g. the wrong region
+	"PermanentRedirect":            true, // the bucket lives in another region
+	"InvalidRequest":               true,
+	"InvalidArgument":              true,
+	"NotImplemented":               true, // e.g. no conditional writes
+	"MethodNotAllowed":             true,
+	"XAdminUserNotFound":           true, // versitygw: unknown access key
+}
+
+// transientAuthCodes are 401/403 answers a retry can cure: the SDK
+// refreshes expiring credentials and corrects its clock skew.
+var transientAuthCodes = map[string]bool{
+	"ExpiredToken":         true,
+	"TokenRefreshRequired": true,
+	"RequestTimeTooSkewed": true,
+	"RequestExpired":       true,
+	"SlowDown":             true,
+}
+
+// permanent reports whether an answer is a refusal retrying will not
+// cure (objstore.ErrPermanent): a code known to be permanent, any other
+// 404 than a missing key, and 401/403 unless the code says a retry may
+// pass.
+func permanent(status int, code string) bool {
+	switch {
+	case permanentCodes[code]:
+		return true
+	case status == http.StatusNotFound:
+		return !missingKeyCodes[code]
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return !transientAuthCodes[code]
+	}
+	return false
 }
 
 // bodyError is a failure while reading a response body: the request was
