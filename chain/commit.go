@@ -119,7 +119,8 @@ func WriteFlight(ctx context.Context, buckets []objstore.Store, f Flight, p Retr
 // WriteCopy writes one bucket's copy of f and resolves it: PutIfAbsent,
 // and on ErrExists a probe of the occupant's envelope (our nonce: a ghost
 // PUT, ours; anything else: foreign). Ambiguous failures are retried with
-// backoff (p) until ctx ends (then CopyFailed). Bucket and Latency are the
+// backoff (p) until ctx ends (then CopyFailed); objstore.ErrInvalidKey and
+// objstore.ErrPermanent fail the copy at once. Bucket and Latency are the
 // caller's to fill in.
 func WriteCopy(ctx context.Context, b objstore.Store, f Flight, p RetryPolicy) CopyResult {
 	p = p.withDefaults()
@@ -141,12 +142,16 @@ func WriteCopy(ctx context.Context, b objstore.Store, f Flight, p RetryPolicy) C
 			case envelope.IsCorruption(perr):
 				return CopyResult{Status: CopyForeign, Attempts: attempt,
 					Err: fmt.Errorf("chain: slot %d of epoch %d: unreadable occupant: %w", f.Slot, f.Epoch, perr)}
+			case errors.Is(perr, objstore.ErrPermanent):
+				return CopyResult{Status: CopyFailed, Attempts: attempt, Err: fmt.Errorf("chain: slot %d: probing the occupant: %w", f.Slot, perr)}
 			default:
 				// Not found after ErrExists (a racing delete, an S3
 				// oddity) or a failed probe: try the PUT again.
 				last = perr
 			}
-		case errors.Is(err, objstore.ErrInvalidKey):
+		case errors.Is(err, objstore.ErrInvalidKey), errors.Is(err, objstore.ErrPermanent):
+			// Retrying cannot cure it (a missing bucket, wrong credentials):
+			// fail the copy now, not at the commit deadline.
 			return CopyResult{Status: CopyFailed, Attempts: attempt, Err: err}
 		default:
 			last = err // ambiguous: retry, and resolve by probing if it landed
