@@ -16,6 +16,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // TestTraces runs the data-driven scripts in testdata: each command steps
@@ -33,7 +34,8 @@ import (
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	tick +d
 //	rendered e= s= | render-failed e= s=
-//	copy e= s= b= ours|ghost|foreign|failed   (or: copies e= s= ours ours failed)
+//	copy e= s= b= ours|ghost|foreign|failed|refused   (or: copies e= s= ours ours failed)
+//	                      (refused: failed with objstore.ErrPermanent, a bucket refusing for good)
 //	fenced e= cut= | fence-failed e=
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
@@ -131,7 +133,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		}
 		for _, a := range d.CmdArgs {
 			switch a.Key {
-			case "ours", "ghost", "foreign", "failed":
+			case "ours", "ghost", "foreign", "failed", "refused":
 				statuses = append(statuses, a.Key)
 			}
 		}
@@ -316,6 +318,9 @@ func copyResult(bucket int, st string) chain.CopyResult {
 		return chain.CopyResult{Bucket: bucket, Status: chain.CopyOurs, Ghost: true}
 	case "foreign":
 		return chain.CopyResult{Bucket: bucket, Status: chain.CopyForeign, Err: errors.New("poison of p2")}
+	case "refused":
+		return chain.CopyResult{Bucket: bucket, Status: chain.CopyFailed, Attempts: 1,
+			Err: fmt.Errorf("s3: put: %w (NoSuchBucket)", objstore.ErrPermanent)}
 	}
 	return chain.CopyResult{Bucket: bucket, Status: chain.CopyFailed, Err: errors.New("bucket down")}
 }

@@ -1,12 +1,14 @@
 package leader
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/invariants"
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // upload is one flight's write to one (epoch, slot): a render, then K
@@ -25,6 +27,7 @@ type upload struct {
 	cancelled bool
 	objBytes  int64 // the rendered object, held by its copies' workers
 	straggler bool  // released with copies still out: counted in stragglerBytes
+	refused   error // a copy a bucket refused for good (objstore.ErrPermanent)
 }
 
 // startUpload starts f's upload at its current (epoch, slot): a render
@@ -98,6 +101,10 @@ func (c *Core) onCopyDone(ev CopyDone) {
 		if r.Ghost {
 			c.stats.ghosts++
 		}
+	case chain.CopyFailed:
+		if up.refused == nil && errors.Is(r.Err, objstore.ErrPermanent) {
+			up.refused = fmt.Errorf("bucket %s refuses for good: %w", c.bucketName(r.Bucket), r.Err)
+		}
 	case chain.CopyForeign:
 		c.stats.foreign++
 		if id.Epoch == c.rec.Epoch && !up.cancelled {
@@ -112,7 +119,9 @@ func (c *Core) onCopyDone(ev CopyDone) {
 			c.markDurable(up.f)
 		}
 	}
-	if !up.tally.Durable() && !up.tally.Reachable() && !up.cancelled && up.f != nil && id.Epoch == c.rec.Epoch {
+	if !up.tally.Durable() && !up.tally.Reachable() && !up.cancelled && up.f != nil && id.Epoch == c.rec.Epoch && up.refused != nil {
+		c.refused(id, up.refused)
+	} else if !up.tally.Durable() && !up.tally.Reachable() && !up.cancelled && up.f != nil && id.Epoch == c.rec.Epoch {
 		c.halt(id.Slot, fmt.Errorf("slot %d cannot reach W=%d: %d ours, %d foreign, %d failed (last: %v)", id.Slot, up.tally.W, up.tally.Ours, up.tally.Foreign, up.tally.Failed, r.Err))
 	}
 	if up.puts == 0 {
@@ -126,6 +135,22 @@ func (c *Core) onCopyDone(ev CopyDone) {
 		}
 		c.retire(up)
 	}
+}
+
+// refused stops the chain when a slot cannot reach W because a bucket
+// refuses its copy for good (a missing bucket, wrong credentials: a
+// misconfiguration). A recovery would fence and republish into the same
+// buckets and be refused again, or block its fence for ever; so the chain
+// stops loudly, and every batch it has not acked ends outcome-unknown
+// (copies may have landed in the other buckets) with the refusal as the
+// cause its producers see. Stopping is always safe: the next owner fences.
+func (c *Core) refused(id UploadID, cause error) {
+	if c.phase != phaseServing && c.phase != phaseRecovering {
+		return
+	}
+	c.stats.halts++
+	c.stats.haltCause = cause.Error()
+	c.die(Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w: %s/%s epoch %d slot %d cannot reach W=%d: %w", ErrHalted, c.cfg.Star, c.cfg.Class, id.Epoch, id.Slot, c.cfg.W, cause)})
 }
 
 // maxUnderReplicatedList bounds Stats' list of under-replicated slots.
