@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -214,6 +215,15 @@ type FenceOptions struct {
 	// call committed a slot whose unreachable buckets hold poison, and a
 	// fencer without it may then reach a different cut.
 	AcceptReadableFlight bool
+	// DiscardUnreadable is the stronger operator override, for a slot no
+	// bucket holds a readable flight copy of: it implies
+	// AcceptReadableFlight, and an undecided slot that still has no
+	// readable flight copy counts its corrupt occupants (envelopes that do
+	// not parse: damaged or torn objects) as poison, so it can be decided
+	// dead. The records of such a slot are lost, and so is every later
+	// slot of the epoch (the cut is the first dead slot), acked or not:
+	// use it only when the damaged copies are known to be beyond repair.
+	DiscardUnreadable bool
 	// Retry paces the retries of undecided slots; zero: BucketSet.Retry.
 	Retry RetryPolicy
 	// MaxSlots bounds the slots a fence decides committed before it gives
@@ -243,6 +253,8 @@ type FenceResult struct {
 	Committed uint64
 	// Overridden is how many of them were decided by AcceptReadableFlight.
 	Overridden uint64
+	// Discarded is 1 when the cut is a slot DiscardUnreadable decided dead.
+	Discarded int
 	// Poisoned is the number of poisons this call placed in [from, Cut]
 	// (a rerun that finds its own poison already there places none).
 	Poisoned int
@@ -317,7 +329,8 @@ func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, 
 			return res, fmt.Errorf("%w: %s/%s epoch %d: %d slots from %d are committed and no dead slot found (is a writer still running?)", ErrFenceBound, star, class, epoch, bound, from)
 		}
 		for next-slot < par && next-from < bound {
-			f := &slotFence{set: set, key: SlotKey(star, class, epoch, next), epoch: epoch, slot: next, nonce: nonce, accept: opt.AcceptReadableFlight}
+			f := &slotFence{set: set, key: SlotKey(star, class, epoch, next), epoch: epoch, slot: next, nonce: nonce,
+				accept: opt.AcceptReadableFlight || opt.DiscardUnreadable, discard: opt.DiscardUnreadable}
 			ch := make(chan outcome, 1)
 			inflight = append(inflight, ch)
 			next++
@@ -337,6 +350,9 @@ func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, 
 		}
 		if o.d == Dead {
 			res.Cut = slot
+			if o.overridden {
+				res.Discarded = 1
+			}
 			stop()
 			return res, nil
 		}
@@ -349,12 +365,13 @@ func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, 
 
 // slotFence decides one slot.
 type slotFence struct {
-	set    BucketSet
-	key    string
-	epoch  uint64
-	slot   uint64
-	nonce  envelope.Nonce
-	accept bool
+	set     BucketSet
+	key     string
+	epoch   uint64
+	slot    uint64
+	nonce   envelope.Nonce
+	accept  bool
+	discard bool
 
 	occ       []Occupant
 	ambiguous []bool // a poison PUT of ours to bucket i failed ambiguously
@@ -401,6 +418,9 @@ func (f *slotFence) run(ctx context.Context, retry RetryPolicy) (Decision, bool,
 			f.checkReadable(ctx)
 		}
 		d, overridden := decideWith(k, f.set.W, f.occ, f.accept)
+		if d == Undecided && f.discard && f.allReached() {
+			d, overridden = discardUnreadable(k, f.set.W, f.occ), true
+		}
 		if d != Undecided {
 			return d, overridden, nil
 		}
@@ -414,6 +434,29 @@ func (f *slotFence) run(ctx context.Context, retry RetryPolicy) (Decision, bool,
 			return Undecided, false, e
 		}
 	}
+}
+
+// allReached reports whether every bucket's occupant is known (none is
+// unknown: down or failing), so that no readable copy can be hiding.
+func (f *slotFence) allReached() bool {
+	for _, o := range f.occ {
+		if o.Kind == OccupantUnknown {
+			return false
+		}
+	}
+	return true
+}
+
+// discardUnreadable decides a slot with corrupt occupants counted as
+// poison (FenceOptions.DiscardUnreadable).
+func discardUnreadable(k, w int, occupants []Occupant) Decision {
+	occ := slices.Clone(occupants)
+	for i := range occ {
+		if occ[i].Kind == OccupantCorrupt {
+			occ[i] = Occupant{Kind: OccupantPoison}
+		}
+	}
+	return Decide(k, w, occ)
 }
 
 // checkReadable reads whole each flight copy not yet checked, until one

@@ -650,7 +650,35 @@ func TestFenceCorruptOccupant(t *testing.T) {
 		if ue.Occupants[0] != OccupantCorrupt {
 			t.Fatalf("undecided error: %v", ue)
 		}
+		// DiscardUnreadable decides it dead: the cut is there.
+		res := fence(t, ts, 1, 0, envelope.NewNonce(), FenceOptions{DiscardUnreadable: true, Retry: quickRetry})
+		if res.Cut != 0 || res.Committed != 0 || res.Discarded != 1 {
+			t.Fatalf("with DiscardUnreadable: %+v, want slot 0 discarded, cut 0", res)
+		}
 		ts.noLists(t)
+	})
+	t.Run("discard prefers a readable flight", func(t *testing.T) {
+		// One copy corrupt, one readable, one absent (poisoned by the
+		// fence): DiscardUnreadable implies AcceptReadableFlight, so the
+		// readable copy wins and the slot is committed, not discarded.
+		ts := newTestSet(3, 2, 13)
+		ts.writeSlot(t, 1, 0, 0, 1)
+		corruptEnvelope(t, ts, 1, 0, 0)
+		res := fence(t, ts, 1, 0, envelope.NewNonce(), FenceOptions{DiscardUnreadable: true, Retry: quickRetry})
+		if res.Cut != 1 || res.Committed != 1 || res.Overridden != 1 || res.Discarded != 0 {
+			t.Fatalf("with DiscardUnreadable: %+v, want slot 0 committed by override, cut 1", res)
+		}
+	})
+	t.Run("discard two corrupt of three", func(t *testing.T) {
+		ts := newTestSet(3, 2, 14)
+		ts.writeSlot(t, 1, 0, 0, 1)
+		corruptEnvelope(t, ts, 1, 0, 0)
+		corruptEnvelope(t, ts, 1, 0, 1)
+		undecided(t, ts, FenceOptions{AcceptReadableFlight: true})
+		res := fence(t, ts, 1, 0, envelope.NewNonce(), FenceOptions{DiscardUnreadable: true, Retry: quickRetry})
+		if res.Cut != 0 || res.Discarded != 1 {
+			t.Fatalf("with DiscardUnreadable: %+v, want slot 0 discarded", res)
+		}
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -65,6 +66,12 @@ type Config struct {
 	// follow the successor's history. So a deposed leader's readers see the
 	// successor's records within about this interval.
 	SealCheckInterval time.Duration
+	// FencePatience is how long one fence may stay blocked at a slot it
+	// cannot decide before it reports the slot, its buckets and their
+	// occupants (a WARN, with backoff, and ClassStats.SuccessionCause) and
+	// fences again (default 10s; negative: never report, fence until the
+	// context ends).
+	FencePatience time.Duration
 	// RefuseLiveOwner makes Open refuse a chain whose current epoch has a
 	// live owner other than this one (ErrLiveOwner): an epoch record that
 	// names another owner and carries no clean seal of its epoch. That owner
@@ -108,6 +115,44 @@ func cacheBytes(mib int) int64 {
 	}
 	return int64(mib) << 20
 }
+
+// FenceOverride is an operator override of the fence's rule (DESIGN.md,
+// "Fencing"), for a slot that damaged objects or lost buckets leave
+// undecidable: neither W flight copies nor K−W+1 poisons can ever be found
+// there, so a takeover (or a halt's recovery) waits at it for ever.
+type FenceOverride uint8
+
+const (
+	// FenceStrict decides by the rule alone (the default).
+	FenceStrict FenceOverride = FenceOverride(leader.FenceStrict)
+	// FenceAcceptReadable decides committed an undecidable slot holding
+	// at least one readable, checksummed flight copy. Use it when buckets
+	// are lost for good: it may call committed a slot whose unreachable
+	// buckets hold poison.
+	FenceAcceptReadable FenceOverride = FenceOverride(leader.FenceAcceptReadable)
+	// FenceDiscardUnreadable also decides dead an undecidable slot none of
+	// whose reachable copies is a readable flight (corrupt envelopes count
+	// as poison). The slot's records are lost, and so are those of every
+	// later slot of the epoch, acked or not (the cut is the first dead
+	// slot). Use it only for damage nothing can repair: run fsck first.
+	FenceDiscardUnreadable FenceOverride = FenceOverride(leader.FenceDiscardUnreadable)
+)
+
+func (o FenceOverride) String() string { return leader.FenceOverride(o).String() }
+
+// ParseFenceOverride parses "strict", "accept-readable" or
+// "discard-unreadable".
+func ParseFenceOverride(s string) (FenceOverride, error) {
+	for _, o := range []FenceOverride{FenceStrict, FenceAcceptReadable, FenceDiscardUnreadable} {
+		if o.String() == s {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("loglet: fence override %q: want strict, accept-readable or discard-unreadable", s)
+}
+
+// DefaultFencePatience is Config.FencePatience's default.
+const DefaultFencePatience = 10 * time.Second
 
 // DefaultSealCheckInterval is Config.SealCheckInterval's default.
 const DefaultSealCheckInterval = time.Second
@@ -156,6 +201,11 @@ type ClassConfig struct {
 	// hanging bucket cannot pin memory (and goroutines) for a whole
 	// StragglerTimeout of traffic.
 	StragglerMiB int
+	// FenceOverride is the operator's way past a slot that no fence can
+	// decide (FenceStrict by default: such a slot blocks the takeover or
+	// recovery, logged at WARN and shown in Stats). Set it for one Open,
+	// knowingly, then go back to FenceStrict.
+	FenceOverride FenceOverride
 	// Codec compresses frames.
 	Codec envelope.Codec
 	// Retry paces retries of ambiguous PUT failures.
@@ -343,6 +393,9 @@ func (c *Config) applyDefaults() {
 	if c.ReaderPollInterval == 0 {
 		c.ReaderPollInterval = 250 * time.Millisecond
 	}
+	if c.FencePatience == 0 {
+		c.FencePatience = DefaultFencePatience
+	}
 	if c.SealCheckInterval == 0 {
 		c.SealCheckInterval = DefaultSealCheckInterval
 	}
@@ -379,6 +432,11 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBatchRecords > envelope.MaxFrameRecords {
 		errs = append(errs, fmt.Errorf("loglet: MaxBatchRecords=%d over the format's %d", c.MaxBatchRecords, envelope.MaxFrameRecords))
+	}
+	for _, cc := range []*ClassConfig{&c.Standard, &c.Express} {
+		if cc.FenceOverride > FenceDiscardUnreadable {
+			errs = append(errs, fmt.Errorf("loglet: FenceOverride %d is not one of FenceStrict, FenceAcceptReadable, FenceDiscardUnreadable", cc.FenceOverride))
+		}
 	}
 	if c.SealCheckInterval < 0 || c.CloseTimeout < 0 {
 		errs = append(errs, fmt.Errorf("loglet: SealCheckInterval=%v, CloseTimeout=%v: want >= 0", c.SealCheckInterval, c.CloseTimeout))

@@ -230,3 +230,86 @@ func damageObject(t *testing.T, m *objstore.Mem, key, how string) {
 
 var _ = errors.Is
 var _ = chain.SlotKey
+
+// TestTakeoverStuckOnCorruptSlotSaysSo (issue 17, item 4): a crashed
+// chain whose newest unabsorbed slot is corrupt in its only copy cannot be
+// fenced (neither a flight copy nor a poison can ever be found there).
+// Open must not wait quietly: it logs at WARN what it waits for (the slot,
+// the bucket, what it holds), its error names it when ctx ends, and the
+// operator's override (FenceDiscardUnreadable) gets the star open, losing
+// only the unreadable slot.
+func TestTakeoverStuckOnCorruptSlotSaysSo(t *testing.T) {
+	w := newWorld(t)
+	g := newLedger()
+	p1, err := w.open("p1", func(c *Config) { c.AbsorbInterval = time.Hour; c.Express = ClassConfig{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendSome(t, g, p1.star, []string{"a"}, 10, "one") // one flight each
+	p1.kill()
+	// The newest slot of epoch 1 holds record 9.
+	newest := ""
+	for _, k := range w.std.Keys() {
+		if strings.HasPrefix(k, "chains/s1/standard/") && k > newest {
+			newest = k
+		}
+	}
+	if newest == "" {
+		t.Fatal("no slot written")
+	}
+	if err := w.std.Corrupt(newest, 0); err != nil { // the envelope's first byte
+		t.Fatal(err)
+	}
+	_, _, _, slot, _ := chain.ParseSlotKey(newest)
+
+	logs := newLogCapture()
+	w.openTimeout = 1500 * time.Millisecond
+	_, err = w.open("p2", func(c *Config) {
+		c.Logger = slog.New(logs)
+		c.FencePatience = 100 * time.Millisecond
+		c.Express = ClassConfig{}
+	})
+	if err == nil {
+		t.Fatal("Open took over a chain whose newest slot cannot be decided")
+	}
+	t.Logf("Open: %v", err)
+	t.Logf("WARNs: %q", logs.lines())
+	want := fmt.Sprintf("slot %d", slot)
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("Open's error does not name %s and its corrupt copy: %v", want, err)
+	}
+	if l := logs.find("fence blocked"); l == "" || !strings.Contains(l, want) || !strings.Contains(l, "bucket-0: corrupt") {
+		t.Errorf("no WARN naming %s and bucket-0's corrupt occupant; logged: %q", want, logs.lines())
+	}
+	// WARNs are paced: a handful in 1.5 s, not one per retry.
+	if n := len(logs.lines()); n > 5 {
+		t.Errorf("%d WARNs in 1.5 s: not backed off: %q", n, logs.lines())
+	}
+
+	w.openTimeout = 10 * time.Second
+	logs = newLogCapture()
+	p3, err := w.open("p3", func(c *Config) {
+		c.Logger = slog.New(logs)
+		c.Standard.FenceOverride = FenceDiscardUnreadable
+		c.Express = ClassConfig{}
+	})
+	if err != nil {
+		t.Fatalf("Open with FenceDiscardUnreadable: %v", err)
+	}
+	if logs.find("fence override") == "" {
+		t.Errorf("the override's decision was not logged at WARN: %q", logs.lines())
+	}
+	got := readAll(t, p3.star, "a")
+	if len(got) != 9 {
+		t.Fatalf("read %d records after discarding slot %d, want 9", len(got), slot)
+	}
+	for i, r := range got {
+		if want := fmt.Sprintf("one-a-%d", i); string(r.Body) != want {
+			t.Fatalf("seq %d = %q, want %q", i, r.Body, want)
+		}
+	}
+	ack, err := p3.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("three")}}})
+	if err != nil || ack.Start != 9 {
+		t.Fatalf("append after the override: %+v %v (want seq 9)", ack, err)
+	}
+}

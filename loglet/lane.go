@@ -79,6 +79,8 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
+		FencePatience:     max(0, s.cfg.FencePatience),
+		FenceOverride:     leader.FenceOverride(cfg.FenceOverride),
 	}, time.Now())
 	go l.run()
 	return l
@@ -438,7 +440,8 @@ func (l *lane) snapshot() *ClassStats {
 		FailedOutcomeUnknown: cs.FailedOutcomeUnknown, FailedNotCommitted: cs.FailedNotCommitted,
 		GhostPuts: cs.GhostPuts, ForeignOccupants: cs.ForeignOccupants,
 		UnderReplicated: cs.UnderReplicated, UnderReplSlots: cs.UnderReplSlots,
-		Halts: cs.Halts, HaltCause: cs.HaltCause, Recovering: cs.Recovering, SuccessionStep: cs.SuccessionStep, Deposed: cs.Deposed,
+		Halts: cs.Halts, HaltCause: cs.HaltCause, Recovering: cs.Recovering, SuccessionStep: cs.SuccessionStep,
+		SuccessionFailures: cs.SuccessionFailures, SuccessionFailingSince: cs.SuccessionFailingSince, SuccessionCause: cs.SuccessionCause, Deposed: cs.Deposed,
 		FlightIndexBytes: cs.FlightIndexBytes, Backlog: cs.Backlog,
 		WindowBytes: cs.WindowBytes, Stragglers: cs.Stragglers, StragglerBytes: cs.StragglerBytes, StragglersAbandoned: cs.StragglersAbandoned,
 		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,

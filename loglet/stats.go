@@ -1,6 +1,8 @@
 package loglet
 
 import (
+	"time"
+
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/internal/histogram"
 	"github.com/flightlog/flightlog/pool"
@@ -46,6 +48,14 @@ type ClassStats struct {
 	// runs now, at SuccessionStep.
 	Recovering     bool
 	SuccessionStep string
+	// SuccessionFailures counts the failed attempts of the step a recovery
+	// is at since SuccessionFailingSince, and SuccessionCause says what
+	// the last one met: a fence blocked at a slot names the slot, each
+	// bucket and what it holds. (An Open that cannot finish its takeover
+	// logs the same at WARN, with backoff, and its error names it.)
+	SuccessionFailures     int
+	SuccessionFailingSince time.Time
+	SuccessionCause        string
 	// Deposed: a successor has sealed or taken the chain; this process no
 	// longer leads it.
 	Deposed bool

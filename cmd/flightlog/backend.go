@@ -234,9 +234,12 @@ func (g *globalOpts) openStar(ctx context.Context, b *backends, stderr io.Writer
 
 // openStarAs opens the star as its leader; refuseLive makes it fail with
 // loglet.ErrLiveOwner rather than depose a chain's live owner.
-func (g *globalOpts) openStarAs(ctx context.Context, b *backends, stderr io.Writer, refuseLive bool) (*loglet.Star, error) {
+func (g *globalOpts) openStarAs(ctx context.Context, b *backends, stderr io.Writer, refuseLive bool, tweaks ...func(*loglet.Config)) (*loglet.Star, error) {
 	cfg := g.starConfig(b, stderr)
 	cfg.RefuseLiveOwner = refuseLive
+	for _, tw := range tweaks {
+		tw(&cfg)
+	}
 	s, err := loglet.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open star %q as its leader: %w", g.star, err)

@@ -22,8 +22,16 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 	lp := fs.Bool("length-prefixed", false, "stdin holds records as a 4-byte big-endian length and that many bytes (default: one record per line)")
 	batch := fs.Int("batch", 100, "records per batch (each batch is one append, all or nothing)")
 	takeover := fs.Bool("takeover", false, "lead the star even if its chain has a live owner (an epoch not sealed by a clean Close): that owner, if it is still running, is deposed and fails every later append with a not-leader error until it is restarted")
+	override := fs.String("fence-override", "strict", "DANGEROUS, for a takeover blocked at a slot no fence can decide (Open logs \"fence blocked\" at WARN, naming the slot): accept-readable takes a slot with one readable flight copy as committed (buckets lost for good); discard-unreadable also takes a slot with no readable copy as dead, LOSING its records and every later slot's of that epoch, acked or not. Run fsck first")
 	return func(ctx context.Context, env *cmdEnv, args []string) int {
 		stream := args[0]
+		fo, err := loglet.ParseFenceOverride(*override)
+		if err != nil {
+			return env.fail(err)
+		}
+		if fo != loglet.FenceStrict {
+			env.errorf("WARNING: --fence-override=%s: a takeover may decide undecidable slots by the override, not by the rule; with discard-unreadable, acked records of a damaged slot and of every later slot of its epoch are lost", fo)
+		}
 		c, err := chain.ParseClass(*class)
 		if err != nil {
 			return env.fail(err)
@@ -36,7 +44,9 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return env.fail(err)
 		}
 		defer b.Close()
-		star, err := env.g.openStarAs(ctx, b, env.stderr, !*takeover)
+		star, err := env.g.openStarAs(ctx, b, env.stderr, !*takeover, func(cfg *loglet.Config) {
+			cfg.Standard.FenceOverride, cfg.Express.FenceOverride = fo, fo
+		})
 		if errors.Is(err, loglet.ErrLiveOwner) {
 			env.errorf("%v", err)
 			env.errorf("refusing to take the star over from a live owner: stop the service that leads it (its clean Close seals the chain), or, if it crashed, pass --takeover (a service still running would be deposed)")

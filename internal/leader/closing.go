@@ -87,7 +87,11 @@ func (c *Core) Abort(now time.Time, cause error) {
 		cause = errors.New("aborted")
 	}
 	if c.phase == phaseOpening {
-		c.failOpen(fmt.Errorf("leader: %s/%s: opening abandoned at step %q: %w", c.cfg.Star, c.cfg.Class, c.succ.step, cause))
+		s := c.succ
+		if s.lastErr != nil {
+			cause = fmt.Errorf("%w; the step had failed %d times for %v, last: %w", cause, s.failures, c.now.Sub(s.failingSince).Round(time.Millisecond), s.lastErr)
+		}
+		c.failOpen(fmt.Errorf("leader: %s/%s: opening abandoned at step %q: %w", c.cfg.Star, c.cfg.Class, s.step, cause))
 		return
 	}
 	if c.phase != phaseDead {

@@ -48,6 +48,14 @@ type Config struct {
 	AbsorbMaxSlots int
 	// FenceMaxSlots bounds a fence (0: the chain default).
 	FenceMaxSlots uint64
+	// FencePatience bounds one fence request (0: until the shell's
+	// context ends): a fence that cannot decide a slot for this long
+	// returns what blocks it, so that the succession logs it at WARN and
+	// shows it in Stats, then fences again.
+	FencePatience time.Duration
+	// FenceOverride is the operator's way past a slot no fence can decide
+	// (chain.FenceOptions): FenceAcceptReadable or FenceDiscardUnreadable.
+	FenceOverride FenceOverride
 	// LogReleases logs every released slot at debug level ("slot
 	// released", epoch, slot), in release order: what tests watch to check
 	// invariant 1 at the moment of release.

@@ -64,6 +64,32 @@ type Fence struct {
 	// MaxSlots bounds the slots the fence may find committed (0: the
 	// chain default).
 	MaxSlots uint64
+	// Patience bounds the request (0: none): past it the fence returns
+	// the *chain.UndecidedError naming the slot it is blocked at.
+	Patience time.Duration
+	// Override is the operator override the fence applies.
+	Override FenceOverride
+}
+
+// FenceOverride is an operator override of the fence's decision rule, for
+// a slot that damage or lost buckets leave undecidable (see
+// chain.FenceOptions).
+type FenceOverride uint8
+
+const (
+	// FenceStrict decides by the rule alone: an undecidable slot blocks.
+	FenceStrict FenceOverride = iota
+	// FenceAcceptReadable decides committed an undecidable slot that holds
+	// a readable flight copy (chain.FenceOptions.AcceptReadableFlight).
+	FenceAcceptReadable
+	// FenceDiscardUnreadable also decides dead an undecidable slot whose
+	// copies are all unreadable, losing its records and every later slot's
+	// of the epoch (chain.FenceOptions.DiscardUnreadable).
+	FenceDiscardUnreadable
+)
+
+func (o FenceOverride) String() string {
+	return [...]string{"strict", "accept-readable", "discard-unreadable"}[o]
 }
 
 // Mint asks to mint the successor of Prev (read at PrevVersion) as Next,

@@ -46,7 +46,13 @@ type Stats struct {
 	HaltCause                              string
 	Recovering                             bool
 	SuccessionStep                         string // the step a takeover or recovery is at ("" when serving)
-	Deposed                                bool
+	// SuccessionFailures counts the current step's failed attempts since
+	// SuccessionFailingSince; SuccessionCause is the last failure's cause
+	// (a fence blocked at a slot names it, its buckets and occupants).
+	SuccessionFailures     int
+	SuccessionFailingSince time.Time
+	SuccessionCause        string
+	Deposed                bool
 
 	FlightIndexBytes int64
 	Backlog          absorb.BacklogStats
@@ -120,6 +126,10 @@ func (c *Core) Stats(now time.Time) Stats {
 	}
 	if c.succ != nil {
 		s.SuccessionStep = c.succ.step.String()
+		s.SuccessionFailures, s.SuccessionFailingSince = c.succ.failures, c.succ.failingSince
+		if c.succ.lastErr != nil {
+			s.SuccessionCause = c.succ.lastErr.Error()
+		}
 	}
 	for i := range st.putLatency {
 		s.PutLatency = append(s.PutLatency, st.putLatency[i].Snapshot().Summary())

@@ -75,6 +75,13 @@ type succession struct {
 	retryAt time.Time // do not retry the step before
 	backoff time.Duration
 	warned  time.Time // last WARN about a step that keeps failing
+	warnGap time.Duration
+	// failures counts the current step's failed attempts since
+	// failingSince; lastErr is the last one's cause (Stats, and the error
+	// of an opening abandoned meanwhile).
+	failures     int
+	failingSince time.Time
+	lastErr      error
 
 	attempts int   // takeover restarts after the epoch moved
 	cause    error // recovery: the halt
@@ -102,8 +109,10 @@ type walkRange struct {
 const (
 	minSuccBackoff = 10 * time.Millisecond
 	maxSuccBackoff = 2 * time.Second
-	// warnEvery paces the WARN a step that keeps failing logs.
+	// warnEvery is the first gap between the WARNs a step that keeps
+	// failing logs; the gap doubles up to maxWarnEvery.
 	warnEvery    = 5 * time.Second
+	maxWarnEvery = 5 * time.Minute
 	maxTakeovers = 5 // restarts when the epoch moves under a takeover
 )
 
@@ -134,15 +143,23 @@ func (s *succession) retry(c *Core, what string, err error, attrs ...slog.Attr) 
 	s.out = false
 	s.backoff = min(max(2*s.backoff, minSuccBackoff), maxSuccBackoff)
 	s.retryAt = c.now.Add(s.backoff)
-	if s.warned.IsZero() || c.now.Sub(s.warned) >= warnEvery {
+	if s.failures == 0 {
+		s.failingSince = c.now
+	}
+	s.failures++
+	s.lastErr = fmt.Errorf("%s: %w", what, err)
+	if s.warned.IsZero() || c.now.Sub(s.warned) >= s.warnGap {
 		s.warned = c.now
-		c.logf(slog.LevelWarn, what+"; retrying", append(attrs, attrU("epoch", s.prev.Epoch), slog.Duration("backoff", s.backoff), attrE(err))...)
+		s.warnGap = min(max(2*s.warnGap, warnEvery), maxWarnEvery)
+		c.logf(slog.LevelWarn, what+"; retrying", append(attrs, slog.String("step", s.step.String()), attrU("epoch", s.prev.Epoch),
+			attrI("attempts", s.failures), slog.Duration("failing_for", c.now.Sub(s.failingSince)), slog.Duration("backoff", s.backoff), attrE(err))...)
 	}
 }
 
 // advance moves to step st.
 func (s *succession) advance(st step) {
-	s.step, s.out, s.backoff, s.retryAt, s.warned = st, false, 0, time.Time{}, time.Time{}
+	s.step, s.out, s.backoff, s.retryAt, s.warned, s.warnGap = st, false, 0, time.Time{}, time.Time{}, 0
+	s.failures, s.failingSince, s.lastErr = 0, time.Time{}, nil
 }
 
 // next issues the current step's request, if it is not out and its
@@ -174,7 +191,8 @@ func (s *succession) next(c *Core) {
 			s.advance(stepFence)
 		case stepFence:
 			s.out = true
-			c.emit(Fence{Epoch: s.prev.Epoch, From: s.from, Window: s.prev.Window, MaxSlots: c.cfg.FenceMaxSlots})
+			c.emit(Fence{Epoch: s.prev.Epoch, From: s.from, Window: s.prev.Window, MaxSlots: c.cfg.FenceMaxSlots,
+				Patience: c.cfg.FencePatience, Override: c.cfg.FenceOverride})
 		case stepMint:
 			if c.sealed != nil && !invariants.MintIgnoresSeal.On() {
 				c.die(c.deposedFate(fmt.Errorf("%w: the checkpoint is sealed by %q for a takeover; fenced own epoch %d at %d", ErrDeposed, c.sealed.Leader, s.prev.Epoch, s.cut), c.sealed))
@@ -326,6 +344,10 @@ func (s *succession) onFenced(c *Core, ev Fenced) {
 		return
 	}
 	s.cut, s.fenced = ev.Result.Cut, true
+	if r := ev.Result; r.Overridden > 0 || r.Discarded > 0 {
+		c.logf(slog.LevelWarn, "the fence override decided slots the rule could not", slog.String("override", c.cfg.FenceOverride.String()),
+			attrU("epoch", s.prev.Epoch), attrU("cut", s.cut), attrU("accepted_readable", r.Overridden), attrI("discarded_unreadable", r.Discarded))
+	}
 	c.logf(slog.LevelInfo, "fenced", attrU("epoch", s.prev.Epoch), attrU("from", s.from), attrU("cut", s.cut),
 		attrI("poisoned", ev.Result.Poisoned), attrI("poisoned_ahead", ev.Result.PoisonedAhead))
 	if s.kind == recovery {

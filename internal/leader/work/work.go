@@ -78,7 +78,15 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 		return leader.Sealed{Committer: cm, Checkpoint: cp, Err: err}
 	case leader.Fence:
 		par := max(1, min(chain.DefaultFenceParallel, r.Window))
-		res, err := chain.Fence(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, envelope.NewNonce(), chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots})
+		fctx := ctx
+		if r.Patience > 0 {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(ctx, r.Patience)
+			defer cancel()
+		}
+		opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
+			AcceptReadableFlight: r.Override >= leader.FenceAcceptReadable, DiscardUnreadable: r.Override == leader.FenceDiscardUnreadable}
+		res, err := chain.Fence(fctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, envelope.NewNonce(), opt)
 		return leader.Fenced{Epoch: r.Epoch, Result: res, Err: err}
 	case leader.Mint:
 		rec, ver, err := r.Committer.MintNext(ctx, r.Prev, r.PrevVersion, r.Next)
