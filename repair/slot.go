@@ -213,7 +213,7 @@ func CheckSlot(ctx context.Context, set chain.BucketSet, star string, class chai
 func classifySlotCopy(c *Copy, obj []byte, epoch, slot uint64) []envelope.FrameInfo {
 	env, err := envelope.ParseEnvelope(obj)
 	if err != nil {
-		c.State, c.Err = Corrupt, fmt.Errorf("envelope: %w", err)
+		c.State, c.Err = Corrupt, fmt.Errorf("envelope (bytes 0..%d): %w", envelope.EnvelopeSize-1, err)
 		return nil
 	}
 	if env.Epoch != epoch || env.Slot != slot {
@@ -241,7 +241,7 @@ func classifySlotCopy(c *Copy, obj []byte, epoch, slot uint64) []envelope.FrameI
 	}
 	for i, f := range frames {
 		if _, err := envelope.DecodeFrame(f, obj[f.Offset:f.End()]); err != nil {
-			c.State, c.Err = Corrupt, fmt.Errorf("frame %d (stream %q, records [%d, %d)) @%d+%d: %w", i, f.Stream, f.FirstSeq, f.FirstSeq+uint64(f.Count), f.Offset, f.Length, err)
+			c.State, c.Err = Corrupt, fmt.Errorf("frame %d (stream %q, records [%d, %d)) @%d+%d: %w", i, streamName(f.Stream), f.FirstSeq, f.FirstSeq+uint64(f.Count), f.Offset, f.Length, err)
 			return nil
 		}
 	}
@@ -351,8 +351,9 @@ type trimCursor struct {
 	Next  uint64 `json:"next"`
 }
 
-// chainState is a chain's records as a repair reads them.
-type chainState struct {
+// Records are a chain's epoch record, checkpoint and trim cursor, read
+// once (ReadRecords) to plan the repairs of many slots.
+type Records struct {
 	rec    chain.EpochRecord
 	hasRec bool
 	cp     absorb.Checkpoint
@@ -360,8 +361,10 @@ type chainState struct {
 	trim   *trimCursor
 }
 
-func (c Chain) readState(ctx context.Context) (chainState, error) {
-	var st chainState
+// ReadRecords reads the chain's epoch record, checkpoint and trim cursor
+// (each may be absent).
+func (c Chain) ReadRecords(ctx context.Context) (Records, error) {
+	var st Records
 	rec, _, err := chain.ReadEpoch(ctx, c.Meta, c.Star, c.Class)
 	switch {
 	case err == nil:
@@ -391,7 +394,7 @@ func (c Chain) readState(ctx context.Context) (chainState, error) {
 
 // fenceable reports whether a fence may still run over (epoch, slot): it is
 // in the live epoch, which has no recorded cut, at or past the checkpoint.
-func (st chainState) fenceable(epoch, slot uint64) bool {
+func (st Records) fenceable(epoch, slot uint64) bool {
 	if !st.hasRec || epoch != st.rec.Epoch {
 		return !st.hasRec // no record: nothing is known, assume it may
 	}
@@ -399,6 +402,37 @@ func (st chainState) fenceable(epoch, slot uint64) bool {
 		return false
 	}
 	return !(st.hasCP && (st.cp.Epoch > epoch || (st.cp.Epoch == epoch && slot < st.cp.Next)))
+}
+
+// Plan returns what RepairSlot would do for the slot r reports, given the
+// chain's records, without writing anything: the settlement (or Refused,
+// why nothing would be done), and an Action per missing or corrupt copy
+// whose Note is empty when it would be re-copied, or says why not.
+func (c Chain) Plan(st Records, r SlotReport, ev Evidence) SlotResult {
+	res := SlotResult{Report: r}
+	if r.Healthy() || len(r.Damaged()) == 0 {
+		return res
+	}
+	res.Settled, res.Refused = settle(st, r, ev, c.Set.W)
+	if res.Refused != "" {
+		return res
+	}
+	fenceable := st.fenceable(r.Epoch, r.Slot)
+	for _, i := range r.Damaged() {
+		cp := r.Copies[i]
+		a := Action{Bucket: cp.Bucket, Was: cp.State}
+		if cp.State == Corrupt && fenceable {
+			others := r.Envelopes
+			if cp.Envelope && cp.Nonce == r.Nonce {
+				others--
+			}
+			if others < c.Set.W {
+				a.Note = fmt.Sprintf("refused: a fence may still run over this slot, and without this copy %d bucket(s) hold its flight, fewer than W=%d: a fencer's poison in the hole could kill it", others, c.Set.W)
+			}
+		}
+		res.Actions = append(res.Actions, a)
+	}
+	return res
 }
 
 // RepairSlot re-copies the missing and corrupt copies of (epoch, slot) from
@@ -409,44 +443,28 @@ func (st chainState) fenceable(epoch, slot uint64) bool {
 // bucket that failed) is in the result.
 func (c Chain) RepairSlot(ctx context.Context, epoch, slot uint64, ev Evidence) (SlotResult, error) {
 	rep, err := CheckSlot(ctx, c.Set, c.Star, c.Class, epoch, slot)
-	res := SlotResult{Report: rep}
 	if err != nil {
-		return res, err
+		return SlotResult{Report: rep}, err
 	}
 	if rep.Healthy() || len(rep.Damaged()) == 0 {
-		return res, nil
+		return SlotResult{Report: rep}, nil
 	}
-	st, err := c.readState(ctx)
+	st, err := c.ReadRecords(ctx)
 	if err != nil {
-		return res, fmt.Errorf("repair: %s: %w", rep.Key, err)
+		return SlotResult{Report: rep}, fmt.Errorf("repair: %s: %w", rep.Key, err)
 	}
-	res.Settled, res.Refused = settle(st, rep, ev, c.Set.W)
-	if res.Refused != "" {
-		return res, nil
-	}
-	fenceable := st.fenceable(epoch, slot)
-	for _, i := range rep.Damaged() {
-		cp := rep.Copies[i]
-		a := Action{Bucket: cp.Bucket, Was: cp.State}
-		if cp.State == Corrupt && fenceable {
-			others := rep.Envelopes
-			if cp.Envelope && cp.Nonce == rep.Nonce {
-				others--
-			}
-			if others < c.Set.W {
-				a.Note = fmt.Sprintf("refused: a fence may still run over this slot, and without this copy %d bucket(s) hold its flight, fewer than W=%d: a fencer's poison in the hole could kill it", others, c.Set.W)
-				res.Actions = append(res.Actions, a)
-				continue
-			}
+	res := c.Plan(st, rep, ev)
+	for j, i := range rep.Damaged() {
+		if res.Refused != "" || res.Actions[j].Note != "" {
+			continue
 		}
-		c.recopy(ctx, c.Set.Stores[i], rep, &a)
-		res.Actions = append(res.Actions, a)
+		c.recopy(ctx, c.Set.Stores[i], rep, &res.Actions[j])
 	}
 	return res, ctx.Err()
 }
 
 // settle decides whether rep's slot may be repaired, and on what grounds.
-func settle(st chainState, rep SlotReport, ev Evidence, w int) (Settlement, string) {
+func settle(st Records, rep SlotReport, ev Evidence, w int) (Settlement, string) {
 	if rep.source == nil {
 		return Undetermined, "no good copy to copy from in any bucket"
 	}
@@ -530,4 +548,10 @@ func (c Chain) recopy(ctx context.Context, b objstore.Store, rep SlotReport, a *
 	default:
 		a.Note = fmt.Sprintf("something else landed first (%s: %v): left", now.State, now.Err)
 	}
+}
+
+// streamName is the name in a stream ID, for messages.
+func streamName(id string) string {
+	name, _ := chain.SplitStreamID(id)
+	return name
 }

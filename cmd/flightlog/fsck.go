@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/repair"
 )
 
 // streamRecord is the part of a stream's metastore record fsck needs.
@@ -33,11 +33,18 @@ type fsckReport struct {
 	quiet                          bool
 	streams, refs, extents, copies int
 	badCopies, problems, notes     int
+	repairable                     int // problems fsck --repair would repair
 }
 
 func (r *fsckReport) problem(format string, args ...any) {
 	r.problems++
 	fmt.Fprintf(r.w, "PROBLEM: "+format+"\n", args...)
+}
+
+// repairableProblem is a problem fsck --repair repairs: how is appended.
+func (r *fsckReport) repairableProblem(how, format string, args ...any) {
+	r.repairable++
+	r.problem(format+" (repairable: fsck --repair "+how+")", args...)
 }
 
 func (r *fsckReport) note(format string, args ...any) {
@@ -47,114 +54,165 @@ func (r *fsckReport) note(format string, args ...any) {
 	}
 }
 
-// chainInfo is a chain's epoch record and checkpoint, read once.
+// chainInfo is a chain's epoch record, checkpoint and snapshots, read once.
 type chainInfo struct {
-	rec    chain.EpochRecord
+	star  string
+	class chain.Class
+	rc    repair.Chain // the chain as the repair library addresses it
+	recs  repair.Records
+	rec   chain.EpochRecord
+	// hasRec, hasCP: the records exist (and decode).
 	hasRec bool
 	cp     absorb.Checkpoint
 	hasCP  bool
 	tails  map[string]absorb.StreamTail // nil if none or unreadable
+	// repairSnapshots: a snapshot copy is damaged and fsck --repair would
+	// repair it.
+	repairSnapshots bool
 }
 
-// fsckCmd: flightlog fsck.
+func (ci *chainInfo) key() string { return ci.star + "/" + ci.class.String() }
+
+// slotCheck is what fsck learnt of one slot (once per run).
+type slotCheck struct {
+	key       string
+	good      bool
+	frames    []envelope.FrameInfo // of a good copy
+	copies    []repair.Copy
+	envelopes int // copies a fence counts as the slot's flight
+}
+
+// count counts the copies in state st.
+func (sc *slotCheck) count(st repair.State) int {
+	n := 0
+	for _, c := range sc.copies {
+		if c.State == st {
+			n++
+		}
+	}
+	return n
+}
+
+// slotTarget is a slot fsck --repair would repair.
+type slotTarget struct {
+	ci          *chainInfo
+	epoch, slot uint64
+	ev          repair.Evidence
+}
+
+// fsckRun is one run of the checks over the backends.
+type fsckRun struct {
+	b       *backends
+	rep     *fsckReport
+	prog    *progress
+	chains  map[string]*chainInfo
+	order   []*chainInfo
+	slots   map[string]*slotCheck
+	targets []slotTarget
+}
+
+// fsckCmd: flightlog fsck [--repair].
 func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
-	quiet := fs.Bool("q", false, "print problems only, not notes (bad copies another copy covers)")
+	quiet := fs.Bool("q", false, "print problems only, not notes (poison in a committed slot, trimmed records, slots a fence decides)")
+	doRepair := fs.Bool("repair", false, "re-copy every damaged or missing copy of a settled slot from a good copy, and re-copy or rebuild a damaged tails snapshot; then check again (see the repair package for what it refuses)")
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
 		b, err := env.g.open(ctx, true)
 		if err != nil {
 			return env.fail(err)
 		}
 		defer b.Close()
-		rep := &fsckReport{w: env.stdout, quiet: *quiet}
 		prog := newProgress(env.stderr)
-		if err := fsck(ctx, b, rep, prog); err != nil {
+		run, err := runFsck(ctx, b, env.stdout, *quiet, prog)
+		if err != nil {
 			prog.done()
 			return env.fail(fmt.Errorf("fsck could not finish: %w", err))
 		}
+		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0) {
+			if err := run.repair(ctx, env.stdout); err != nil {
+				prog.done()
+				return env.fail(fmt.Errorf("fsck --repair could not finish: %w", err))
+			}
+			fmt.Fprintln(env.stdout, "fsck: checking again after the repair")
+			if run, err = runFsck(ctx, b, env.stdout, *quiet, prog); err != nil {
+				prog.done()
+				return env.fail(fmt.Errorf("fsck could not finish: %w", err))
+			}
+		}
 		prog.done()
-		fmt.Fprintf(env.stdout, "fsck: %d streams, %d refs, %d extents, %d copies read (%d bad, each covered by a good copy unless listed); %d problem(s)\n",
-			rep.streams, rep.refs, rep.extents, rep.copies, rep.badCopies, rep.problems)
-		if rep.problems > 0 {
+		if run.rep.problems > 0 {
 			return exitProblems
 		}
 		return exitOK
 	}
 }
 
-// fsck checks every stream's refs: they tile the stream from its first
-// readable record with no gap, every extent verifies (checksum and decode)
-// from at least one copy in its class's bucket set, every chain extent lies
-// below its epoch's cut (or the live epoch's checkpoint), and each chain's
-// tails snapshot agrees with the refs. It returns an error only when it
-// could not run to the end (metastore or bucket unreachable).
-func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) error {
-	chains := map[string]*chainInfo{}
-	getChain := func(star string, c chain.Class) (*chainInfo, error) {
-		k := star + "/" + c.String()
-		if ci, ok := chains[k]; ok {
-			return ci, nil
-		}
-		ci := &chainInfo{}
-		rec, _, err := chain.ReadEpoch(ctx, b.meta, star, c)
-		switch {
-		case err == nil:
-			ci.rec, ci.hasRec = rec, true
-		case !errors.Is(err, metastore.ErrNotFound):
-			return nil, err
-		}
-		cp, _, err := absorb.ReadCheckpoint(ctx, b.meta, star, c)
-		switch {
-		case err == nil:
-			ci.cp, ci.hasCP = cp, true
-			if cp.Tails != "" && len(b.sets[c]) > 0 {
-				t, err := absorb.ReadTails(ctx, b.sets[c], cp.Tails)
-				if err != nil {
-					rep.problem("%s: checkpoint's tails snapshot %s: %v", k, cp.Tails, err)
-				} else {
-					ci.tails = t.Streams
-				}
-			}
-		case errors.Is(err, absorb.ErrCorrupt):
-			rep.problem("%s: checkpoint: %v", k, err)
-		case !errors.Is(err, metastore.ErrNotFound):
-			return nil, err
-		}
-		chains[k] = ci
-		return ci, nil
+// runFsck runs every check once and prints what it found and its summary.
+func runFsck(ctx context.Context, b *backends, w io.Writer, quiet bool, prog *progress) (*fsckRun, error) {
+	run := &fsckRun{b: b, rep: &fsckReport{w: w, quiet: quiet}, prog: prog, chains: map[string]*chainInfo{}, slots: map[string]*slotCheck{}}
+	if err := run.fsck(ctx); err != nil {
+		return run, err
 	}
+	prog.done()
+	rep := run.rep
+	fmt.Fprintf(w, "fsck: %d streams, %d refs, %d extents, %d copies read (%d bad); %d problem(s)", rep.streams, rep.refs, rep.extents, rep.copies, rep.badCopies, rep.problems)
+	if rep.repairable > 0 {
+		fmt.Fprintf(w, ", %d repairable with fsck --repair", rep.repairable)
+	}
+	fmt.Fprintln(w)
+	return run, nil
+}
+
+// fsck checks, without writing anything:
+//   - every stream's refs: they tile the stream from its first readable
+//     record with no gap, every chain extent lies below its epoch's cut (or
+//     the live epoch's checkpoint) and matches a frame of its slot;
+//   - every copy of every live slot, whole (envelope, size, footer, every
+//     frame's checksum and decoding): each slot a ref points into, and each
+//     slot the next owner's takeover would walk or fence (the pending
+//     round, each epoch from the checkpoint up to its cut, and the live
+//     epoch from the checkpoint until the first slot that is not committed),
+//     by point lookups, never a listing;
+//   - every copy of the tails snapshot each checkpoint names, and of the
+//     full snapshot it builds on, and that the tails agree with the refs;
+//   - that the next owner's takeover would succeed (its walk plans).
+//
+// A damaged or missing copy is a problem even when a good copy covers it;
+// the message says whether fsck --repair repairs it. It returns an error
+// only when it could not run to the end (metastore or bucket unreachable).
+func (run *fsckRun) fsck(ctx context.Context) error {
 	// The last ref end of every stream, per chain, to compare with the
 	// tails snapshots at the end.
 	ends := map[string]map[string]uint64{}
 	after := ""
 	for {
-		items, err := b.meta.Scan(ctx, "streams/", after, 1000)
+		items, err := run.b.meta.Scan(ctx, "streams/", after, 1000)
 		if err != nil {
 			return err
 		}
 		for _, it := range items {
 			var sr streamRecord
 			if err := json.Unmarshal(it.Value, &sr); err != nil {
-				rep.problem("stream record %s is not JSON: %v", it.Key, err)
+				run.rep.problem("stream record %s is not JSON: %v", it.Key, err)
 				continue
 			}
 			c, err := chain.ParseClass(sr.Class)
 			if err != nil {
-				rep.problem("stream record %s: %v", it.Key, err)
+				run.rep.problem("stream record %s: %v", it.Key, err)
 				continue
 			}
 			if it.Key != chain.StreamRecordKey(sr.Name) {
-				rep.problem("stream record %s names stream %q, whose key is %s", it.Key, sr.Name, chain.StreamRecordKey(sr.Name))
+				run.rep.problem("stream record %s names stream %q, whose key is %s", it.Key, sr.Name, chain.StreamRecordKey(sr.Name))
 			}
-			rep.streams++
-			ci, err := getChain(sr.Star, c)
+			run.rep.streams++
+			ci, err := run.chain(ctx, sr.Star, c)
 			if err != nil {
 				return err
 			}
-			end, err := fsckStream(ctx, b, rep, prog, sr, c, ci)
+			end, err := run.fsckStream(ctx, sr, c, ci)
 			if err != nil {
 				return err
 			}
-			k := sr.Star + "/" + c.String()
+			k := ci.key()
 			if ends[k] == nil {
 				ends[k] = map[string]uint64{}
 			}
@@ -167,8 +225,9 @@ func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) err
 		}
 		after = items[len(items)-1].Key
 	}
-	for k, ci := range chains {
-		if err := fsckOpenable(ctx, b, rep, k, ci); err != nil {
+	for _, ci := range run.order {
+		k := ci.key()
+		if err := run.fsckUnabsorbed(ctx, ci); err != nil {
 			return err
 		}
 		if ci.tails == nil || ci.cp.Pending != nil {
@@ -178,25 +237,178 @@ func fsck(ctx context.Context, b *backends, rep *fsckReport, prog *progress) err
 			name, inc := chain.SplitStreamID(id)
 			got, ok := ends[k][id]
 			if !ok {
-				rep.note("%s: tails snapshot has stream %q (incarnation %q), which has no record now (deleted)", k, name, inc)
+				run.rep.note("%s: tails snapshot has stream %q (incarnation %q), which has no record now (deleted)", k, name, inc)
 				continue
 			}
 			if got != t.Next {
-				rep.problem("%s: tails snapshot says stream %q ends at %d, its refs end at %d", k, name, t.Next, got)
+				run.rep.problem("%s: tails snapshot says stream %q ends at %d, its refs end at %d", k, name, t.Next, got)
 			}
 		}
 		for id, end := range ends[k] {
 			if _, ok := ci.tails[id]; !ok {
 				name, _ := chain.SplitStreamID(id)
-				rep.problem("%s: stream %q has refs up to %d but no entry in the tails snapshot", k, name, end)
+				run.rep.problem("%s: stream %q has refs up to %d but no entry in the tails snapshot", k, name, end)
 			}
 		}
 	}
 	return nil
 }
 
+// chain reads a chain's records and checks its snapshots, once.
+func (run *fsckRun) chain(ctx context.Context, star string, c chain.Class) (*chainInfo, error) {
+	k := star + "/" + c.String()
+	if ci, ok := run.chains[k]; ok {
+		return ci, nil
+	}
+	b := run.b
+	ci := &chainInfo{star: star, class: c}
+	run.chains[k] = ci
+	run.order = append(run.order, ci)
+	rec, _, err := chain.ReadEpoch(ctx, b.meta, star, c)
+	switch {
+	case err == nil:
+		ci.rec, ci.hasRec = rec, true
+	case errors.Is(err, chain.ErrBadRecord):
+		run.rep.problem("%s: epoch record: %v", k, err)
+	case !errors.Is(err, metastore.ErrNotFound):
+		return nil, err
+	}
+	w := len(b.sets[c])/2 + 1
+	if ci.hasRec {
+		w = ci.rec.W
+	}
+	ci.rc = repair.Chain{Meta: b.meta, Star: star, Class: c, Set: chain.BucketSet{Stores: b.sets[c], Names: b.names[c], W: w}}
+	cp, _, err := absorb.ReadCheckpoint(ctx, b.meta, star, c)
+	switch {
+	case err == nil:
+		ci.cp, ci.hasCP = cp, true
+	case errors.Is(err, absorb.ErrCorrupt):
+		run.rep.problem("%s: checkpoint: %v", k, err)
+	case !errors.Is(err, metastore.ErrNotFound):
+		return nil, err
+	}
+	if len(b.sets[c]) == 0 {
+		return ci, nil
+	}
+	if ci.hasRec && ci.rec.K != len(b.sets[c]) {
+		run.rep.problem("%s: the epoch record has K=%d buckets, this tool was given %d (check the backend flags): its slots are not checked", k, ci.rec.K, len(b.sets[c]))
+		ci.hasRec = false
+	}
+	if ci.recs, err = ci.rc.ReadRecords(ctx); err != nil {
+		return nil, err
+	}
+	if !ci.hasCP || cp.Tails == "" {
+		return ci, nil
+	}
+	snaps, err := ci.rc.CheckSnapshots(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	readable := true
+	for _, s := range snaps {
+		what := "the checkpoint's tails snapshot"
+		if s.Base {
+			what = "the full tails snapshot it builds on,"
+		}
+		readable = readable && s.Good > 0
+		if s.Good == 0 && len(s.Damaged()) > 0 {
+			var why []string
+			for _, cp := range s.Copies {
+				why = append(why, copyFault(cp))
+			}
+			ci.repairSnapshots = true
+			run.rep.repairableProblem("rebuilds it from the refs", "%s: %s %s has no sound copy (%s)", k, what, s.Key, strings.Join(why, "; "))
+			continue
+		}
+		for _, cp := range s.Copies {
+			switch cp.State {
+			case repair.Missing, repair.Corrupt:
+				ci.repairSnapshots = true
+				run.rep.repairableProblem("re-copies it from "+s.Source(), "%s: %s %s in bucket %s", k, what, s.Key, copyFault(cp))
+			case repair.Unreachable:
+				run.rep.problem("%s: %s %s in bucket %s", k, what, s.Key, copyFault(cp))
+			}
+		}
+	}
+	if readable {
+		t, err := absorb.ReadTails(ctx, b.sets[c], cp.Tails)
+		if err != nil {
+			run.rep.problem("%s: checkpoint's tails snapshot %s: %v", k, cp.Tails, err)
+		} else {
+			ci.tails = t.Streams
+		}
+	}
+	return ci, nil
+}
+
+// copyFault describes a copy that is not good.
+func copyFault(c repair.Copy) string {
+	if c.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", c.Bucket, c.State, c.Err)
+	}
+	return fmt.Sprintf("%s: %s", c.Bucket, c.State)
+}
+
+// checkSlot checks every copy of a slot (once per run), reports what is
+// wrong and whether fsck --repair would repair it, and returns the slot's
+// summary.
+func (run *fsckRun) checkSlot(ctx context.Context, ci *chainInfo, epoch, slot uint64, ev repair.Evidence, where string) (*slotCheck, error) {
+	key := chain.SlotKey(ci.star, ci.class, epoch, slot)
+	if sc, ok := run.slots[key]; ok {
+		return sc, nil
+	}
+	r, err := repair.CheckSlot(ctx, ci.rc.Set, ci.star, ci.class, epoch, slot)
+	if err != nil {
+		return nil, err
+	}
+	sc := &slotCheck{key: key, good: r.Good > 0, frames: r.Frames, copies: r.Copies, envelopes: r.Envelopes}
+	run.slots[key] = sc
+	run.rep.copies += len(r.Copies)
+	run.prog.update("fsck: %d streams, %d refs, %d extents, %d copies", run.rep.streams, run.rep.refs, run.rep.extents, run.rep.copies)
+	if r.Healthy() || r.Empty() {
+		return sc, nil
+	}
+	for _, c := range r.Copies {
+		if c.State != repair.Good {
+			run.rep.badCopies++
+		}
+	}
+	plan := ci.rc.Plan(ci.recs, r, ev)
+	var damaged []string
+	for _, i := range r.Damaged() {
+		damaged = append(damaged, copyFault(r.Copies[i]))
+	}
+	switch {
+	case len(damaged) == 0:
+	case plan.Refused != "":
+		run.rep.problem("slot %s (%s): %s (not repairable: %s)", key, where, strings.Join(damaged, "; "), plan.Refused)
+	default:
+		for j, a := range plan.Actions {
+			c := r.Copies[r.Damaged()[j]]
+			if a.Note == "" {
+				run.rep.repairableProblem("re-copies it from "+r.Source(), "slot %s (%s) in bucket %s", key, where, copyFault(c))
+			} else {
+				run.rep.problem("slot %s (%s) in bucket %s (not repairable now: %s)", key, where, copyFault(c), a.Note)
+			}
+		}
+		run.targets = append(run.targets, slotTarget{ci: ci, epoch: epoch, slot: slot, ev: ev})
+	}
+	for _, c := range r.Copies {
+		switch c.State {
+		case repair.Poison:
+			run.rep.note("slot %s (%s): poison in bucket %s (a fencer's; a committed slot may hold up to K-W)", key, where, c.Bucket)
+		case repair.Foreign:
+			run.rep.problem("slot %s (%s) in bucket %s (not repairable: fsck never touches a foreign object; see flightlog inspect %s)", key, where, copyFault(c), key)
+		case repair.Unreachable:
+			run.rep.problem("slot %s (%s) in bucket %s", key, where, copyFault(c))
+		}
+	}
+	return sc, nil
+}
+
 // fsckStream checks one stream's refs and returns the end of its last ref.
-func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progress, sr streamRecord, c chain.Class, ci *chainInfo) (uint64, error) {
+func (run *fsckRun) fsckStream(ctx context.Context, sr streamRecord, c chain.Class, ci *chainInfo) (uint64, error) {
+	rep, b := run.rep, run.b
 	id := sr.id()
 	prefix := chain.RefPrefix(id)
 	set := b.sets[c]
@@ -217,7 +429,6 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 		}
 		for _, it := range items {
 			rep.refs++
-			prog.update("fsck: %d streams, %d refs, %d extents", rep.streams, rep.refs, rep.extents)
 			ref, err := absorb.DecodeRef(it.Value)
 			if err != nil {
 				rep.problem("ref %s: %v", it.Key, err)
@@ -246,25 +457,8 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 			for _, ext := range ref.Extents {
 				rep.extents++
 				fsckCut(rep, it.Key, ext, ci)
-				good := 0
-				for i, bucket := range set {
-					data, err := bucket.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
-					rep.copies++
-					if err == nil {
-						_, err = envelope.DecodeFrame(ext.FrameInfo(id), data)
-					}
-					if ctx.Err() != nil {
-						return next, ctx.Err()
-					}
-					if err != nil {
-						rep.badCopies++
-						rep.note("ref %s: extent %s [%d+%d) in bucket %s: %v", it.Key, ext.Key, ext.Offset, ext.Length, b.names[c][i], err)
-						continue
-					}
-					good++
-				}
-				if good == 0 {
-					rep.problem("stream %q records [%d, %d): no copy of %s [%d+%d) verifies in %d bucket(s)", sr.Name, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count), ext.Key, ext.Offset, ext.Length, len(set))
+				if err := run.fsckExtent(ctx, sr, c, ci, it.Key, ext); err != nil {
+					return next, err
 				}
 			}
 		}
@@ -275,56 +469,115 @@ func fsckStream(ctx context.Context, b *backends, rep *fsckReport, prog *progres
 	}
 }
 
-// fsckOpenable checks that the next owner's takeover of the chain k (star/
-// class) would succeed, without writing anything: from the checkpoint and
-// its tails snapshot it walks every slot the takeover would walk (the
-// pending round, then each epoch up to its recorded cut, and in the current
-// epoch without a cut every slot that is committed now, where the fence
-// would stop at the first that is not) and plans its absorb rounds. A plan
-// that fails (a stream's frames do not continue its tail) means every Open
-// of the star would fail: a problem, named with where the walk broke.
-func fsckOpenable(ctx context.Context, b *backends, rep *fsckReport, k string, ci *chainInfo) error {
-	if !ci.hasRec || !ci.hasCP || (ci.cp.Tails != "" && ci.tails == nil) {
+// fsckExtent checks that one extent of a ref verifies from at least one
+// copy: a chain extent by its slot's check (every copy, whole) and a match
+// with a frame of the slot's footer; any other object by a ranged read of
+// the extent in each bucket.
+func (run *fsckRun) fsckExtent(ctx context.Context, sr streamRecord, c chain.Class, ci *chainInfo, refKey string, ext absorb.Extent) error {
+	rep, set := run.rep, run.b.sets[c]
+	id := sr.id()
+	noCopy := func() {
+		rep.problem("stream %q records [%d, %d): no copy of %s [%d+%d) verifies in %d bucket(s)", sr.Name, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count), ext.Key, ext.Offset, ext.Length, len(set))
+	}
+	if sk, ok := parseSlotKey(ext.Key); ok && sk.star == ci.star && sk.class == c && ci.hasRec {
+		sc, err := run.checkSlot(ctx, ci, sk.epoch, sk.slot, repair.Evidence{Referenced: true}, "referenced by "+refKey)
+		if err != nil {
+			return err
+		}
+		if !sc.good {
+			noCopy()
+			return nil
+		}
+		want := ext.FrameInfo(id)
+		for _, f := range sc.frames {
+			if f.Offset == want.Offset {
+				if f != want {
+					rep.problem("ref %s: extent %s [%d+%d) does not match the slot's frame there (stream %q [%d, +%d) crc %08x; the ref says stream %q [%d, +%d) crc %08x)", refKey, ext.Key, ext.Offset, ext.Length, f.Stream, f.FirstSeq, f.Count, f.CRC, want.Stream, want.FirstSeq, want.Count, want.CRC)
+				}
+				return nil
+			}
+		}
+		rep.problem("ref %s: extent %s [%d+%d) is not a frame of the slot", refKey, ext.Key, ext.Offset, ext.Length)
+		return nil
+	}
+	good := 0
+	for i, bucket := range set {
+		data, err := bucket.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
+		rep.copies++
+		if err == nil {
+			_, err = envelope.DecodeFrame(ext.FrameInfo(id), data)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			rep.badCopies++
+			rep.problem("ref %s: extent %s [%d+%d) in bucket %s: %v", refKey, ext.Key, ext.Offset, ext.Length, run.b.names[c][i], err)
+			continue
+		}
+		good++
+	}
+	if good == 0 {
+		noCopy()
+	}
+	return nil
+}
+
+// fsckUnabsorbed checks every slot the next owner's takeover of the chain
+// would read, by point lookups (never a listing), and that the takeover
+// would succeed, without writing anything: from the checkpoint and its
+// tails snapshot, the pending round, then each epoch up to its recorded
+// cut, and in the current epoch without a cut every slot that is committed
+// now, up to the first that is not (where the fence would cut). Each slot's
+// every copy is checked whole; the committed ones' frames are planned into
+// absorb rounds as the takeover would. A plan that fails (a stream's frames
+// do not continue its tail), a committed slot without a good copy (the
+// walk would never finish), or a slot a fence cannot decide (a corrupt
+// copy counts as neither flight nor poison) means every Open of the star
+// would fail: a problem, named with where it breaks.
+func (run *fsckRun) fsckUnabsorbed(ctx context.Context, ci *chainInfo) error {
+	if !ci.hasRec || !ci.hasCP || len(ci.rc.Set.Stores) == 0 {
 		return nil // nothing to open, or a problem already reported
 	}
-	star, cls, _ := strings.Cut(k, "/")
-	c, err := chain.ParseClass(cls)
-	if err != nil {
-		return nil
-	}
-	set := b.sets[c]
-	if len(set) == 0 {
-		return nil
-	}
-	w := ci.rec.W
+	k := ci.key()
+	rep := run.rep
+	kk, w := ci.rec.K, ci.rec.W
+	canPlan := ci.cp.Tails == "" || ci.tails != nil
 	tails := map[string]absorb.StreamTail{}
 	for id, t := range ci.tails {
 		tails[id] = t
 	}
-	bset := chain.BucketSet{Stores: set, Names: b.names[c], W: w}
-	walk := func(e, from, to uint64) error {
-		// A slot with no good copy is retried until the context ends: bound
-		// it, and report it (it, too, would keep a takeover from finishing).
-		wctx, cancel := context.WithTimeout(ctx, fsckWalkBound)
-		defer cancel()
-		err := chain.Walk(wctx, bset, star, c, e, from, to, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
-			_, err := absorb.Plan(c.String(), "fsck", []absorb.Slot{{Epoch: e, Slot: slot, Key: chain.SlotKey(star, c, e, slot), Frames: frames}}, tails)
-			if err != nil {
-				rep.problem("%s cannot be opened: the next owner's walk would fail at epoch %d slot %d: %v", k, e, slot, err)
-				return errStopWalk
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStopWalk) && ctx.Err() == nil {
-			rep.problem("%s cannot be opened: the next owner's walk of epoch %d [%d, %d) would not finish: %v", k, e, from, to, err)
-			return errStopWalk
+	plan := func(e, slot uint64, sc *slotCheck) {
+		if !canPlan {
+			return
 		}
-		return err
+		if !sc.good {
+			rep.problem("%s cannot be opened: the next owner's walk would not finish: epoch %d slot %d is committed but has no good copy", k, e, slot)
+			canPlan = false
+			return
+		}
+		_, err := absorb.Plan(ci.class.String(), "fsck", []absorb.Slot{{Epoch: e, Slot: slot, Key: chain.SlotKey(ci.star, ci.class, e, slot), Frames: sc.frames}}, tails)
+		if err != nil {
+			rep.problem("%s cannot be opened: the next owner's walk would fail at epoch %d slot %d: %v", k, e, slot, err)
+			canPlan = false
+		}
+	}
+	// committedRange checks [from, to) of epoch e, every slot of which is
+	// committed (a pending round, or below a recorded cut).
+	committedRange := func(e, from, to uint64, where string) error {
+		for s := from; s < to; s++ {
+			sc, err := run.checkSlot(ctx, ci, e, s, repair.Evidence{}, where)
+			if err != nil {
+				return err
+			}
+			plan(e, s, sc)
+		}
+		return nil
 	}
 	pos := struct{ epoch, next uint64 }{ci.cp.Epoch, ci.cp.Next}
 	if p := ci.cp.Pending; p != nil {
-		if err := walk(p.Epoch, p.From, p.To); err != nil {
-			return walkErr(err)
+		if err := committedRange(p.Epoch, p.From, p.To, "the pending absorb round"); err != nil {
+			return err
 		}
 		pos.epoch, pos.next = p.Epoch, p.To
 	}
@@ -334,46 +587,49 @@ func fsckOpenable(ctx context.Context, b *backends, rep *fsckReport, k string, c
 			from = pos.next
 		}
 		cut, ok := ci.rec.CutOf(e)
-		if !ok && e != ci.rec.Epoch {
+		if ok {
+			if err := committedRange(e, from, cut.Slot, fmt.Sprintf("unabsorbed, below epoch %d's cut %d", e, cut.Slot)); err != nil {
+				return err
+			}
+			continue
+		}
+		if e != ci.rec.Epoch {
 			continue // an epoch that never wrote
 		}
-		if !ok {
-			// The current epoch, not sealed: a successor would fence it at
-			// its first slot that is not committed.
-			end := from
-			for {
-				st, err := probeSlot(ctx, set, star, c, e, end)
-				if err != nil {
-					return err
-				}
-				if !st.committed(w) {
-					break
-				}
-				end++
+		// The current epoch, not sealed: a successor would fence it from
+		// here, slot by slot, and cut at the first that is not committed.
+		for s := from; ; s++ {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			cut.Slot = end
-		}
-		if from < cut.Slot {
-			if err := walk(e, from, cut.Slot); err != nil {
-				return walkErr(err)
+			sc, err := run.checkSlot(ctx, ci, e, s, repair.Evidence{}, "unabsorbed, in the live epoch")
+			if err != nil {
+				return err
 			}
+			if sc.envelopes >= w {
+				plan(e, s, sc)
+				continue
+			}
+			poisons, missing := sc.count(repair.Poison), sc.count(repair.Missing)
+			if missing == len(sc.copies) {
+				break
+			}
+			var occ []string
+			for _, c := range sc.copies {
+				occ = append(occ, copyFault(c))
+			}
+			switch {
+			case poisons+missing < kk-w+1:
+				rep.problem("%s cannot be opened: the next owner's fence cannot decide epoch %d slot %d (%s): a corrupt or foreign copy counts as neither a flight nor a poison, so neither W=%d flight copies nor K-W+1=%d poisons can be reached; see flightlog inspect %s", k, e, s, strings.Join(occ, "; "), w, kk-w+1, sc.key)
+			case sc.count(repair.Corrupt) > 0:
+				rep.problem("%s: epoch %d slot %d (%s) has a damaged copy and fewer than W=%d flight copies: the next owner's fence will kill it (records in it are lost if they were acked)", k, e, s, strings.Join(occ, "; "), w)
+			default:
+				rep.note("%s: epoch %d slot %d (%s): not committed; the next owner's fence decides it", k, e, s, strings.Join(occ, "; "))
+			}
+			break
 		}
 	}
 	return nil
-}
-
-// fsckWalkBound bounds the walk of one range by fsckOpenable.
-const fsckWalkBound = 30 * time.Second
-
-// errStopWalk ends fsckOpenable's walk at the first failed plan (already
-// reported).
-var errStopWalk = errors.New("fsck: stop the walk")
-
-func walkErr(err error) error {
-	if errors.Is(err, errStopWalk) {
-		return nil
-	}
-	return err
 }
 
 // fsckCut checks that a chain extent lies in a slot that counts: below its
@@ -392,4 +648,71 @@ func fsckCut(rep *fsckReport, refKey string, ext absorb.Extent, ci *chainInfo) {
 	if sk.epoch == ci.rec.Epoch && ci.hasCP && ci.cp.Epoch == sk.epoch && sk.slot >= ci.cp.Next {
 		rep.problem("ref %s points at %s, past the checkpoint (epoch %d, slot %d)", refKey, ext.Key, ci.cp.Epoch, ci.cp.Next)
 	}
+}
+
+// snapshotTargets counts the chains whose snapshots fsck --repair would
+// repair.
+func (run *fsckRun) snapshotTargets() int {
+	n := 0
+	for _, ci := range run.order {
+		if ci.repairSnapshots {
+			n++
+		}
+	}
+	return n
+}
+
+// repair runs the repairs the checks found (through package repair, which
+// checks each slot again and refuses what is unsafe) and prints what it
+// did.
+func (run *fsckRun) repair(ctx context.Context, w io.Writer) error {
+	copied, left := 0, 0
+	for _, t := range run.targets {
+		res, err := t.ci.rc.RepairSlot(ctx, t.epoch, t.slot, t.ev)
+		if err != nil {
+			return err
+		}
+		key := res.Report.Key
+		if res.Refused != "" {
+			left++
+			fmt.Fprintf(w, "repair: %s: not repaired: %s\n", key, res.Refused)
+			continue
+		}
+		for _, a := range res.Actions {
+			if a.Done {
+				copied++
+				fmt.Fprintf(w, "repair: %s in bucket %s (was %s): %s\n", key, a.Bucket, a.Was, a.Note)
+			} else {
+				left++
+				fmt.Fprintf(w, "repair: %s in bucket %s (was %s): not repaired: %s\n", key, a.Bucket, a.Was, a.Note)
+			}
+		}
+	}
+	for _, ci := range run.order {
+		if !ci.repairSnapshots {
+			continue
+		}
+		results, err := ci.rc.RepairSnapshots(ctx)
+		if err != nil {
+			return err
+		}
+		for _, res := range results {
+			if res.Refused != "" {
+				left++
+				fmt.Fprintf(w, "repair: %s: tails snapshot %s: not repaired: %s\n", ci.key(), res.Report.Key, res.Refused)
+				continue
+			}
+			for _, a := range res.Actions {
+				if a.Done {
+					copied++
+					fmt.Fprintf(w, "repair: %s: tails snapshot %s in bucket %s (was %s): %s\n", ci.key(), res.Report.Key, a.Bucket, a.Was, a.Note)
+				} else {
+					left++
+					fmt.Fprintf(w, "repair: %s: tails snapshot %s in bucket %s (was %s): not repaired: %s\n", ci.key(), res.Report.Key, a.Bucket, a.Was, a.Note)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "repair: %d cop(ies) put back, %d left\n", copied, left)
+	return nil
 }

@@ -221,12 +221,12 @@ func TestFsckExitCodes(t *testing.T) {
 			t.Fatalf("exit %d\n%s%s", code, out, errs)
 		}
 	})
-	t.Run("one-of-three-express-copies-corrupt=0", func(t *testing.T) {
+	t.Run("one-of-three-express-copies-corrupt=1-repairable", func(t *testing.T) {
 		dir := seeded(t)
 		rewrite(t, filepath.Join(dir, "express-b"), slotOf(t, dir, "clicks"), flipFrameByte)
 		code, out, errs := cli(t, "", "fsck", "--dir", dir)
-		if code != exitOK || !strings.Contains(out, "note:") || !strings.Contains(out, "(1 bad") {
-			t.Fatalf("exit %d, want 0 with a note\n%s%s", code, out, errs)
+		if code != exitProblems || !strings.Contains(out, "(repairable: fsck --repair") || !strings.Contains(out, "(1 bad") {
+			t.Fatalf("exit %d, want 1, repairable\n%s%s", code, out, errs)
 		}
 	})
 	t.Run("only-standard-copy-corrupt=1", func(t *testing.T) {
