@@ -401,9 +401,9 @@ func ReadSnapshot(ctx context.Context, stores []objstore.Store, key string) (Tai
 	if corrupt {
 		// Damage, not absence, is the cause: say so even if another copy
 		// is missing (IsSnapshotGone is false).
-		return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w: %w", key, ErrCorrupt, errors.Join(errs...))
+		return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w: %w", key, ErrCorrupt, CopyErrors(errs))
 	}
-	return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, errors.Join(errs...))
+	return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, CopyErrors(errs))
 }
 
 func (c *Committer) checkpointOp(next Checkpoint) metastore.Op {

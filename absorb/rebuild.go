@@ -3,6 +3,7 @@ package absorb
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
@@ -95,3 +96,17 @@ func (f *tailFold) add(ref SpanRef) {
 		f.tails[ref.Stream] = t
 	}
 }
+
+// CopyErrors are the failures of each copy of one object, in bucket order:
+// one line, and errors.Is matches any of them.
+type CopyErrors []error
+
+func (e CopyErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e CopyErrors) Unwrap() []error { return e }

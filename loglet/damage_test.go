@@ -313,3 +313,108 @@ func TestTakeoverStuckOnCorruptSlotSaysSo(t *testing.T) {
 		t.Fatalf("append after the override: %+v %v (want seq 9)", ack, err)
 	}
 }
+
+// TestDamageIsErrCorrupt (issue 17, item 2): with two Express copies of a
+// slot corrupt and the third absent, a read fails as corruption
+// (ErrCorrupt, naming the object), not as "object not found"; a read that
+// meets it after some records returns those records alone; the records
+// around it stay readable; and a damaged tails snapshot does not fail
+// CheckTail (it falls back to the stream's refs).
+func TestDamageIsErrCorrupt(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	p1, err := w.open("p1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	g := newLedger()
+	appendSome(t, g, p1.star, []string{"e"}, 10, "one") // one flight each
+	if err := p1.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The extent of record 5.
+	var ext absorb.Extent
+	items, err := w.meta.Scan(ctx, "refs/", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		ref, err := absorb.DecodeRef(it.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ref.Extents {
+			if e.FirstSeq <= 5 && 5 < e.FirstSeq+uint64(e.Count) {
+				ext = e
+			}
+		}
+	}
+	if ext.Key == "" || ext.Count != 1 {
+		t.Fatalf("extent of record 5: %+v (want one record to itself)", ext)
+	}
+	for _, m := range w.exp[:2] {
+		if err := m.Corrupt(ext.Key, int64(ext.Offset)+int64(ext.Length)/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.exp[2].Delete(ctx, ext.Key); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := NewReader(ReaderConfig{Meta: w.meta, Express: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rd.Read(ctx, "e", ReadQuery{Start: AtSeq(0), MaxRecords: 100})
+	if err != nil || len(res.Records) != 5 || res.Next != 5 {
+		t.Fatalf("read from 0: %d records, next %d, %v; want records 0-4 and no error", len(res.Records), res.Next, err)
+	}
+	res, err = rd.Read(ctx, "e", ReadQuery{Start: AtSeq(5)})
+	var ce *CorruptError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || !strings.Contains(ce.Object, ext.Key) || len(res.Records) != 0 {
+		t.Fatalf("read of the damaged slot: %d records, %v; want ErrCorrupt naming %s", len(res.Records), err, ext.Key)
+	}
+	if !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("the absent third copy is not in the error: %v", err)
+	}
+	t.Logf("read of the damaged slot: %v", err)
+	res, err = rd.Read(ctx, "e", ReadQuery{Start: AtSeq(6)})
+	if err != nil || len(res.Records) != 4 {
+		t.Fatalf("read from 6: %d records, %v", len(res.Records), err)
+	}
+	if _, err := rd.Read(ctx, "nope", ReadQuery{}); !errors.Is(err, ErrStreamNotFound) {
+		t.Errorf("Read of an unknown stream: %v, want ErrStreamNotFound", err)
+	}
+
+	// Every copy of the tails snapshot damaged: CheckTail reads the tail
+	// from the stream's refs, and says so in Stats.
+	cp := checkpointOf(t, w, Express)
+	damaged := 0
+	for _, m := range w.exp {
+		if _, err := m.Get(ctx, cp.Tails, 0, 1); err == nil { // the snapshot has W copies or more
+			damageObject(t, m, cp.Tails, "flipped byte")
+			damaged++
+		}
+	}
+	if damaged == 0 {
+		t.Fatal("no copy of the tails snapshot")
+	}
+	fresh, _ := NewReader(ReaderConfig{Meta: w.meta, Express: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}})
+	tail, err := fresh.CheckTail(ctx, "e")
+	if err != nil || tail.Seq != 10 {
+		t.Fatalf("CheckTail with a damaged snapshot: %+v %v, want 10", tail, err)
+	}
+	if n := fresh.Stats().SnapshotFallbacks; n != 1 {
+		t.Errorf("SnapshotFallbacks = %d, want 1", n)
+	}
+	// The leader's read of absorbed history says corruption too.
+	p2, err := w.open("p2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.star.Read(ctx, "e", ReadQuery{Start: AtSeq(5)}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("the leader's read of the damaged slot: %v, want ErrCorrupt", err)
+	}
+}

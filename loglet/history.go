@@ -66,7 +66,7 @@ func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs,
 		for i, it := range items {
 			ref, err := absorb.DecodeRef(it.Value)
 			if err != nil {
-				return out, fmt.Errorf("loglet: ref %s: %w", it.Key, err)
+				return out, &CorruptError{Object: "ref " + it.Key, Err: err}
 			}
 			if ref.Start > planned {
 				if len(out) == 0 && len(jobs) == 0 {
@@ -195,8 +195,11 @@ func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, 
 		if err != nil {
 			return nil, err
 		}
-		var last error
-		for _, b := range set {
+		// Every copy's failure is kept: the error says damage when any
+		// copy was damaged, not whatever the last bucket said.
+		var errs []error
+		corrupt := false
+		for i, b := range set {
 			data, err := b.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
 			h.gets.Add(1)
 			if err != nil {
@@ -204,7 +207,7 @@ func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, 
 					return nil, ctx.Err()
 				}
 				h.skipped.Add(1)
-				last = err
+				errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
 				continue
 			}
 			h.getBytes.Add(uint64(len(data)))
@@ -212,20 +215,22 @@ func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, 
 			if err != nil {
 				h.skipped.Add(1)
 				h.corrupt.Add(1)
-				last = err
+				corrupt = true
+				errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
 				continue
 			}
 			h.frames.put(ext, recs)
 			return recs, nil
 		}
+		var cause error = absorb.CopyErrors(errs)
 		// Every copy failed: has the ref been repointed meanwhile?
 		it, err := h.meta.Get(ctx, refKey)
 		if err != nil {
-			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref failed: %w", ext.Key, ext.Offset, ext.Length, last, err)
+			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref failed: %w", ext.Key, ext.Offset, ext.Length, cause, err)
 		}
 		nref, err := absorb.DecodeRef(it.Value)
 		if err != nil {
-			return nil, fmt.Errorf("loglet: ref %s: %w", refKey, err)
+			return nil, &CorruptError{Object: "ref " + refKey, Err: err}
 		}
 		found := false
 		for _, e := range nref.Extents {
@@ -235,7 +240,10 @@ func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, 
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) in %d buckets: %w", ext.Key, ext.Offset, ext.Length, len(set), last)
+			if corrupt {
+				return nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", ext.Key, ext.Offset, ext.Length, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count)-1, nameOfID(stream)), Err: cause}
+			}
+			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) in %d buckets: %w", ext.Key, ext.Offset, ext.Length, len(set), cause)
 		}
 	}
 	return nil, fmt.Errorf("loglet: extent of %q at %d unreadable after re-resolving its ref", stream, ext.FirstSeq)
@@ -268,7 +276,7 @@ func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (
 		for _, it := range items {
 			ref, err := absorb.DecodeRef(it.Value)
 			if err != nil {
-				return 0, false, err
+				return 0, false, &CorruptError{Object: "ref " + it.Key, Err: err}
 			}
 			if ref.MaxTS < ms {
 				continue
@@ -305,4 +313,10 @@ func refsOf(id string, items []metastore.Item) []metastore.Item {
 		}
 	}
 	return items
+}
+
+// nameOfID is the name part of a stream ID, for messages.
+func nameOfID(id string) string {
+	name, _ := chain.SplitStreamID(id)
+	return name
 }

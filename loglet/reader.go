@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -36,6 +37,8 @@ type Reader struct {
 	cfg   ReaderConfig
 	hist  *history
 	tails *absorb.TailsCache // decoded tails snapshots, for CheckTail
+
+	snapFallbacks atomic.Uint64
 }
 
 // NewReader returns a Reader.
@@ -54,7 +57,10 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 // is left zero: use CheckTail. A stream that does not exist (or was
 // deleted) is ErrStreamNotFound: the Reader looks its record up on every
 // call (one metastore read), so a deleted stream's old incarnation is never
-// read.
+// read. It returns records or an error, never both: records read before an
+// error are returned alone, and the next Read from ReadResult.Next meets
+// the error. Damaged data is an error matching ErrCorrupt that names the
+// object (a *CorruptError); missing data is not.
 func (r *Reader) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
 	rec, c, err := r.record(ctx, stream)
 	if err != nil {
@@ -66,7 +72,19 @@ func (r *Reader) Read(ctx context.Context, stream string, q ReadQuery) (ReadResu
 	}
 	maxRecs, maxBytes := limits(q)
 	recs, err := r.hist.read(ctx, rec.id(), start, maxRecs, maxBytes)
+	recs, err = recordsOrError(recs, err)
 	return result(recs, start, Tail{}), err
+}
+
+// recordsOrError is a read's result as Read returns it: records or an
+// error, never both. A read that meets an error after some records
+// returns those records; the next read, from ReadResult.Next, meets the
+// error again (or not, if it was transient).
+func recordsOrError(recs []SequencedRecord, err error) ([]SequencedRecord, error) {
+	if len(recs) > 0 {
+		return recs, nil
+	}
+	return nil, err
 }
 
 // record reads a stream's record.
@@ -119,19 +137,26 @@ func (r *Reader) CheckTail(ctx context.Context, stream string) (Tail, error) {
 
 // tail reads the absorbed tail of the stream whose record is rec: the
 // checkpoint, then its tails snapshot (a delta over a full one: two GETs at
-// most). The leader deletes a superseded snapshot only rounds after the
-// checkpoint moved past it; should a slow read still miss it, the tail is
-// read again from the newer checkpoint (a reader never fails because the
-// writer made progress).
+// most). A reader never fails because the writer made progress: the leader
+// deletes a superseded snapshot only rounds after the checkpoint moved past
+// it, and should a slow read still miss it, the tail is read again from the
+// newer checkpoint, for as long as the checkpoint keeps moving. A snapshot
+// that is gone while its checkpoint stands still, or damaged, is not
+// progress but damage: the tail is then computed from the stream's refs
+// (absorb.StreamTailFromRefs), and counted in ReaderStats.SnapshotFallbacks.
 func (r *Reader) tail(ctx context.Context, rec streamRecord, c Class) (Tail, error) {
 	set, err := r.hist.set(c.String())
 	if err != nil {
 		return Tail{}, err
 	}
+	seen := ""
 	for attempt := 0; ; attempt++ {
 		cp, _, err := absorb.ReadCheckpoint(ctx, r.cfg.Meta, rec.Star, c)
 		if errors.Is(err, metastore.ErrNotFound) {
 			return Tail{}, nil // the star has never absorbed
+		}
+		if errors.Is(err, absorb.ErrCorrupt) {
+			return Tail{}, &CorruptError{Object: "checkpoint " + chain.CheckpointKey(rec.Star, c), Err: err}
 		}
 		if err != nil {
 			return Tail{}, err
@@ -140,15 +165,33 @@ func (r *Reader) tail(ctx context.Context, rec streamRecord, c Class) (Tail, err
 			return Tail{}, nil
 		}
 		t, _, err := r.tails.Lookup(ctx, set, cp.Tails, rec.id())
-		if absorb.IsSnapshotGone(err) && attempt < 3 {
+		if err == nil {
+			return Tail{Seq: t.Next, Timestamp: t.Timestamp}, nil
+		}
+		if ctx.Err() != nil {
+			return Tail{}, ctx.Err()
+		}
+		gone, damaged := absorb.IsSnapshotGone(err), absorb.IsSnapshotDamaged(err)
+		if gone && cp.Tails != seen && attempt < maxTailAttempts {
+			seen = cp.Tails // the writer moved on: follow it
 			continue
 		}
-		if err != nil {
+		if !gone && !damaged {
 			return Tail{}, err
+		}
+		r.snapFallbacks.Add(1)
+		t, _, ferr := absorb.StreamTailFromRefs(ctx, r.cfg.Meta, rec.Star, c, cp, rec.id())
+		if ferr != nil {
+			return Tail{}, fmt.Errorf("loglet: tails snapshot %s unusable (%v), and reading the tail from refs failed: %w", cp.Tails, err, ferr)
 		}
 		return Tail{Seq: t.Next, Timestamp: t.Timestamp}, nil
 	}
 }
+
+// maxTailAttempts bounds the checkpoints a tail read follows while the
+// writer keeps moving past each snapshot before it is read (it would take
+// a reader stalled for many rounds per attempt to reach it).
+const maxTailAttempts = 64
 
 // OpenReadSession starts a session at q.Start that polls for new refs. It
 // follows the incarnation the stream has when it opens: if the stream is
@@ -201,11 +244,16 @@ type ReaderStats struct {
 	// SkippedCopies: copies passed over (missing, short, poison, corrupt);
 	// CorruptCopies: of which failed a checksum or decode.
 	SkippedCopies, CorruptCopies uint64
+	// SnapshotFallbacks counts CheckTails (and tail-relative reads) that
+	// found the checkpoint's tails snapshot damaged or missing and read
+	// the tail from the stream's refs instead.
+	SnapshotFallbacks uint64
 }
 
 // Stats returns the Reader's counters.
 func (r *Reader) Stats() ReaderStats {
-	st := ReaderStats{Gets: r.hist.gets.Load(), GetBytes: r.hist.getBytes.Load(), SkippedCopies: r.hist.skipped.Load(), CorruptCopies: r.hist.corrupt.Load()}
+	st := ReaderStats{Gets: r.hist.gets.Load(), GetBytes: r.hist.getBytes.Load(), SkippedCopies: r.hist.skipped.Load(), CorruptCopies: r.hist.corrupt.Load(),
+		SnapshotFallbacks: r.snapFallbacks.Load()}
 	st.ReadCacheBytes, st.ReadCacheHits, st.ReadCacheMisses = r.hist.frames.stats()
 	return st
 }

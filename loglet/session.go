@@ -203,12 +203,14 @@ func pollWait(ctx context.Context, d time.Duration, closing <-chan struct{}) err
 func (r *ReadSession) Recv(ctx context.Context) ([]SequencedRecord, error) {
 	for {
 		recs, err := r.read(ctx, r.next)
-		if err != nil {
-			return nil, err
-		}
 		if len(recs) > 0 {
+			// Records read before an error are returned; the next Recv
+			// meets the error again (or not, if it was transient).
 			r.next = recs[len(recs)-1].Seq + 1
 			return recs, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		if err := r.wait(ctx, r.next); err != nil {
 			return nil, err

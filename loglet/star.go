@@ -84,6 +84,9 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := preflight(ctx, &cfg); err != nil { // see preflight.go
+		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
+	}
 	s := &Star{
 		cfg: cfg, log: cfg.Logger,
 		streams: map[string]*streamState{},
@@ -560,7 +563,8 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 // from refs and the object store, then the unabsorbed tail from the
 // leader's flight index, with no gap and no duplicate between them. A start
 // at or past the durable tail returns no records and the tail; a start below
-// the oldest readable record returns ErrHistoryTrimmed.
+// the oldest readable record returns ErrHistoryTrimmed. As Reader.Read, it
+// returns records or an error, never both, and damage is ErrCorrupt.
 func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
 	if err := ctx.Err(); err != nil {
 		return ReadResult{}, err
@@ -583,6 +587,7 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	}
 	if start >= v.start {
 		recs, err := v.read(start, maxRecs, maxBytes)
+		recs, err = recordsOrError(recs, err)
 		return result(recs, start, v.durable), err
 	}
 	// Below the index: absorbed before we looked, so refs hold it. Where
@@ -617,6 +622,7 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	}
 	// The tail moved on while refs were read: report it as of now, so it
 	// is never behind the records returned.
+	recs, err = recordsOrError(recs, err)
 	return result(recs, start, coverTail(v.durable, recs)), err
 }
 
@@ -636,6 +642,7 @@ func (s *Star) readDeposed(ctx context.Context, st *streamState, v indexView, st
 		more, merr := v.read(next, maxRecs-len(recs), maxBytes)
 		recs, err = append(recs, more...), merr
 	}
+	recs, err = recordsOrError(recs, err)
 	return result(recs, start, coverTail(v.durable, recs)), err
 }
 

@@ -142,6 +142,30 @@ var (
 	ErrSessionFailed  = errors.New("loglet: append session failed earlier")
 )
 
+// ErrCorrupt: a read met damage, not absence: every copy of an object it
+// needed that could be read failed its checksum or did not decode (or a
+// metastore value did not parse). The error is a *CorruptError naming the
+// object. Other records of the stream stay readable; fsck names every
+// damaged object and repairs what another copy can repair.
+var ErrCorrupt = errors.New("loglet: corrupt data")
+
+// CorruptError says which object a read found damaged, and why, per copy.
+// It matches ErrCorrupt, and unwraps to the underlying errors too
+// (envelope.ErrCorrupt, absorb.ErrCorrupt, objstore.ErrNotFound for a
+// copy that was missing beside the damaged ones).
+type CorruptError struct {
+	// Object names what is damaged: an object key with the byte range
+	// read ("chains/s1/express/…/…[512+300)"), or a metastore key.
+	Object string
+	Err    error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("loglet: %s is corrupt: %v", e.Object, e.Err)
+}
+
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
 // ErrNotLeader: this process does not (or no longer) lead the chain (a
 // successor sealed it for a takeover, or minted a later epoch). Appends fail
 // with a *NotLeaderError, which matches it and ErrNotCommitted and names the
