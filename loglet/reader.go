@@ -62,6 +62,9 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 // the error. Damaged data is an error matching ErrCorrupt that names the
 // object (a *CorruptError); missing data is not.
 func (r *Reader) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
+	if ctx == nil {
+		return ReadResult{}, ErrNilContext
+	}
 	rec, c, err := r.record(ctx, stream)
 	if err != nil {
 		return ReadResult{}, err
@@ -128,6 +131,9 @@ func (r *Reader) resolve(ctx context.Context, rec streamRecord, c Class, p Posit
 // checkpoint and tails snapshot (two metastore reads and one GET, whatever
 // the stream's length).
 func (r *Reader) CheckTail(ctx context.Context, stream string) (Tail, error) {
+	if ctx == nil {
+		return Tail{}, ErrNilContext
+	}
 	rec, c, err := r.record(ctx, stream)
 	if err != nil {
 		return Tail{}, err
@@ -198,6 +204,9 @@ const maxTailAttempts = 64
 // deleted (and maybe created again), the session ends with
 // ErrStreamNotFound at its next poll.
 func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	rec, c, err := r.record(ctx, stream)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ type AckFuture struct {
 // OpenAppendSession opens a session on stream (which must exist, or be
 // creatable on append).
 func (s *Star) OpenAppendSession(ctx context.Context, stream string) (*AppendSession, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if _, err := s.streamForAppend(ctx, stream); err != nil {
 		return nil, err
 	}
@@ -92,6 +95,9 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 // error wrapping ErrOutcomeUnknown; the batch goes on, and Wait may be
 // called again.
 func (f *AckFuture) Wait(ctx context.Context) (Ack, error) {
+	if ctx == nil {
+		return Ack{}, ErrNilContext
+	}
 	select {
 	case <-f.p.Done:
 	case <-ctx.Done():
@@ -114,6 +120,9 @@ func (f *AckFuture) Done() <-chan struct{} { return f.p.Done }
 // Close waits for the outcome of every submitted batch (or ctx) and closes
 // the session. It returns the session's first failure, if any.
 func (a *AppendSession) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	a.mu.Lock()
 	a.closed = true
 	last, l := a.last, a.lane
@@ -150,6 +159,9 @@ type ReadSession struct {
 // OpenReadSession starts a session at q.Start; q's limits apply to each
 // Recv.
 func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	st, err := s.stream(ctx, stream)
 	if err != nil {
 		return nil, err
@@ -201,6 +213,9 @@ func pollWait(ctx context.Context, d time.Duration, closing <-chan struct{}) err
 // Recv returns the next records, blocking until at least one is readable or
 // ctx ends (then it returns ctx's error). Records come once each, in order.
 func (r *ReadSession) Recv(ctx context.Context) ([]SequencedRecord, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	for {
 		recs, err := r.read(ctx, r.next)
 		if len(recs) > 0 {

@@ -80,6 +80,9 @@ func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
 // and walking every committed slot below it. Every stream continues from its
 // tail. If another process wins the mint, Open fails with ErrTakeoverLost.
 func Open(ctx context.Context, cfg Config) (*Star, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	cfg.applyDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -229,6 +232,12 @@ type StreamInfo struct {
 // chain.ErrInvalidName) for a name any of whose keys would not fit a
 // backend's key limit.
 func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions) (StreamInfo, error) {
+	if ctx == nil {
+		return StreamInfo{}, ErrNilContext
+	}
+	if s.isClosed() {
+		return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, ErrClosed)
+	}
 	if err := chain.ValidateStreamKeys(name); err != nil {
 		return StreamInfo{}, fmt.Errorf("loglet: %w: %w", ErrInvalidBatch, err)
 	}
@@ -287,6 +296,12 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 // DeleteStream removes a stream's record. Its data is not deleted (the
 // settle and trim do that). Appends to it fail afterwards.
 func (s *Star) DeleteStream(ctx context.Context, name string) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if s.isClosed() {
+		return fmt.Errorf("loglet: delete stream %q: %w", name, ErrClosed)
+	}
 	// Whatever the outcome, forget the cached stream: a delete whose
 	// Commit failed may have applied (ambiguous), and its retry then finds
 	// the record gone; a cached entry would go on serving the deleted
@@ -333,6 +348,9 @@ type ListOptions struct {
 // of every star are listed. (Streams created before the name index existed
 // are not in it.)
 func (s *Star) ListStreams(ctx context.Context, opts ListOptions) ([]StreamInfo, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = 1000
@@ -433,6 +451,14 @@ func (s *Star) newStreamState(rec streamRecord, c Class) *streamState {
 // submit validates, encodes, reserves pool budget for and admits b. After it
 // returns nil, the batch's outcome is known once p.Done is closed.
 func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch, *lane, error) {
+	if ctx == nil {
+		return nil, nil, notCommitted(ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		// An ended context admits nothing: the batch is not committed,
+		// and nothing of it is written.
+		return nil, nil, notCommitted(fmt.Errorf("loglet: stream %q: the context ended before admission: %w", name, err))
+	}
 	if len(b.Records) == 0 || len(b.Records) > s.cfg.MaxBatchRecords {
 		return nil, nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
 	}
@@ -550,6 +576,9 @@ func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) 
 // admitted record will get (it counts admitted batches not yet acked) and
 // the last admitted timestamp.
 func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
+	if ctx == nil {
+		return Tail{}, ErrNilContext
+	}
 	st, err := s.stream(ctx, stream)
 	if err != nil {
 		return Tail{}, err
@@ -566,6 +595,9 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 // the oldest readable record returns ErrHistoryTrimmed. As Reader.Read, it
 // returns records or an error, never both, and damage is ErrCorrupt.
 func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
+	if ctx == nil {
+		return ReadResult{}, ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return ReadResult{}, err
 	}
@@ -711,6 +743,9 @@ func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64
 // clean close, and after the close of a chain a successor took over).
 // Later calls return the first call's result.
 func (s *Star) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	s.closeOnce.Do(func() {
 		if ctx == nil {
 			ctx = context.Background()
@@ -761,4 +796,11 @@ func (s *Star) crash() {
 			}
 		}
 	})
+}
+
+// isClosed reports whether Close (or a crash) has begun.
+func (s *Star) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
 }

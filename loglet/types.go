@@ -166,6 +166,11 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
 
+// ErrNilContext: a method was given a nil context.Context. It is a
+// programmer error, reported as an error (never a panic) by every method
+// that takes a context; for an append it also matches ErrNotCommitted.
+var ErrNilContext = errors.New("loglet: nil context")
+
 // ErrNotLeader: this process does not (or no longer) lead the chain (a
 // successor sealed it for a takeover, or minted a later epoch). Appends fail
 // with a *NotLeaderError, which matches it and ErrNotCommitted and names the

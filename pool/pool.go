@@ -154,6 +154,13 @@ func (b *Budget) Size() int64 { return b.budget }
 // and an error wrapping ctx.Err() if ctx ends first; in every error case
 // nothing is reserved.
 func (b *Budget) Reserve(ctx context.Context, n int64) error {
+	if ctx == nil {
+		return errors.New("pool: nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		// An ended context reserves nothing, even with budget to spare.
+		return fmt.Errorf("pool: %w", err)
+	}
 	if n > b.budget {
 		return fmt.Errorf("%w: %d bytes > budget %d", ErrTooLarge, n, b.budget)
 	}

@@ -189,3 +189,20 @@ func TestCutTakesPrefixAndOldest(t *testing.T) {
 		t.Fatalf("an empty item queues %d bytes", b)
 	}
 }
+
+// TestReserveWithEndedContext: an ended context reserves nothing, even
+// with budget to spare (a caller's cancelled request must not be admitted).
+func TestReserveWithEndedContext(t *testing.T) {
+	b := NewBudget(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Reserve(ctx, 100); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reserve with an ended context: %v, want context.Canceled", err)
+	}
+	if st := b.Stats(); st.ReservedBytes != 0 {
+		t.Fatalf("reserved %d bytes for an ended context", st.ReservedBytes)
+	}
+	if err := b.Reserve(nil, 100); err == nil { //nolint:staticcheck // the nil context is the point
+		t.Fatal("Reserve(nil ctx) succeeded")
+	}
+}
