@@ -28,7 +28,7 @@ func flipByte(off func(obj []byte) int) func([]byte) []byte {
 }
 
 var (
-	flipEnvelopeByte = flipByte(func([]byte) int { return 20 })              // the slot number, under the envelope's CRC
+	flipEnvelopeByte = flipByte(func([]byte) int { return 20 })               // the slot number, under the envelope's CRC
 	flipFooterByte   = flipByte(func(obj []byte) int { return len(obj) - 3 }) // the footer ends the object
 	truncateCopy     = func(obj []byte) []byte { return obj[:len(obj)-5] }
 	deleteCopy       = func([]byte) []byte { return nil }
