@@ -353,7 +353,10 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 		return nil, err
 	}
 	defer s.Close(context.Background())
-	streamName := func(p int) string { return fmt.Sprintf("bench-%03d", p%o.streams) }
+	// Stream names carry the star's: a real backend keeps the streams of
+	// every earlier run, each on its own random star, and a name is
+	// deployment-wide (bench-000 on a model's fresh in-memory star).
+	streamName := func(p int) string { return fmt.Sprintf("%s-%03d", star, p%o.streams) }
 	for i := 0; i < o.streams; i++ {
 		if _, err := s.CreateStream(ctx, streamName(i), loglet.StreamOptions{Class: class, Star: star}); err != nil {
 			return nil, err

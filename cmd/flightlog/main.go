@@ -23,7 +23,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // Exit codes. fsck and walk use exitProblems for "ran, and found problems".
@@ -34,10 +36,86 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go onSignals(sigs, cancel, done, stopBound, os.Stderr, os.Exit)
+	code := run(ctx, os.Args[1:], interruptible(ctx, os.Stdin), os.Stdout, os.Stderr)
+	close(done)
 	os.Exit(code)
+}
+
+// stopBound is how long the CLI waits, after SIGINT or SIGTERM, for the
+// command to end (a leader closes its star: it flushes, waits for acks and
+// seals) before it exits anyway. A close cut short is a crash as far as the
+// chain is concerned: the next owner fences and walks.
+const stopBound = 10 * time.Second
+
+// errInterrupted is the cause of the command's context after a signal.
+var errInterrupted = errors.New("interrupted")
+
+// onSignals ends the command on a signal: the first cancels its context
+// (commands stop, close what they opened and return); if the command has
+// not returned within bound, or at a second signal, exit is called at once
+// with 128 + the signal's number, as a shell reports a killed process.
+func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, done <-chan struct{}, bound time.Duration, stderr io.Writer, exit func(int)) {
+	var first os.Signal
+	select {
+	case first = <-sigs:
+	case <-done:
+		return
+	}
+	fmt.Fprintf(stderr, "flightlog: %v: stopping (up to %v; send it again to exit at once)\n", first, bound)
+	cancel(fmt.Errorf("%w by %v", errInterrupted, first))
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case s := <-sigs:
+		fmt.Fprintf(stderr, "flightlog: %v again: exiting now (what was not acked may or may not be durable)\n", s)
+		exit(signalCode(s))
+	case <-t.C:
+		fmt.Fprintf(stderr, "flightlog: still running %v after %v: exiting (what was not acked may or may not be durable)\n", bound, first)
+		exit(signalCode(first))
+	case <-done:
+	}
+}
+
+// signalCode is the exit code of a process ended by s: 128 + its number.
+func signalCode(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return exitCannot
+}
+
+// interruptible returns r as a reader whose Read ends with the context's
+// cause once ctx ends, even while a Read of r blocks (stdin from a terminal,
+// or a pipe nobody writes to or closes): append then stops reading records,
+// and ends with what it has. r is first read when the result is (commands
+// that take no stdin leave a terminal's input alone).
+func interruptible(ctx context.Context, r io.Reader) io.Reader {
+	return &ctxReader{ctx: ctx, r: r}
+}
+
+type ctxReader struct {
+	ctx  context.Context
+	r    io.Reader
+	once sync.Once
+	pr   *io.PipeReader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	c.once.Do(func() {
+		pr, pw := io.Pipe()
+		c.pr = pr
+		go func() {
+			_, err := io.Copy(pw, c.r)
+			pw.CloseWithError(err) // nil: EOF
+		}()
+		context.AfterFunc(c.ctx, func() { pw.CloseWithError(context.Cause(c.ctx)) })
+	})
+	return c.pr.Read(p)
 }
 
 // command is one subcommand.
