@@ -130,3 +130,35 @@ func TestStreamAdminAfterClose(t *testing.T) {
 		t.Fatalf("stream records after Close: %d (%v), want only a's", len(items), err)
 	}
 }
+
+// TestCheckTailSaysWhatIsPending (issue 17, item 9): the leader's
+// CheckTail counts admitted-but-unacked batches, and says how many records
+// of its tail those are.
+func TestCheckTailSaysWhatIsPending(t *testing.T) {
+	r := newRig(t, Standard, 1, 4, nil)
+	ctx := context.Background()
+	if _, err := r.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.fault[0].SetDown(true) // the next flight cannot be acked yet
+	sess, err := r.star.OpenAppendSession(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fut, err := sess.Submit(ctx, Batch{Records: []Record{{Body: []byte("y")}, {Body: []byte("z")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := r.star.CheckTail(ctx, "a")
+	if err != nil || tl.Seq != 3 || tl.Pending != 2 {
+		t.Fatalf("CheckTail with a batch in flight: %+v %v, want Seq 3 Pending 2", tl, err)
+	}
+	r.fault[0].SetDown(false)
+	if _, err := fut.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tl, err = r.star.CheckTail(ctx, "a")
+	if err != nil || tl.Seq != 3 || tl.Pending != 0 {
+		t.Fatalf("CheckTail once acked: %+v %v, want Seq 3 Pending 0", tl, err)
+	}
+}

@@ -35,7 +35,7 @@ func (st *streamState) view() indexView {
 	l := st.lane
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return indexView{entries: st.core.Index(), start: st.core.IndexStart(), durable: Tail(st.core.Durable())}
+	return indexView{entries: st.core.Index(), start: st.core.IndexStart(), durable: durableTail(st.core.Durable())}
 }
 
 // read serves up to maxRecords/maxBytes records from seq on. seq must not be
@@ -101,3 +101,5 @@ func (v indexView) minTimestamp() int64 {
 	}
 	return v.entries[0].MinTS
 }
+
+func durableTail(t leader.Tail) Tail { return Tail{Seq: t.Seq, Timestamp: t.Timestamp} }

@@ -302,7 +302,7 @@ func (l *lane) admitError(stream string, err error) error {
 	var de *leader.DeadError
 	switch {
 	case errors.As(err, &me):
-		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: Tail(me.Tail)}
+		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: durableTail(me.Tail)}
 	case errors.As(err, &de):
 		return l.fateError(stream, de.Fate)
 	case errors.Is(err, leader.ErrClosed):
@@ -334,7 +334,7 @@ func (l *lane) fateError(stream string, f leader.Fate) error {
 // outcome returns a delivered batch's ack or error.
 func (l *lane) outcome(b *leader.Batch) (Ack, error) {
 	if b.Fate.Kind == leader.Acked {
-		return Ack{Start: b.Ack.Start, End: b.Ack.End, Tail: Tail(b.Ack.Tail)}, nil
+		return Ack{Start: b.Ack.Start, End: b.Ack.End, Tail: durableTail(b.Ack.Tail)}, nil
 	}
 	return Ack{}, l.fateError(b.Stream.Name(), b.Fate)
 }

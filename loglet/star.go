@@ -573,8 +573,13 @@ func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) 
 }
 
 // CheckTail returns the stream's tail: the sequence number the next
-// admitted record will get (it counts admitted batches not yet acked) and
-// the last admitted timestamp.
+// admitted record will get and the last admitted timestamp. It counts the
+// batches this process admitted and has not acked yet: Tail.Pending says
+// how many records those are (Seq−Pending is the durable tail). A
+// MatchSeqNum taken from Seq while Pending is non-zero presumes they all
+// succeed; if one fails, every later batch fails its match. A producer
+// that wants exactly-once retries takes Seq when Pending is 0, or the tail
+// in its last Ack.
 func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	if ctx == nil {
 		return Tail{}, ErrNilContext
@@ -585,7 +590,8 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	}
 	st.lane.mu.Lock()
 	defer st.lane.mu.Unlock()
-	return Tail(st.core.Assigned()), nil
+	a, d := st.core.Assigned(), st.core.Durable()
+	return Tail{Seq: a.Seq, Timestamp: a.Timestamp, Pending: a.Seq - d.Seq}, nil
 }
 
 // Read returns durable records of stream from q.Start on: absorbed history

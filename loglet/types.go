@@ -41,6 +41,11 @@ type Batch struct {
 type Tail struct {
 	Seq       uint64 // the next sequence number
 	Timestamp int64  // the timestamp of the record before Seq (0 if none)
+	// Pending is how many records below Seq this process has admitted and
+	// not yet acked (Star.CheckTail only; 0 everywhere else): Seq−Pending
+	// is the durable tail. While it is non-zero, a MatchSeqNum of Seq
+	// presumes every one of those appends succeeds.
+	Pending uint64
 }
 
 // Ack acknowledges a durable batch: its records hold sequence numbers
