@@ -54,6 +54,7 @@ type Result struct {
 	ZombieAppends                int    // appends sent to a deposed or crashed process after the takeover
 	CrowdStreams                 int    // streams created mid-run and appended once
 	Incarnations, Deletes        int    // lifers' streams created and deleted
+	BareReads, BareReadErrors    int    // calls of the Reader over the healthy stores, and how many failed
 	Linearizability              string // "ok", "skipped", "inconclusive (timeout)" or the failure
 	linOps                       []porcupine.Operation
 }

@@ -350,6 +350,30 @@ func (w *world) startReaders(pr *process) {
 		}
 	}()
 	bg.Add(1)
+	go func() { // a non-leader over the healthy stores: no call may fail
+		defer bg.Done()
+		intn, pause := draws(5)
+		bare, err := loglet.NewReader(loglet.ReaderConfig{Meta: w.meta, Standard: w.memSet(loglet.Standard).Stores, Express: w.memSet(loglet.Express).Stores})
+		if err != nil {
+			h.violation("NewReader: %v", err)
+			return
+		}
+		for pause(30) {
+			stream := w.streams[intn(2)][intn(len(w.streams[0]))]
+			t, err := bare.CheckTail(ctx, stream)
+			w.bareCall(ctx, "CheckTail", stream, err)
+			if err != nil {
+				continue
+			}
+			q := loglet.ReadQuery{Start: loglet.AtSeq(uint64(intn(int(t.Seq) + 1))), MaxRecords: 1 + intn(50)}
+			if intn(3) == 0 {
+				q.Start = loglet.TailOffset(uint64(intn(8)))
+			}
+			_, err = bare.Read(ctx, stream, q)
+			w.bareCall(ctx, "Read", stream, err)
+		}
+	}()
+	bg.Add(1)
 	go func() { // a non-leader: a polling session
 		defer bg.Done()
 		intn, _ := draws(4)
@@ -360,6 +384,23 @@ func (w *world) startReaders(pr *process) {
 		}
 		w.follow(ctx, "reader-session", stream, rs)
 	}()
+}
+
+// bareCall counts one call of the Reader over the healthy stores (the
+// bare buckets and metastore, below every fault): a failure there is
+// spurious, a reader failing because the writer made progress, and a
+// violation.
+func (w *world) bareCall(ctx context.Context, what, stream string, err error) {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	w.res.BareReads++
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	w.res.BareReadErrors++
+	if w.res.BareReadErrors <= 3 && len(w.h.bad) < 50 {
+		w.h.bad = append(w.h.bad, fmt.Sprintf("a Reader over the healthy stores failed: %s(%s): %v", what, stream, err))
+	}
 }
 
 // follow receives from a read session until ctx ends, checking that records
