@@ -167,7 +167,8 @@ type UndecidedError struct {
 	// Causes says, per bucket, why it is unknown, corrupt or foreign (nil
 	// for a flight or poison).
 	Causes []error
-	// Err is what ended the wait (ctx.Err()).
+	// Err is what ended the wait: ctx.Err(), or, when buckets refusing for
+	// good (objstore.ErrPermanent) leave the slot undecidable, the refusal.
 	Err error
 }
 
@@ -277,7 +278,9 @@ type FenceResult struct {
 // same cut. A slot that cannot be decided (buckets down or failing, a
 // corrupt occupant that leaves the quorum unknowable) is retried with
 // backoff until ctx ends; the error is then an *UndecidedError naming the
-// slot and what each bucket held.
+// slot and what each bucket held. A slot that buckets refusing for good
+// (objstore.ErrPermanent) leave undecidable whatever the others hold fails
+// at once the same way, its error wrapping the refusal.
 //
 // from must be at or past the chain's trim cursor (the design starts at 0,
 // or at the checkpoint's slot if the checkpoint is in epoch): trimmed slots
@@ -424,8 +427,12 @@ func (f *slotFence) run(ctx context.Context, retry RetryPolicy) (Decision, bool,
 		if d != Undecided {
 			return d, overridden, nil
 		}
-		if !bo.wait(ctx) {
+		refused := refusedForGood(k, f.set.W, f.occ, f.accept) // see refused.go
+		if refused != nil || !bo.wait(ctx) {
 			e := &UndecidedError{Epoch: f.epoch, Slot: f.slot, K: k, W: f.set.W, Err: ctx.Err()}
+			if refused != nil {
+				e.Err = refused
+			}
 			for i, o := range f.occ {
 				e.Buckets = append(e.Buckets, f.set.name(i))
 				e.Occupants = append(e.Occupants, o.Kind)

@@ -53,3 +53,51 @@ func TestWriteCopyStopsAtAPermanentRefusal(t *testing.T) {
 		t.Fatalf("WriteCopy with the probe refused = %v after %d attempts (%v); want failed after 1 attempt with the permanent refusal", r.Status, r.Attempts, r.Err)
 	}
 }
+
+// TestFenceGivesUpOnBucketsThatRefuseForGood: a fence whose slot can never
+// be decided because buckets refuse for good ends at once with an
+// *UndecidedError wrapping the refusal, rather than retrying until its
+// context ends; with enough buckets left to decide, it still decides.
+func TestFenceGivesUpOnBucketsThatRefuseForGood(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		k, w    int
+		refuse  []int
+		decides bool
+	}{
+		{"K=1: its bucket refuses", 1, 1, []int{0}, false},
+		{"K=3 W=2: two refuse", 3, 2, []int{0, 2}, false},
+		{"K=3 W=2: one refuses, two poison the slot", 3, 2, []int{1}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := BucketSet{W: tc.w, Retry: RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}}
+			for i := 0; i < tc.k; i++ {
+				var s objstore.Store = objstore.NewMem()
+				for _, r := range tc.refuse {
+					if r == i {
+						s = refusing(fmt.Sprint("b", i))
+					}
+				}
+				set.Stores = append(set.Stores, s)
+				set.Names = append(set.Names, fmt.Sprint("b", i))
+			}
+			// The bound only keeps a regression from hanging the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := Fence(ctx, set, "star", Express, 1, 0, testFlight(t, 1, 0).Nonce, FenceOptions{})
+			if ctx.Err() != nil {
+				t.Fatalf("Fence ran until the test's bound: %v", err)
+			}
+			if tc.decides {
+				if err != nil || res.Cut != 0 {
+					t.Fatalf("Fence = cut %d, %v; want the empty slot 0 dead (cut 0)", res.Cut, err)
+				}
+				return
+			}
+			var ue *UndecidedError
+			if !errors.As(err, &ue) || !errors.Is(err, objstore.ErrPermanent) || !errors.Is(err, ErrUndecided) || ue.Slot != 0 {
+				t.Fatalf("Fence = %v; want an *UndecidedError at slot 0 wrapping objstore.ErrPermanent", err)
+			}
+		})
+	}
+}
