@@ -339,6 +339,9 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 
 func (s *succession) onFenced(c *Core, ev Fenced) {
 	s.out = false
+	if s.refusedForGood(c, "the fence", ev.Err) { // see refused.go
+		return
+	}
 	if ev.Err != nil {
 		s.retry(c, "fence blocked", ev.Err, attrU("from", s.from))
 		return
@@ -462,6 +465,9 @@ func (c *Core) onProbed(ev Probed) {
 
 func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 	s.out = false
+	if s.refusedForGood(c, "the tails read", ev.Err) {
+		return
+	}
 	if ev.Err != nil && !s.rebuild && (absorb.IsSnapshotDamaged(ev.Err) || absorb.IsSnapshotGone(ev.Err)) {
 		// The snapshot is only a summary of the refs: rebuild it from
 		// them (a scan of the ref keyspace) rather than never opening.
@@ -554,6 +560,9 @@ func (c *Core) walkNext(s *succession) bool {
 
 func (s *succession) onWalked(c *Core, ev Walked) {
 	s.out = false
+	if s.refusedForGood(c, "the walk", ev.Err) {
+		return
+	}
 	if ev.Err != nil {
 		s.retry(c, "walk failed", ev.Err, attrU("walk_epoch", ev.Epoch), attrU("from", s.walks[0].from))
 		return

@@ -36,7 +36,7 @@ import (
 //	rendered e= s= | render-failed e= s=
 //	copy e= s= b= ours|ghost|foreign|failed|refused   (or: copies e= s= ours ours failed)
 //	                      (refused: failed with objstore.ErrPermanent, a bucket refusing for good)
-//	fenced e= cut= | fence-failed e=
+//	fenced e= cut= | fence-failed e= | fence-refused e= s=   (refused: buckets refuse for good)
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
 //	tails-read            (input: stream=next ...)
@@ -146,6 +146,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 		}
 	case "fenced":
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Result: chain.FenceResult{Cut: h.u64(d, "cut", 0)}})
+	case "fence-refused":
+		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: &chain.UndecidedError{Epoch: h.u64(d, "e", 1), Slot: h.u64(d, "s", 0), K: len(h.cfg.Buckets), W: h.cfg.W,
+			Err: fmt.Errorf("buckets refuse for good: %w (NoSuchBucket)", objstore.ErrPermanent)}})
 	case "fence-failed":
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: errors.New("slot 3: 2 buckets unreachable")})
 	case "minted":
