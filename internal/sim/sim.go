@@ -55,6 +55,7 @@ type Result struct {
 	CrowdStreams                 int    // streams created mid-run and appended once
 	Incarnations, Deletes        int    // lifers' streams created and deleted
 	BareReads, BareReadErrors    int    // calls of the Reader over the healthy stores, and how many failed
+	SnapshotsDamaged             int    // tails snapshots damaged in every copy
 	Linearizability              string // "ok", "skipped", "inconclusive (timeout)" or the failure
 	linOps                       []porcupine.Operation
 }
@@ -543,6 +544,10 @@ func (w *world) schedule(ctx context.Context, bg *sync.WaitGroup) {
 		go func() {
 			defer bg.Done()
 			for sleep(w.p.corruptEvery) {
+				if w.intn(8) == 0 {
+					w.damageSnapshot(ctx)
+					continue
+				}
 				w.corruptOne(ctx)
 			}
 		}()
@@ -639,6 +644,31 @@ func (w *world) corruptOne(ctx context.Context) {
 		w.corrupted[key] = true
 		w.res.Corrupted++
 		w.obs.redecide(slotID{c, cs.Epoch, slot})
+	}
+}
+
+// damageSnapshot flips a byte in every copy of the tails snapshot a
+// chain's checkpoint names now: the snapshot is only a summary of the
+// refs, so readers must read tails from the refs instead and the next
+// owner must rebuild them (nothing may fail, nothing may be lost).
+func (w *world) damageSnapshot(ctx context.Context) {
+	c := chain.Classes[w.intn(2)]
+	cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, starName, c)
+	if err != nil || cp.Tails == "" {
+		return
+	}
+	damaged := false
+	for _, m := range w.mems[c] {
+		obj, err := m.Get(ctx, cp.Tails, 0, -1)
+		if err != nil || len(obj) == 0 {
+			continue
+		}
+		if m.Corrupt(cp.Tails, int64(w.intn(len(obj)))) == nil {
+			damaged = true
+		}
+	}
+	if damaged {
+		w.res.SnapshotsDamaged++
 	}
 }
 

@@ -155,12 +155,13 @@ func TestSim(t *testing.T) {
 		tot.MetaConflicts += r.MetaConflicts
 		tot.BareReads += r.BareReads
 		tot.BareReadErrors += r.BareReadErrors
+		tot.SnapshotsDamaged += r.SnapshotsDamaged
 		add(&tot.Injected, r.Injected)
 		tot.MetaInjected.Failed += r.MetaInjected.Failed
 		tot.MetaInjected.Ambiguous += r.MetaInjected.Ambiguous
 		tot.MetaInjected.Delayed += r.MetaInjected.Delayed
 	}
-	t.Logf("readers over the healthy stores: %d calls, %d failed", tot.BareReads, tot.BareReadErrors)
+	t.Logf("readers over the healthy stores: %d calls, %d failed; tails snapshots damaged in every copy: %d", tot.BareReads, tot.BareReadErrors, tot.SnapshotsDamaged)
 	t.Logf("binding seal: successor Open retries %d (of which ErrTakeoverLost %d), seals %d, writes that broke the seal %d", tot.OpenRetries, tot.OpenLost, tot.Seals, tot.SealViolations)
 	t.Logf("%d seeds from %d (%d failed): %v simulated in %v wall; appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d, halts %d, zone downs %d, corrupted copies %d; injected %+v; metastore failed %d ambiguous %d delayed %d; takeovers %d (Open retries %d), crashes %d, outages %d, harness fences %d, epochs %d, slots checked committed %d, beyond-cut seqs %d, zombie appends %d, metastore applied-then-conflict %d",
 		n, first, failed, sim, time.Since(start), tot.Appends, tot.Acked, tot.NotCommitted, tot.Unknown, tot.UnknownPresent, tot.Reads, tot.Halts, tot.ZoneDowns, tot.Corrupted,
