@@ -94,6 +94,16 @@ type Config struct {
 	// 30s): a close that cannot finish (a bucket set or the metastore down)
 	// then gives up, and batches without an outcome end with one.
 	CloseTimeout time.Duration
+	// PreflightTimeout bounds Open's pre-flight check (default 5s,
+	// DefaultPreflightTimeout): before leading anything, Open reads the
+	// metastore and probes every bucket (a GET of a missing key, a
+	// PutIfAbsent, a GET and a Delete of one object under preflight/), and
+	// fails with a *PreflightError naming the bucket that refuses for good
+	// (missing, a rejected name, wrong credentials or permissions) or a
+	// metastore that does not answer. A bucket that only does not answer in
+	// time is logged at WARN. Negative: no check, for credentials confined
+	// to the library's own key prefixes (chains/, settled/, snapshots/).
+	PreflightTimeout time.Duration
 	// Logger receives events (halts, under-replicated slots). Default:
 	// slog.Default().
 	Logger *slog.Logger
