@@ -79,22 +79,32 @@ func (f *tailFold) scan(ctx context.Context, meta metastore.Store, prefix, id st
 }
 
 func (f *tailFold) add(ref SpanRef) {
+	t, seen := f.tails[ref.Stream]
+	counted, all := 0, true
 	for _, ext := range ref.Extents {
 		star, c, epoch, slot, ok := chain.ParseSlotKey(ext.Key)
 		if !ok || star != f.star || c != f.class {
+			all = false
 			continue
 		}
 		if epoch > f.cp.Epoch || (epoch == f.cp.Epoch && slot >= f.cp.Next) {
+			all = false
 			continue // not absorbed as of the checkpoint (a pending round's)
 		}
-		end := ext.FirstSeq + uint64(ext.Count)
-		t, seen := f.tails[ref.Stream]
-		if !seen || end > t.Next {
-			t.Next = end
+		counted++
+		if end := ext.FirstSeq + uint64(ext.Count); !seen || end > t.Next {
+			t.Next, seen = end, true
 		}
 		t.Timestamp = max(t.Timestamp, ext.MaxTimestamp)
-		f.tails[ref.Stream] = t
 	}
+	if counted == 0 {
+		return
+	}
+	if all {
+		// What the round that wrote the ref put in its snapshot (Plan).
+		t.Timestamp = max(t.Timestamp, ref.MaxTS)
+	}
+	f.tails[ref.Stream] = t
 }
 
 // CopyErrors are the failures of each copy of one object, in bucket order:

@@ -343,6 +343,15 @@ func TestRepairRaces(t *testing.T) {
 	})
 }
 
+// streamRecord is the part of a stream's metastore record the harness
+// writes.
+type streamRecord struct {
+	Name        string `json:"name"`
+	Class       string `json:"class"`
+	Star        string `json:"star"`
+	Incarnation string `json:"incarnation,omitempty"`
+}
+
 // snapHarness is a chain with two streams' refs, a pending round's ref
 // past the checkpoint, and the checkpoint's tails snapshot in every bucket.
 func snapHarness(t *testing.T, k int) (*harness, absorb.Checkpoint, absorb.Tails) {

@@ -3,14 +3,12 @@ package repair
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -272,116 +270,12 @@ func parseTailsKey(key string) (epoch, next uint64, ok bool) {
 	return e, s, err1 == nil && err2 == nil
 }
 
-// parseSlotKey returns the chain, epoch and slot of a slot key
-// (chain.SlotKey).
-func parseSlotKey(key string) (star, class string, epoch, slot uint64, ok bool) {
-	p := strings.Split(key, "/")
-	if len(p) != 5 || p[0] != "chains" {
-		return "", "", 0, 0, false
-	}
-	e, err1 := strconv.ParseUint(p[3], 10, 64)
-	s, err2 := strconv.ParseUint(p[4], 10, 64)
-	return p[1], p[2], e, s, err1 == nil && err2 == nil
-}
-
-// streamRecord is the part of a stream's metastore record a rebuild needs.
-type streamRecord struct {
-	Name        string `json:"name"`
-	Class       string `json:"class"`
-	Star        string `json:"star"`
-	Incarnation string `json:"incarnation,omitempty"`
-}
-
 // RebuildTails computes the chain's tails as of (epoch, next) from the
-// metastore: for every stream record placed on the chain's star and class,
-// the end (and last timestamp) of its last span ref whose extents all lie
-// in slots before (epoch, next). That is what the absorb's rounds up to
-// that position wrote into the snapshots (absorb.Plan); refs of later
-// rounds, a pending one included, are left out. A deleted stream has no
-// entry (a takeover needs none: a frame of a stream without a tail is
-// accepted as it comes). It fails, rather than guess, when a ref cannot be
-// decoded, when a ref points outside the chain's slots (a settled object,
-// another chain), or when one ref's extents straddle the position.
+// span refs in the metastore (absorb.RebuildTails, the takeover's own way
+// back from a damaged snapshot): for every stream, deleted incarnations
+// included, the end and last timestamp of its extents in the chain's slots
+// before (epoch, next). Refs of later rounds, a pending one included, are
+// left out.
 func (c Chain) RebuildTails(ctx context.Context, epoch, next uint64) (absorb.Tails, error) {
-	t := absorb.Tails{Epoch: epoch, Next: next, Streams: map[string]absorb.StreamTail{}}
-	before := func(e, s uint64) bool { return e < epoch || (e == epoch && s < next) }
-	after := ""
-	for {
-		items, err := c.Meta.Scan(ctx, "streams/", after, 1000)
-		if err != nil {
-			return t, err
-		}
-		for _, it := range items {
-			var sr streamRecord
-			if err := json.Unmarshal(it.Value, &sr); err != nil {
-				return t, fmt.Errorf("stream record %s is not JSON: %v", it.Key, err)
-			}
-			if sr.Star != c.Star || sr.Class != c.Class.String() {
-				continue
-			}
-			id := chain.StreamID(sr.Name, sr.Incarnation)
-			tail, ok, err := c.streamTail(ctx, id, before)
-			if err != nil {
-				return t, fmt.Errorf("stream %q: %w", sr.Name, err)
-			}
-			if ok {
-				t.Streams[id] = tail
-			}
-		}
-		if len(items) < 1000 {
-			return t, nil
-		}
-		after = items[len(items)-1].Key
-	}
-}
-
-// streamTail returns the tail of stream id from its refs before a position.
-func (c Chain) streamTail(ctx context.Context, id string, before func(e, s uint64) bool) (absorb.StreamTail, bool, error) {
-	var tail absorb.StreamTail
-	found := false
-	after := ""
-	for {
-		items, err := c.Meta.Scan(ctx, chain.RefPrefix(id), after, 256)
-		if err != nil {
-			return tail, false, err
-		}
-		n := len(items)
-		for i, it := range items {
-			if !chain.IsRefOf(id, it.Key) {
-				items, n = items[:i], 0 // a later incarnation's refs, under an incarnation-less prefix
-				break
-			}
-		}
-		for _, it := range items {
-			ref, err := absorb.DecodeRef(it.Value)
-			if err != nil {
-				return tail, false, fmt.Errorf("ref %s: %w", it.Key, err)
-			}
-			if ref.Stream != id {
-				return tail, false, fmt.Errorf("ref %s is for stream %q", it.Key, ref.Stream)
-			}
-			below, above := 0, 0
-			for _, e := range ref.Extents {
-				star, class, ep, s, ok := parseSlotKey(e.Key)
-				if !ok || star != c.Star || class != c.Class.String() {
-					return tail, false, fmt.Errorf("ref %s points at %s, outside the chain's slots", it.Key, e.Key)
-				}
-				if before(ep, s) {
-					below++
-				} else {
-					above++
-				}
-			}
-			if below > 0 && above > 0 {
-				return tail, false, fmt.Errorf("ref %s straddles the snapshot's position", it.Key)
-			}
-			if below > 0 && (!found || ref.End > tail.Next) {
-				tail, found = absorb.StreamTail{Next: ref.End, Timestamp: ref.MaxTS}, true
-			}
-		}
-		if n < 256 {
-			return tail, found, nil
-		}
-		after = items[len(items)-1].Key
-	}
+	return absorb.RebuildTails(ctx, c.Meta, c.Star, c.Class, absorb.Checkpoint{Epoch: epoch, Next: next})
 }
