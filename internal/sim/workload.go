@@ -114,8 +114,15 @@ func (p *producer) append(ctx context.Context, pr *process, stream string, recs 
 	h := p.w.h
 	op := h.newAppend(p.id, pr.n, stream, recs, match)
 	actx, cancel := p.waitCtx(ctx)
+	ended := p.rng.IntN(50) == 0
+	if ended {
+		cancel() // a context that ended before the call: nothing may be admitted
+	}
 	ack, err := pr.star.Append(actx, stream, loglet.Batch{Records: op.recs, MatchSeqNum: match})
 	cancel()
+	if ended && !errors.Is(err, loglet.ErrNotCommitted) {
+		h.violation("op %d on %s: Append with an ended context returned %v, not ErrNotCommitted", op.id, stream, err)
+	}
 	h.finish(op, ack, err)
 	return op
 }
