@@ -154,6 +154,16 @@ go test $race -count=1 "${args[@]}"
 # The full run also gives the simulation its larger seed budget: without the
 # race detector a seed is ~15x cheaper, so internal/sim runs seeds 1-500
 # (about 30 s on two cores) where the race run above ran 1-16.
+if ! $has_pkg; then
+	# Integrations with heavy dependencies live in modules of their own
+	# (each with a replace directive onto this checkout of the core): each
+	# is vetted and tested in its own directory, against the same servers.
+	while IFS= read -r mod; do
+		d=$(dirname "$mod")
+		log "go vet and go test $race in $d (a module of its own)"
+		(cd "$d" && go vet ./... && go test $race -count=1 ./...)
+	done < <(find . -mindepth 2 -name go.mod -not -path './.git/*' | sort)
+fi
 if ! $has_pkg && [ -n "$race" ]; then
 	log "go test -count=1 ./internal/sim (the non-race seed budget)"
 	go test -count=1 ./internal/sim
