@@ -31,9 +31,12 @@ func TestPreflightAgainstS3(t *testing.T) {
 	rand.Read(b[:])
 	missing := "flightlog-missing-" + hex.EncodeToString(b[:])
 
-	open := func(t *testing.T, std []s3.Config, express []s3.Config) (*loglet.Star, error, time.Duration) {
+	open := func(t *testing.T, std []s3.Config, express []s3.Config, tweak ...func(*loglet.Config)) (*loglet.Star, error, time.Duration) {
 		t.Helper()
 		cfg := loglet.Config{Star: "preflight", Meta: metastore.NewMem(), Logger: slog.New(slog.DiscardHandler)}
+		for _, f := range tweak {
+			f(&cfg)
+		}
 		for _, c := range std {
 			cfg.Standard.Buckets = append(cfg.Standard.Buckets, newStore(t, c))
 			cfg.Standard.BucketNames = append(cfg.Standard.BucketNames, c.Bucket)
@@ -102,4 +105,32 @@ func TestPreflightAgainstS3(t *testing.T) {
 			t.Logf("Open failed after %v: %v", took.Round(time.Millisecond), err)
 		})
 	}
+
+	// Without the check (PreflightTimeout < 0) Open succeeds, as the first
+	// mint touches no bucket; then the write path itself must stop at the
+	// refusal: the append fails at once naming the bucket, instead of after
+	// the 10s commit deadline and a recovery that fenced for ever.
+	t.Run("write path without the check", func(t *testing.T) {
+		s, err, _ := open(t, []s3.Config{with(base, func(c *s3.Config) { c.Bucket = missing })}, nil,
+			func(c *loglet.Config) { c.PreflightTimeout = -1 })
+		if err != nil {
+			t.Fatalf("Open without the check = %v", err)
+		}
+		defer s.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := s.CreateStream(ctx, "x", loglet.StreamOptions{Class: loglet.Standard}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = s.Append(ctx, "x", loglet.Batch{Records: []loglet.Record{{Body: []byte("r")}}})
+		took := time.Since(start)
+		if err == nil || !errors.Is(err, loglet.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "bucket "+missing+" refuses for good") || !strings.Contains(err.Error(), "NoSuchBucket") {
+			t.Fatalf("Append to a missing bucket = %v after %v; want outcome unknown naming the bucket and NoSuchBucket", err, took)
+		}
+		if took > loglet.DefaultStandardCommitDeadline/2 {
+			t.Fatalf("Append took %v to fail; the refusal should end it long before the %v commit deadline", took, loglet.DefaultStandardCommitDeadline)
+		}
+		t.Logf("Append failed after %v: %v", took.Round(time.Millisecond), err)
+	})
 }
