@@ -13,7 +13,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -272,7 +272,7 @@ func runAbsorbLoad(b *testing.B, rate float64, streams int, window time.Duration
 		b.Errorf("%d halts (%s), %d+%d failed batches", st.Halts, st.HaltCause, st.FailedNotCommitted, st.FailedOutcomeUnknown)
 	}
 	final := s.Stats().Standard
-	r := &absorbRun{roundLatency: final.AbsorbRoundLatency,
+	r := &absorbRun{roundLatency: final.AbsorbRoundLatency.Summary(),
 		window:   t1.Sub(t0),
 		metaReqs: m1.Requests() - m0.Requests(), commitOps: m1.CommitOps - m0.CommitOps,
 		rounds: s1.AbsorbRounds - s0.AbsorbRounds, refs: s1.AbsorbRefs - s0.AbsorbRefs,

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -372,9 +372,9 @@ func reportStar(b *testing.B, m benchModel, r *starRun) {
 	b.ReportMetric(us(r.put.P99), "put-p99-us")
 	b.ReportMetric(float64(a50)/float64(max(r.put.P50, 1)), "ack/put-p50")
 	b.ReportMetric(float64(a99)/float64(max(r.put.P99, 1)), "ack/put-p99")
-	b.ReportMetric(us(r.stats.QuorumLatency.P50), "quorum-p50-us")
-	b.ReportMetric(us(a50-linger-r.stats.QuorumLatency.P50), "overhead-p50-us")
-	b.ReportMetric(us(a99-linger-r.stats.QuorumLatency.P99), "overhead-p99-us")
+	b.ReportMetric(us(r.stats.QuorumLatency.Quantile(0.5)), "quorum-p50-us")
+	b.ReportMetric(us(a50-linger-r.stats.QuorumLatency.Quantile(0.5)), "overhead-p50-us")
+	b.ReportMetric(us(a99-linger-r.stats.QuorumLatency.Quantile(0.99)), "overhead-p99-us")
 	b.ReportMetric(float64(r.batches*benchBatch)/r.elapsed.Seconds(), "records/s")
 	cp := copyBaseline(int(r.batches))
 	b.ReportMetric(cp, "copy-MB/s")
@@ -382,7 +382,7 @@ func reportStar(b *testing.B, m benchModel, r *starRun) {
 	b.ReportMetric(perGiB(r.puts.Puts, r.runResult), "PUTs/GiB")
 	b.ReportMetric(float64(m.k)*float64(1<<30)/float64(r.cfg.FlightBytes), "min-PUTs/GiB")
 	b.ReportMetric(float64(r.puts.PutBytes)/r.bodyBytes(), "putB/B")
-	b.ReportMetric(float64(r.stats.FlightSize.P50)/1024, "flight-KiB-p50")
+	b.ReportMetric(float64(r.stats.FlightSize.Quantile(0.5))/1024, "flight-KiB-p50")
 	if r.stats.Halts > 0 || r.stats.FailedNotCommitted+r.stats.FailedOutcomeUnknown > 0 {
 		b.Errorf("%s: %d halts (%s), %d+%d failed batches", m.name, r.stats.Halts, r.stats.HaltCause, r.stats.FailedNotCommitted, r.stats.FailedOutcomeUnknown)
 	}

@@ -997,8 +997,8 @@ func runManyStreams(b *testing.B, n int, every time.Duration) *manyRun {
 	r.statSnapBytes = s1.TailsSnapshotBytes - s0.TailsSnapshotBytes
 	r.fullSnaps = s1.TailsFullSnapshots - s0.TailsFullSnapshots
 	r.metaReqs = m1.Requests() - m0.Requests()
-	r.roundLat = [2]int64{s1.AbsorbRoundLatency.P50, s1.AbsorbRoundLatency.P99}
-	r.ackLat = [2]int64{s1.AckLatency.P50, s1.AckLatency.P99}
+	r.roundLat = [2]int64{s1.AbsorbRoundLatency.Quantile(0.5), s1.AbsorbRoundLatency.Quantile(0.99)}
+	r.ackLat = [2]int64{s1.AckLatency.Quantile(0.5), s1.AckLatency.Quantile(0.99)}
 	r.acked = s1.AckedBatches - s0.AckedBatches
 	r.minAppends = math.MaxInt
 	for _, a := range appends {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/objstore"
 )
 

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/pool"
 )
 
@@ -21,7 +21,13 @@ type Stats struct {
 }
 
 // ClassStats are one chain's gauges, counters and histograms. Latencies are
-// in nanoseconds, sizes in bytes.
+// in nanoseconds, sizes in bytes. Counters only grow for the star's life
+// (a halt, a recovery or a new epoch does not reset them), so they can be
+// rated. The histograms are snapshots with their buckets
+// (histogram.Snapshot): Summary gives the usual percentiles, Buckets map
+// one to one onto a Prometheus native histogram of schema 5 and an
+// OpenTelemetry exponential histogram of scale 5 (latencies bucketed in
+// seconds); contrib/prometheus and contrib/otel export them.
 type ClassStats struct {
 	Epoch uint64
 	Pool  pool.Stats // budget, reserved and queued bytes, blocked admission time
@@ -80,7 +86,7 @@ type ClassStats struct {
 	// Absorb rounds, refs written, failed commit attempts, the metastore
 	// requests they took, and round latency (ns).
 	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
-	AbsorbRoundLatency                                          histogram.Summary
+	AbsorbRoundLatency                                          histogram.Snapshot
 	// Checkpoint is the next unabsorbed slot of the current epoch.
 	Checkpoint uint64
 	// TailsSnapshotBytes is the bytes of every tails snapshot written (per
@@ -95,10 +101,10 @@ type ClassStats struct {
 	// (a scan of every ref; logged at WARN).
 	TailsRebuilds uint64
 
-	AckLatency    histogram.Summary   // admission to ack
-	QuorumLatency histogram.Summary   // claim to W copies
-	FlightSize    histogram.Summary   // object bytes
-	PutLatency    []histogram.Summary // per bucket: start of the write to our copy confirmed
+	AckLatency    histogram.Snapshot   // admission to ack
+	QuorumLatency histogram.Snapshot   // claim to W copies
+	FlightSize    histogram.Snapshot   // object bytes
+	PutLatency    []histogram.Snapshot // per bucket: start of the write to our copy confirmed
 	BucketNames   []string
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -470,7 +470,7 @@ wait:
 	ps := meter.lat.Snapshot()
 	res.Ack = latency{us(as.Quantile(0.5)), us(as.Quantile(0.99)), us(as.Quantile(0.999))}
 	res.Put = latency{us(ps.Quantile(0.5)), us(ps.Quantile(0.99)), us(ps.Quantile(0.999))}
-	res.Quorum = latency{us(cs.QuorumLatency.P50), us(cs.QuorumLatency.P99), us(cs.QuorumLatency.P999)}
+	res.Quorum = latency{us(cs.QuorumLatency.Quantile(0.5)), us(cs.QuorumLatency.Quantile(0.99)), us(cs.QuorumLatency.Quantile(0.999))}
 	res.AckVsPut = compare(res.Ack, res.Put)
 	res.AckVsQuorum = compare(res.Ack, res.Quorum)
 	cfgC := cc.FlightBytes
@@ -481,7 +481,7 @@ wait:
 		}
 	}
 	res.FlightBytes = cfgC
-	res.FlightP50 = cs.FlightSize.P50
+	res.FlightP50 = cs.FlightSize.Quantile(0.5)
 	res.Flights = cs.Flights
 	gb := body / 1e9
 	res.PutsPerGB = round(float64(meter.slotPuts.Load())/gb, 0)

@@ -4,10 +4,12 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/internal/histogram"
+	"github.com/flightlog/flightlog/histogram"
 )
 
-type histogramH = histogram.H
+// histogramH is a latency histogram (the absorb round, PUT, ack and quorum
+// latencies); flight sizes are a histogram.H.
+type histogramH = histogram.Latency
 
 // counters are the core's own figures; Stats copies them.
 type counters struct {
@@ -20,7 +22,8 @@ type counters struct {
 	stragglersAbandoned                   uint64
 	haltCause                             string
 	underReplSlots                        []uint64
-	ackLatency, quorumLatency, flightSize histogramH
+	ackLatency, quorumLatency             histogramH
+	flightSize                            histogram.H
 	putLatency                            []histogramH
 }
 
@@ -67,7 +70,7 @@ type Stats struct {
 	StragglersAbandoned uint64
 
 	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
-	AbsorbRoundLatency                                          histogram.Summary
+	AbsorbRoundLatency                                          histogram.Snapshot
 	// CheckpointEpoch is the checkpoint's epoch; Checkpoint its next
 	// unabsorbed slot when that is the current epoch (else 0).
 	CheckpointEpoch, Checkpoint uint64
@@ -82,8 +85,8 @@ type Stats struct {
 	// snapshot damaged or missing and rebuilt the tails from the refs.
 	TailsRebuilds uint64
 
-	AckLatency, QuorumLatency, FlightSize histogram.Summary
-	PutLatency                            []histogram.Summary
+	AckLatency, QuorumLatency, FlightSize histogram.Snapshot
+	PutLatency                            []histogram.Snapshot
 }
 
 // Stats returns the chain's figures as of now.
@@ -107,12 +110,12 @@ func (c *Core) Stats(now time.Time) Stats {
 		Stragglers:       c.stragglers, StragglerBytes: c.stragglerBytes, StragglersAbandoned: st.stragglersAbandoned,
 		Backlog:      c.backlog.Stats(c.now),
 		AbsorbRounds: c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
-		AbsorbRoundLatency: c.ab.roundLatency.Snapshot().Summary(),
+		AbsorbRoundLatency: c.ab.roundLatency.Snapshot(),
 		CheckpointEpoch:    c.ab.cpEpoch,
 		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes, TailsRebuilds: st.tailsRebuilds,
-		AckLatency:    st.ackLatency.Snapshot().Summary(),
-		QuorumLatency: st.quorumLatency.Snapshot().Summary(),
-		FlightSize:    st.flightSize.Snapshot().Summary(),
+		AckLatency:    st.ackLatency.Snapshot(),
+		QuorumLatency: st.quorumLatency.Snapshot(),
+		FlightSize:    st.flightSize.Snapshot(),
 	}
 	for _, f := range c.flights {
 		s.WindowBytes += f.payload
@@ -132,7 +135,7 @@ func (c *Core) Stats(now time.Time) Stats {
 		}
 	}
 	for i := range st.putLatency {
-		s.PutLatency = append(s.PutLatency, st.putLatency[i].Snapshot().Summary())
+		s.PutLatency = append(s.PutLatency, st.putLatency[i].Snapshot())
 	}
 	return s
 }
