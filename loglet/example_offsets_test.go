@@ -1,0 +1,88 @@
+package loglet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// A consumer group reads from its committed offset and commits as it
+// acknowledges. Delivery is at least once: a record processed but not yet
+// acknowledged when the consumer stops is delivered again to the group's
+// next session.
+func ExampleStar_OpenGroupSession() {
+	ctx := context.Background()
+	star, err := loglet.Open(ctx, loglet.Config{
+		Star:     "orders",
+		Meta:     metastore.NewMem(),
+		Standard: loglet.ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}},
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer star.Close(context.Background())
+	if _, err := star.CreateStream(ctx, "eu", loglet.StreamOptions{Class: loglet.Standard}); err != nil {
+		panic(err)
+	}
+	if _, err := star.Append(ctx, "eu", loglet.Batch{Records: []loglet.Record{
+		{Body: []byte("order 1")}, {Body: []byte("order 2")}, {Body: []byte("order 3")},
+	}}); err != nil {
+		panic(err)
+	}
+
+	// The billing consumer processes two orders and acknowledges them,
+	// then processes the third and stops before acknowledging it.
+	g, err := star.OpenGroupSession(ctx, "billing", "eu", loglet.GroupOptions{})
+	if err != nil {
+		panic(err)
+	}
+	recs, err := g.Recv(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range recs {
+		fmt.Println("billing:", r.Seq, string(r.Body))
+	}
+	if err := g.Ack(ctx, recs[1].Seq); err != nil { // orders 1 and 2 are done
+		panic(err)
+	}
+
+	// Its next session (after a restart, or in another process) resumes
+	// after the last acknowledged record: order 3 comes again.
+	g, err = star.OpenGroupSession(ctx, "billing", "eu", loglet.GroupOptions{})
+	if err != nil {
+		panic(err)
+	}
+	recs, _ = g.Recv(ctx)
+	fmt.Println("billing again:", recs[0].Seq, string(recs[0].Body))
+	if err := g.Ack(ctx, recs[0].Seq); err != nil {
+		panic(err)
+	}
+
+	// The offsets underneath: compare-and-swap on the metastore version.
+	offsets := star.Offsets()
+	off, _ := offsets.Get(ctx, "billing", "eu")
+	fmt.Println("billing committed:", off.Next)
+	stale := off
+	if off, err = offsets.Commit(ctx, off, 3); err != nil { // a no-op move: same position, new version
+		panic(err)
+	}
+	_, err = offsets.Commit(ctx, stale, 3) // raced: someone committed since stale was read
+	fmt.Println("stale commit:", errors.Is(err, loglet.ErrOffsetConflict))
+	_, err = offsets.Commit(ctx, off, 1)
+	fmt.Println("backwards commit:", errors.Is(err, loglet.ErrOffsetBackwards))
+	// Output:
+	// billing: 0 order 1
+	// billing: 1 order 2
+	// billing: 2 order 3
+	// billing again: 2 order 3
+	// billing committed: 3
+	// stale commit: true
+	// backwards commit: true
+}

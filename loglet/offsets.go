@@ -1,0 +1,338 @@
+package loglet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// Consumer offsets: a consumer group's durable read position in a stream,
+// kept in the metastore at
+//
+//	offsets/<group>/<stream-key>/<incarnation>
+//
+// (<stream-key> is chain.StreamKey of the name; <incarnation> is the
+// stream's, or "-" for a stream created before incarnations existed). An
+// offset belongs to one incarnation of a stream: a stream deleted and
+// created again starts every group afresh, and a commit against the old
+// incarnation fails (ErrStreamNotFound) instead of moving the new one.
+//
+// Every commit is a compare-and-swap on the offset's metastore version, in
+// the same metastore Commit that checks the stream record is still the one
+// the offset was read against. So a commit that races another committer is
+// seen (*OffsetConflictError, with the offset that won), and so is one that
+// would go backwards (ErrOffsetBackwards): nothing is written in either
+// case.
+
+// Errors of consumer offsets, matched with errors.Is.
+var (
+	// ErrOffsetConflict: the group's offset changed since it was read
+	// (another committer won the race). The error is an
+	// *OffsetConflictError holding the offset as it is now.
+	ErrOffsetConflict = errors.New("loglet: consumer offset changed since it was read")
+	// ErrOffsetBackwards: a commit below the offset it replaces. Nothing
+	// was written.
+	ErrOffsetBackwards = errors.New("loglet: consumer offset commit goes backwards")
+	// ErrInvalidGroup: a group name that is not 1..MaxGroupNameLen bytes of
+	// [A-Za-z0-9._-] not starting with '.', or that with its stream's name
+	// makes an offset key over the metastore's key limit.
+	ErrInvalidGroup = errors.New("loglet: invalid consumer group")
+)
+
+// MaxGroupNameLen bounds consumer group names. A group of up to
+// SafeGroupNameLen bytes fits with every stream name CreateStream accepts;
+// a longer one fits streams with shorter keys, and is refused with
+// ErrInvalidGroup (at Get, Commit or OpenGroupSession) where it does not.
+const (
+	MaxGroupNameLen  = 128
+	SafeGroupNameLen = 17
+)
+
+const offsetsPrefix = "offsets/"
+
+// noIncarnation is the <incarnation> segment of a stream that has none.
+const noIncarnation = "-"
+
+// ValidateGroupName accepts 1..MaxGroupNameLen bytes of [A-Za-z0-9._-], not
+// starting with '.': group names appear raw in metastore keys.
+func ValidateGroupName(group string) error {
+	if group == "" || len(group) > MaxGroupNameLen || group[0] == '.' {
+		return fmt.Errorf("%w: %q: want 1-%d of [A-Za-z0-9._-], not starting with '.'", ErrInvalidGroup, group, MaxGroupNameLen)
+	}
+	for i := 0; i < len(group); i++ {
+		c := group[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q: byte %q at %d: want [A-Za-z0-9._-]", ErrInvalidGroup, group, c, i)
+		}
+	}
+	return nil
+}
+
+// OffsetKey is the metastore key of group's offset in the given
+// incarnation of stream ("" for a stream that has none).
+func OffsetKey(group, stream, incarnation string) string {
+	if incarnation == "" {
+		incarnation = noIncarnation
+	}
+	return offsetsPrefix + group + "/" + chain.StreamKey(stream) + "/" + incarnation
+}
+
+// ValidateOffsetKey checks group's name and stream's, and that the offset
+// key of any incarnation of stream fits metastore.MaxKeyLen.
+func ValidateOffsetKey(group, stream string) error {
+	if err := ValidateGroupName(group); err != nil {
+		return err
+	}
+	if err := chain.ValidateStreamName(stream); err != nil {
+		return fmt.Errorf("loglet: %w", err)
+	}
+	longest := OffsetKey(group, stream, "i"+fmt.Sprintf("%0*d", chain.IncarnationLen-1, 0))
+	if n := len(longest); n > metastore.MaxKeyLen {
+		return fmt.Errorf("%w: group %q (%d bytes) and stream %q make an offset key of %d bytes, over the metastore's %d (groups of up to %d bytes fit every stream)",
+			ErrInvalidGroup, group, len(group), stream, n, metastore.MaxKeyLen, SafeGroupNameLen)
+	}
+	return nil
+}
+
+// Offset is a consumer group's committed position in one incarnation of a
+// stream: every record below Next has been processed, and the group
+// resumes at Next. Get returns it; Commit and Delete take it back as the
+// version they expect.
+type Offset struct {
+	Group, Stream string
+	// Incarnation is the stream's incarnation the offset belongs to.
+	Incarnation string
+	// Next is the first sequence number the group has not processed (0
+	// when it has committed nothing).
+	Next uint64
+	// Version is the offset's metastore version (metastore.NoVersion
+	// when the group has committed nothing on this incarnation).
+	Version metastore.Version
+
+	// record is the version of the stream record the offset was read
+	// against: a commit checks it still holds.
+	record metastore.Version
+}
+
+// Committed reports whether the group has committed an offset (false: it
+// starts wherever its reader chooses, see GroupOptions.Start).
+func (o Offset) Committed() bool { return o.Version != metastore.NoVersion }
+
+// offsetValue is the value at an offset key. Nonce and Owner make the
+// writer recognise its own write after an ambiguous failure.
+type offsetValue struct {
+	Next        uint64 `json:"next"`
+	Owner       string `json:"owner,omitempty"`
+	Nonce       string `json:"nonce"`
+	CommittedMs int64  `json:"committed_ms"`
+}
+
+// OffsetConflictError is a commit that lost a race: the group's offset is
+// no longer the one the commit expected. Current is the offset as it was
+// re-read (commit again from it, or give way). It matches
+// ErrOffsetConflict.
+type OffsetConflictError struct {
+	Current Offset
+}
+
+func (e *OffsetConflictError) Error() string {
+	return fmt.Sprintf("loglet: group %q on stream %q: offset changed since it was read (now %d)", e.Current.Group, e.Current.Stream, e.Current.Next)
+}
+
+// Is makes it match ErrOffsetConflict.
+func (e *OffsetConflictError) Is(target error) bool { return target == ErrOffsetConflict }
+
+// Offsets reads and writes consumer offsets in a metastore. Any process
+// may use it, leader or not. Safe for concurrent use.
+//
+// Costs: Get is two metastore reads (the stream record, the offset);
+// Commit and Delete are one metastore Commit each (plus re-reads after a
+// failure). Consumer commits are metastore writes at the rate consumers
+// commit: commit per batch processed (an offset covers every record below
+// it), not per record, to keep that rate low.
+type Offsets struct {
+	meta  metastore.Store
+	owner string
+}
+
+// NewOffsets returns the offsets kept in meta; owner names the writer in
+// the values it writes (may be empty).
+func NewOffsets(meta metastore.Store, owner string) *Offsets {
+	return &Offsets{meta: meta, owner: owner}
+}
+
+// Offsets returns the consumer offsets kept in the star's metastore.
+func (s *Star) Offsets() *Offsets { return NewOffsets(s.cfg.Meta, s.cfg.Owner) }
+
+// Offsets returns the consumer offsets kept in the Reader's metastore.
+func (r *Reader) Offsets() *Offsets { return NewOffsets(r.cfg.Meta, "") }
+
+// record reads stream's record and its version.
+func (o *Offsets) record(ctx context.Context, stream string) (streamRecord, metastore.Version, error) {
+	it, err := o.meta.Get(ctx, chain.StreamRecordKey(stream))
+	if errors.Is(err, metastore.ErrNotFound) {
+		return streamRecord{}, "", fmt.Errorf("%w: %q", ErrStreamNotFound, stream)
+	}
+	if err != nil {
+		return streamRecord{}, "", fmt.Errorf("loglet: look up stream %q: %w", stream, err)
+	}
+	rec, _, err := decodeStreamRecord(it)
+	if err != nil {
+		return streamRecord{}, "", &CorruptError{Object: it.Key, Err: err}
+	}
+	return rec, it.Version, nil
+}
+
+// Get returns group's offset in the current incarnation of stream:
+// Next 0 and Version metastore.NoVersion if the group has committed
+// nothing there. A stream that does not exist is ErrStreamNotFound.
+func (o *Offsets) Get(ctx context.Context, group, stream string) (Offset, error) {
+	if ctx == nil {
+		return Offset{}, ErrNilContext
+	}
+	if err := ValidateOffsetKey(group, stream); err != nil {
+		return Offset{}, err
+	}
+	rec, rv, err := o.record(ctx, stream)
+	if err != nil {
+		return Offset{}, err
+	}
+	return o.read(ctx, group, stream, rec.Incarnation, rv)
+}
+
+// read reads the offset of one incarnation, the stream record being at
+// version rv.
+func (o *Offsets) read(ctx context.Context, group, stream, inc string, rv metastore.Version) (Offset, error) {
+	off := Offset{Group: group, Stream: stream, Incarnation: inc, record: rv}
+	it, err := o.meta.Get(ctx, OffsetKey(group, stream, inc))
+	if errors.Is(err, metastore.ErrNotFound) {
+		return off, nil
+	}
+	if err != nil {
+		return Offset{}, fmt.Errorf("loglet: read offset of group %q on stream %q: %w", group, stream, err)
+	}
+	var v offsetValue
+	if err := json.Unmarshal(it.Value, &v); err != nil || v.Nonce == "" {
+		return Offset{}, &CorruptError{Object: it.Key, Err: fmt.Errorf("offset value does not parse: %v", err)}
+	}
+	off.Next, off.Version = v.Next, it.Version
+	return off, nil
+}
+
+// Commit records that the group has processed every record below next,
+// replacing prev (as Get or an earlier Commit returned it), and returns the
+// new offset. It is a compare-and-swap: it fails, writing nothing, with
+// ErrOffsetBackwards if next < prev.Next, with an *OffsetConflictError
+// (ErrOffsetConflict) if the offset is no longer prev (another committer
+// won; the error holds the offset now), and with ErrStreamNotFound if the
+// stream was deleted (and maybe created again) since prev was read. Any
+// other error is the metastore's and may be ambiguous; Commit resolves it
+// by re-reading where it can (a write of its own that applied is success).
+// Committing prev.Next again is allowed (it refreshes the version).
+func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset, error) {
+	if ctx == nil {
+		return Offset{}, ErrNilContext
+	}
+	if err := ValidateOffsetKey(prev.Group, prev.Stream); err != nil {
+		return Offset{}, err
+	}
+	if prev.record == "" {
+		return Offset{}, fmt.Errorf("loglet: commit offset of group %q on stream %q: the offset was not read by Offsets.Get", prev.Group, prev.Stream)
+	}
+	if next < prev.Next {
+		return Offset{}, fmt.Errorf("%w: group %q on stream %q: %d is below the committed %d", ErrOffsetBackwards, prev.Group, prev.Stream, next, prev.Next)
+	}
+	val := offsetValue{Next: next, Owner: o.owner, Nonce: envelope.NewNonce().String(), CommittedMs: time.Now().UnixMilli()}
+	body, err := json.Marshal(val)
+	if err != nil {
+		return Offset{}, fmt.Errorf("loglet: encode offset: %w", err)
+	}
+	key := OffsetKey(prev.Group, prev.Stream, prev.Incarnation)
+	vs, err := o.meta.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpCheck, Key: chain.StreamRecordKey(prev.Stream), Expect: prev.record},
+		{Kind: metastore.OpPut, Key: key, Value: body, Expect: prev.Version},
+	})
+	if err == nil {
+		out := prev
+		out.Next, out.Version = next, vs[1]
+		return out, nil
+	}
+	return o.resolve(ctx, prev, val.Nonce, err)
+}
+
+// resolve learns what a failed commit of prev (writing nonce) did: a write
+// of its own that applied is success; a stream record that moved is
+// ErrStreamNotFound; another offset is a conflict; else the error stands.
+func (o *Offsets) resolve(ctx context.Context, prev Offset, nonce string, cerr error) (Offset, error) {
+	what := fmt.Sprintf("group %q on stream %q", prev.Group, prev.Stream)
+	it, gerr := o.meta.Get(ctx, OffsetKey(prev.Group, prev.Stream, prev.Incarnation))
+	if gerr == nil {
+		var v offsetValue
+		if json.Unmarshal(it.Value, &v) == nil && v.Nonce == nonce {
+			out := prev
+			out.Next, out.Version = v.Next, it.Version
+			return out, nil // ours: the "failure" applied
+		}
+	} else if !errors.Is(gerr, metastore.ErrNotFound) {
+		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, cerr, gerr)
+	}
+	if !errors.Is(cerr, metastore.ErrConflict) {
+		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w", what, cerr)
+	}
+	_, rv, rerr := o.record(ctx, prev.Stream)
+	if errors.Is(rerr, ErrStreamNotFound) || rerr == nil && rv != prev.record {
+		return Offset{}, fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", ErrStreamNotFound, prev.Stream, prev.Group)
+	}
+	if rerr != nil {
+		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and re-reading the stream failed: %v)", what, cerr, rerr)
+	}
+	cur, err := o.read(ctx, prev.Group, prev.Stream, prev.Incarnation, rv)
+	if err != nil {
+		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and re-reading it failed: %v)", what, cerr, err)
+	}
+	return Offset{}, &OffsetConflictError{Current: cur}
+}
+
+// Delete removes the group's offset prev (as Get or Commit returned it),
+// so the group starts afresh on the stream. It is a compare-and-swap like
+// Commit: an offset that changed since is an *OffsetConflictError. An
+// offset never committed (Version metastore.NoVersion) is nothing to delete
+// unless one was committed meanwhile. It works on an incarnation the stream
+// no longer has, to clean up after a DeleteStream.
+func (o *Offsets) Delete(ctx context.Context, prev Offset) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if err := ValidateOffsetKey(prev.Group, prev.Stream); err != nil {
+		return err
+	}
+	key := OffsetKey(prev.Group, prev.Stream, prev.Incarnation)
+	op := metastore.Op{Kind: metastore.OpDelete, Key: key, Expect: prev.Version}
+	if prev.Version == metastore.NoVersion {
+		op = metastore.Op{Kind: metastore.OpCheck, Key: key, Expect: metastore.NoVersion}
+	}
+	_, err := o.meta.Commit(ctx, []metastore.Op{op})
+	if err == nil {
+		return nil
+	}
+	it, gerr := o.meta.Get(ctx, key)
+	if errors.Is(gerr, metastore.ErrNotFound) {
+		return nil // gone: ours applied, or someone else's delete did
+	}
+	if gerr == nil && errors.Is(err, metastore.ErrConflict) {
+		cur := prev
+		var v offsetValue
+		if json.Unmarshal(it.Value, &v) != nil {
+			return &CorruptError{Object: key, Err: errors.New("offset value does not parse")}
+		}
+		cur.Next, cur.Version = v.Next, it.Version
+		return &OffsetConflictError{Current: cur}
+	}
+	return fmt.Errorf("loglet: delete offset of group %q on stream %q: %w", prev.Group, prev.Stream, err)
+}
