@@ -1,0 +1,340 @@
+// Package flightotel exports a flightlog star's Stats (and a Reader's)
+// through OpenTelemetry metrics, in the manner of franz-go's kotel.
+//
+// Counters and gauges are observable instruments made with the metric API,
+// so any MeterProvider takes them; one callback reads Stats once per
+// collection:
+//
+//	reg, err := flightotel.Register(star, provider, flightotel.WithReader(reader))
+//	defer reg.Unregister()
+//
+// The metric API has no asynchronous histogram (a histogram instrument
+// records single values, and the SDK would re-aggregate them), so the
+// histograms come from a Producer for the SDK's readers, which hands the
+// already aggregated buckets over as exponential histograms of scale 5:
+// flightlog's histogram layout is that scale's, so the buckets are copied
+// with no re-bucketing error (latencies in seconds, sizes in bytes).
+//
+//	reader := sdkmetric.NewPeriodicReader(exporter,
+//		sdkmetric.WithProducer(flightotel.NewProducer(star)))
+//	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+//
+// Sums are cumulative and only grow for the star's life. Their start time
+// is when Register (or NewProducer) was called: Stats do not say when the
+// star opened, so open the star and register together.
+//
+// Attributes: flightlog.star and flightlog.class on chain metrics, plus
+// flightlog.bucket on the PUT latency. Per-stream tails are not exported
+// (Stats has no per-stream figures; a tail is a lookup per stream).
+//
+// Tracing is not here yet. A flight PUT carries many callers' appends and
+// runs on the chain's workers under the chain's context, so it has no
+// caller span to join; a wrapper objstore.Store could make each PUT a root
+// span, and Append and Read spans a wrapper of the caller's own calls.
+package flightotel
+
+import (
+	"context"
+	"time"
+
+	"github.com/flightlog/flightlog/histogram"
+	"github.com/flightlog/flightlog/loglet"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// ScopeName is the instrumentation scope of every metric here.
+const ScopeName = "github.com/flightlog/flightlog/contrib/otel"
+
+// Option configures Register.
+type Option func(*config)
+
+type config struct{ reader *loglet.Reader }
+
+// WithReader also exports r's counters (flightlog.reader.*).
+func WithReader(r *loglet.Reader) Option { return func(c *config) { c.reader = r } }
+
+type kind int
+
+const (
+	counter kind = iota // monotonic sum
+	gauge
+)
+
+type chainInstr struct {
+	name, unit, desc string
+	kind             kind
+	get              func(*loglet.ClassStats) int64
+}
+
+type chainSeconds struct {
+	name, desc string
+	kind       kind
+	get        func(*loglet.ClassStats) float64
+}
+
+func u(v uint64) int64 { return int64(v) }
+
+func b(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+var chainInstrs = []chainInstr{
+	{"flightlog.flights", "{flight}", "Flights uploaded.", counter, func(s *loglet.ClassStats) int64 { return u(s.Flights) }},
+	{"flightlog.flight.payload", "By", "Record bytes in the flights uploaded.", counter, func(s *loglet.ClassStats) int64 { return u(s.FlightPayload) }},
+	{"flightlog.flight.objects", "By", "Bytes of the rendered flight objects, per copy.", counter, func(s *loglet.ClassStats) int64 { return u(s.FlightObjects) }},
+	{"flightlog.acked.batches", "{batch}", "Batches acknowledged durable.", counter, func(s *loglet.ClassStats) int64 { return u(s.AckedBatches) }},
+	{"flightlog.acked.records", "{record}", "Records acknowledged durable.", counter, func(s *loglet.ClassStats) int64 { return u(s.AckedRecords) }},
+	{"flightlog.acked.bytes", "By", "Record bytes acknowledged durable.", counter, func(s *loglet.ClassStats) int64 { return u(s.AckedBytes) }},
+	{"flightlog.failed.outcome_unknown", "{batch}", "Batches that ended with ErrOutcomeUnknown after admission.", counter, func(s *loglet.ClassStats) int64 { return u(s.FailedOutcomeUnknown) }},
+	{"flightlog.failed.not_committed", "{batch}", "Batches that ended with ErrNotCommitted after admission.", counter, func(s *loglet.ClassStats) int64 { return u(s.FailedNotCommitted) }},
+	{"flightlog.ghost_puts", "{copy}", "Copies recognised as our own by nonce after ErrExists.", counter, func(s *loglet.ClassStats) int64 { return u(s.GhostPuts) }},
+	{"flightlog.foreign_occupants", "{copy}", "Copies that found someone else's object in their slot.", counter, func(s *loglet.ClassStats) int64 { return u(s.ForeignOccupants) }},
+	{"flightlog.under_replicated", "{slot}", "Durable slots written with fewer than K copies.", counter, func(s *loglet.ClassStats) int64 { return u(s.UnderReplicated) }},
+	{"flightlog.halts", "{halt}", "Halts of the chain.", counter, func(s *loglet.ClassStats) int64 { return u(s.Halts) }},
+	{"flightlog.stragglers.abandoned", "{copy}", "Straggling copies cancelled over the straggler budget.", counter, func(s *loglet.ClassStats) int64 { return u(s.StragglersAbandoned) }},
+	{"flightlog.absorb.rounds", "{round}", "Absorb rounds committed.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbRounds) }},
+	{"flightlog.absorb.refs", "{ref}", "Span refs written by absorb rounds.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbRefs) }},
+	{"flightlog.absorb.failures", "{attempt}", "Failed absorb commit attempts.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbFailures) }},
+	{"flightlog.metastore.requests", "{request}", "Metastore requests the absorb rounds took.", counter, func(s *loglet.ClassStats) int64 { return u(s.MetastoreRequests) }},
+	{"flightlog.tails.snapshot.bytes", "By", "Bytes of the tails snapshots written, per copy.", counter, func(s *loglet.ClassStats) int64 { return u(s.TailsSnapshotBytes) }},
+	{"flightlog.tails.full_snapshots", "{snapshot}", "Full tails snapshots written.", counter, func(s *loglet.ClassStats) int64 { return u(s.TailsFullSnapshots) }},
+	{"flightlog.tails.rebuilds", "{rebuild}", "Takeovers that rebuilt the tails from the span refs.", counter, func(s *loglet.ClassStats) int64 { return u(s.TailsRebuilds) }},
+
+	{"flightlog.epoch", "1", "The chain's current epoch.", gauge, func(s *loglet.ClassStats) int64 { return u(s.Epoch) }},
+	{"flightlog.window.size", "{flight}", "Flights the upload window holds.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.WindowSize) }},
+	{"flightlog.window.in_flight", "{flight}", "Flights of the window still uploading.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.WindowInFlight) }},
+	{"flightlog.window.bytes", "By", "Payload and objects of claimed, unreleased flights.", gauge, func(s *loglet.ClassStats) int64 { return s.WindowBytes }},
+	{"flightlog.checkpoint", "1", "The next unabsorbed slot of the current epoch.", gauge, func(s *loglet.ClassStats) int64 { return u(s.Checkpoint) }},
+	{"flightlog.pool.budget", "By", "The pool's budget (MemoryBufferMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Pool.BudgetBytes }},
+	{"flightlog.pool.reserved", "By", "Bytes admitted to the pool and not yet cut into a flight.", gauge, func(s *loglet.ClassStats) int64 { return s.Pool.ReservedBytes }},
+	{"flightlog.pool.queued_batches", "{batch}", "Batches queued in the pool.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Pool.QueuedBatches) }},
+	{"flightlog.pool.waiting", "{producer}", "Producers blocked at the pool budget now.", gauge, func(s *loglet.ClassStats) int64 { return s.Pool.Waiting }},
+	{"flightlog.backlog.flights", "{flight}", "Claimed, unabsorbed flights.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Backlog.Flights) }},
+	{"flightlog.backlog.bytes", "By", "Payload of claimed, unabsorbed flights.", gauge, func(s *loglet.ClassStats) int64 { return s.Backlog.Bytes }},
+	{"flightlog.backlog.max_bytes", "By", "The backlog's byte bound (ChainBacklogMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Backlog.MaxBytes }},
+	{"flightlog.backlog.stalling", "1", "1 while publishes are blocked at the backlog bound.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Backlog.Stalling) }},
+	{"flightlog.flight_index.bytes", "By", "Released, unabsorbed payload held to serve stream tails.", gauge, func(s *loglet.ClassStats) int64 { return s.FlightIndexBytes }},
+	{"flightlog.stragglers", "{flight}", "Acked flights with copies still uploading.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Stragglers) }},
+	{"flightlog.memory.pool", "By", "Memory part: the pool.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Pool }},
+	{"flightlog.memory.backlog", "By", "Memory part: the backlog's payload.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Backlog }},
+	{"flightlog.memory.objects", "By", "Memory part: rendered objects of the window.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Objects }},
+	{"flightlog.memory.stragglers", "By", "Memory part: objects of straggling copies.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Stragglers }},
+	{"flightlog.recovering", "1", "1 while a halt's recovery runs.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Recovering) }},
+	{"flightlog.deposed", "1", "1 once a successor has sealed or taken the chain.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Deposed) }},
+	{"flightlog.succession.failures", "{attempt}", "Failed attempts of the step a recovery is at.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.SuccessionFailures) }},
+}
+
+var chainSecs = []chainSeconds{
+	{"flightlog.pool.blocked", "Time producers spent blocked at the pool budget.", counter, func(s *loglet.ClassStats) float64 { return float64(s.Pool.BlockedNanos) / 1e9 }},
+	{"flightlog.backlog.stalled", "Time publishes spent stalled at the backlog bound (ended stalls).", counter, func(s *loglet.ClassStats) float64 { return float64(s.Backlog.StalledNanos) / 1e9 }},
+	{"flightlog.backlog.oldest_age", "Age of the oldest unabsorbed claimed flight.", gauge, func(s *loglet.ClassStats) float64 { return s.Backlog.OldestAge.Seconds() }},
+}
+
+type readerInstr struct {
+	name, unit, desc string
+	kind             kind
+	get              func(loglet.ReaderStats) int64
+}
+
+var readerInstrs = []readerInstr{
+	{"flightlog.reader.gets", "{request}", "Object GETs.", counter, func(s loglet.ReaderStats) int64 { return u(s.Gets) }},
+	{"flightlog.reader.get_bytes", "By", "Bytes the GETs returned.", counter, func(s loglet.ReaderStats) int64 { return u(s.GetBytes) }},
+	{"flightlog.reader.read_cache.hits", "{lookup}", "Frame-cache hits.", counter, func(s loglet.ReaderStats) int64 { return u(s.ReadCacheHits) }},
+	{"flightlog.reader.read_cache.misses", "{lookup}", "Frame-cache misses.", counter, func(s loglet.ReaderStats) int64 { return u(s.ReadCacheMisses) }},
+	{"flightlog.reader.read_cache.bytes", "By", "Decoded frames cached now.", gauge, func(s loglet.ReaderStats) int64 { return s.ReadCacheBytes }},
+	{"flightlog.reader.skipped_copies", "{copy}", "Copies passed over (missing, short, poison, corrupt).", counter, func(s loglet.ReaderStats) int64 { return u(s.SkippedCopies) }},
+	{"flightlog.reader.corrupt_copies", "{copy}", "Copies that failed a checksum or decode.", counter, func(s loglet.ReaderStats) int64 { return u(s.CorruptCopies) }},
+	{"flightlog.reader.snapshot_fallbacks", "{read}", "Tail reads that read the refs for a damaged or missing tails snapshot.", counter, func(s loglet.ReaderStats) int64 { return u(s.SnapshotFallbacks) }},
+}
+
+func int64Instr(m metric.Meter, name, unit, desc string, k kind) (metric.Int64Observable, error) {
+	if k == counter {
+		return m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	}
+	return m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+}
+
+// Register creates the counters and gauges of star (nil when only
+// WithReader's Reader is to be exported) on mp's meter (nil: the global
+// MeterProvider) and one callback that fills them from one Stats per
+// collection. Unregister the returned Registration to stop.
+func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metric.Registration, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	var all []metric.Observable
+	var chain, readers []metric.Int64Observable
+	var secs []metric.Float64Observable
+	var hits, misses, cacheBytes metric.Int64Observable
+	var err error
+	if star != nil {
+		for _, in := range chainInstrs {
+			o, err := int64Instr(m, in.name, in.unit, in.desc, in.kind)
+			if err != nil {
+				return nil, err
+			}
+			chain, all = append(chain, o), append(all, o)
+		}
+		for _, in := range chainSecs {
+			var o metric.Float64Observable
+			if in.kind == counter {
+				o, err = m.Float64ObservableCounter(in.name, metric.WithUnit("s"), metric.WithDescription(in.desc))
+			} else {
+				o, err = m.Float64ObservableGauge(in.name, metric.WithUnit("s"), metric.WithDescription(in.desc))
+			}
+			if err != nil {
+				return nil, err
+			}
+			secs, all = append(secs, o), append(all, o)
+		}
+		if hits, err = m.Int64ObservableCounter("flightlog.read_cache.hits", metric.WithUnit("{lookup}"), metric.WithDescription("History read frame-cache hits.")); err != nil {
+			return nil, err
+		}
+		if misses, err = m.Int64ObservableCounter("flightlog.read_cache.misses", metric.WithUnit("{lookup}"), metric.WithDescription("History read frame-cache misses.")); err != nil {
+			return nil, err
+		}
+		if cacheBytes, err = m.Int64ObservableGauge("flightlog.read_cache.bytes", metric.WithUnit("By"), metric.WithDescription("Decoded frames the history read cache holds.")); err != nil {
+			return nil, err
+		}
+		all = append(all, hits, misses, cacheBytes)
+	}
+	if cfg.reader != nil {
+		for _, in := range readerInstrs {
+			o, err := int64Instr(m, in.name, in.unit, in.desc, in.kind)
+			if err != nil {
+				return nil, err
+			}
+			readers, all = append(readers, o), append(all, o)
+		}
+	}
+	return m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		if star != nil {
+			st := star.Stats()
+			starAttr := metric.WithAttributes(attribute.String("flightlog.star", st.Star))
+			obs.ObserveInt64(hits, int64(st.ReadCacheHits), starAttr)
+			obs.ObserveInt64(misses, int64(st.ReadCacheMisses), starAttr)
+			obs.ObserveInt64(cacheBytes, st.ReadCacheBytes, starAttr)
+			eachClass(st, func(class string, s *loglet.ClassStats) {
+				attrs := metric.WithAttributes(attribute.String("flightlog.star", st.Star), attribute.String("flightlog.class", class))
+				for i, in := range chainInstrs {
+					obs.ObserveInt64(chain[i], in.get(s), attrs)
+				}
+				for i, in := range chainSecs {
+					obs.ObserveFloat64(secs[i], in.get(s), attrs)
+				}
+			})
+		}
+		if r := cfg.reader; r != nil {
+			st := r.Stats()
+			for i, in := range readerInstrs {
+				obs.ObserveInt64(readers[i], in.get(st))
+			}
+		}
+		return nil
+	}, all...)
+}
+
+func eachClass(st loglet.Stats, f func(string, *loglet.ClassStats)) {
+	if st.Standard != nil {
+		f("standard", st.Standard)
+	}
+	if st.Express != nil {
+		f("express", st.Express)
+	}
+}
+
+// Producer hands a star's histograms to an SDK reader as cumulative
+// exponential histograms of scale 5.
+type Producer struct {
+	star  *loglet.Star
+	start time.Time
+}
+
+// NewProducer returns a Producer over star; pass it to a reader with
+// sdkmetric.WithProducer.
+func NewProducer(star *loglet.Star) *Producer { return &Producer{star: star, start: time.Now()} }
+
+var _ sdkmetric.Producer = (*Producer)(nil)
+
+// Produce takes one Stats and returns its histograms: flightlog.ack.latency,
+// flightlog.quorum.latency, flightlog.absorb.round.latency and
+// flightlog.put.latency (per bucket) in seconds, flightlog.flight.size in
+// bytes.
+func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
+	st := p.star.Stats()
+	now := time.Now()
+	type latency struct {
+		name, desc string
+		points     []metricdata.ExponentialHistogramDataPoint[float64]
+	}
+	lat := []*latency{
+		{name: "flightlog.ack.latency", desc: "Admission to ack of each batch."},
+		{name: "flightlog.quorum.latency", desc: "Claim of a flight to its W-th copy."},
+		{name: "flightlog.absorb.round.latency", desc: "Latency of an absorb round."},
+		{name: "flightlog.put.latency", desc: "Start of a flight copy's write to the bucket's confirmation."},
+	}
+	var sizes []metricdata.ExponentialHistogramDataPoint[int64]
+	eachClass(st, func(class string, s *loglet.ClassStats) {
+		kv := []attribute.KeyValue{attribute.String("flightlog.star", st.Star), attribute.String("flightlog.class", class)}
+		set := attribute.NewSet(kv...)
+		seconds := func(ns int64) float64 { return float64(ns) / 1e9 }
+		for i, snap := range []histogram.Snapshot{s.AckLatency, s.QuorumLatency, s.AbsorbRoundLatency} {
+			lat[i].points = append(lat[i].points, point(snap, set, p.start, now, seconds))
+		}
+		for b, snap := range s.PutLatency {
+			name := ""
+			if b < len(s.BucketNames) {
+				name = s.BucketNames[b]
+			}
+			set := attribute.NewSet(append(kv[:2:2], attribute.String("flightlog.bucket", name))...)
+			lat[3].points = append(lat[3].points, point(snap, set, p.start, now, seconds))
+		}
+		sizes = append(sizes, point(s.FlightSize, set, p.start, now, func(v int64) int64 { return v }))
+	})
+	out := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: ScopeName}}
+	for _, l := range lat {
+		out.Metrics = append(out.Metrics, metricdata.Metrics{Name: l.name, Description: l.desc, Unit: "s",
+			Data: metricdata.ExponentialHistogram[float64]{DataPoints: l.points, Temporality: metricdata.CumulativeTemporality}})
+	}
+	out.Metrics = append(out.Metrics, metricdata.Metrics{Name: "flightlog.flight.size", Description: "Size of each flight object.", Unit: "By",
+		Data: metricdata.ExponentialHistogram[int64]{DataPoints: sizes, Temporality: metricdata.CumulativeTemporality}})
+	return []metricdata.ScopeMetrics{out}, nil
+}
+
+// point is snap as an exponential histogram data point: OpenTelemetry's
+// bucket index is flightlog's (Prometheus') minus one, so the dense counts
+// start at the first non-empty bucket's Index-1. Min is unknown (the
+// histogram keeps none); Max and Sum are converted by conv from the
+// recorded unit.
+func point[N int64 | float64](snap histogram.Snapshot, set attribute.Set, start, now time.Time, conv func(int64) N) metricdata.ExponentialHistogramDataPoint[N] {
+	dp := metricdata.ExponentialHistogramDataPoint[N]{
+		Attributes: set, StartTime: start, Time: now,
+		Count: snap.Count, Sum: conv(snap.Sum), Scale: histogram.Schema,
+		ZeroCount: snap.ZeroCount,
+	}
+	if snap.Count > 0 {
+		dp.Max = metricdata.NewExtrema(conv(snap.Max))
+	}
+	if n := len(snap.Buckets); n > 0 {
+		first := snap.Buckets[0].Index
+		counts := make([]uint64, snap.Buckets[n-1].Index-first+1)
+		for _, b := range snap.Buckets {
+			counts[b.Index-first] = b.Count
+		}
+		dp.PositiveBucket = metricdata.ExponentialBucket{Offset: first - 1, Counts: counts}
+	}
+	return dp
+}
