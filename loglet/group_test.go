@@ -251,3 +251,30 @@ func TestGroupSessionStreamDeleted(t *testing.T) {
 		})
 	}
 }
+
+// A star's group session blocked waiting for records ends when its stream
+// is deleted in the same process (its waits end every ReaderPollInterval
+// to check the incarnation). If the delete lands before Recv blocks, the
+// read's own check ends it instead; either way a Recv that hangs fails.
+func TestGroupSessionBlockedRecvEndsOnDelete(t *testing.T) {
+	ctx := context.Background()
+	r := newOfsRig(t)
+	r.create(t, "orders")
+	g, err := r.star.OpenGroupSession(ctx, "billing", "orders", loglet.GroupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Recv(rctx)
+		done <- err
+	}()
+	if err := r.star.DeleteStream(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, loglet.ErrStreamNotFound) {
+		t.Fatalf("blocked recv on a deleted stream: %v, want ErrStreamNotFound", err)
+	}
+}
