@@ -323,12 +323,14 @@ func (l *lane) fateError(stream string, f leader.Fate) error {
 		if errors.Is(f.Cause, leader.ErrClosed) {
 			return notCommitted(fmt.Errorf("%w: %v", ErrClosed, f.Cause))
 		}
-		return notCommitted(fmt.Errorf("%w: %v", ErrChainHalted, f.Cause))
+		return notCommitted(fmt.Errorf("%w: %w", ErrChainHalted, f.Cause))
 	}
 	if errors.Is(f.Cause, leader.ErrAborted) {
 		return outcomeUnknown(fmt.Errorf("loglet: %s: %v", l.class, f.Cause))
 	}
-	return outcomeUnknown(fmt.Errorf("%w: %v", ErrChainHalted, f.Cause))
+	// The cause is wrapped, not only printed: a producer can ask
+	// errors.Is(err, objstore.ErrPermanent) of a bucket that refuses.
+	return outcomeUnknown(fmt.Errorf("%w: %w", ErrChainHalted, f.Cause))
 }
 
 // outcome returns a delivered batch's ack or error.

@@ -271,6 +271,9 @@ func TestPermanentRefusalReachesProducers(t *testing.T) {
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrChainHalted) || !strings.Contains(err.Error(), "bucket std refuses for good") || !strings.Contains(err.Error(), "AccessDenied") {
 		t.Fatalf("Append to a refusing bucket = %v; want outcome unknown, the chain halted, naming bucket std and the refusal", err)
 	}
+	if !errors.Is(err, objstore.ErrPermanent) {
+		t.Fatalf("Append to a refusing bucket = %v; want it to match objstore.ErrPermanent", err)
+	}
 	_, err = s.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("r")}}})
 	if err == nil || !strings.Contains(err.Error(), "refuses for good") {
 		t.Fatalf("a later Append = %v; want the chain's halt cause", err)
