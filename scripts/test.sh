@@ -75,6 +75,18 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+# go.mod hygiene, in the core and every module of its own: tidy (so a
+# direct dependency is never marked // indirect, and nothing unused is
+# required), and a go directive that does not force downstream modules
+# onto a patch release (go 1.N or 1.N.0).
+while IFS= read -r mod; do
+	d=$(dirname "$mod")
+	(cd "$d" && go mod tidy -diff >/dev/null) || { log "go mod tidy needed in $d (go mod tidy -diff shows what)"; exit 1; }
+	if ! grep -Eq '^go [0-9]+\.[0-9]+(\.0)?$' "$mod"; then
+		log "$mod: the go directive names a patch release ($(grep -E '^go ' "$mod")): use go 1.N.0"
+		exit 1
+	fi
+done < <(find . -name go.mod -not -path './.git/*' | sort)
 
 # ---- versitygw -----------------------------------------------------------
 vgw=$TOOLS/versitygw

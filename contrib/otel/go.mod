@@ -1,6 +1,6 @@
 module github.com/flightlog/flightlog/contrib/otel
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/flightlog/flightlog v0.0.0
