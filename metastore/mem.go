@@ -23,6 +23,10 @@ const MemMaxValueLen = 1 << 20
 // key is deleted and created again: a compare-and-swap holding a version
 // read before a delete and re-create fails, as it does on etcd.
 //
+// Mem implements Watcher: a write signals every watch of a prefix of a key
+// it puts or deletes, under the same lock, so a watch in place before a
+// write applies never misses it.
+//
 // Mem counts the requests it serves (Counters); fault injection is a
 // wrapper (WithFaults) that works over any Store.
 type Mem struct {
@@ -30,6 +34,9 @@ type Mem struct {
 	rev  uint64              // last revision handed out; 0: none yet
 	data map[string]memEntry // key → current value
 	keys []string            // every key in data, ascending
+	// watches are the live watches; a watch's channel is sent to and
+	// closed only under mu, so no send follows its close.
+	watches map[*memWatch]struct{}
 
 	gets, puts, deletes, scans    atomic.Uint64
 	commits, commitOps, conflicts atomic.Uint64
@@ -40,11 +47,52 @@ type memEntry struct {
 	version Version
 }
 
-var _ Store = (*Mem)(nil)
+// memWatch is one Watch on a Mem.
+type memWatch struct {
+	prefix string
+	ch     chan struct{} // capacity 1: the pending signal
+}
+
+var (
+	_ Store   = (*Mem)(nil)
+	_ Watcher = (*Mem)(nil)
+)
 
 // NewMem returns an empty Mem.
 func NewMem() *Mem {
-	return &Mem{data: make(map[string]memEntry)}
+	return &Mem{data: make(map[string]memEntry), watches: make(map[*memWatch]struct{})}
+}
+
+// Watch implements Watcher. It is not a request: Counters do not count it.
+// The watch ends when ctx does.
+func (m *Mem) Watch(ctx context.Context, prefix string) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("metastore: watch %q: %w", prefix, err)
+	}
+	w := &memWatch{prefix: prefix, ch: make(chan struct{}, 1)}
+	m.mu.Lock()
+	m.watches[w] = struct{}{}
+	m.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		delete(m.watches, w)
+		close(w.ch)
+		m.mu.Unlock()
+	})
+	return w.ch, nil
+}
+
+// notifyLocked signals every watch whose prefix key has, without blocking:
+// a watch with a signal pending already has what it needs.
+func (m *Mem) notifyLocked(key string) {
+	for w := range m.watches {
+		if strings.HasPrefix(key, w.prefix) {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // MemCounters counts the requests a Mem has served since it was created or
@@ -234,6 +282,7 @@ func (m *Mem) putLocked(key string, value []byte, v Version) {
 		m.keys[i] = key
 	}
 	m.data[key] = memEntry{value: value, version: v}
+	m.notifyLocked(key)
 }
 
 func (m *Mem) deleteLocked(key string) {
@@ -243,6 +292,7 @@ func (m *Mem) deleteLocked(key string) {
 	delete(m.data, key)
 	i := sort.SearchStrings(m.keys, key)
 	m.keys = append(m.keys[:i], m.keys[i+1:]...)
+	m.notifyLocked(key)
 }
 
 func revVersion(rev uint64) Version {

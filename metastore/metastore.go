@@ -130,6 +130,38 @@ type Store interface {
 	Commit(ctx context.Context, ops []Op) ([]Version, error)
 }
 
+// Watcher is implemented by stores that can tell a reader when keys under
+// a prefix change, so that it re-reads at once instead of polling. It is
+// optional: a caller holding a Store without it (or whose watch ends)
+// polls.
+//
+// Watch starts a watch of every key that begins with prefix and returns
+// once the watch is in place: every write that is applied after Watch
+// returns and puts or deletes a key under prefix (by Put, Delete or one op
+// of a Commit) is signalled on the returned channel. A signal is a change
+// notification only, carrying no data: the caller re-reads what it
+// follows. Signals are coalesced: the channel holds at most one pending
+// signal, so any number of writes between two receives are one signal, and
+// a watch never buffers more than that however slow its reader. A write
+// may be signalled spuriously (a write under prefix that the caller does
+// not care about, or more than once).
+//
+// The channel is closed when the watch ends: ctx ended, the store was
+// closed, or the backend lost the watch (etcd: the watch was cancelled or
+// compacted, the member lost its leader). Writes after the end are not
+// signalled, and a write between the last signal and the end may not have
+// been: a caller that sees the channel closed re-reads, and then polls or
+// watches again. The watch's resources are released once ctx ends (the
+// caller cancels it when done); every Watch's ctx must end eventually.
+//
+// An empty prefix watches every key. Watch fails, and starts nothing, when
+// ctx has ended (wrapping ctx's error) or the watch cannot be put in place:
+// ErrUnavailable when the store is closed or cannot be reached within its
+// request timeout. Safe for concurrent use.
+type Watcher interface {
+	Watch(ctx context.Context, prefix string) (<-chan struct{}, error)
+}
+
 // CommitLimiter is implemented by backends whose transactions hold a limited
 // number of ops (etcd's --max-txn-ops). Callers split work to fit; a Store
 // without it takes any number.

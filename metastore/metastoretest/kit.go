@@ -35,6 +35,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scan", k.scanTests()},
 		{"Context", k.contextTests()},
 		{"Reopen", k.reopenTests()},
+		{"Watch", k.watchTests()}, // only a metastore.Watcher; skipped otherwise
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			for _, kt := range g.tests {

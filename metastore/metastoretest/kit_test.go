@@ -36,6 +36,11 @@ func TestKitCatchesBrokenBackends(t *testing.T) {
 		{"partial-commit", []string{"Commit/all_or_nothing"}},
 		{"unsorted-scan", []string{"Scan/ascending_order", "Scan/paging_through_500_keys"}},
 		{"versions-repeat-after-delete", []string{"Put/no_ABA_after_delete_and_recreate", "Put/versions_of_a_key_never_repeat"}},
+		// The Watch cases run against naive with a Watch of its own.
+		{"watch-none", nil},
+		{"watch-misses-deletes", []string{"Watch/delete_and_commit_signal"}},
+		{"watch-never-ends", []string{"Watch/ended_context_ends_the_watch"}},
+		{"watch-queues-every-write", []string{"Watch/signals_coalesce"}},
 	} {
 		t.Run(c.breakage, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenBackendKit$", "-test.count=1", "-test.timeout=2m")
@@ -84,7 +89,13 @@ func TestBrokenBackendKit(t *testing.T) {
 		t.Skip(breakageEnv + " unset: run by TestKitCatchesBrokenBackends")
 	}
 	metastoretest.Run(t, metastoretest.Harness{
-		New: func(testing.TB) metastore.Store { return newNaive(b) },
+		New: func(testing.TB) metastore.Store {
+			n := newNaive(b)
+			if strings.HasPrefix(b, "watch-") {
+				return watchingNaive{n}
+			}
+			return n
+		},
 	})
 }
 
@@ -98,6 +109,52 @@ type naive struct {
 	rev  uint64
 	data map[string]naiveEntry
 	gen  map[string]uint64 // versions-repeat-after-delete: per-key counter, reset on delete
+	// watches: watchingNaive's live watches, signalled under mu.
+	watches map[*naiveWatch]bool
+}
+
+type naiveWatch struct {
+	prefix string
+	ch     chan struct{}
+}
+
+// watchingNaive is naive with a Watch, for the Watch cases (naive itself
+// is not a metastore.Watcher, so the other breakages skip them).
+type watchingNaive struct{ *naive }
+
+func (w watchingNaive) Watch(ctx context.Context, prefix string) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	size := 1
+	if w.breakage == "watch-queues-every-write" {
+		size = 1024
+	}
+	nw := &naiveWatch{prefix: prefix, ch: make(chan struct{}, size)}
+	w.mu.Lock()
+	w.watches[nw] = true
+	w.mu.Unlock()
+	if w.breakage != "watch-never-ends" {
+		context.AfterFunc(ctx, func() {
+			w.mu.Lock()
+			delete(w.watches, nw)
+			close(nw.ch)
+			w.mu.Unlock()
+		})
+	}
+	return nw.ch, nil
+}
+
+// wrote signals the watches of key's prefixes (n.mu held).
+func (n *naive) wrote(key string) {
+	for w := range n.watches {
+		if strings.HasPrefix(key, w.prefix) {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 type naiveEntry struct {
@@ -106,7 +163,7 @@ type naiveEntry struct {
 }
 
 func newNaive(breakage string) *naive {
-	return &naive{breakage: breakage, data: map[string]naiveEntry{}, gen: map[string]uint64{}}
+	return &naive{breakage: breakage, data: map[string]naiveEntry{}, gen: map[string]uint64{}, watches: map[*naiveWatch]bool{}}
 }
 
 func (n *naive) nextVersion(key string) metastore.Version {
@@ -126,6 +183,9 @@ func (n *naive) holds(key string, expect metastore.Version) bool {
 func (n *naive) del(key string) {
 	delete(n.data, key)
 	delete(n.gen, key)
+	if n.breakage != "watch-misses-deletes" {
+		n.wrote(key)
+	}
 }
 
 func check(ctx context.Context, key string) error {
@@ -162,6 +222,7 @@ func (n *naive) Put(ctx context.Context, key string, value []byte, expect metast
 	}
 	v := n.nextVersion(key)
 	n.data[key] = naiveEntry{slices.Clone(value), v}
+	n.wrote(key)
 	return v, nil
 }
 
@@ -237,6 +298,7 @@ func (n *naive) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Ver
 		case metastore.OpPut:
 			out[i] = n.nextVersion(op.Key)
 			n.data[op.Key] = naiveEntry{slices.Clone(op.Value), out[i]}
+			n.wrote(op.Key)
 		case metastore.OpDelete:
 			n.del(op.Key)
 		case metastore.OpCheck:
