@@ -71,6 +71,23 @@
 // written by any split: the absorb returns ErrTooLarge for it and the round
 // must cover fewer slots.
 //
+// # Watch
+//
+// Store implements metastore.Watcher with one etcd watch per call (a
+// prefix range, from the store's revision when the watch is created;
+// etcd's client multiplexes watches over one gRPC stream). Watch returns
+// once etcd has confirmed the watch (its created notification), or fails
+// with ErrUnavailable after Config.RequestTimeout. The watch requires a
+// leader (clientv3.WithRequireLeader): a member cut off from its cluster
+// cancels it rather than leaving it silent. A goroutine per watch drains
+// the client's channel, so etcd's own buffer never grows behind a slow
+// reader, and coalesces the events into one pending signal. The watch ends
+// (its channel is closed) when the caller's context ends, the Store is
+// closed, or etcd cancels it (compaction past the watch's revision, a lost
+// leader, a server-side cancel); the client resumes a watch over a dropped
+// connection by itself, from the revision it had reached, and ends it if
+// that revision was compacted meanwhile.
+//
 // # Failures
 //
 // nil, ErrNotFound, ErrConflict, ErrTooLarge and ErrInvalidKey are definite.
@@ -234,12 +251,16 @@ type Store struct {
 	client *clientv3.Client
 	owned  bool
 	closed atomic.Bool
+	// closing is closed by the first Close: it ends every watch, also
+	// over a Client the Store does not own.
+	closing chan struct{}
 }
 
 var (
 	_ metastore.Store             = (*Store)(nil)
 	_ metastore.CommitLimiter     = (*Store)(nil)
 	_ metastore.CommitByteLimiter = (*Store)(nil)
+	_ metastore.Watcher           = (*Store)(nil)
 )
 
 // New returns a Store on the cluster. The connection is made lazily: an
@@ -249,7 +270,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Store{cfg: cfg, client: cfg.Client}
+	s := &Store{cfg: cfg, client: cfg.Client, closing: make(chan struct{})}
 	if s.client == nil {
 		c, err := clientv3.New(clientv3.Config{
 			Endpoints:   cfg.Endpoints,
@@ -272,7 +293,11 @@ func New(cfg Config) (*Store, error) {
 // Close releases the client (unless it was passed in Config.Client). Calls
 // after Close return ErrUnavailable.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) || !s.owned {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.closing)
+	if !s.owned {
 		return nil
 	}
 	return s.client.Close()
@@ -379,6 +404,90 @@ func (s *Store) Scan(ctx context.Context, prefix, startAfter string, limit int) 
 		}
 	}
 	return items, nil
+}
+
+// Watch implements metastore.Watcher with an etcd watch of the prefixed
+// range (see the package doc, Watch).
+func (s *Store) Watch(ctx context.Context, prefix string) (<-chan struct{}, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("etcd: watch %q: store closed: %w", prefix, metastore.ErrUnavailable)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("etcd: watch %q: %w", prefix, err)
+	}
+	key, opts := s.cfg.Prefix+prefix, []clientv3.OpOption{clientv3.WithCreatedNotify()}
+	if key == "" {
+		key, opts = "\x00", append(opts, clientv3.WithFromKey()) // every key
+	} else {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	timer := time.NewTimer(s.cfg.RequestTimeout)
+	defer timer.Stop()
+	// The client's Watch blocks until etcd has created the watch (or wctx
+	// ends), however long the cluster takes to answer: bound it.
+	started := make(chan clientv3.WatchChan, 1)
+	go func() { started <- s.client.Watch(wctx, key, opts...) }()
+	var wch clientv3.WatchChan
+	select {
+	case wch = <-started:
+	case <-timer.C:
+		cancel()
+		return nil, fmt.Errorf("etcd: watch %q: not confirmed within %v: %w", prefix, s.cfg.RequestTimeout, metastore.ErrUnavailable)
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("etcd: watch %q: %w", prefix, ctx.Err())
+	case <-s.closing:
+		cancel()
+		return nil, fmt.Errorf("etcd: watch %q: store closed: %w", prefix, metastore.ErrUnavailable)
+	}
+	select {
+	case resp, ok := <-wch:
+		switch {
+		case !ok:
+			cancel()
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("etcd: watch %q: %w", prefix, err)
+			}
+			return nil, fmt.Errorf("etcd: watch %q: the client ended it before etcd confirmed it: %w", prefix, metastore.ErrUnavailable)
+		case resp.Canceled || resp.Err() != nil || !resp.Created:
+			cancel()
+			return nil, fmt.Errorf("etcd: watch %q: refused (%v): %w", prefix, resp.Err(), metastore.ErrUnavailable)
+		}
+	case <-timer.C:
+		cancel()
+		return nil, fmt.Errorf("etcd: watch %q: not confirmed within %v: %w", prefix, s.cfg.RequestTimeout, metastore.ErrUnavailable)
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("etcd: watch %q: %w", prefix, ctx.Err())
+	case <-s.closing:
+		cancel()
+		return nil, fmt.Errorf("etcd: watch %q: store closed: %w", prefix, metastore.ErrUnavailable)
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		defer cancel()
+		for {
+			select {
+			case resp, ok := <-wch:
+				if !ok || resp.Canceled || resp.Err() != nil {
+					return // ended: ctx, the client closed, compacted, no leader
+				}
+				if len(resp.Events) > 0 {
+					select {
+					case out <- struct{}{}:
+					default: // a signal is pending already
+					}
+				}
+			case <-wctx.Done():
+				return
+			case <-s.closing:
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // check validates a key and that the store is open.
