@@ -109,6 +109,32 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultConfig returns a Config with every default filled in, for a caller
+// to edit: set Star, Meta and the classes' Buckets and BucketNames (or pass
+// it to OpenDir, which sets them), change what differs, and Open. Opening it
+// behaves exactly as opening the zero Config with the same fields set.
+//
+// A few fields stay zero because their defaults follow from fields the
+// caller sets, and Open derives them then: Owner (per process:
+// "<hostname>/<pid>/<random>"), Stars (just Star), Logger (slog.Default()
+// at Open), and per class W (K/2+1 of the Buckets), BucketNames
+// ("bucket-0", ...: set your own, see ClassConfig.BucketNames),
+// StragglerMiB (half of MemoryBufferMiB) and ChainBacklogMiB (twice
+// MemoryBufferMiB), so that editing MemoryBufferMiB moves them with it.
+// Retry's zero policy is its default (chain.RetryPolicy). The booleans are
+// off, DefaultClass is Standard and FenceOverride is FenceStrict.
+func DefaultConfig() Config {
+	var c Config
+	c.applyDefaults()
+	c.Owner, c.Stars, c.Logger = "", nil, nil
+	c.ReadCacheMiB = DefaultReadCacheMiB
+	c.PreflightTimeout = DefaultPreflightTimeout
+	for _, cc := range []*ClassConfig{&c.Standard, &c.Express} {
+		cc.W, cc.BucketNames, cc.StragglerMiB, cc.ChainBacklogMiB = 0, nil, 0, 0
+	}
+	return c
+}
+
 // DefaultCloseTimeout is Config.CloseTimeout's default.
 const DefaultCloseTimeout = 30 * time.Second
 
@@ -173,8 +199,19 @@ type ClassConfig struct {
 	// Buckets is the bucket set, K = len(Buckets). Every flight is written
 	// to the same key in each.
 	Buckets []objstore.Store
-	// BucketNames names the buckets in epoch records and Stats (default
-	// "bucket-0", "bucket-1", ...).
+	// BucketNames names the buckets, in Buckets' order, in epoch records,
+	// errors and Stats. They are part of the chain's identity: the first
+	// Open records them in the chain's epoch record, and every later Open
+	// of the star (this program's, another host's, the CLI's) must give the
+	// same names in the same order, or it fails naming the recorded and the
+	// configured names (changing a chain's bucket set is not supported).
+	// Set them explicitly to something stable that names the bucket itself
+	// (the S3 bucket name, the directory name): the default, "bucket-0",
+	// "bucket-1", ..., depends only on position, so it is stable, but the
+	// CLI names buckets after --s3-bucket, --s3-express-buckets or its
+	// directories and so cannot open as leader a chain recorded under the
+	// defaults. OpenDir sets the names its layout uses, which the CLI's
+	// --dir uses too.
 	BucketNames []string
 	// W is the copy quorum (default: K/2+1, so 1 for K=1 and 2 for K=3).
 	// Any 1 <= W <= K is safe (W flight copies and K-W+1 poisons cannot
