@@ -34,6 +34,9 @@ type Star struct {
 	closing   chan struct{} // closed by Close: wakes read sessions
 	closeOnce sync.Once
 	closeErr  error
+	// release closes what OpenDir opened for this star (its bbolt file),
+	// after the chains have closed, in reverse order.
+	release []func() error
 }
 
 var _ Loglet = (*Star)(nil)
@@ -777,7 +780,7 @@ func (s *Star) Close(ctx context.Context) error {
 			}
 		}
 		wg.Wait()
-		s.closeErr = errors.Join(errs[:]...)
+		s.closeErr = errors.Join(append(errs[:], s.releaseAll()...)...)
 		if s.closeErr != nil {
 			s.log.Warn("star closed with errors", "star", s.cfg.Star, "err", s.closeErr)
 		} else {
@@ -801,7 +804,19 @@ func (s *Star) crash() {
 				l.crash()
 			}
 		}
+		s.releaseAll() // as a dying process's file locks go with it
 	})
+}
+
+// releaseAll runs s.release in reverse order and returns their errors.
+func (s *Star) releaseAll() []error {
+	var errs []error
+	for i := len(s.release) - 1; i >= 0; i-- {
+		if err := s.release[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // isClosed reports whether Close (or a crash) has begun.
