@@ -108,13 +108,56 @@ type ReadResult struct {
 }
 
 // Loglet is the public surface of flightlog: named streams to append to and
-// read from. *Star implements it.
+// read from. *Star implements it; code that only appends and reads can take
+// a Loglet and be tested against a fake. Stream management (CreateStream,
+// DeleteStream, ListStreams), consumer offsets and Stats are *Star's own.
+//
+// Every method is safe for concurrent use, and returns ErrNilContext (never
+// panics) for a nil ctx. A stream that does not exist is ErrStreamNotFound
+// (for appends unless Config.CreateOnAppend), a stream placed on a star
+// this process does not lead is a *NotLeaderError (and so is an append once
+// a successor has deposed it), and any call but Close after Close is
+// ErrClosed.
 type Loglet interface {
+	// Append writes b to stream, all or nothing, and returns once it is
+	// acknowledged: its records hold [Ack.Start, Ack.End), and W copies of
+	// its flight and of every earlier flight of its chain are in object
+	// storage. An error wraps exactly one of ErrNotCommitted (definitely
+	// not written; safe to retry) or ErrOutcomeUnknown (may yet become
+	// durable: retry with MatchSeqNum, or read, to find out); a ctx that
+	// ends after admission is ErrOutcomeUnknown. A MatchSeqNum miss is a
+	// *SeqNumMismatchError carrying the tail. Append does not retain b's
+	// slices after it returns.
 	Append(ctx context.Context, stream string, b Batch) (Ack, error)
+	// OpenAppendSession opens a pipelined session on stream: Submit
+	// returns once a batch is admitted, acks complete in submit order, and
+	// after one batch fails every later Submit fails (ErrSessionFailed), so
+	// the producer never sees a gap. The stream must exist (or be
+	// creatable on append). Close the session to wait for the outcomes.
 	OpenAppendSession(ctx context.Context, stream string) (*AppendSession, error)
+	// Read returns durable records of stream from q.Start on, in sequence
+	// order, with no gap and no duplicate, at most q.MaxRecords and about
+	// q.MaxBytes (at least one record if any is readable), and the tail.
+	// Records or an error, never both. A start at or past the durable tail
+	// returns no records; a start below the oldest readable record is
+	// ErrHistoryTrimmed; damage is ErrCorrupt (a *CorruptError naming the
+	// object). The caller owns the returned records.
 	Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error)
+	// OpenReadSession starts a session at q.Start that catches up and then
+	// follows the stream's tail: each Recv blocks until at least one record
+	// is readable (q's limits apply to each Recv) and returns every record
+	// once, in order. A session is not safe for concurrent use.
 	OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error)
+	// CheckTail returns the stream's tail: the sequence number the next
+	// admitted record gets and the last timestamp. On a Star it counts
+	// admitted batches not yet acked, in Tail.Pending (Seq−Pending is the
+	// durable tail); take a MatchSeqNum from Seq when Pending is 0.
 	CheckTail(ctx context.Context, stream string) (Tail, error)
+	// Close stops admission, gives every admitted batch its outcome and
+	// hands the streams over cleanly (a Star flushes, absorbs and seals its
+	// chains, so the next owner continues without a takeover), within ctx
+	// (a Star bounds a ctx without deadline by Config.CloseTimeout). It
+	// returns what failed, joined; later calls return the first result.
 	Close(ctx context.Context) error
 }
 
