@@ -1,0 +1,49 @@
+package loglet_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/flightlog/flightlog/loglet"
+)
+
+// The embedded default: a data directory holding a bbolt metastore and a
+// local directory per bucket, opened in one call. A second OpenDir of the
+// same directory (a restart) continues the stream.
+func ExampleOpenDir() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "flightlog-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	cfg := loglet.DefaultConfig() // edit what differs; OpenDir sets the backends
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	for run := 1; run <= 2; run++ {
+		star, err := loglet.OpenDir(ctx, dir, cfg)
+		if err != nil {
+			panic(err)
+		}
+		if run == 1 {
+			if _, err := star.CreateStream(ctx, "orders", loglet.StreamOptions{Class: loglet.Standard}); err != nil {
+				panic(err)
+			}
+		}
+		ack, err := star.Append(ctx, "orders", loglet.Batch{Records: []loglet.Record{{Body: fmt.Appendf(nil, "order from run %d", run)}}})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("run %d: acked [%d, %d)\n", run, ack.Start, ack.End)
+		// Close seals the chains and closes the bbolt file, so the next
+		// OpenDir (or `flightlog read --dir`) can have it.
+		if err := star.Close(ctx); err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// run 1: acked [0, 1)
+	// run 2: acked [1, 2)
+}
