@@ -24,12 +24,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/flightlog/flightlog/loglet"
-	"github.com/flightlog/flightlog/metastore/bbolt"
-	"github.com/flightlog/flightlog/objstore"
-	"github.com/flightlog/flightlog/objstore/file"
 )
 
 func main() {
@@ -44,47 +40,14 @@ func main() {
 // run opens (or reopens) the star in dir, appends to both streams, reads
 // back what it appended, and closes the star cleanly.
 func run(ctx context.Context, dir string, out io.Writer) error {
-	reopening := false
-	if _, err := os.Stat(filepath.Join(dir, "meta.db")); err == nil {
-		reopening = true
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	// The metastore: one bbolt file. One process at a time.
-	meta, err := bbolt.Open(filepath.Join(dir, "meta.db"), nil)
+	// The embedded default: dir/meta.db (the bbolt metastore, one process
+	// at a time), dir/standard (Standard's bucket) and dir/express-a, -b,
+	// -c (Express's three "zones", on one disk here: this shows the
+	// protocol, not the fault tolerance).
+	cfg := loglet.DefaultConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	star, err := loglet.OpenDir(ctx, dir, cfg)
 	if err != nil {
-		return fmt.Errorf("%w (bbolt allows one process at a time: is another quickstart or flightlog running on %s?)", err, dir)
-	}
-	defer meta.Close()
-	// The buckets: a local directory each. Standard has one; Express has
-	// three, standing in for three zones (on one disk here, so this shows
-	// the protocol, not the fault tolerance).
-	bucket := func(name string) (objstore.Store, error) { return file.Open(filepath.Join(dir, name)) }
-	standard, err := bucket("standard")
-	if err != nil {
-		return err
-	}
-	var zones []objstore.Store
-	for _, z := range []string{"express-a", "express-b", "express-c"} {
-		b, err := bucket(z)
-		if err != nil {
-			return err
-		}
-		zones = append(zones, b)
-	}
-
-	star, err := loglet.Open(ctx, loglet.Config{
-		Star:     "default",
-		Meta:     meta,
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{standard}, BucketNames: []string{"standard"}},
-		Express:  loglet.ClassConfig{Buckets: zones, BucketNames: []string{"express-a", "express-b", "express-c"}},
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		if reopening {
-			return fmt.Errorf("reopening the star an earlier run left in %s: %w", dir, err)
-		}
 		return err
 	}
 	defer star.Close(context.Background())
