@@ -53,17 +53,70 @@ type globalOpts struct {
 	parallelUploads, expressParallel  int
 	backlogFlights                    int
 	flushDeadline, expressFlushDeadln time.Duration
+
+	envFlags []string // the flags register added, which fromEnv may set
 }
 
+// envOverrides names the variable of a flag whose name, in capitals, would
+// not be the name deployments already use.
+var envOverrides = map[string]string{
+	"etcd": "FLIGHTLOG_ETCD_ENDPOINTS", // as scripts/test.sh and examples/s3 set it
+	"v":    "FLIGHTLOG_VERBOSE",
+}
+
+// envName is the environment variable that stands in for the backend flag
+// name: FLIGHTLOG_ and the name in capitals, '-' as '_'.
+func envName(name string) string {
+	if v, ok := envOverrides[name]; ok {
+		return v
+	}
+	return "FLIGHTLOG_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// register adds the backend flags to fs, each usage naming its variable.
 func (g *globalOpts) register(fs *flag.FlagSet) {
+	before := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+	g.registerFlags(fs)
+	g.envFlags = nil
+	fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			g.envFlags = append(g.envFlags, f.Name)
+			f.Usage += " [$" + envName(f.Name) + "]"
+		}
+	})
+}
+
+// fromEnv sets each backend flag the command line did not give from its
+// variable, if that is set: an explicit flag wins. A value the flag
+// rejects is an error naming the variable.
+func (g *globalOpts) fromEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, name := range g.envFlags {
+		if given[name] {
+			continue
+		}
+		v, ok := lookupEnv(envName(name))
+		if !ok {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("$%s=%q (for --%s): %v", envName(name), v, name, err)
+		}
+	}
+	return nil
+}
+
+func (g *globalOpts) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&g.dir, "dir", defaultDataDir, "embedded data directory: a bucket directory per bucket and the bbolt metastore "+metaFile+" (one process at a time)")
 	fs.StringVar(&g.star, "star", defaultStarName, "star name")
 	fs.DurationVar(&g.lockTimeout, "lock-timeout", time.Second, "how long to wait for the embedded metastore's file lock")
 	fs.BoolVar(&g.verbose, "v", false, "log the library's events to stderr")
 	fs.StringVar(&g.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (an S3-compatible server; empty with --s3-bucket: AWS)")
 	fs.StringVar(&g.s3Region, "s3-region", "", "S3 region (default: the SDK's configuration)")
-	fs.StringVar(&g.s3AccessKey, "s3-access-key", "", "S3 access key (default $FLIGHTLOG_S3_ACCESS_KEY, else the SDK's chain)")
-	fs.StringVar(&g.s3SecretKey, "s3-secret-key", "", "S3 secret key (default $FLIGHTLOG_S3_SECRET_KEY)")
+	fs.StringVar(&g.s3AccessKey, "s3-access-key", "", "S3 access key (with --s3-secret-key; neither: the SDK's default chain)")
+	fs.StringVar(&g.s3SecretKey, "s3-secret-key", "", "S3 secret key")
 	fs.StringVar(&g.s3Bucket, "s3-bucket", "", "S3 bucket of the Standard class (K=1)")
 	fs.StringVar(&g.s3Express, "s3-express-buckets", "", "comma-separated S3 buckets of the Express class (one per zone, K=3, W=2)")
 	fs.BoolVar(&g.s3PathStyle, "s3-path-style", true, "path-style S3 addressing (S3-compatible servers; false for S3 directory buckets)")
@@ -126,11 +179,15 @@ func (g *globalOpts) open(ctx context.Context, mustExist bool) (*backends, error
 		}
 	}()
 	metaPath := filepath.Join(g.dir, metaFile)
-	if g.etcd == "" || g.embedded() {
-		if mustExist {
-			if _, err := os.Stat(metaPath); err != nil {
-				return nil, fmt.Errorf("%w in %s (%s: %v); write some with `flightlog append` or `go run ./examples/quickstart --dir %s`", errNoData, g.dir, metaFile, err, g.dir)
-			}
+	if mustExist && (g.etcd == "" || g.embedded()) {
+		// A read must not create what is not there: the bbolt metastore,
+		// or, with etcd as the metastore, the bucket directories in --dir.
+		need := metaPath
+		if g.etcd != "" {
+			need = filepath.Join(g.dir, standardDir)
+		}
+		if _, err := os.Stat(need); err != nil {
+			return nil, fmt.Errorf("%w in %s (%s: %v); write some with `flightlog append` or `go run ./examples/quickstart --dir %s`", errNoData, g.dir, filepath.Base(need), err, g.dir)
 		}
 	}
 	switch {
@@ -177,9 +234,6 @@ func (g *globalOpts) open(ctx context.Context, mustExist bool) (*backends, error
 		return b, nil
 	}
 	access, secret := g.s3AccessKey, g.s3SecretKey
-	if access == "" {
-		access, secret = os.Getenv("FLIGHTLOG_S3_ACCESS_KEY"), os.Getenv("FLIGHTLOG_S3_SECRET_KEY")
-	}
 	newS3 := func(bucket string) (objstore.Store, error) {
 		return s3.New(ctx, s3.Config{
 			Bucket: bucket, Endpoint: g.s3Endpoint, Region: g.s3Region, UsePathStyle: g.s3PathStyle,

@@ -98,16 +98,48 @@ func inspectCopy(ctx context.Context, b objstore.Store, name, key string, sk slo
 	return r
 }
 
-// inspectCmd: flightlog inspect KEY.
+const inspectHelp = `The argument is an object key (chains/<star>/<class>/<epoch>/<slot>, a tails
+snapshot's, a settled object's), or a slot number: then --class (default
+standard) and --epoch (default: the chain's live epoch, read from its epoch
+record in the metastore) name the chain of --star, and the key is that slot's.
+  flightlog inspect 12                              slot 12 of the live standard epoch
+  flightlog inspect --class express --epoch 3 12    slot 12 of express epoch 3
+Exit code 1 when no bucket holds the key.`
+
+// inspectCmd: flightlog inspect KEY|SLOT.
 func inspectCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
 	asJSON := fs.Bool("json", false, "print JSON")
+	class := fs.String("class", "standard", "with a slot number: the chain's class, standard or express")
+	epoch := fs.Uint64("epoch", 0, "with a slot number: the epoch (0: the chain's live epoch)")
 	return func(ctx context.Context, env *cmdEnv, args []string) int {
 		key := args[0]
+		slot, err := strconv.ParseUint(key, 10, 64)
+		isNumber := err == nil
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if !isNumber && (given["class"] || given["epoch"]) {
+			return env.fail(fmt.Errorf("inspect %s: --class and --epoch go with a slot number, not a key", key))
+		}
+		c, err := chain.ParseClass(*class)
+		if err != nil {
+			return env.fail(err)
+		}
 		b, err := env.g.open(ctx, true)
 		if err != nil {
 			return env.fail(err)
 		}
 		defer b.Close()
+		if isNumber {
+			e := *epoch
+			if e == 0 {
+				rec, _, err := chain.ReadEpoch(ctx, b.meta, env.g.star, c)
+				if err != nil {
+					return env.fail(fmt.Errorf("inspect slot %d: the live epoch of %s/%s: %w", slot, env.g.star, c, err))
+				}
+				e = rec.Epoch
+			}
+			key = chain.SlotKey(env.g.star, c, e, slot)
+		}
 		sk, isSlot := parseSlotKey(key)
 		classes := chain.Classes
 		if isSlot {

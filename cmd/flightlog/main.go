@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -26,6 +27,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // Exit codes. fsck and walk use exitProblems for "ran, and found problems".
@@ -41,7 +44,7 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	go onSignals(sigs, cancel, done, stopBound, os.Stderr, os.Exit)
-	code := run(ctx, os.Args[1:], interruptible(ctx, os.Stdin), os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.LookupEnv, interruptible(ctx, os.Stdin), os.Stdout, os.Stderr)
 	close(done)
 	os.Exit(code)
 }
@@ -123,6 +126,8 @@ type command struct {
 	name    string
 	args    string // positional arguments, for the usage line
 	summary string
+	// help, if set, is printed by the command's --help under the summary.
+	help string
 	// flags adds the command's own flags to fs and returns the function
 	// that runs the command with its positional arguments.
 	flags func(fs *flag.FlagSet, g *globalOpts) func(ctx context.Context, env *cmdEnv, args []string) int
@@ -147,14 +152,24 @@ func (e *cmdEnv) fail(err error) int {
 }
 
 var commands = []command{
-	{"append", "STREAM", "append records read from stdin (one per line, or --length-prefixed)", appendCmd},
-	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readCmd},
-	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", tailCmd},
-	{"inspect", "KEY", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectCmd},
-	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", walkCmd},
-	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run)", fsckCmd},
-	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", benchCmd},
+	{"append", "STREAM", "append records read from stdin (one per line, or --length-prefixed)", "", appendCmd},
+	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readFormatHelp, readCmd},
+	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, tailCmd},
+	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N); leads nothing", streamsHelp, streamsCmd},
+	{"create", "STREAM", "create a stream (--class standard|express); leads the star, refusing a live owner", leadHelp, createCmd},
+	{"delete", "STREAM", "delete a stream's record (its data stays until settle and trim); leads the star, refusing a live owner", leadHelp + deleteHelp, deleteCmd},
+	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, inspectCmd},
+	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", "", walkCmd},
+	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run)", "", fsckCmd},
+	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", "", benchCmd},
 }
+
+// trimNote is why there is no trim command: it is said in --help, not
+// offered as a command that cannot work yet.
+const trimNote = `There is no trim command yet: trimming a stream's history waits for settlement
+(copying acked flights into settled objects), which is not built. delete
+removes a stream's record only; its data stays.
+`
 
 const helpIntro = `flightlog: operator's tool for flightlog, a durable multi-stream append log
 whose write path goes straight to object storage.
@@ -178,15 +193,22 @@ Backends (flags accepted by every command):
 
   --s3-endpoint URL with --s3-bucket NAME (Standard) and/or --s3-express-buckets
   A,B,C (Express, K=3) use S3 or an S3-compatible server; --etcd URL[,URL] uses
-  etcd as the metastore (otherwise bbolt in --dir). Credentials: --s3-access-key and
-  --s3-secret-key, else FLIGHTLOG_S3_ACCESS_KEY/FLIGHTLOG_S3_SECRET_KEY, else the
-  SDK's default chain.
+  etcd as the metastore (otherwise bbolt in --dir; --etcd with no S3 flags keeps
+  the buckets in --dir and needs no meta.db). Credentials: --s3-access-key and
+  --s3-secret-key, else the SDK's default chain.
 
-Leadership: only append leads the star (it takes each chain over, as a restart
-would). It refuses a chain with a live owner: an epoch record naming another
-owner and not sealed by a clean Close (the owner runs, or crashed: the metastore
-cannot tell which). --takeover overrides that, deposing the owner if it still
-runs. read, tail, walk, fsck and inspect never lead anything.
+  Every backend flag below may be given as an environment variable instead,
+  named after it: FLIGHTLOG_ and the flag in capitals, '-' as '_'
+  (--s3-endpoint: FLIGHTLOG_S3_ENDPOINT), except --etcd: FLIGHTLOG_ETCD_ENDPOINTS
+  and -v: FLIGHTLOG_VERBOSE. A flag given on the command line wins over its
+  variable. Command flags (--class, --format, ...) have no variables.
+
+Leadership: append, create and delete lead the star (they take each chain
+over, as a restart would). They refuse a chain with a live owner: an epoch
+record naming another owner and not sealed by a clean Close (the owner runs, or
+crashed: the metastore cannot tell which). --takeover overrides that, deposing
+the owner if it still runs. read, tail, streams, walk, fsck and inspect never
+lead anything: they read the metastore and the buckets beside a live leader.
 
 Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed;
 2 could not run (bad flags, backend unreachable or in use, a live owner).
@@ -197,6 +219,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprint(w, "\n"+trimNote)
 	fmt.Fprint(w, helpBackends)
 	fs := flag.NewFlagSet("flightlog", flag.ContinueOnError)
 	(&globalOpts{}).register(fs)
@@ -207,7 +230,9 @@ func usage(w io.Writer) {
 
 // run is the whole program: it parses args, runs one command, and returns
 // the process's exit code. ctx ends on Ctrl-C (tail and bench stop there).
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// lookupEnv reads the FLIGHTLOG_* variables that stand in for backend flags
+// not given (main passes os.LookupEnv; tests pass their own).
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitCannot
@@ -230,23 +255,35 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	g := &globalOpts{}
 	fs := flag.NewFlagSet("flightlog "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	g.register(fs)
 	runCmd := cmd.flags(fs, g)
 	fs.Usage = func() {
 		o := fs.Output()
 		fmt.Fprintf(o, "Usage: flightlog %s [flags] %s\n  %s\n\n", cmd.name, cmd.args, cmd.summary)
-		fmt.Fprintf(o, "The embedded store (bbolt in --dir) is for one process: stop the service first.\n\nFlags:\n")
+		if cmd.help != "" {
+			fmt.Fprintf(o, "%s\n\n", strings.TrimSpace(cmd.help))
+		}
+		fmt.Fprintf(o, "The embedded store (bbolt in --dir) is for one process: stop the service first.\n\nFlags (a backend flag not given is read from the variable named after it):\n")
 		fs.PrintDefaults()
 	}
+	// The flag package prints the usage itself, on -h as on a bad flag:
+	// hold it, then send it once, to stdout when help was asked for and to
+	// stderr (after the error) otherwise.
+	var parseOut bytes.Buffer
+	fs.SetOutput(&parseOut)
 	pos, err := parseInterspersed(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
+		stdout.Write(parseOut.Bytes())
 		return exitOK
 	}
+	stderr.Write(parseOut.Bytes())
+	fs.SetOutput(stderr)
 	if err != nil {
-		return exitCannot // flag already printed the error and usage
+		return exitCannot // flag printed the error and usage above
+	}
+	if err := g.fromEnv(fs, lookupEnv); err != nil {
+		fmt.Fprintf(stderr, "flightlog %s: %v\n", cmd.name, err)
+		return exitCannot
 	}
 	want := len(strings.Fields(cmd.args))
 	if len(pos) != want {
@@ -279,14 +316,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // isTerminal reports whether w is a terminal: progress goes to stderr only
-// then, so piped or captured output stays quiet.
+// then, so piped or captured output stays quiet. It asks the terminal
+// driver (term.IsTerminal: an ioctl that only a tty answers), not the file
+// mode: /dev/null is a character device too, and is no terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // progress writes a one-line, overwritten status to stderr when it is a

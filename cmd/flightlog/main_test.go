@@ -22,13 +22,24 @@ import (
 	"github.com/flightlog/flightlog/objstore/file"
 )
 
-// cli runs the command line in-process and returns its exit code and
-// output.
+// cli runs the command line in-process, with no FLIGHTLOG_* variables
+// (scripts/test.sh exports some for the server tests), and returns its exit
+// code and output.
 func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
+	return cliEnv(t, nil, stdin, args...)
+}
+
+// cliEnv is cli with env as the whole environment.
+func cliEnv(t *testing.T, env map[string]string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	code := run(context.Background(), args, mapEnv(env), strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+func mapEnv(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 }
 
 // seeded returns a data directory holding stream "orders" (Standard:
@@ -124,7 +135,7 @@ func TestAppendThenRead(t *testing.T) {
 	}
 	code, out, _ := cli(t, "", "read", "clicks", "--format", "json", "--dir", dir)
 	var rec jsonRecord
-	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[1]), &rec) != nil || rec.Seq != 1 || rec.Body != "y" || rec.Timestamp == 0 {
+	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[1]), &rec) != nil || rec.Seq != 1 || string(rec.Body) != "y" || rec.Timestamp == 0 {
 		t.Fatalf("read --format json: exit %d, %q", code, out)
 	}
 	if code, _, errs := cli(t, "", "read", "nosuch", "--dir", dir); code != exitCannot || !strings.Contains(errs, "not found") {
@@ -337,7 +348,7 @@ func TestTailFollowsUntilCancelled(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"tail", "orders", "--from", "0", "--poll", "10ms", "--dir", dir}, strings.NewReader(""), &out, &errb)
+		done <- run(ctx, []string{"tail", "orders", "--from", "0", "--poll", "10ms", "--dir", dir}, mapEnv(nil), strings.NewReader(""), &out, &errb)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for out.String() != "one\ntwo\nthree\n" {

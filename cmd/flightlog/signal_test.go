@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -27,6 +28,25 @@ func TestHelperMain(t *testing.T) {
 	main()
 }
 
+// withoutBackendEnv drops the variables that stand in for backend flags
+// (scripts/test.sh exports FLIGHTLOG_S3_ENDPOINT and
+// FLIGHTLOG_ETCD_ENDPOINTS for the server tests): the child works on --dir.
+func withoutBackendEnv(environ []string) []string {
+	g := &globalOpts{}
+	g.register(flag.NewFlagSet("env", flag.ContinueOnError))
+	drop := map[string]bool{}
+	for _, name := range g.envFlags {
+		drop[envName(name)] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // TestSIGTERMEndsABlockedAppend: an append whose stdin stays open (a
 // terminal, a pipe nobody closes) used to ignore SIGTERM for good: the
 // signal cancelled a context nothing blocked on. It now stops reading,
@@ -38,7 +58,7 @@ func TestSIGTERMEndsABlockedAppend(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperMain$", "--", "append", "-v", "--dir", dir, "--create", "s")
-	cmd.Env = append(os.Environ(), "FLIGHTLOG_HELPER_MAIN=1")
+	cmd.Env = append(withoutBackendEnv(os.Environ()), "FLIGHTLOG_HELPER_MAIN=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

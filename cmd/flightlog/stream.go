@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet"
@@ -21,7 +24,8 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 	create := fs.Bool("create", false, "create the stream if it does not exist")
 	lp := fs.Bool("length-prefixed", false, "stdin holds records as a 4-byte big-endian length and that many bytes (default: one record per line)")
 	batch := fs.Int("batch", 100, "records per batch (each batch is one append, all or nothing)")
-	takeover := fs.Bool("takeover", false, "lead the star even if its chain has a live owner (an epoch not sealed by a clean Close): that owner, if it is still running, is deposed and fails every later append with a not-leader error until it is restarted")
+	lf := &leadFlags{}
+	lf.register(fs)
 	override := fs.String("fence-override", "strict", "DANGEROUS, for a takeover blocked at a slot no fence can decide (Open logs \"fence blocked\" at WARN, naming the slot): accept-readable takes a slot with one readable flight copy as committed (buckets lost for good); discard-unreadable also takes a slot with no readable copy as dead, LOSING its records and every later slot's of that epoch, acked or not. Run fsck first")
 	return func(ctx context.Context, env *cmdEnv, args []string) int {
 		stream := args[0]
@@ -44,16 +48,11 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return env.fail(err)
 		}
 		defer b.Close()
-		star, err := env.g.openStarAs(ctx, b, env.stderr, !*takeover, func(cfg *loglet.Config) {
+		star, code := lf.lead(ctx, env, b, func(cfg *loglet.Config) {
 			cfg.Standard.FenceOverride, cfg.Express.FenceOverride = fo, fo
 		})
-		if errors.Is(err, loglet.ErrLiveOwner) {
-			env.errorf("%v", err)
-			env.errorf("refusing to take the star over from a live owner: stop the service that leads it (its clean Close seals the chain), or, if it crashed, pass --takeover (a service still running would be deposed)")
-			return exitCannot
-		}
-		if err != nil {
-			return env.fail(err)
+		if star == nil {
+			return code
 		}
 		closed := false
 		defer func() {
@@ -135,14 +134,14 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			env.errorf("closing the star: %v (every appended record is durable; the next owner takes the chain over)", err)
 		}
 		if readErr != nil {
-			env.errorf("reading stdin: %v (the %d records before it were appended)", readErr, n)
+			env.errorf("reading stdin: %v (the %s before it were appended)", readErr, plural(n, "record"))
 			return exitProblems
 		}
 		if n == 0 {
 			fmt.Fprintf(env.stdout, "%s: no records on stdin\n", stream)
 			return exitOK
 		}
-		fmt.Fprintf(env.stdout, "%s: appended %d records, seq [%d, %d)\n", stream, n, first, end)
+		fmt.Fprintf(env.stdout, "%s: appended %s, seq [%d, %d)\n", stream, plural(n, "record"), first, end)
 		return exitOK
 	}
 }
@@ -241,11 +240,115 @@ func (r *readFlags) position(fs *flag.FlagSet, def loglet.Position) (loglet.Posi
 	return pos, nil
 }
 
+// readFormatHelp documents --format json's rule.
+const readFormatHelp = `--format json prints one object per record, losslessly:
+  {"seq":N,"ts":MS,"headers":[{"name":...,"value":...},...],"body":...}
+Headers keep their order and duplicates. Each byte string (body, a header's
+name or value) is a JSON string when it is valid UTF-8 and otherwise is given,
+instead, base64-encoded (standard, padded) under the same key with "_base64"
+appended: "body_base64", "name_base64", "value_base64". Exactly one of the two
+keys is present; an empty body is "body":"". --format body and tsv write the
+bytes raw (a body holding a newline or a tab spans lines or columns there).`
+
+// jsonRecord is one line of --format json (readFormatHelp has the rule).
 type jsonRecord struct {
-	Seq       uint64            `json:"seq"`
-	Timestamp int64             `json:"ts"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	Body      string            `json:"body"`
+	Seq       uint64
+	Timestamp int64
+	Headers   []loglet.Header
+	Body      []byte
+}
+
+func (r jsonRecord) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"seq":%d,"ts":%d`, r.Seq, r.Timestamp)
+	if len(r.Headers) > 0 {
+		b.WriteString(`,"headers":[`)
+		for i, h := range r.Headers {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('{')
+			writeBytesField(&b, "name", h.Name)
+			b.WriteByte(',')
+			writeBytesField(&b, "value", h.Value)
+			b.WriteByte('}')
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte(',')
+	writeBytesField(&b, "body", r.Body)
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// writeBytesField writes "key":"p" when p is valid UTF-8 (json.Marshal's
+// escaping is exact for it) and "key_base64":"..." otherwise (json.Marshal
+// would replace each invalid byte by U+FFFD).
+func writeBytesField(b *bytes.Buffer, key string, p []byte) {
+	v := string(p)
+	if !utf8.Valid(p) {
+		key, v = key+"_base64", base64.StdEncoding.EncodeToString(p)
+	}
+	k, _ := json.Marshal(key)
+	vj, _ := json.Marshal(v)
+	b.Write(k)
+	b.WriteByte(':')
+	b.Write(vj)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (for tests, and the rule a
+// consumer follows).
+func (r *jsonRecord) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Seq       uint64                       `json:"seq"`
+		Timestamp int64                        `json:"ts"`
+		Headers   []map[string]json.RawMessage `json:"headers"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return err
+	}
+	body, err := readBytesField(top, "body")
+	if err != nil {
+		return err
+	}
+	*r = jsonRecord{Seq: raw.Seq, Timestamp: raw.Timestamp, Body: body}
+	for _, h := range raw.Headers {
+		name, err := readBytesField(h, "name")
+		if err != nil {
+			return err
+		}
+		value, err := readBytesField(h, "value")
+		if err != nil {
+			return err
+		}
+		r.Headers = append(r.Headers, loglet.Header{Name: name, Value: value})
+	}
+	return nil
+}
+
+func readBytesField(m map[string]json.RawMessage, key string) ([]byte, error) {
+	plain, isPlain := m[key]
+	coded, isCoded := m[key+"_base64"]
+	var s string
+	switch {
+	case isPlain && isCoded:
+		return nil, fmt.Errorf("both %q and %q", key, key+"_base64")
+	case isCoded:
+		if err := json.Unmarshal(coded, &s); err != nil {
+			return nil, err
+		}
+		return base64.StdEncoding.DecodeString(s)
+	case isPlain:
+		if err := json.Unmarshal(plain, &s); err != nil {
+			return nil, err
+		}
+		return []byte(s), nil
+	}
+	return nil, fmt.Errorf("no %q", key)
 }
 
 func (r *readFlags) print(w *bufio.Writer, recs []loglet.SequencedRecord) {
@@ -254,14 +357,7 @@ func (r *readFlags) print(w *bufio.Writer, recs []loglet.SequencedRecord) {
 		case "tsv":
 			fmt.Fprintf(w, "%d\t%d\t%s\n", rec.Seq, rec.Timestamp, rec.Body)
 		case "json":
-			j := jsonRecord{Seq: rec.Seq, Timestamp: rec.Timestamp, Body: string(rec.Body)}
-			for _, h := range rec.Headers {
-				if j.Headers == nil {
-					j.Headers = map[string]string{}
-				}
-				j.Headers[string(h.Name)] = string(h.Value)
-			}
-			b, _ := json.Marshal(j)
+			b, _ := jsonRecord{rec.Seq, rec.Timestamp, rec.Headers, rec.Body}.MarshalJSON()
 			w.Write(append(b, '\n'))
 		default:
 			w.Write(rec.Body)
