@@ -126,7 +126,7 @@ type benchOpts struct {
 	transitHours       float64
 	seed               uint64
 	json               bool
-	plot               string
+	plot, cdf          string
 }
 
 // latency is one latency figure set, in microseconds.
@@ -209,11 +209,26 @@ func benchCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []
 	fs.Float64Var(&o.transitHours, "transit-hours", 1, "hours transit data is stored before settle, for the storage cost")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the latency model and the workload")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
-	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file")
+	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file (latency on a log axis, the fraction on a tail scale, -log10(1-q))")
+	fs.StringVar(&o.cdf, "cdf", "", "write the ack-latency CDF as data to this file: CSV (q,ack_us) if it ends in .csv, JSON if in .json")
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
+		if o.cdf != "" {
+			if _, err := encodeCDF(&benchResult{}, o.cdf); err != nil {
+				return env.fail(err) // before the run, not after it
+			}
+		}
 		res, err := runBench(ctx, env, o)
 		if err != nil {
 			return env.fail(err)
+		}
+		if o.cdf != "" {
+			data, err := encodeCDF(res, o.cdf)
+			if err == nil {
+				err = os.WriteFile(o.cdf, data, 0o644)
+			}
+			if err != nil {
+				return env.fail(err)
+			}
 		}
 		if o.plot != "" {
 			if err := os.WriteFile(o.plot, plotCDF(res), 0o644); err != nil {
@@ -492,11 +507,7 @@ wait:
 	res.Cost.Puts, res.Cost.Upload, res.Cost.Storage, res.Cost.Total = round(res.Cost.Puts, 6), round(res.Cost.Upload, 6), round(res.Cost.Storage, 6), round(res.Cost.Total, 6)
 	res.Halts = cs.Halts
 	res.FailedBatches = uint64(failed.Load())
-	for i := 0; i <= 200; i++ {
-		q := float64(i) / 200
-		res.cdf = append(res.cdf, cdfPoint{q, us(as.Quantile(q))})
-	}
-	for _, q := range []float64{0.999, 0.9999, 1} {
+	for _, q := range cdfQuantiles() {
 		res.cdf = append(res.cdf, cdfPoint{q, us(as.Quantile(q))})
 	}
 	return res, nil

@@ -364,9 +364,9 @@ func TestTailFollowsUntilCancelled(t *testing.T) {
 }
 
 func TestBenchJSONAndPlot(t *testing.T) {
-	plot := filepath.Join(t.TempDir(), "cdf.svg")
+	plot, cdf := filepath.Join(t.TempDir(), "cdf.svg"), filepath.Join(t.TempDir(), "cdf.csv")
 	code, out, errs := cli(t, "", "bench", "--model", "custom", "--k", "3", "--w", "2", "--put-median", "1ms", "--put-p99", "3ms",
-		"--duration", "300ms", "--producers", "4", "--streams", "2", "--record-size", "256", "--json", "--plot", plot)
+		"--duration", "300ms", "--producers", "4", "--streams", "2", "--record-size", "256", "--json", "--plot", plot, "--cdf", cdf)
 	if code != exitOK {
 		t.Fatalf("bench: exit %d\n%s%s", code, out, errs)
 	}
@@ -380,6 +380,12 @@ func TestBenchJSONAndPlot(t *testing.T) {
 	svg, err := os.ReadFile(plot)
 	if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
 		t.Fatalf("plot: %v\n%.200s", err, svg)
+	}
+	if data, err := os.ReadFile(cdf); err != nil || !bytes.HasPrefix(data, []byte("q,ack_us\n0,")) || !bytes.Contains(data, []byte("\n1,")) {
+		t.Fatalf("--cdf: %v\n%.200s", err, data)
+	}
+	if code, _, errs := cli(t, "", "bench", "--cdf", "cdf.txt"); code != exitCannot || !strings.Contains(errs, ".csv or .json") {
+		t.Fatalf("bench --cdf cdf.txt: exit %d %s", code, errs)
 	}
 	code, out, errs = cli(t, "", "bench", "--model", "s3-express", "--duration", "200ms", "--producers", "2")
 	if code != exitOK || !strings.Contains(out, "ack / PUT") || !strings.Contains(out, "S3 Express One Zone list prices") {
