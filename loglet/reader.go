@@ -199,10 +199,31 @@ func (r *Reader) tail(ctx context.Context, rec streamRecord, c Class) (Tail, err
 // a reader stalled for many rounds per attempt to reach it).
 const maxTailAttempts = 64
 
-// OpenReadSession starts a session at q.Start that polls for new refs. It
-// follows the incarnation the stream has when it opens: if the stream is
-// deleted (and maybe created again), the session ends with
-// ErrStreamNotFound at its next poll.
+// OpenReadSession starts a session at q.Start that follows the stream's
+// refs as the leader's absorb writes them.
+//
+// How it waits once caught up: when ReaderConfig.Meta implements
+// metastore.Watcher (metastore/etcd, metastore.Mem), it watches the
+// stream's refs and re-reads as soon as one is written, so a record
+// reaches Recv about one absorb round after its ack instead of up to a
+// PollInterval later; it still re-reads every 10 PollIntervals as a
+// safety net. A store without Watch (metastore/bbolt, a fault wrapper), a
+// Watch that fails, and a watch that ends (etcd compacted past it, lost
+// its leader, or the store closed) mean polling every PollInterval, with
+// a fresh watch tried at the next wait.
+//
+// The stream must exist when the session opens: a name with no stream is
+// ErrStreamNotFound, also when the leader runs with CreateOnAppend (the
+// stream is created by the first append, and a Reader never creates one;
+// a leader's Star.OpenReadSession on such a name is ErrStreamNotFound as
+// well). A stream that exists but holds no records yet opens at 0 (from
+// AtSeq(0), a tail offset or a timestamp alike), and its first Recv waits
+// for the first record.
+//
+// The session follows the incarnation the stream has when it opens: if
+// the stream is deleted (and maybe created again), the session ends with
+// ErrStreamNotFound at its next re-read (its next poll, or on a watched
+// store the next ref written or safety poll).
 func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -230,7 +251,44 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 		}
 		return recs, err
 	}
-	wait := func(ctx context.Context, _ uint64) error {
+	// wait watches the stream's refs where the store can (see the doc
+	// above), else polls. A watch lives for one wait: the session has no
+	// Close to end a longer one.
+	const safetyPolls = 10 // PollIntervals between re-reads while watching
+	refs := chain.RefPrefix(rec.id())
+	watcher, _ := r.cfg.Meta.(metastore.Watcher)
+	hitAt := ^uint64(0) // the next at which the last recheck found a ref
+	wait := func(ctx context.Context, next uint64) error {
+		if watcher != nil {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if ch, err := watcher.Watch(wctx, refs); err == nil {
+				// In place: a ref written from now on signals. One
+				// written between the read that found nothing and now
+				// did not: look for it. (A ref that the read could not
+				// use is found once, not spun on.)
+				items, err := r.cfg.Meta.Scan(ctx, refs, chain.RefKey(rec.id(), next), 1)
+				if err == nil && len(items) > 0 && chain.IsRefOf(rec.id(), items[0].Key) && hitAt != next {
+					hitAt = next
+					return nil
+				}
+				if err == nil {
+					t := time.NewTimer(safetyPolls * r.cfg.PollInterval)
+					defer t.Stop()
+					select {
+					case _, ok := <-ch:
+						if ok {
+							return nil
+						}
+						// The watch ended: poll below.
+					case <-t.C:
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			}
+		}
 		t := time.NewTimer(r.cfg.PollInterval)
 		defer t.Stop()
 		select {
