@@ -1,6 +1,8 @@
 package loglet
 
 import (
+	"sync"
+
 	"fmt"
 	"sort"
 
@@ -18,6 +20,14 @@ type streamState struct {
 	class Class
 	lane  *lane
 	core  *leader.Stream
+
+	goneOnce sync.Once
+	gone     chan struct{} // closed when DeleteStream drops this incarnation
+}
+
+// dropped marks the state deleted: its read sessions wake and end.
+func (st *streamState) dropped() {
+	st.goneOnce.Do(func() { close(st.gone) })
 }
 
 // indexView is a stream's flight index as of one moment: the released,

@@ -513,3 +513,60 @@ func TestCreateStreamNeverGuessesTheNameIsTaken(t *testing.T) {
 	}
 	appendBodies(t, p1.star, "a", "x")
 }
+
+// TestStarReadSessionEndsWhenItsStreamIsRecreated: a leader's read
+// session follows the incarnation it opened on. Deleted and created again
+// under the same name, the session ends with ErrStreamNotFound, whether it
+// was waiting for records (it is woken) or comes back later; it never reads
+// the new incarnation from the old position.
+func TestStarReadSessionEndsWhenItsStreamIsRecreated(t *testing.T) {
+	r := newRig(t, Standard, 1, 21, nil)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := r.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte(fmt.Sprint("old-", i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting, err := r.star.OpenReadSession(ctx, "a", ReadQuery{Start: AtSeq(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := r.star.OpenReadSession(ctx, "a", ReadQuery{Start: AtSeq(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := later.Recv(ctx); err != nil || len(recs) != 2 {
+		t.Fatalf("first Recv: %d records, %v", len(recs), err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // before the fix it was never woken
+		defer cancel()
+		_, err := waiting.Recv(wctx)
+		done <- err
+	}()
+	if err := r.star.DeleteStream(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.star.CreateStream(ctx, "a", StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := r.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte(fmt.Sprint("new-", i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; !errors.Is(err, ErrStreamNotFound) {
+		t.Fatalf("the waiting session's Recv: %v, want ErrStreamNotFound", err)
+	}
+	if recs, err := later.Recv(ctx); !errors.Is(err, ErrStreamNotFound) {
+		t.Fatalf("the later session's Recv: %d records (%q...), %v; want ErrStreamNotFound", len(recs), firstBody(recs), err)
+	}
+}
+
+func firstBody(recs []SequencedRecord) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	return string(recs[0].Body)
+}

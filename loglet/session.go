@@ -170,11 +170,30 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 	if err != nil {
 		return nil, err
 	}
+	// The session follows the incarnation the stream has now: once it is
+	// deleted (and maybe created again), the session ends with
+	// ErrStreamNotFound, never reading the new incarnation.
 	read := func(ctx context.Context, from uint64) ([]SequencedRecord, error) {
-		res, err := s.Read(ctx, stream, ReadQuery{Start: AtSeq(from), MaxRecords: q.MaxRecords, MaxBytes: q.MaxBytes})
+		cur, err := s.stream(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		if cur.id != st.id {
+			return nil, fmt.Errorf("%w: %q was deleted (and created again) after this session opened", ErrStreamNotFound, stream)
+		}
+		// The same incarnation, maybe re-cached (a delete whose Commit
+		// failed drops the cache too): follow the live state, whose gone
+		// channel is open.
+		st = cur
+		res, err := s.readStream(ctx, st, ReadQuery{Start: AtSeq(from), MaxRecords: q.MaxRecords, MaxBytes: q.MaxBytes})
 		return res.Records, err
 	}
 	wait := func(ctx context.Context, next uint64) error {
+		select {
+		case <-st.gone:
+			return nil // the next read says it is gone
+		default:
+		}
 		if st.lane.deadFate() != nil {
 			// Deposed: the successor's releases do not wake us; poll its
 			// refs as a Reader does.
@@ -186,6 +205,8 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 		}
 		select {
 		case <-ch:
+			return nil
+		case <-st.gone:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -313,6 +313,9 @@ func (s *Star) DeleteStream(ctx context.Context, name string) error {
 	// nothing is lost if the delete did not apply).
 	defer func() {
 		s.mu.Lock()
+		if st := s.streams[name]; st != nil {
+			st.dropped() // its read sessions end
+		}
 		delete(s.streams, name)
 		s.mu.Unlock()
 	}()
@@ -442,7 +445,7 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 // the class is disabled here), at its state in the lane's core (keyed by the
 // stream's ID: a new incarnation starts at seq 0).
 func (s *Star) newStreamState(rec streamRecord, c Class) *streamState {
-	st := &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c]}
+	st := &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c], gone: make(chan struct{})}
 	if l := st.lane; l != nil {
 		l.mu.Lock()
 		st.core = l.core.Stream(st.id)
@@ -614,6 +617,11 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 	if err != nil {
 		return ReadResult{}, err
 	}
+	return s.readStream(ctx, st, q)
+}
+
+// readStream is Read of the incarnation st.
+func (s *Star) readStream(ctx context.Context, st *streamState, q ReadQuery) (ReadResult, error) {
 	maxRecs, maxBytes := limits(q)
 	start, err := s.resolve(ctx, st, q.Start)
 	if err != nil {
@@ -648,7 +656,7 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 		} else {
 			more, err = s.hist.read(ctx, st.id, next, maxRecs-len(recs), maxBytes-size)
 			if err == nil && len(more) == 0 && len(recs) == 0 {
-				err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", stream, next)
+				err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", st.name, next)
 			}
 		}
 		recs = append(recs, more...)
