@@ -1,0 +1,134 @@
+package loglet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/metastore/etcd"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// BenchmarkAckToReaderSessionEtcd measures, against a real etcd, how long
+// after its ack a record reaches a session of a Reader in "another
+// process" (its own etcd client), polling (the store's Watch hidden) and
+// watching, each with the default AbsorbInterval and a short one, and the
+// default PollInterval (250ms). One record is appended every 5 ms; each op
+// is 100 of them. Reported: p50 and p99 of ack → Recv in ms.
+//
+//	scripts/test.sh -run XXX -bench AckToReaderSessionEtcd -benchtime 3x -count 3 ./loglet
+//
+// (FLIGHTLOG_ETCD_ENDPOINTS names the cluster; scripts/test.sh starts one.)
+func BenchmarkAckToReaderSessionEtcd(b *testing.B) {
+	eps := os.Getenv("FLIGHTLOG_ETCD_ENDPOINTS")
+	if eps == "" {
+		b.Skip("FLIGHTLOG_ETCD_ENDPOINTS is not set: run it through scripts/test.sh, which starts etcd")
+	}
+	for _, absorb := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond} {
+		for _, watch := range []bool{false, true} {
+			mode := "poll"
+			if watch {
+				mode = "watch"
+			}
+			b.Run(fmt.Sprintf("absorb=%v/%s", absorb, mode), func(b *testing.B) {
+				benchAckToEtcdReader(b, strings.Split(eps, ","), absorb, watch)
+			})
+		}
+	}
+}
+
+func benchAckToEtcdReader(b *testing.B, eps []string, absorb time.Duration, watch bool) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	prefix := "flightlog-bench/" + hex.EncodeToString(rnd[:]) + "/"
+	open := func() *etcd.Store {
+		s, err := etcd.New(etcd.Config{Endpoints: eps, Prefix: prefix})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}
+	leaderMeta, readerMeta := open(), open()
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		leaderMeta.Client().Delete(ctx, prefix, clientv3.WithPrefix())
+	})
+	bucket := objstore.WithFaults(objstore.NewMem(), 1)
+	bucket.SetLatency(objstore.OpPut, objstore.LogNormal(5*time.Millisecond, 20*time.Millisecond))
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Star: "s1", Meta: leaderMeta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: absorb,
+		Standard: ClassConfig{Buckets: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("start")}}}); err != nil {
+		b.Fatal(err)
+	}
+	var meta metastore.Store = readerMeta
+	if !watch {
+		meta = struct{ metastore.Store }{readerMeta} // hides Watch: the session polls
+	}
+	rd, err := NewReader(ReaderConfig{Meta: meta, Standard: []objstore.Store{bucket}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs, err := rd.OpenReadSession(ctx, "a", ReadQuery{Start: AtSeq(1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	acked := map[uint64]time.Time{}
+	got := make(chan map[uint64]time.Time, 1)
+	total := 100 * b.N
+	go func() {
+		seen := map[uint64]time.Time{}
+		for len(seen) < total {
+			recs, err := rs.Recv(ctx)
+			if err != nil {
+				b.Error(err)
+				break
+			}
+			now := time.Now()
+			for _, r := range recs {
+				seen[r.Seq] = now
+			}
+		}
+		got <- seen
+	}()
+	b.ResetTimer()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < total; i++ {
+		<-tick.C
+		ack, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("x")}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		acked[ack.Start] = time.Now()
+	}
+	seen := <-got
+	b.StopTimer()
+	var lat []float64
+	for seq, at := range acked {
+		if r, ok := seen[seq]; ok {
+			lat = append(lat, float64(r.Sub(at))/1e6)
+		}
+	}
+	if len(lat) != total {
+		b.Fatalf("the session received %d of %d records", len(lat), total)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(lat[len(lat)/2], "p50-ms")
+	b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+}
