@@ -21,7 +21,8 @@ type ReaderConfig struct {
 	// have them (reads fall through each set in order).
 	Standard, Express []objstore.Store
 	// PollInterval paces read sessions' polls for new refs (default
-	// 250ms).
+	// 250ms) when the metastore cannot watch (metastore.Watcher: etcd and
+	// Mem can); a watching session still re-reads every 10 PollIntervals.
 	PollInterval time.Duration
 	// ReadCacheMiB bounds the cache of recently decoded frames (default
 	// 32; negative: none), as Config.ReadCacheMiB.

@@ -12,9 +12,10 @@ import (
 )
 
 // BenchmarkAckToReaderSession measures how long after its ack a record
-// reaches a non-leader Reader's session: the leader's absorb must record
-// its ref (within AbsorbInterval plus the round), then the session's next
-// poll must see it (within ReaderConfig.PollInterval). One record is
+// reaches a non-leader Reader's polling session (Watch hidden): the
+// leader's absorb must record its ref (within AbsorbInterval plus the
+// round), then the session's next poll must see it (within
+// ReaderConfig.PollInterval). One record is
 // appended every 5 ms; each op is 100 of them. Reported: p50 and p99 of
 // ack → Recv, in ms, against the bound absorb + poll.
 //
@@ -38,7 +39,9 @@ func BenchmarkAckToReaderSession(b *testing.B) {
 			if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("start")}}}); err != nil {
 				b.Fatal(err)
 			}
-			rd, err := NewReader(ReaderConfig{Meta: meta, Standard: []objstore.Store{bucket}, PollInterval: c.poll})
+			// The Reader polls: Mem can watch, and the etcd benchmark
+			// (readers_etcd_bench_test.go) measures watching against polling.
+			rd, err := NewReader(ReaderConfig{Meta: struct{ metastore.Store }{meta}, Standard: []objstore.Store{bucket}, PollInterval: c.poll})
 			if err != nil {
 				b.Fatal(err)
 			}

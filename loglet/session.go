@@ -147,8 +147,10 @@ func (a *AppendSession) Close(ctx context.Context) error {
 }
 
 // ReadSession catches up on a stream and then follows its tail. On the
-// leader it is woken by each release (no polling); on a Reader it polls the
-// metastore every Config.ReaderPollInterval. Not safe for concurrent use.
+// leader it is woken by each release (no polling); on a Reader it waits on a
+// watch of the stream's refs when the metastore is a metastore.Watcher, and
+// otherwise polls every ReaderConfig.PollInterval. Not safe for concurrent
+// use.
 type ReadSession struct {
 	next uint64
 	read func(ctx context.Context, from uint64) ([]SequencedRecord, error)
