@@ -197,6 +197,12 @@ func (l *lane) execute(rd leader.Ready) {
 		l.spawn(req)
 	}
 	l.budget.Free(rd.PoolFreed)
+	// The core's events are logged before the outcomes they explain are
+	// delivered: a "slot released" record (what the tests' release watch
+	// checks) precedes the ack a producer sees, never follows it.
+	for _, lg := range rd.Logs {
+		l.log.LogAttrs(context.Background(), lg.Level, lg.Msg, lg.Attrs...)
+	}
 	for _, b := range rd.Outcomes {
 		close(b.Done)
 	}
@@ -217,9 +223,6 @@ func (l *lane) execute(rd leader.Ready) {
 			}
 		}
 		l.mu.Unlock()
-	}
-	for _, lg := range rd.Logs {
-		l.log.LogAttrs(context.Background(), lg.Level, lg.Msg, lg.Attrs...)
 	}
 	if rd.Opened != nil {
 		l.opened <- *rd.Opened

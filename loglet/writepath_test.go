@@ -250,11 +250,12 @@ func TestForeignOccupantRecovers(t *testing.T) {
 	}
 	r.checkReleases()
 	r.mu.Lock()
+	released := fmt.Sprint(r.released)
+	r.mu.Unlock() // not held across Fatalf: the cleanup's Close needs the release watch
 	want := [][2]uint64{{1, 0}, {1, 1}, {2, 0}, {2, 1}, {2, 2}}
-	if fmt.Sprint(r.released) != fmt.Sprint(want) {
-		t.Fatalf("released %v, want %v", r.released, want)
+	if released != fmt.Sprint(want) {
+		t.Fatalf("released %v, want %v", released, want)
 	}
-	r.mu.Unlock()
 	st := r.star.Stats().Standard
 	if st.Halts != 1 || st.ForeignOccupants != 1 || st.Epoch != 2 {
 		t.Fatalf("halts %d foreign %d epoch %d", st.Halts, st.ForeignOccupants, st.Epoch)
@@ -331,10 +332,11 @@ func TestHaltedSlotThatCommittedIsAckedNotRepublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	if fmt.Sprint(r.released) != "[[1 0] [2 0]]" {
-		t.Fatalf("released %v, want [[1 0] [2 0]]: the committed slot acked in epoch 1, the next append in epoch 2", r.released)
+	released := fmt.Sprint(r.released)
+	r.mu.Unlock() // not held across Fatalf: the cleanup's Close needs the release watch
+	if released != "[[1 0] [2 0]]" {
+		t.Fatalf("released %v, want [[1 0] [2 0]]: the committed slot acked in epoch 1, the next append in epoch 2 (stats %+v)", released, r.star.Stats().Standard)
 	}
-	r.mu.Unlock()
 	got := readAll(t, r.star, "a")
 	if len(got) != 2 || string(got[0].Body) != "once" || string(got[1].Body) != "next" {
 		t.Fatalf("read back %d records", len(got))
