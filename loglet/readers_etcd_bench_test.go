@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,47 +87,7 @@ func benchAckToEtcdReader(b *testing.B, eps []string, absorb time.Duration, watc
 	if err != nil {
 		b.Fatal(err)
 	}
-	acked := map[uint64]time.Time{}
-	got := make(chan map[uint64]time.Time, 1)
-	total := 100 * b.N
-	go func() {
-		seen := map[uint64]time.Time{}
-		for len(seen) < total {
-			recs, err := rs.Recv(ctx)
-			if err != nil {
-				b.Error(err)
-				break
-			}
-			now := time.Now()
-			for _, r := range recs {
-				seen[r.Seq] = now
-			}
-		}
-		got <- seen
-	}()
-	b.ResetTimer()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for i := 0; i < total; i++ {
-		<-tick.C
-		ack, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("x")}}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		acked[ack.Start] = time.Now()
-	}
-	seen := <-got
-	b.StopTimer()
-	var lat []float64
-	for seq, at := range acked {
-		if r, ok := seen[seq]; ok {
-			lat = append(lat, float64(r.Sub(at))/1e6)
-		}
-	}
-	if len(lat) != total {
-		b.Fatalf("the session received %d of %d records", len(lat), total)
-	}
-	slices.Sort(lat)
-	b.ReportMetric(lat[len(lat)/2], "p50-ms")
-	b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+	p50, p99 := ackToSession(b, s, rs, 100*b.N)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
 }
