@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"path/filepath"
 	"strings"
@@ -71,15 +70,7 @@ func object(t *testing.T, bucketDir, key string) []byte {
 func crashed(t *testing.T, class loglet.Class, stream string, recs ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	g := &globalOpts{}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	g.register(fs)
-	fs.Parse([]string{"--dir", dir})
-	b, err := g.open(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, g, b := tempBackends(t)
 	faulty := metastore.WithFaults(b.meta, 1)
 	var blockAbsorb atomic.Bool
 	faulty.SetHook(func(op string, keys []string) metastore.Fault {

@@ -48,15 +48,7 @@ func mapEnv(env map[string]string) func(string) (string, bool) {
 func seeded(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	g := &globalOpts{}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	g.register(fs)
-	fs.Parse([]string{"--dir", dir})
-	b, err := g.open(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, g, b := tempBackends(t)
 	defer b.Close()
 	star, err := g.openStar(ctx, b, io.Discard)
 	if err != nil {
@@ -401,15 +393,7 @@ func TestBenchJSONAndPlot(t *testing.T) {
 // continues every stream.
 func TestAppendRefusesLiveOwner(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	g := &globalOpts{}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	g.register(fs)
-	fs.Parse([]string{"--dir", dir})
-	b, err := g.open(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, g, b := tempBackends(t)
 	star, err := g.openStar(ctx, b, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -451,15 +435,7 @@ func TestAppendRefusesLiveOwner(t *testing.T) {
 // which used to report 0 problems, finds it without writing anything.
 func TestFsckFindsAStarThatCannotBeOpened(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	g := &globalOpts{}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	g.register(fs)
-	fs.Parse([]string{"--dir", dir})
-	b, err := g.open(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, g, b := tempBackends(t)
 	cfg := g.starConfig(b, io.Discard)
 	cfg.AbsorbInterval = time.Hour // the first round goes out at once, the next not for an hour
 	star, err := loglet.Open(ctx, cfg)
@@ -513,4 +489,23 @@ func TestFsckFindsAStarThatCannotBeOpened(t *testing.T) {
 	if code == exitOK || !strings.Contains(errs, "does not continue") {
 		t.Fatalf("append (a takeover) after fsck: exit %d, want a failure\n%s", code, errs)
 	}
+}
+
+// tempBackends opens the embedded default (--dir) in a fresh temporary
+// directory, as the CLI would, and returns the directory, the options and
+// the backends.
+func tempBackends(t *testing.T) (string, *globalOpts, *backends) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	g := &globalOpts{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	g.register(fs)
+	if err := fs.Parse([]string{"--dir", dir}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := g.open(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, g, b
 }

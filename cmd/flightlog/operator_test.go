@@ -101,15 +101,7 @@ func TestBackendFlagsFromEnv(t *testing.T) {
 func seededWith(t *testing.T, recs []loglet.Record) string {
 	t.Helper()
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	g := &globalOpts{}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	g.register(fs)
-	fs.Parse([]string{"--dir", dir})
-	b, err := g.open(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, g, b := tempBackends(t)
 	defer b.Close()
 	star, err := g.openStar(ctx, b, io.Discard)
 	if err != nil {
@@ -436,15 +428,7 @@ func TestListStreamsPages(t *testing.T) {
 // create refuses the owner unless --takeover.
 func TestStreamsLeadsNothing(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	g := &globalOpts{}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	g.register(fs)
-	fs.Parse([]string{"--dir", dir})
-	b, err := g.open(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, g, b := tempBackends(t)
 	star, err := g.openStar(ctx, b, io.Discard)
 	if err != nil {
 		t.Fatal(err)
