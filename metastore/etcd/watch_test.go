@@ -14,38 +14,8 @@ import (
 
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/metastore/etcd"
+	"github.com/flightlog/flightlog/metastore/metastoretest"
 )
-
-const watchWait = 10 * time.Second
-
-func wantSignal(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: the watch ended, want a signal", what)
-		}
-	case <-time.After(watchWait):
-		t.Fatalf("%s: no signal within %v", what, watchWait)
-	}
-}
-
-// wantEnded drains ch until it is closed, or fails after watchWait.
-func wantEnded(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	timer := time.NewTimer(watchWait)
-	defer timer.Stop()
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-timer.C:
-			t.Fatalf("%s: the watch is still open after %v", what, watchWait)
-		}
-	}
-}
 
 // TestWatchUnreachableIsUnavailable: a Watch that etcd never confirms
 // fails with ErrUnavailable after the request timeout, not never.
@@ -95,9 +65,9 @@ func TestCloseEndsWatches(t *testing.T) {
 			if _, err := s.Put(t.Context(), "p/a", []byte("x"), metastore.NoVersion); err != nil {
 				t.Fatal(err)
 			}
-			wantSignal(t, ch, "a put")
+			metastoretest.WantSignal(t, ch, "a put")
 			s.Close()
-			wantEnded(t, ch, "after Close")
+			metastoretest.WantEnded(t, ch, "after Close")
 			if _, err := s.Watch(t.Context(), "p/"); !errors.Is(err, metastore.ErrUnavailable) {
 				t.Fatalf("Watch after Close = %v, want ErrUnavailable", err)
 			}
@@ -137,7 +107,7 @@ func TestWatchCompactedWhileDisconnectedEnds(t *testing.T) {
 			if _, err := direct.Put(ctx, "p/a", []byte("x"), metastore.NoVersion); err != nil {
 				t.Fatal(err)
 			}
-			wantSignal(t, ch, "a put before the disconnect")
+			metastoretest.WantSignal(t, ch, "a put before the disconnect")
 
 			p.hold() // new connections wait; the open ones are cut
 			for _, k := range []string{"p/b", "p/c"} {
@@ -156,9 +126,9 @@ func TestWatchCompactedWhileDisconnectedEnds(t *testing.T) {
 			}
 			p.release()
 			if compact {
-				wantEnded(t, ch, "a watch resumed past a compaction")
+				metastoretest.WantEnded(t, ch, "a watch resumed past a compaction")
 			} else {
-				wantSignal(t, ch, "puts while disconnected, once reconnected")
+				metastoretest.WantSignal(t, ch, "puts while disconnected, once reconnected")
 			}
 		})
 	}

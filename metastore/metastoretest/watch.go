@@ -37,8 +37,9 @@ func watch(t *testing.T, w metastore.Watcher, prefix string) <-chan struct{} {
 	return ch
 }
 
-// wantSignal fails unless ch delivers a signal within watchWait.
-func wantSignal(t *testing.T, ch <-chan struct{}, what string) {
+// WantSignal fails unless ch delivers a signal within watchWait. It and
+// WantEnded are exported for a backend's own watch tests.
+func WantSignal(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	timer := time.NewTimer(watchWait)
 	defer timer.Stop()
@@ -52,9 +53,9 @@ func wantSignal(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// wantEnded fails unless ch is closed within watchWait (signals still
+// WantEnded fails unless ch is closed within watchWait (signals still
 // pending before the close are drained).
-func wantEnded(t *testing.T, ch <-chan struct{}, what string) {
+func WantEnded(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	timer := time.NewTimer(watchWait)
 	defer timer.Stop()
@@ -91,7 +92,7 @@ func (k kit) watchTests() []kitTest {
 					t.Fatalf("Watch: %v", err)
 				}
 				put(t, s, fmt.Sprintf("p/%d/deeper", i), "x", metastore.NoVersion)
-				wantSignal(t, ch, fmt.Sprintf("round %d: Put under the prefix right after Watch returned", i))
+				WantSignal(t, ch, fmt.Sprintf("round %d: Put under the prefix right after Watch returned", i))
 				cancel()
 			}
 		}},
@@ -102,7 +103,7 @@ func (k kit) watchTests() []kitTest {
 			if err := s.Delete(t.Context(), "p/a", v); err != nil {
 				t.Fatal(err)
 			}
-			wantSignal(t, ch, "Delete under the prefix")
+			WantSignal(t, ch, "Delete under the prefix")
 			drain(ch)
 			// One op of a Commit under the prefix, the others outside it.
 			if _, err := s.Commit(t.Context(), []metastore.Op{
@@ -112,7 +113,7 @@ func (k kit) watchTests() []kitTest {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			wantSignal(t, ch, "Commit with one put under the prefix")
+			WantSignal(t, ch, "Commit with one put under the prefix")
 			drain(ch)
 			if _, err := s.Commit(t.Context(), []metastore.Op{
 				{Kind: metastore.OpPut, Key: "q/2", Value: []byte("x"), Expect: metastore.NoVersion},
@@ -120,7 +121,7 @@ func (k kit) watchTests() []kitTest {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			wantSignal(t, ch, "Commit with one delete under the prefix")
+			WantSignal(t, ch, "Commit with one delete under the prefix")
 		}},
 		{"signals_coalesce", func(t *testing.T, s metastore.Store) {
 			// Many writes and no receive: the backend must neither block
@@ -130,22 +131,22 @@ func (k kit) watchTests() []kitTest {
 			for i := range 50 {
 				put(t, s, fmt.Sprintf("p/%02d", i), "x", metastore.NoVersion)
 			}
-			wantSignal(t, ch, "50 puts under the prefix")
+			WantSignal(t, ch, "50 puts under the prefix")
 			if n := len(ch); n > 1 {
 				t.Fatalf("%d signals pending after one receive, want at most 1", n)
 			}
 			// Still live after the burst.
 			drain(ch)
 			put(t, s, "p/last", "x", metastore.NoVersion)
-			wantSignal(t, ch, "a put after the burst")
+			WantSignal(t, ch, "a put after the burst")
 		}},
 		{"every_watch_of_a_prefix_is_signalled", func(t *testing.T, s metastore.Store) {
 			w := watcher(t, s)
 			a, b, all := watch(t, w, "p/"), watch(t, w, "p/x"), watch(t, w, "")
 			put(t, s, "p/x1", "x", metastore.NoVersion)
-			wantSignal(t, a, `watch "p/"`)
-			wantSignal(t, b, `watch "p/x"`)
-			wantSignal(t, all, `watch "" (every key)`)
+			WantSignal(t, a, `watch "p/"`)
+			WantSignal(t, b, `watch "p/x"`)
+			WantSignal(t, all, `watch "" (every key)`)
 		}},
 		{"ended_context_ends_the_watch", func(t *testing.T, s metastore.Store) {
 			w := watcher(t, s)
@@ -156,11 +157,11 @@ func (k kit) watchTests() []kitTest {
 			}
 			put(t, s, "p/a", "x", metastore.NoVersion) // a pending signal does not keep it open
 			cancel()
-			wantEnded(t, ch, "after its context was cancelled")
+			WantEnded(t, ch, "after its context was cancelled")
 			// The store serves on, and new watches work.
 			ch = watch(t, w, "p/")
 			put(t, s, "p/b", "x", metastore.NoVersion)
-			wantSignal(t, ch, "a new watch after another ended")
+			WantSignal(t, ch, "a new watch after another ended")
 		}},
 		{"ended_context_is_refused", func(t *testing.T, s metastore.Store) {
 			w := watcher(t, s)
