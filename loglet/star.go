@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/invariants"
@@ -111,29 +112,8 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 			}
 		}
 	}
-	// The chains open one after the other, Standard first: a candidate that
-	// loses the first takeover race stops there instead of taking the
-	// second chain from the winner.
-	var opened [2]leader.Opened
-	var errs []error
-	for _, c := range chain.Classes {
-		cc := s.classConfig(c)
-		if len(cc.Buckets) == 0 {
-			continue
-		}
-		l := newLane(s, c, *cc)
-		s.lanes[c] = l
-		o, err := l.awaitOpen(ctx)
-		opened[c] = o
-		if err != nil {
-			errs = append(errs, s.openError(c, err))
-			break
-		}
-		if o.TakeOver {
-			l.log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	opened, err := s.openChains(ctx)
+	if err != nil {
 		for _, l := range s.lanes {
 			if l != nil {
 				l.crash()
@@ -147,6 +127,82 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	}
 	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch)
 	return s, nil
+}
+
+// openChains opens the star's chains one after the other, Standard first.
+// The first chain is the star's lock: a candidate that loses its takeover
+// stops there. A later chain lost to a rival is taken again while this
+// process still holds the first (the rival, deposed from it, gives up when
+// it checks), and the opening fails if a rival took the first meanwhile.
+// So two processes opening one star at once end with one of them holding
+// every chain, not with each holding one.
+func (s *Star) openChains(ctx context.Context) ([2]leader.Opened, error) {
+	var opened [2]leader.Opened
+	var first Class
+	haveFirst, chains := false, 0
+	for _, c := range chain.Classes {
+		cc := s.classConfig(c)
+		if len(cc.Buckets) == 0 {
+			continue
+		}
+		chains++
+		for attempt := 1; ; attempt++ {
+			l := newLane(s, c, *cc)
+			s.lanes[c] = l
+			o, err := l.awaitOpen(ctx)
+			opened[c] = o
+			if err == nil {
+				break
+			}
+			if !haveFirst || !errors.Is(err, leader.ErrTakeoverLost) || attempt >= maxChainRetakes {
+				return opened, s.openError(c, err)
+			}
+			held, herr := s.holds(ctx, first, opened[first].Epoch)
+			if herr != nil || !held {
+				return opened, errors.Join(s.openError(c, err), herr)
+			}
+			l.crash()
+			s.lanes[c] = nil
+			s.log.Info("lost a chain's takeover to a rival while holding the star's first chain; taking it again",
+				"star", s.cfg.Star, "class", c.String(), "first", first.String(), "attempt", attempt, "err", err)
+		}
+		if o := opened[c]; o.TakeOver {
+			s.lanes[c].log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took)
+		}
+		if !haveFirst {
+			first, haveFirst = c, true
+		}
+	}
+	if chains > 1 {
+		held, err := s.holds(ctx, first, opened[first].Epoch)
+		if err != nil {
+			return opened, fmt.Errorf("loglet: check the %s chain is still ours: %w", first, err)
+		}
+		if !held {
+			return opened, fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others", ErrTakeoverLost, first)
+		}
+	}
+	return opened, nil
+}
+
+// maxChainRetakes bounds the takeovers of one later chain in an opening.
+const maxChainRetakes = 4
+
+// holds reports whether this process still leads chain c at epoch: the
+// epoch record is its, and the checkpoint carries no candidate's seal.
+func (s *Star) holds(ctx context.Context, c Class, epoch uint64) (bool, error) {
+	rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, c)
+	if err != nil {
+		return false, err
+	}
+	if rec.Epoch != epoch || rec.Owner != s.cfg.Owner {
+		return false, nil
+	}
+	cp, _, err := absorb.ReadCheckpoint(ctx, s.cfg.Meta, s.cfg.Star, c)
+	if err != nil {
+		return false, err
+	}
+	return cp.Owner == s.cfg.Owner && cp.OwnerEpoch == epoch, nil
 }
 
 // openError turns a chain's opening failure into the loglet's error.

@@ -83,7 +83,12 @@ type succession struct {
 	failingSince time.Time
 	lastErr      error
 
-	attempts int   // takeover restarts after the epoch moved
+	attempts int // takeover restarts after the epoch moved
+	// found is the epoch record the takeover first read (foundAny: one
+	// existed). A restart that finds another candidate's newer epoch has
+	// lost the race instead of taking the chain from the winner.
+	found    chain.EpochRecord
+	foundAny bool
 	cause    error // recovery: the halt
 
 	prev    chain.EpochRecord // the epoch being succeeded
@@ -281,6 +286,13 @@ func (s *succession) onEpochRead(c *Core, ev EpochRead) {
 			c.failOpen(fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly", ErrLiveOwner, c.cfg.Star, c.cfg.Class, rec.Epoch, rec.Owner))
 			return
 		}
+		if s.attempts > 0 && s.rivalMinted(c, rec) {
+			c.failOpen(fmt.Errorf("%w: %s/%s moved to epoch %d owned by %q during the takeover", ErrTakeoverLost, c.cfg.Star, c.cfg.Class, rec.Epoch, rec.Owner))
+			return
+		}
+		if !s.foundAny {
+			s.found, s.foundAny = rec, true
+		}
 		s.prev, s.prevVer = rec, ev.Version
 		s.advance(stepSeal)
 	}
@@ -290,7 +302,7 @@ func (s *succession) onFirstMinted(c *Core, ev FirstMinted) {
 	s.out = false
 	switch {
 	case errors.Is(ev.Err, chain.ErrEpochTaken):
-		s.restart(c, ev.Err) // someone minted first: take it over
+		s.restart(c, ev.Err) // someone minted first: it won (see rivalMinted)
 	case ev.Err != nil:
 		s.retry(c, "mint of the first epoch failed", ev.Err)
 	default:
@@ -298,6 +310,21 @@ func (s *succession) onFirstMinted(c *Core, ev FirstMinted) {
 		c.ab.cpEpoch = ev.Record.Epoch
 		c.serve()
 	}
+}
+
+// rivalMinted reports whether rec, read on a restart, is a newer epoch
+// minted by another candidate rather than by the owner this takeover
+// found (who recovered, or sealed cleanly) or by this process. Chasing it
+// would take the chain from the process that just won it, and two
+// candidates opening one star would split its chains between them.
+func (s *succession) rivalMinted(c *Core, rec chain.EpochRecord) bool {
+	if rec.Owner == c.cfg.Owner {
+		return false
+	}
+	if !s.foundAny {
+		return true // the chain had no epoch, and someone minted the first
+	}
+	return rec.Epoch > s.found.Epoch && rec.Owner != s.found.Owner
 }
 
 // restart begins the takeover again from the epoch record, which moved.

@@ -30,7 +30,7 @@ import (
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
-//	first-minted | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
+//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	tick +d
 //	rendered e= s= | render-failed e= s=
@@ -95,6 +95,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "first-minted":
 		rec := chain.EpochRecord{Epoch: 1, Owner: h.cfg.Owner, Window: h.cfg.Window, K: len(h.cfg.Buckets), W: h.cfg.W, Buckets: h.cfg.Buckets}
 		h.step(FirstMinted{Record: rec, Version: "v1", Committer: h.committer(1)})
+	case "first-mint-taken":
+		h.step(FirstMinted{Err: fmt.Errorf("chain: mint first epoch: %w", chain.ErrEpochTaken)})
 	case "sealed":
 		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", "")}
 		if p := h.str(d, "pending", ""); p != "" {
