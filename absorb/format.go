@@ -44,8 +44,23 @@ type SpanRef struct {
 	MinTS   int64    `json:"min_ts"`
 	MaxTS   int64    `json:"max_ts"`
 	Extents []Extent `json:"extents"`
-	// Writer identifies the write: "<owner>/<epoch>/<round start>".
+	// Writer identifies the write: "<owner>/<epoch>/<round start>", or
+	// "settle/<owner>/<epoch>" for a ref settle repointed.
 	Writer string `json:"writer"`
+	// Star is the star whose chain the records were written through. Set
+	// on settled refs, whose extents (settled objects, in the Standard
+	// bucket set) no longer name a chain slot.
+	Star string `json:"star,omitempty"`
+}
+
+// Settled reports whether every extent of the ref is in a settled object.
+func (r *SpanRef) Settled() bool {
+	for _, e := range r.Extents {
+		if !chain.IsSettledKey(e.Key) {
+			return false
+		}
+	}
+	return len(r.Extents) > 0
 }
 
 // Key is the ref's metastore key.

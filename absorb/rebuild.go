@@ -82,6 +82,19 @@ func (f *tailFold) add(ref SpanRef) {
 	t, seen := f.tails[ref.Stream]
 	counted, all := 0, true
 	for _, ext := range ref.Extents {
+		if chain.IsSettledKey(ext.Key) {
+			// Settled: behind the trim cursor, so behind the checkpoint.
+			if ref.Star != f.star || ref.Class != f.class.String() {
+				all = false
+				continue
+			}
+			counted++
+			if end := ext.FirstSeq + uint64(ext.Count); !seen || end > t.Next {
+				t.Next, seen = end, true
+			}
+			t.Timestamp = max(t.Timestamp, ext.MaxTimestamp)
+			continue
+		}
 		star, c, epoch, slot, ok := chain.ParseSlotKey(ext.Key)
 		if !ok || star != f.star || c != f.class {
 			all = false

@@ -284,6 +284,16 @@ func SettledPrefixKey(id string) string {
 	return "settled/" + StreamKey(name) + "/" + inc + "/"
 }
 
+// SettledKey is the object key of the settled object of the stream whose
+// ID is id that starts at startSeq.
+func SettledKey(id string, startSeq uint64) string {
+	return SettledPrefixKey(id) + pad(startSeq)
+}
+
+// IsSettledKey reports whether key is a settled object's key (of any
+// stream), as opposed to a chain slot's.
+func IsSettledKey(key string) bool { return strings.HasPrefix(key, "settled/") }
+
 // ValidateStreamKeys checks that every key a stream of this name can
 // produce fits the limit of every backend: its record and its refs in the
 // metastore (metastore.MaxKeyLen), its settled objects in the object store

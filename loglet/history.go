@@ -124,8 +124,9 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 		return false, nil
 	}
 	type fetched struct {
-		recs []Record
-		err  error
+		first uint64
+		recs  []Record
+		err   error
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -143,8 +144,8 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			recs, err := h.fetch(fctx, j.key, j.ref, j.ext, stream)
-			ch <- fetched{recs, err}
+			first, recs, err := h.fetch(fctx, j.key, j.ref, j.ext, stream)
+			ch <- fetched{first, recs, err}
 		}()
 	}
 	inFlight := int64(0) // stored bytes of the fetches started and not consumed
@@ -159,7 +160,7 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 			return false, f.err
 		}
 		for k, r := range f.recs {
-			seq := j.ext.FirstSeq + uint64(k)
+			seq := f.first + uint64(k)
 			if seq < *next {
 				continue // refs may overlap while settle repoints: dedupe by seq
 			}
@@ -184,69 +185,128 @@ func recordSize(r Record) int {
 }
 
 // fetch reads one extent, falling through the class's bucket set past
-// missing, short, poisoned or corrupt copies; if none is good it re-reads
-// the ref once (settle may have repointed it) and tries again.
-func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, ext absorb.Extent, stream string) ([]Record, error) {
-	if recs, ok := h.frames.get(ext); ok {
-		return recs, nil
+// missing, short, poisoned or corrupt copies. If none is good it
+// re-resolves the extent's records through the refs once (settle may have
+// repointed or merged the ref, and trim deleted the slot) and reads them
+// from there. It returns the sequence number of the first record returned,
+// which is at or before ext.FirstSeq, and records through at least the
+// extent's last.
+func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, ext absorb.Extent, stream string) (uint64, []Record, error) {
+	recs, corrupt, cause := h.fetchExtent(ctx, ref.Class, ext, stream)
+	if cause == nil {
+		return ext.FirstSeq, recs, nil
 	}
-	for attempt := 0; attempt < 2; attempt++ {
-		set, err := h.set(ref.Class)
+	if ctx.Err() != nil {
+		return 0, nil, ctx.Err()
+	}
+	exts, class, err := h.reresolve(ctx, stream, ext)
+	if err != nil {
+		return 0, nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref %s failed: %w", ext.Key, ext.Offset, ext.Length, cause, refKey, err)
+	}
+	if len(exts) == 0 {
+		if corrupt {
+			return 0, nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", ext.Key, ext.Offset, ext.Length, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count)-1, nameOfID(stream)), Err: cause}
+		}
+		return 0, nil, fmt.Errorf("loglet: no good copy of %s [%d+%d): %w", ext.Key, ext.Offset, ext.Length, cause)
+	}
+	var out []Record
+	for _, e := range exts {
+		recs, corrupt, err := h.fetchExtent(ctx, class, e, stream)
 		if err != nil {
-			return nil, err
-		}
-		// Every copy's failure is kept: the error says damage when any
-		// copy was damaged, not whatever the last bucket said.
-		var errs []error
-		corrupt := false
-		for i, b := range set {
-			data, err := b.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
-			h.gets.Add(1)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				h.skipped.Add(1)
-				errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
-				continue
+			if ctx.Err() != nil {
+				return 0, nil, ctx.Err()
 			}
-			h.getBytes.Add(uint64(len(data)))
-			recs, err := envelope.DecodeFrame(ext.FrameInfo(stream), data)
-			if err != nil {
-				h.skipped.Add(1)
-				h.corrupt.Add(1)
-				corrupt = true
-				errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
-				continue
-			}
-			h.frames.put(ext, recs)
-			return recs, nil
-		}
-		var cause error = absorb.CopyErrors(errs)
-		// Every copy failed: has the ref been repointed meanwhile?
-		it, err := h.meta.Get(ctx, refKey)
-		if err != nil {
-			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref failed: %w", ext.Key, ext.Offset, ext.Length, cause, err)
-		}
-		nref, err := absorb.DecodeRef(it.Value)
-		if err != nil {
-			return nil, &CorruptError{Object: "ref " + refKey, Err: err}
-		}
-		found := false
-		for _, e := range nref.Extents {
-			if e.FirstSeq <= ext.FirstSeq && ext.FirstSeq < e.FirstSeq+uint64(e.Count) && (e.Key != ext.Key || e.Offset != ext.Offset) {
-				ref, ext, found = nref, e, true
-				break
-			}
-		}
-		if !found {
 			if corrupt {
-				return nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", ext.Key, ext.Offset, ext.Length, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count)-1, nameOfID(stream)), Err: cause}
+				return 0, nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", e.Key, e.Offset, e.Length, e.FirstSeq, e.FirstSeq+uint64(e.Count)-1, nameOfID(stream)), Err: err}
 			}
-			return nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) in %d buckets: %w", ext.Key, ext.Offset, ext.Length, len(set), cause)
+			return 0, nil, fmt.Errorf("loglet: extent of %q at %d unreadable after re-resolving its ref: %w", stream, e.FirstSeq, err)
+		}
+		out = append(out, recs...)
+	}
+	return exts[0].FirstSeq, out, nil
+}
+
+// fetchExtent reads one extent from the first good copy in class's bucket
+// set. On failure it returns every copy's error, and whether any copy was
+// damaged (rather than absent).
+func (h *history) fetchExtent(ctx context.Context, class string, ext absorb.Extent, stream string) ([]Record, bool, error) {
+	if recs, ok := h.frames.get(ext); ok {
+		return recs, false, nil
+	}
+	if chain.IsSettledKey(ext.Key) {
+		class = chain.Standard.String() // settled objects live in the Standard bucket set
+	}
+	set, err := h.set(class)
+	if err != nil {
+		return nil, false, err
+	}
+	// Every copy's failure is kept: the error says damage when any copy
+	// was damaged, not whatever the last bucket said.
+	var errs []error
+	corrupt := false
+	for i, b := range set {
+		data, err := b.Get(ctx, ext.Key, int64(ext.Offset), int64(ext.Length))
+		h.gets.Add(1)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			h.skipped.Add(1)
+			errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
+			continue
+		}
+		h.getBytes.Add(uint64(len(data)))
+		recs, err := envelope.DecodeFrame(ext.FrameInfo(stream), data)
+		if err != nil {
+			h.skipped.Add(1)
+			h.corrupt.Add(1)
+			corrupt = true
+			errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
+			continue
+		}
+		h.frames.put(ext, recs)
+		return recs, false, nil
+	}
+	return nil, corrupt, absorb.CopyErrors(errs)
+}
+
+// reresolve finds, in the stream's refs as they are now, the extents that
+// hold the records of ext: in order, contiguous, from one that holds
+// ext.FirstSeq through one that holds ext's last record. It returns none
+// if the refs still point at ext itself (nothing moved) or no longer cover
+// its records (trimmed), and the class whose bucket set holds them.
+func (h *history) reresolve(ctx context.Context, stream string, ext absorb.Extent) ([]absorb.Extent, string, error) {
+	end := ext.FirstSeq + uint64(ext.Count)
+	items, err := h.meta.Scan(ctx, chain.RefPrefix(stream), chain.RefKey(stream, ext.FirstSeq), 4)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []absorb.Extent
+	class := ""
+	next := ext.FirstSeq
+	for _, it := range refsOf(stream, items) {
+		ref, err := absorb.DecodeRef(it.Value)
+		if err != nil {
+			return nil, "", &CorruptError{Object: "ref " + it.Key, Err: err}
+		}
+		for _, e := range ref.Extents {
+			eEnd := e.FirstSeq + uint64(e.Count)
+			if eEnd <= next || next >= end {
+				continue
+			}
+			if e.FirstSeq > next || (class != "" && ref.Class != class) {
+				return nil, "", nil // a gap: the records are gone
+			}
+			if e.Key == ext.Key && e.Offset == ext.Offset {
+				return nil, "", nil // not moved
+			}
+			out, class, next = append(out, e), ref.Class, eEnd
+		}
+		if next >= end {
+			return out, class, nil
 		}
 	}
-	return nil, fmt.Errorf("loglet: extent of %q at %d unreadable after re-resolving its ref", stream, ext.FirstSeq)
+	return nil, "", nil
 }
 
 func (h *history) set(class string) ([]objstore.Store, error) {
@@ -285,13 +345,13 @@ func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (
 				if ext.MaxTimestamp < ms {
 					continue
 				}
-				recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
+				first, recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
 				if err != nil {
 					return 0, false, err
 				}
 				for j, r := range recs {
-					if r.Timestamp >= ms {
-						return ext.FirstSeq + uint64(j), true, nil
+					if seq := first + uint64(j); seq >= ext.FirstSeq && r.Timestamp >= ms {
+						return seq, true, nil
 					}
 				}
 			}
