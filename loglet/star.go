@@ -55,6 +55,9 @@ type streamRecord struct {
 	// (chain.StreamID), so a name created again is a fresh stream. Empty in
 	// records written before incarnations existed.
 	Incarnation string `json:"incarnation,omitempty"`
+	// TrimSeq: records below it are unreadable (Star.Trim), and their refs
+	// and settled objects are reclaimed. It only grows.
+	TrimSeq uint64 `json:"trim_seq,omitempty"`
 }
 
 // id is the stream's ID (chain.StreamID).
