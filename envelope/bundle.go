@@ -152,6 +152,20 @@ func (w *BundleWriter) checkFrame(stream string, firstSeq uint64, count int, min
 // frames, both new slices the caller owns, and resets the writer for the
 // next bundle. A bundle with no frames is valid.
 func (w *BundleWriter) Finish(epoch, slot uint64, n Nonce) (obj []byte, frames []FrameInfo) {
+	return w.finish(KindFlight, epoch, slot, n)
+}
+
+// FinishSettled renders a settled object instead of a transit bundle: the
+// same layout (envelope, frames, footer: the footer is the object's block
+// index, one entry per frame with its first sequence number, count and
+// timestamp bounds), headed by a KindSettled envelope whose Slot is the
+// first sequence number the object holds and whose Epoch is 0. Its frames
+// must all be of one stream and contiguous; ParseSettled checks that.
+func (w *BundleWriter) FinishSettled(firstSeq uint64, n Nonce) (obj []byte, frames []FrameInfo) {
+	return w.finish(KindSettled, 0, firstSeq, n)
+}
+
+func (w *BundleWriter) finish(kind Kind, epoch, slot uint64, n Nonce) (obj []byte, frames []FrameInfo) {
 	if w.buf == nil {
 		w.buf = make([]byte, EnvelopeSize, EnvelopeSize+len(w.entries)+footerTrailerBytes)
 	}
@@ -160,7 +174,7 @@ func (w *BundleWriter) Finish(epoch, slot uint64, n Nonce) (obj []byte, frames [
 	obj = binary.LittleEndian.AppendUint32(obj, uint32(len(w.frames)))
 	obj = binary.LittleEndian.AppendUint32(obj, Checksum(obj[footerOffset:]))
 	env := Envelope{
-		Kind:         KindFlight,
+		Kind:         kind,
 		Epoch:        epoch,
 		Slot:         slot,
 		Nonce:        n,
@@ -192,15 +206,15 @@ func appendFrameEntry(dst []byte, f FrameInfo) []byte {
 	return binary.LittleEndian.AppendUint32(dst, f.CRC)
 }
 
-// ParseFooter decodes the footer of the flight env heads: footer must be
+// ParseFooter decodes the footer of the flight (or settled object) env heads: footer must be
 // obj[env.FooterOffset : env.FooterOffset+env.FooterLength]. It checks the
 // footer's length and checksum, every entry (see checkFrameInfo), that the
 // frames lie within [EnvelopeSize, FooterOffset) in ascending, non-overlapping
 // order, and that one stream's frames do not overlap in sequence numbers.
 // Every failure wraps ErrCorrupt.
 func ParseFooter(env Envelope, footer []byte) ([]FrameInfo, error) {
-	if env.Kind != KindFlight {
-		return nil, corruptf("footer: object is a %s, not a flight", env.Kind)
+	if env.Kind != KindFlight && env.Kind != KindSettled {
+		return nil, corruptf("footer: object is a %s, not a flight or a settled object", env.Kind)
 	}
 	if uint64(len(footer)) != uint64(env.FooterLength) {
 		return nil, corruptf("footer: %d bytes, envelope says %d", len(footer), env.FooterLength)

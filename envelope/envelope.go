@@ -46,9 +46,11 @@ const (
 	// KindPoison is a bare envelope a fencer writes into a slot to kill it.
 	// Its epoch and slot name the slot; its nonce is the fencer's own.
 	KindPoison Kind = 2
-	// KindSettled heads a per-stream settled object written by the auditor.
-	// Its envelope obeys the same footer rules as a flight; the layout of the
-	// body and of its block index is not defined by version 1 of this package.
+	// KindSettled heads a per-stream settled object written by the auditor
+	// (package settle): the layout of a flight (frames, then a footer that is
+	// the object's block index), one stream's frames in sequence order from
+	// the envelope's Slot, which holds the first sequence number; Epoch is 0.
+	// See BundleWriter.FinishSettled and ParseSettled.
 	KindSettled Kind = 3
 )
 

@@ -85,3 +85,44 @@ func ParseBundle(obj []byte) (Envelope, []FrameInfo, error) {
 	}
 	return env, frames, nil
 }
+
+// ParseSettled parses a whole settled object: its envelope, which must be
+// KindSettled with Size len(obj), and its footer, whose frames must all be
+// of one stream and tile the sequence numbers from the envelope's Slot on
+// without a gap. It returns the frames; [frames[0].FirstSeq, the last's
+// end) is what the object holds. Every failure wraps ErrCorrupt.
+func ParseSettled(obj []byte) (Envelope, []FrameInfo, error) {
+	env, err := ParseEnvelope(obj)
+	if err != nil {
+		return Envelope{}, nil, err
+	}
+	if uint64(len(obj)) != env.Size {
+		return Envelope{}, nil, corruptf("settled: %d bytes, envelope says %d", len(obj), env.Size)
+	}
+	frames, err := ParseSettledFooter(env, obj[env.FooterOffset:env.Size])
+	return env, frames, err
+}
+
+// ParseSettledFooter is ParseSettled given the envelope and the footer's
+// bytes alone (obj[env.FooterOffset : env.FooterOffset+env.FooterLength]),
+// so a reader can locate frames without fetching the object.
+func ParseSettledFooter(env Envelope, footer []byte) ([]FrameInfo, error) {
+	if env.Kind != KindSettled {
+		return nil, corruptf("settled: object is a %s", env.Kind)
+	}
+	frames, err := ParseFooter(env, footer)
+	if err != nil {
+		return nil, err
+	}
+	if len(frames) == 0 {
+		return nil, corruptf("settled: no frames")
+	}
+	next := env.Slot
+	for i, f := range frames {
+		if f.Stream != frames[0].Stream || f.FirstSeq != next {
+			return nil, corruptf("settled: frame %d is %q at %d, want %q at %d", i, f.Stream, f.FirstSeq, frames[0].Stream, next)
+		}
+		next += uint64(f.Count)
+	}
+	return frames, nil
+}

@@ -276,6 +276,9 @@ func fuzzSeeds(t *testing.T) map[string][]fuzzSeed {
 		}
 	}
 	add("FuzzReadBundle", "poison", Poison(3, 4, testNonce))
+	add("FuzzReadSettled", "three-frames", buildSettled(t, []testFrame{
+		{"s", 7, jsonRecords(6, 3, 80), CodecZstd}, {"s", 10, jsonRecords(7, 2, 80), CodecS2}, {"s", 12, jsonRecords(8, 1, 40), CodecNone}}))
+	add("FuzzReadSettled", "flight", mixed)
 
 	add("FuzzDecodeRecords", "json", uint16(3), encodeRecords(jsonRecords(5, 3, 60)))
 	add("FuzzDecodeRecords", "headers", uint16(2), encodeRecords([]Record{
