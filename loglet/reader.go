@@ -58,7 +58,9 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 // is left zero: use CheckTail. A stream that does not exist (or was
 // deleted) is ErrStreamNotFound: the Reader looks its record up on every
 // call (one metastore read), so a deleted stream's old incarnation is never
-// read. It returns records or an error, never both: records read before an
+// read, and a trim (Star.Trim, retention) is honoured at once: a start
+// below the stream's trim point reads from it, the first readable record.
+// It returns records or an error, never both: records read before an
 // error are returned alone, and the next Read from ReadResult.Next meets
 // the error. Damaged data is an error matching ErrCorrupt that names the
 // object (a *CorruptError); missing data is not.
@@ -74,6 +76,7 @@ func (r *Reader) Read(ctx context.Context, stream string, q ReadQuery) (ReadResu
 	if err != nil {
 		return ReadResult{}, err
 	}
+	start = max(start, rec.TrimSeq)
 	maxRecs, maxBytes := limits(q)
 	recs, err := r.hist.read(ctx, rec.id(), start, maxRecs, maxBytes)
 	recs, err = recordsOrError(recs, err)
@@ -225,6 +228,11 @@ const maxTailAttempts = 64
 // the stream is deleted (and maybe created again), the session ends with
 // ErrStreamNotFound at its next re-read (its next poll, or on a watched
 // store the next ref written or safety poll).
+//
+// A session opened below the stream's trim point starts at it; a trim
+// written while the session runs is honoured within 5 seconds (the
+// session re-reads the stream record at most that often while it reads,
+// and whenever it is caught up): it then skips to the trim point.
 func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -237,17 +245,32 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 	if err != nil {
 		return nil, err
 	}
+	next = max(next, rec.TrimSeq)
+	floor, checked := rec.TrimSeq, time.Now()
 	maxRecs, maxBytes := limits(q)
+	recheck := func(ctx context.Context) error {
+		now, _, err := r.record(ctx, stream)
+		if err != nil {
+			return err
+		}
+		if now.id() != rec.id() {
+			return fmt.Errorf("%w: %q was deleted (and created again) after this session opened", ErrStreamNotFound, stream)
+		}
+		floor, checked = max(floor, now.TrimSeq), time.Now()
+		return nil
+	}
 	read := func(ctx context.Context, from uint64) ([]SequencedRecord, error) {
-		recs, err := r.hist.read(ctx, rec.id(), from, maxRecs, maxBytes)
-		if err == nil && len(recs) == 0 {
-			// Caught up: is it still the same incarnation?
-			now, _, rerr := r.record(ctx, stream)
-			if rerr != nil {
-				return nil, rerr
+		if time.Since(checked) >= trimRefresh {
+			if err := recheck(ctx); err != nil {
+				return nil, err
 			}
-			if now.id() != rec.id() {
-				return nil, fmt.Errorf("%w: %q was deleted (and created again) after this session opened", ErrStreamNotFound, stream)
+		}
+		recs, err := r.hist.read(ctx, rec.id(), max(from, floor), maxRecs, maxBytes)
+		if err == nil && len(recs) == 0 {
+			// Caught up: is it still the same incarnation (and trimmed
+			// meanwhile)?
+			if err := recheck(ctx); err != nil {
+				return nil, err
 			}
 		}
 		return recs, err

@@ -159,7 +159,10 @@ type ReadSession struct {
 }
 
 // OpenReadSession starts a session at q.Start; q's limits apply to each
-// Recv.
+// Recv. A start below the stream's trim point starts at it (the stream
+// record is re-read as the session opens), and a trim while the session
+// runs makes it skip to the trim point: at once for a trim through this
+// Star, within 5 seconds for one another process wrote.
 func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) (*ReadSession, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -172,6 +175,10 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 	if err != nil {
 		return nil, err
 	}
+	// Below a trim, from the first readable record; the record is re-read
+	// now, so a trim another process wrote is honoured from the start (and
+	// later within trimRefresh, by readStream).
+	next = max(next, s.trimFloor(ctx, st, true))
 	// The session follows the incarnation the stream has now: once it is
 	// deleted (and maybe created again), the session ends with
 	// ErrStreamNotFound, never reading the new incarnation.

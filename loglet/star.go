@@ -33,6 +33,7 @@ type Star struct {
 	closed  bool
 
 	closing   chan struct{} // closed by Close: wakes read sessions
+	trims     trims         // trim points, retention and its loop (trim.go)
 	closeOnce sync.Once
 	closeErr  error
 	// release closes what OpenDir opened for this star (its bbolt file),
@@ -58,6 +59,9 @@ type streamRecord struct {
 	// TrimSeq: records below it are unreadable (Star.Trim), and their refs
 	// and settled objects are reclaimed. It only grows.
 	TrimSeq uint64 `json:"trim_seq,omitempty"`
+	// Retention (StreamOptions.Retention), 0 = off.
+	RetentionMaxAgeMs int64 `json:"retention_max_age_ms,omitempty"`
+	RetentionMaxBytes int64 `json:"retention_max_bytes,omitempty"`
 }
 
 // id is the stream's ID (chain.StreamID).
@@ -128,6 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		s.Close(context.Background())
 		return nil, err
 	}
+	s.startRetention()
 	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch)
 	return s, nil
 }
@@ -274,6 +279,9 @@ type StreamOptions struct {
 	// Star places the stream explicitly; "" places it by hash over
 	// Config.Stars.
 	Star string
+	// Retention trims the stream by age and by bytes (see Retention); the
+	// zero value keeps everything.
+	Retention Retention
 }
 
 // StreamInfo describes a stream.
@@ -285,6 +293,8 @@ type StreamInfo struct {
 	// created again under the same name has a new one ("" for streams
 	// created before incarnations existed).
 	Incarnation string
+	// Retention is the stream's retention as created.
+	Retention Retention
 }
 
 // CreateStream records a new stream in the metastore, as a new
@@ -306,6 +316,9 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	if opts.Class != Standard && opts.Class != Express {
 		return StreamInfo{}, fmt.Errorf("loglet: stream %q: unknown class %v", name, opts.Class)
 	}
+	if opts.Retention.MaxAge < 0 || opts.Retention.MaxBytes < 0 {
+		return StreamInfo{}, fmt.Errorf("loglet: stream %q: negative retention %+v", name, opts.Retention)
+	}
 	star := opts.Star
 	if star == "" {
 		star = chain.PlaceStream(name, s.cfg.Stars)
@@ -317,7 +330,11 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 		return StreamInfo{}, fmt.Errorf("loglet: stream %q: %w: %s", name, ErrClassDisabled, opts.Class)
 	}
 	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
-		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation()}
+		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation(),
+		RetentionMaxAgeMs: opts.Retention.MaxAge.Milliseconds(), RetentionMaxBytes: opts.Retention.MaxBytes}
+	if opts.Retention.MaxAge > 0 && rec.RetentionMaxAgeMs == 0 {
+		rec.RetentionMaxAgeMs = 1 // under a millisecond: the smallest age a record keeps
+	}
 	if invariants.RecreateReusesKeys.On() {
 		rec.Incarnation = "i" + strings.Repeat("0", chain.IncarnationLen-1)
 	}
@@ -344,7 +361,7 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 			return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, err)
 		}
 	}
-	info := StreamInfo{Name: name, Class: opts.Class, Star: star, Incarnation: rec.Incarnation}
+	info := StreamInfo{Name: name, Class: opts.Class, Star: star, Incarnation: rec.Incarnation, Retention: rec.retention()}
 	if star == s.cfg.Star {
 		s.mu.Lock()
 		if old, ok := s.streams[name]; !ok || old.id != rec.id() {
@@ -355,8 +372,14 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	return info, nil
 }
 
-// DeleteStream removes a stream's record. Its data is not deleted (the
-// settle and trim do that). Appends to it fail afterwards.
+// DeleteStream removes a stream's record: the incarnation is unreadable at
+// once (a name created again is a fresh stream), and appends to it fail.
+// Then it reclaims the incarnation's data: every ref of it, and the settled
+// objects they point at (chain slots are shared between streams: the
+// settler reclaims them). DeleteStream returns nil once the record is
+// deleted, whether or not the reclaim finished: a failed reclaim is logged
+// and retried by this star's retention pass while it runs (what is left
+// is unreadable, and belongs to no live incarnation).
 func (s *Star) DeleteStream(ctx context.Context, name string) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -391,6 +414,10 @@ func (s *Star) DeleteStream(ctx context.Context, name string) error {
 		{Kind: metastore.OpDelete, Key: chain.StreamNameKey(name), Expect: metastore.AnyVersion},
 	}); err != nil {
 		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
+	}
+	if rec, _, err := decodeStreamRecord(it); err == nil {
+		s.trims.forget(rec.id())
+		s.reclaimOrRetry(ctx, rec.id(), ^uint64(0))
 	}
 	return nil
 }
@@ -434,7 +461,7 @@ func (s *Star) ListStreams(ctx context.Context, opts ListOptions) ([]StreamInfo,
 		if err != nil {
 			return out, err
 		}
-		out = append(out, StreamInfo{Name: rec.Name, Class: c, Star: rec.Star, Incarnation: rec.Incarnation})
+		out = append(out, StreamInfo{Name: rec.Name, Class: c, Star: rec.Star, Incarnation: rec.Incarnation, Retention: rec.retention()})
 	}
 	return out, nil
 }
@@ -505,6 +532,7 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 // stream's ID: a new incarnation starts at seq 0).
 func (s *Star) newStreamState(rec streamRecord, c Class) *streamState {
 	st := &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c], gone: make(chan struct{})}
+	s.trims.observe(rec, time.Now())
 	if l := st.lane; l != nil {
 		l.mu.Lock()
 		st.core = l.core.Stream(st.id)
@@ -663,7 +691,11 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 // from refs and the object store, then the unabsorbed tail from the
 // leader's flight index, with no gap and no duplicate between them. A start
 // at or past the durable tail returns no records and the tail; a start below
-// the oldest readable record returns ErrHistoryTrimmed. As Reader.Read, it
+// the stream's trim point (Trim, retention) reads from the trim point, and
+// no record below it is returned (a trim through this Star at once, one
+// another process wrote within 5 seconds: the cached trim point is re-read
+// from the stream record when older than that); a start below the oldest
+// otherwise readable record returns ErrHistoryTrimmed. As Reader.Read, it
 // returns records or an error, never both, and damage is ErrCorrupt.
 func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error) {
 	if ctx == nil {
@@ -686,6 +718,7 @@ func (s *Star) readStream(ctx context.Context, st *streamState, q ReadQuery) (Re
 	if err != nil {
 		return ReadResult{}, err
 	}
+	start = max(start, s.trimFloor(ctx, st, false)) // below a trim: from the first readable record
 	v := st.view()
 	if st.lane.deadFate() != nil {
 		// Deposed: a successor writes this stream now, so history (its
@@ -835,6 +868,7 @@ func (s *Star) Close(ctx context.Context) error {
 		s.closed = true
 		s.mu.Unlock()
 		close(s.closing)
+		s.stopRetention()
 		var wg sync.WaitGroup
 		var errs [2]error
 		for c, l := range s.lanes {
@@ -866,6 +900,7 @@ func (s *Star) crash() {
 		s.closed = true
 		s.mu.Unlock()
 		close(s.closing)
+		s.stopRetention()
 		for _, l := range s.lanes {
 			if l != nil {
 				l.crash()

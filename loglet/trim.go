@@ -2,12 +2,472 @@ package loglet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
 )
+
+// Stream trim, retention and the reclaim of a deleted stream's data.
+//
+// A stream's record carries its trim point (streamRecord.TrimSeq): records
+// below it are unreadable, through every read path of every process. Trim
+// raises it by CAS on the record first and reclaims second: it deletes the
+// refs that end at or below the trim point and the settled objects behind
+// them. Chain slots (transit data) are shared between streams and are never
+// deleted here: the settler repoints what is live and trims the slots. A
+// reclaim that fails leaves a correct state (the records are unreadable
+// already) and is retried by the next Trim of the stream, or by the
+// leader's retention pass, which retries every failed reclaim.
+
+// Retention bounds what a stream keeps (StreamOptions.Retention). The
+// leader's retention pass (every RetentionInterval, default a minute)
+// trims each stream of its star that has one. Zero fields are off, and so
+// is retention by default.
+type Retention struct {
+	// MaxAge trims records whose timestamp is older than now − MaxAge
+	// (by record timestamp, the first record at or after the cutoff
+	// being the new trim point).
+	MaxAge time.Duration
+	// MaxBytes keeps about the newest MaxBytes of record bytes. It is an
+	// estimate from the refs' decoded frame lengths (and the unabsorbed
+	// flights' payloads), and trims at frame-run granularity, so a stream
+	// keeps a little more than MaxBytes, never less.
+	MaxBytes int64
+}
+
+func (r Retention) on() bool { return r.MaxAge > 0 || r.MaxBytes > 0 }
+
+// retention is the record's retention.
+func (r streamRecord) retention() Retention {
+	return Retention{MaxAge: time.Duration(r.RetentionMaxAgeMs) * time.Millisecond, MaxBytes: r.RetentionMaxBytes}
+}
+
+// RetentionInterval paces the leader's retention pass; a negative value
+// disables it. (A knob of its own rather than a Config field; tests call
+// runRetention directly.)
+var RetentionInterval = time.Minute
+
+// trimRefresh bounds how stale this process's view of a stream's trim
+// point may be when another process (the CLI, say) trimmed it: a leader's
+// read re-reads the stream record when its cached trim point is older than
+// this, and a read session re-reads it when it opens.
+const trimRefresh = 5 * time.Second
+
+// trims is a Star's cache of trim points and retention by stream ID, the
+// reclaims to retry, and the retention loop.
+type trims struct {
+	mu      sync.Mutex
+	byID    map[string]*trimEntry
+	pending map[string]uint64 // stream ID → reclaim up to (^0: the whole deleted incarnation)
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+type trimEntry struct {
+	seq     uint64
+	ret     Retention
+	checked time.Time
+}
+
+// observe records what rec says, as of now: the trim point only grows.
+func (t *trims) observe(rec streamRecord, now time.Time) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID = map[string]*trimEntry{}
+	}
+	e := t.byID[rec.id()]
+	if e == nil {
+		e = &trimEntry{}
+		t.byID[rec.id()] = e
+	}
+	e.seq = max(e.seq, rec.TrimSeq)
+	e.ret = rec.retention()
+	e.checked = now
+	return e.seq
+}
+
+// cached returns the cached trim point of id and whether it is fresh.
+func (t *trims) cached(id string, now time.Time) (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	if e == nil {
+		return 0, false
+	}
+	return e.seq, now.Sub(e.checked) < trimRefresh
+}
+
+func (t *trims) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byID, id)
+}
+
+func (t *trims) retry(id string, upTo uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending == nil {
+		t.pending = map[string]uint64{}
+	}
+	t.pending[id] = max(t.pending[id], upTo)
+}
+
+func (t *trims) cleared(id string, upTo uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending[id] <= upTo {
+		delete(t.pending, id)
+	}
+}
+
+// trimFloor is the first readable seq of st as this process knows it: the
+// cached trim point, re-read from the stream record when it is older than
+// trimRefresh (or always, if fresh is set). A failed re-read keeps the
+// cached value: the records below it stay unreadable whatever happens.
+func (s *Star) trimFloor(ctx context.Context, st *streamState, fresh bool) uint64 {
+	now := time.Now()
+	seq, ok := s.trims.cached(st.id, now)
+	if ok && !fresh {
+		return seq
+	}
+	it, err := s.cfg.Meta.Get(ctx, chain.StreamRecordKey(st.name))
+	if err != nil {
+		return seq
+	}
+	rec, _, err := decodeStreamRecord(it)
+	if err != nil || rec.id() != st.id {
+		return seq // deleted: the read path's lookups say so
+	}
+	return s.trims.observe(rec, now)
+}
+
+// Trim makes the records of stream below seq unreadable, at once through
+// this process and through every Reader (which reads the stream record on
+// every Read and session). Another leader of the stream sees it within
+// trimRefresh (5s), and a read session opened after Trim returns sees it at
+// once. A read starting below the trim point returns from it (the first
+// readable record); no read returns a record below it.
+//
+// The trim point only grows: a seq at or below the current one is a no-op,
+// and a seq past the stream's durable tail is clamped to the tail (a trim
+// never reaches records not yet written). It is recorded in the stream
+// record by CAS; then the refs wholly below it and the settled objects
+// behind them are deleted. Trim returns nil once the trim point is
+// recorded: a failed reclaim is logged and retried by the next Trim and by
+// the leader's retention pass (the records are unreadable meanwhile).
+//
+// The stream must be on this star: otherwise a *NotLeaderError, and an
+// unknown stream is ErrStreamNotFound.
+func (s *Star) Trim(ctx context.Context, name string, seq uint64) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if s.isClosed() {
+		return fmt.Errorf("loglet: trim stream %q: %w", name, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, err := s.stream(ctx, name)
+	if err != nil {
+		return err
+	}
+	trimSeq, err := s.raiseTrim(ctx, st, seq)
+	if err != nil {
+		return err
+	}
+	s.reclaimOrRetry(ctx, st.id, trimSeq)
+	return nil
+}
+
+// raiseTrim sets the stream record's TrimSeq to max(its own, seq clamped to
+// the durable tail) by CAS, updates the cache and returns the trim point.
+func (s *Star) raiseTrim(ctx context.Context, st *streamState, seq uint64) (uint64, error) {
+	seq = min(seq, st.view().durable.Seq)
+	key := chain.StreamRecordKey(st.name)
+	for attempt := 0; ; attempt++ {
+		it, err := s.cfg.Meta.Get(ctx, key)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return 0, fmt.Errorf("%w: %q", ErrStreamNotFound, st.name)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("loglet: trim stream %q: %w", st.name, err)
+		}
+		rec, _, err := decodeStreamRecord(it)
+		if err != nil {
+			return 0, err
+		}
+		if rec.id() != st.id {
+			return 0, fmt.Errorf("%w: %q was deleted (and created again)", ErrStreamNotFound, st.name)
+		}
+		if rec.TrimSeq >= seq {
+			return s.trims.observe(rec, time.Now()), nil
+		}
+		rec.TrimSeq = seq
+		val, _ := json.Marshal(rec)
+		_, err = s.cfg.Meta.Put(ctx, key, val, it.Version)
+		if err == nil {
+			s.log.Info("stream trimmed", "stream", st.name, "trim_seq", seq)
+			return s.trims.observe(rec, time.Now()), nil
+		}
+		if !errors.Is(err, metastore.ErrConflict) || attempt >= 8 {
+			// Not known to have applied: the cache keeps the old point,
+			// and a retry finds out (a CAS to the same point is a no-op).
+			return 0, fmt.Errorf("loglet: trim stream %q to %d: %w", st.name, seq, err)
+		}
+	}
+}
+
+// reclaimOrRetry reclaims id's data below upTo, queueing a retry on failure.
+func (s *Star) reclaimOrRetry(ctx context.Context, id string, upTo uint64) {
+	if err := s.reclaim(ctx, id, upTo); err != nil {
+		s.log.Warn("reclaiming trimmed data failed; the retention pass retries", "stream", nameOfID(id), "up_to", upTo, "err", err)
+		s.trims.retry(id, upTo)
+		return
+	}
+	s.trims.cleared(id, upTo)
+}
+
+// reclaim deletes every ref of id that ends at or below upTo (by CAS on
+// its version) and, before each, the settled objects it points at from the
+// Standard bucket set, except any the first surviving ref points into (an
+// object spanning upTo). Transit slots are left to the settler. It is
+// idempotent, and ^uint64(0) reclaims every ref of the incarnation.
+func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
+	prefix := chain.RefPrefix(id)
+	settledPrefix := chain.SettledPrefixKey(id)
+	for round := 0; round < 4; round++ {
+		var doomed []metastore.Item
+		var refs []absorb.SpanRef
+		keep := map[string]bool{}
+		after := ""
+	scan:
+		for {
+			items, err := s.cfg.Meta.Scan(ctx, prefix, after, 256)
+			if err != nil {
+				return err
+			}
+			n := len(items)
+			items = refsOf(id, items)
+			for _, it := range items {
+				ref, err := absorb.DecodeRef(it.Value)
+				if err != nil {
+					return &CorruptError{Object: "ref " + it.Key, Err: err}
+				}
+				if ref.End > upTo {
+					for _, e := range ref.Extents {
+						keep[e.Key] = true
+					}
+					break scan
+				}
+				doomed, refs = append(doomed, it), append(refs, ref)
+			}
+			if n < 256 || len(items) < n {
+				break
+			}
+			after = items[n-1].Key
+		}
+		if len(doomed) == 0 {
+			return nil
+		}
+		conflicts := 0
+		for i, it := range doomed {
+			seen := map[string]bool{}
+			for _, e := range refs[i].Extents {
+				if !chain.IsSettledKey(e.Key) || !strings.HasPrefix(e.Key, settledPrefix) || keep[e.Key] || seen[e.Key] {
+					continue
+				}
+				seen[e.Key] = true
+				for _, b := range s.cfg.Standard.Buckets {
+					if err := b.Delete(ctx, e.Key); err != nil {
+						return fmt.Errorf("delete settled object %s: %w", e.Key, err)
+					}
+				}
+			}
+			err := s.cfg.Meta.Delete(ctx, it.Key, it.Version)
+			if errors.Is(err, metastore.ErrConflict) {
+				conflicts++ // the settler repointed it meanwhile: scan again
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("delete ref %s: %w", it.Key, err)
+			}
+		}
+		if conflicts == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("refs of %q below %d kept changing under the reclaim", nameOfID(id), upTo)
+}
+
+// startRetention starts the leader's retention loop (unless disabled).
+func (s *Star) startRetention() {
+	if RetentionInterval < 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.trims.stop, s.trims.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.trims.done)
+		t := time.NewTicker(RetentionInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				s.runRetention(ctx, now)
+			}
+		}
+	}()
+}
+
+// stopRetention stops the loop and waits for a pass under way to end.
+func (s *Star) stopRetention() {
+	if s.trims.stop != nil {
+		s.trims.stop()
+		<-s.trims.done
+	}
+}
+
+// runRetention is one retention pass as of now: it retries failed reclaims,
+// then trims every stream of this star that has retention, by age and by
+// bytes (see Retention). Errors are logged; the next pass tries again.
+func (s *Star) runRetention(ctx context.Context, now time.Time) {
+	s.trims.mu.Lock()
+	pending := make(map[string]uint64, len(s.trims.pending))
+	for id, upTo := range s.trims.pending {
+		pending[id] = upTo
+	}
+	s.trims.mu.Unlock()
+	for id, upTo := range pending {
+		s.reclaimOrRetry(ctx, id, upTo)
+	}
+	s.mu.RLock()
+	var sts []*streamState
+	for _, st := range s.streams {
+		sts = append(sts, st)
+	}
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return
+	}
+	for _, st := range sts {
+		if ctx.Err() != nil {
+			return
+		}
+		s.trims.mu.Lock()
+		e := s.trims.byID[st.id]
+		on := e != nil && e.ret.on()
+		s.trims.mu.Unlock()
+		if !on || st.lane == nil {
+			continue
+		}
+		if err := s.retain(ctx, st, now); err != nil {
+			s.log.Warn("retention pass failed for a stream", "stream", st.name, "err", err)
+		}
+	}
+}
+
+// retain applies st's retention as of now.
+func (s *Star) retain(ctx context.Context, st *streamState, now time.Time) error {
+	floor := s.trimFloor(ctx, st, true)
+	s.trims.mu.Lock()
+	e := s.trims.byID[st.id]
+	var ret Retention
+	if e != nil {
+		ret = e.ret
+	}
+	s.trims.mu.Unlock()
+	cut := floor
+	if ret.MaxAge > 0 {
+		seq, err := s.resolve(ctx, st, AtTimestamp(now.Add(-ret.MaxAge).UnixMilli()))
+		if err != nil {
+			return err
+		}
+		cut = max(cut, seq)
+	}
+	if ret.MaxBytes > 0 {
+		seq, err := s.byteCut(ctx, st, floor, ret.MaxBytes)
+		if err != nil {
+			return err
+		}
+		cut = max(cut, seq)
+	}
+	if cut <= floor {
+		return nil
+	}
+	trimSeq, err := s.raiseTrim(ctx, st, cut)
+	if err != nil {
+		return err
+	}
+	s.reclaimOrRetry(ctx, st.id, trimSeq)
+	return nil
+}
+
+// byteCut is the highest seq at or past floor from which st still holds at
+// least maxBytes (estimated: the decoded lengths of the refs' frame runs at or
+// past floor, and the unabsorbed flights' payloads), cut at a frame run's
+// boundary.
+func (s *Star) byteCut(ctx context.Context, st *streamState, floor uint64, maxBytes int64) (uint64, error) {
+	v := st.view()
+	var total int64
+	for _, b := range v.entries {
+		total += int64(len(b.Payload))
+	}
+	type run struct {
+		end   uint64
+		bytes int64
+	}
+	var runs []run
+	prefix := chain.RefPrefix(st.id)
+	after := chain.RefKey(st.id, floor)
+	for {
+		items, err := s.cfg.Meta.Scan(ctx, prefix, after, 256)
+		if err != nil {
+			return 0, err
+		}
+		n := len(items)
+		items = refsOf(st.id, items)
+		for _, it := range items {
+			ref, err := absorb.DecodeRef(it.Value)
+			if err != nil {
+				return 0, &CorruptError{Object: "ref " + it.Key, Err: err}
+			}
+			for _, e := range ref.Extents {
+				end := e.FirstSeq + uint64(e.Count)
+				if end <= floor || e.FirstSeq >= v.start {
+					continue // trimmed, or in the flight index (counted above)
+				}
+				runs = append(runs, run{end, int64(e.RawLength)})
+				total += int64(e.RawLength)
+			}
+		}
+		if n < 256 || len(items) < n {
+			break
+		}
+		after = items[n-1].Key
+	}
+	cut := floor
+	for _, r := range runs {
+		if total-r.bytes < maxBytes {
+			break // dropping this run would keep less than maxBytes
+		}
+		total -= r.bytes
+		cut = r.end
+	}
+	return cut, nil
+}
 
 // streamLiveness reports whether the stream incarnation id (a
 // chain.StreamID) is live: a stream record exists for its name with the

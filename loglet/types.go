@@ -78,14 +78,16 @@ const (
 	posTailOffset
 )
 
-// AtSeq starts a read at sequence number seq.
+// AtSeq starts a read at sequence number seq (a seq below the stream's
+// trim point reads from the trim point).
 func AtSeq(seq uint64) Position { return Position{kind: posSeq, value: seq} }
 
-// AtTimestamp starts a read at the first record whose timestamp is >= ms.
+// AtTimestamp starts a read at the first record whose timestamp is >= ms
+// (at the trim point if that is later).
 func AtTimestamp(ms int64) Position { return Position{kind: posTimestamp, ts: ms} }
 
 // TailOffset starts a read n records before the durable tail (clamped to
-// the oldest readable record).
+// the oldest readable record: the trim point, if the stream is trimmed).
 func TailOffset(n uint64) Position { return Position{kind: posTailOffset, value: n} }
 
 // ReadQuery says where a read starts and how much it returns at most.
@@ -139,10 +141,20 @@ type Loglet interface {
 	// order, with no gap and no duplicate, at most q.MaxRecords and about
 	// q.MaxBytes (at least one record if any is readable), and the tail.
 	// Records or an error, never both. A start at or past the durable tail
-	// returns no records; a start below the oldest readable record is
-	// ErrHistoryTrimmed; damage is ErrCorrupt (a *CorruptError naming the
-	// object). The caller owns the returned records.
+	// returns no records; a start below the stream's trim point (Trim,
+	// retention) reads from the trim point, the first readable record, and
+	// no read returns a record below it; a start below the oldest record
+	// otherwise readable is ErrHistoryTrimmed; damage is ErrCorrupt (a
+	// *CorruptError naming the object). The caller owns the returned
+	// records.
 	Read(ctx context.Context, stream string, q ReadQuery) (ReadResult, error)
+	// Trim makes the records of stream below seq unreadable: at once
+	// through this process and every Reader, within 5 seconds through a
+	// leader in another process. The trim point only grows (a seq at or
+	// below it is a no-op) and is clamped to the durable tail. The data
+	// behind it (refs and settled objects) is then reclaimed; a failed
+	// reclaim is retried later and does not fail Trim.
+	Trim(ctx context.Context, stream string, seq uint64) error
 	// OpenReadSession starts a session at q.Start that catches up and then
 	// follows the stream's tail: each Recv blocks until at least one record
 	// is readable (q's limits apply to each Recv) and returns every record
