@@ -157,18 +157,17 @@ var commands = []command{
 	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, tailCmd},
 	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N); leads nothing", streamsHelp, streamsCmd},
 	{"create", "STREAM", "create a stream (--class standard|express); leads the star, refusing a live owner", leadHelp, createCmd},
-	{"delete", "STREAM", "delete a stream's record (its data stays until settle and trim); leads the star, refusing a live owner", leadHelp + deleteHelp, deleteCmd},
+	{"delete", "STREAM", "delete a stream: its record, then its refs and settled objects; leads the star, refusing a live owner", leadHelp + deleteHelp, deleteCmd},
+	{"trim", "STREAM SEQ", "make a stream's records below SEQ unreadable and reclaim them; leads the star, refusing a live owner", leadHelp + trimHelp, trimCmd},
 	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, inspectCmd},
 	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", "", walkCmd},
 	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run)", "", fsckCmd},
 	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", "", benchCmd},
 }
 
-// trimNote is why there is no trim command: it is said in --help, not
-// offered as a command that cannot work yet.
-const trimNote = `There is no trim command yet: trimming a stream's history waits for settlement
-(copying acked flights into settled objects), which is not built. delete
-removes a stream's record only; its data stays.
+// trimNote says what trim and delete reclaim, and what they leave.
+const trimNote = `trim and delete reclaim a stream's refs and settled objects; chain slots are
+shared between streams and are reclaimed by settlement, not by either.
 `
 
 const helpIntro = `flightlog: operator's tool for flightlog, a durable multi-stream append log

@@ -375,12 +375,14 @@ func TestStreamsCreateDelete(t *testing.T) {
 	if code, _, errs := cli(t, "", "read", "orders", "--dir", dir); code != exitCannot || !strings.Contains(errs, "not found") {
 		t.Errorf("read of a deleted stream: exit %d %s", code, errs)
 	}
-	// trim is not offered; --help says why.
 	if code, _, _ := cli(t, "", "trim", "orders"); code != exitCannot {
-		t.Errorf("trim: exit %d", code)
+		t.Errorf("trim without SEQ: exit %d", code)
+	}
+	if code, _, errs := cli(t, "", "trim", "orders", "3", "--dir", dir); code != exitProblems || !strings.Contains(errs, "not found") {
+		t.Errorf("trim of a deleted stream: exit %d %s", code, errs)
 	}
 	if _, help, _ := cli(t, "", "--help"); !strings.Contains(help, "trim") || !strings.Contains(help, "settlement") {
-		t.Errorf("--help does not say why there is no trim:\n%s", help)
+		t.Errorf("--help does not say what trim reclaims:\n%s", help)
 	}
 }
 

@@ -30,8 +30,9 @@ a clean Close, and refuses a chain with a live owner (exit 2) unless --takeover.
 const deleteHelp = `
 delete removes the stream's record and its name-index entry, together: appends to
 it fail afterwards, and a stream created again under the name is a new
-incarnation starting at seq 0. Its data is not deleted: that is trim's work,
-which waits for settlement (there is no trim command yet).`
+incarnation starting at seq 0. Then its refs and the settled objects behind them
+are deleted (chain slots are shared between streams: settlement reclaims them);
+the delete stands even if that fails, and a service leading the star retries.`
 
 // listedStream is a stream record as the name index holds it: the fields
 // streams prints. (loglet's streamRecord is unexported and only a leading
@@ -214,7 +215,7 @@ func deleteCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 		if err != nil {
 			return env.fail(err)
 		}
-		fmt.Fprintf(env.stdout, "%s: deleted (its data stays until settle and trim)\n", args[0])
+		fmt.Fprintf(env.stdout, "%s: deleted (its refs and settled objects reclaimed)\n", args[0])
 		return exitOK
 	}
 }
