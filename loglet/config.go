@@ -66,6 +66,18 @@ type Config struct {
 	// follow the successor's history. So a deposed leader's readers see the
 	// successor's records within about this interval.
 	SealCheckInterval time.Duration
+	// SettleInterval paces settlement (DESIGN.md, "Settle"): at most this
+	// often, each chain's leader rewrites the absorbed transit slots past
+	// its trim cursor into per-stream settled objects in the Standard
+	// bucket set, repoints their refs, advances the trim cursor and deletes
+	// the slots from every bucket, so transit storage is bounded by the
+	// settle lag. 0 or negative: off (the default for now), and transit
+	// slots are kept. DefaultSettleInterval is a good setting. It is opt-in
+	// because settled objects are not compacted yet: each pass writes one
+	// object per stream it touched, so a slow stream at a 1s interval makes
+	// many small objects. Settlement needs the Standard bucket set: without
+	// one, it is off.
+	SettleInterval time.Duration
 	// FencePatience is how long one fence may stay blocked at a slot it
 	// cannot decide before it reports the slot, its buckets and their
 	// occupants (a WARN, with backoff, and ClassStats.SuccessionCause) and
@@ -133,6 +145,17 @@ func DefaultConfig() Config {
 		cc.W, cc.BucketNames, cc.StragglerMiB, cc.ChainBacklogMiB = 0, nil, 0, 0
 	}
 	return c
+}
+
+// DefaultSettleInterval is the recommended SettleInterval.
+const DefaultSettleInterval = time.Second
+
+// settleInterval is the core's pacing: off without a Standard bucket set.
+func (s *Star) settleInterval() time.Duration {
+	if s.cfg.SettleInterval <= 0 || len(s.cfg.Standard.Buckets) == 0 {
+		return 0
+	}
+	return s.cfg.SettleInterval
 }
 
 // DefaultCloseTimeout is Config.CloseTimeout's default.

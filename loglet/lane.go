@@ -59,7 +59,8 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		log:    s.log.With("star", s.cfg.Star, "class", class.String()),
 		budget: pool.NewBudget(int64(cfg.MemoryBufferMiB) << 20),
 		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.Buckets, Names: cfg.BucketNames,
-			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, Frames: leader.DefaultFrameLimits(int64(cfg.FrameBytes))},
+			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, Frames: leader.DefaultFrameLimits(int64(cfg.FrameBytes)),
+			Settled: s.cfg.Standard.Buckets, Liveness: s.streamLiveness, SettleTimeout: settlePassTimeout},
 		waiters: map[*leader.Stream]chan struct{}{},
 		kick:    make(chan struct{}, 1),
 		events:  make(chan leader.Event, 256),
@@ -81,10 +82,15 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		SealCheckInterval: s.cfg.SealCheckInterval,
 		FencePatience:     max(0, s.cfg.FencePatience),
 		FenceOverride:     leader.FenceOverride(cfg.FenceOverride),
+		SettleInterval:    s.settleInterval(),
 	}, time.Now())
 	go l.run()
 	return l
 }
+
+// settlePassTimeout bounds one settle pass (a slot no copy of which reads
+// would otherwise hold it forever); the core retries with backoff.
+const settlePassTimeout = time.Minute
 
 // awaitOpen waits until the chain serves or its opening fails; if ctx ends
 // first the opening is abandoned.
@@ -452,6 +458,10 @@ func (l *lane) snapshot() *ClassStats {
 		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
 		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
 		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes, TailsRebuilds: cs.TailsRebuilds,
+		Settle: SettleStats{Passes: cs.Settle.Passes, Failures: cs.Settle.Failures, Objects: cs.Settle.Objects, Repointed: cs.Settle.Repointed,
+			Reclaimed: cs.Settle.Reclaimed, DeletedCopies: cs.Settle.Deleted, RawBytes: cs.Settle.RawBytes, StoredBytes: cs.Settle.StoredBytes,
+			FreedBytes: cs.Settle.FreedBytes, TrimEpoch: cs.Settle.TrimEpoch, TrimNext: cs.Settle.TrimNext, Lag: cs.Settle.Lag,
+			UnsettledRounds: cs.Settle.UnsettledRounds, LastError: cs.Settle.LastError},
 		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
 		BucketNames: l.cfg.BucketNames,
 		Memory: MemoryStats{

@@ -100,6 +100,8 @@ type ClassStats struct {
 	// snapshot damaged or missing and rebuilt the tails from the span refs
 	// (a scan of every ref; logged at WARN).
 	TailsRebuilds uint64
+	// Settle is settlement's figures (Config.SettleInterval).
+	Settle SettleStats
 
 	AckLatency    histogram.Snapshot   // admission to ack
 	QuorumLatency histogram.Snapshot   // claim to W copies
@@ -148,4 +150,28 @@ func (s *Star) Stats() Stats {
 		out.Express = l.snapshot()
 	}
 	return out
+}
+
+// SettleStats are one chain's settlement figures: what the auditor
+// rewrote into settled objects and what trim reclaimed (since this process
+// began), the trim cursor, and the settle lag.
+type SettleStats struct {
+	Passes, Failures uint64
+	// Objects is settled objects written (or found in place after a
+	// crash); Repointed, refs moved onto them; Reclaimed, refs of deleted
+	// incarnations or trimmed records deleted instead; DeletedCopies, chain
+	// slot copies deleted by trim.
+	Objects, Repointed, Reclaimed, DeletedCopies uint64
+	// RawBytes is the record bytes settled, StoredBytes the settled
+	// objects' size, FreedBytes the transit copies' bytes deleted.
+	RawBytes, StoredBytes, FreedBytes int64
+	// TrimEpoch and TrimNext are the trim cursor: every slot before it is
+	// settled and deleted (or its deletes are due).
+	TrimEpoch, TrimNext uint64
+	// Lag is the age of the oldest absorbed round this process committed
+	// that is not settled yet; UnsettledRounds counts those rounds. Transit
+	// storage is bounded by the lag: what arrived in that time.
+	Lag             time.Duration
+	UnsettledRounds int
+	LastError       string
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -360,6 +361,7 @@ func (c *Core) onRoundDone(ev RoundDone) {
 	a.verifiedAt = c.now
 	a.planned = nil
 	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To
+	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now)
 	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))

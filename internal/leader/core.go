@@ -68,6 +68,10 @@ type Config struct {
 	// learn whether a successor has sealed it (0: never). A busy leader
 	// learns it from its absorb rounds, which check the seal.
 	SealCheckInterval time.Duration
+	// SettleInterval paces settle passes (0: settlement off). A pass runs
+	// at most this often, while serving, and only when the checkpoint has
+	// moved past the trim cursor.
+	SettleInterval time.Duration
 	// RefuseLiveOwner fails the opening with ErrLiveOwner when the chain's
 	// current epoch has a live owner other than this one (LiveOwner).
 	RefuseLiveOwner bool
@@ -130,6 +134,7 @@ type Core struct {
 	backlog *absorb.Backlog
 
 	ab     absorbState
+	st     settleState
 	succ   *succession
 	halts  []time.Time // recent halts, for the backoff before minting again
 	fate   Fate        // why the chain is dead
@@ -281,6 +286,8 @@ func (c *Core) Step(now time.Time, ev Event) {
 	case EpochSealed:
 		c.cmBusy = false
 		c.onEpochSealed(ev)
+	case SettlePassed:
+		c.onSettlePassed(ev)
 	default:
 		panic(fmt.Sprintf("leader: unknown event %T", ev))
 	}
@@ -307,6 +314,7 @@ func (c *Core) settle() {
 	}
 	c.cutAndClaim()
 	c.maybeRound()
+	c.maybeSettle()
 	c.maybeCheckSeal()
 	c.maybeFinishClose()
 }
@@ -391,6 +399,7 @@ func (c *Core) wakeAt() time.Time {
 		}
 	}
 	at(c.ab.wakeAt(c))
+	at(c.settleWake())
 	at(c.sealCheckDue())
 	if c.closing && c.phase == phaseServing && !c.cmBusy {
 		at(c.ab.retryAt) // a clean seal to retry

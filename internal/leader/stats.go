@@ -87,6 +87,29 @@ type Stats struct {
 
 	AckLatency, QuorumLatency, FlightSize histogram.Snapshot
 	PutLatency                            []histogram.Snapshot
+
+	Settle SettleStats
+}
+
+// SettleStats are settlement's figures for one chain (since this process
+// began, but the cursor).
+type SettleStats struct {
+	Passes, Failures uint64
+	// Objects settled objects written (or adopted), refs Repointed to them,
+	// refs Reclaimed (deleted incarnations, trimmed records), slot copies
+	// Deleted by trim.
+	Objects, Repointed, Reclaimed, Deleted uint64
+	// RawBytes of records settled, StoredBytes of the settled objects,
+	// FreedBytes of transit copies deleted.
+	RawBytes, StoredBytes, FreedBytes int64
+	// TrimEpoch and TrimNext: the trim cursor (every slot before it is
+	// settled and deleted, or about to be).
+	TrimEpoch, TrimNext uint64
+	// Lag is the age of the oldest absorbed round not yet settled;
+	// UnsettledRounds how many such rounds this process committed.
+	Lag             time.Duration
+	UnsettledRounds int
+	LastError       string
 }
 
 // Stats returns the chain's figures as of now.
@@ -116,6 +139,12 @@ func (c *Core) Stats(now time.Time) Stats {
 		AckLatency:    st.ackLatency.Snapshot(),
 		QuorumLatency: st.quorumLatency.Snapshot(),
 		FlightSize:    st.flightSize.Snapshot(),
+	}
+	s.Settle = SettleStats{Passes: c.st.passes, Failures: c.st.failures, Objects: c.st.objects, Repointed: c.st.repointed,
+		Reclaimed: c.st.reclaimed, Deleted: c.st.deletes, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
+		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds)}
+	if c.st.lastErr != nil {
+		s.Settle.LastError = c.st.lastErr.Error()
 	}
 	for _, f := range c.flights {
 		s.WindowBytes += f.payload

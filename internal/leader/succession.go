@@ -239,8 +239,9 @@ func (c *Core) nextRecord(s *succession) chain.EpochRecord {
 		cpEpoch = s.cp.Epoch
 	}
 	var cuts []chain.Cut
+	floor := c.cutFloor(cpEpoch)
 	for _, k := range s.prev.Cuts {
-		if k.Epoch >= cpEpoch {
+		if k.Epoch >= floor {
 			cuts = append(cuts, k)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/settle"
 )
 
 // Env is what the workers of one chain need: its stores and settings.
@@ -36,6 +37,12 @@ type Env struct {
 	// Now, if set, is the clock PutCopy latencies are measured with
 	// (default time.Now).
 	Now func() time.Time
+	// Settle: the Standard bucket set settled objects go to, the streams'
+	// liveness, and the bound of one pass (0: none but the shell's ctx).
+	Settled       []objstore.Store
+	Liveness      settle.Liveness
+	SettleTimeout time.Duration
+	SettleCodec   envelope.Codec
 
 	writers sync.Pool // *envelope.BundleWriter
 }
@@ -117,6 +124,8 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 	case leader.SealEpoch:
 		v, err := r.Committer.SealEpoch(ctx, r.Record, r.Version, r.Cut)
 		return leader.EpochSealed{Version: v, Err: err}
+	case leader.Settle:
+		return e.settle(ctx, r)
 	}
 	panic(fmt.Sprintf("work: unknown request %T", req))
 }
@@ -226,4 +235,21 @@ func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.St
 		}
 	}
 	return nil
+}
+
+// settle runs one settle pass from the trim cursor as stored.
+func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
+	if e.SettleTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.SettleTimeout)
+		defer cancel()
+	}
+	t, ver, err := chain.ReadTrimCursor(ctx, e.Meta, e.Star, e.Class)
+	if err != nil {
+		return leader.SettlePassed{Err: err}
+	}
+	cfg := settle.Config{Meta: e.Meta, Star: e.Star, Class: e.Class, Owner: e.Owner, Epoch: r.Epoch, Transit: e.Set(),
+		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness}
+	res, err := settle.Run(ctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts})
+	return leader.SettlePassed{Result: res, Err: err}
 }

@@ -1,0 +1,168 @@
+package leader
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/settle"
+)
+
+// Settle asks for one settle pass (package settle) over the absorbed
+// slots from the trim cursor up to Upto. → Settled.
+type Settle struct {
+	Upto, Checkpoint chain.Position
+	Cuts             []chain.Cut // the cuts of earlier epochs the epoch record carries
+	Epoch            uint64
+}
+
+// SettlePassed is Settle's result.
+type SettlePassed struct {
+	Result settle.Result
+	Err    error
+}
+
+func (Settle) isRequest()     {}
+func (SettlePassed) isEvent() {}
+
+// settleState is the core's side of settlement: pacing, and what the
+// passes did. The passes themselves run on a worker; the core decides
+// when one runs and how far it may go.
+type settleState struct {
+	out     bool
+	lastAt  time.Time
+	retryAt time.Time
+	backoff time.Duration
+	warned  bool
+
+	known   bool // the cursor below is as the last pass left it
+	at      chain.Position
+	deleted chain.Position
+	// rounds: when the checkpoint reached each position (committed absorb
+	// rounds since this process began), for the settle lag.
+	rounds []roundMark
+
+	passes, failures                       uint64
+	objects, repointed, reclaimed, deletes uint64
+	rawBytes, storedBytes, freedBytes      int64
+	lastErr                                error
+}
+
+type roundMark struct {
+	to chain.Position
+	at time.Time
+}
+
+// settleUpto is how far a pass may go: the checkpoint, but never past a
+// slot whose copies are still uploading (a straggler landing after its
+// slot was deleted would leave a copy nothing reclaims).
+func (c *Core) settleUpto() chain.Position {
+	upto := chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}
+	for _, up := range c.uploads {
+		if up.puts > 0 {
+			if p := (chain.Position{Epoch: up.id.Epoch, Next: up.id.Slot}); p.Less(upto) {
+				upto = p
+			}
+		}
+	}
+	return upto
+}
+
+// maybeSettle starts a pass when one is due: serving, not closing, the
+// interval since the last one passed, and something to settle.
+func (c *Core) maybeSettle() {
+	s := &c.st
+	if c.cfg.SettleInterval <= 0 || s.out || c.phase != phaseServing || c.closing || c.sealed != nil {
+		return
+	}
+	if c.now.Before(s.retryAt) || (!s.lastAt.IsZero() && c.now.Before(s.lastAt.Add(c.cfg.SettleInterval))) {
+		return
+	}
+	upto := c.settleUpto()
+	if s.known && !s.at.Less(upto) && !s.deleted.Less(s.at) {
+		return
+	}
+	s.out, s.lastAt = true, c.now
+	c.emit(Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch})
+}
+
+// settleWake is when the next pass is due (zero: none).
+func (c *Core) settleWake() time.Time {
+	s := &c.st
+	if c.cfg.SettleInterval <= 0 || s.out || c.phase != phaseServing || c.closing {
+		return time.Time{}
+	}
+	due := s.lastAt.Add(c.cfg.SettleInterval)
+	if s.retryAt.After(due) {
+		due = s.retryAt
+	}
+	if s.known && !s.at.Less(c.settleUpto()) && !s.deleted.Less(s.at) {
+		return time.Time{} // nothing to do until a round commits
+	}
+	return due
+}
+
+func (c *Core) onSettlePassed(ev SettlePassed) {
+	s := &c.st
+	s.out = false
+	r := ev.Result
+	s.passes++
+	s.objects += uint64(r.Objects)
+	s.repointed += uint64(r.Repointed)
+	s.reclaimed += uint64(r.Reclaimed)
+	s.deletes += uint64(r.Deleted)
+	s.rawBytes += r.RawBytes
+	s.storedBytes += r.StoredBytes
+	s.freedBytes += r.FreedBytes
+	if r.Trim.At.Epoch > 0 {
+		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
+		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
+			s.rounds = s.rounds[1:]
+		}
+	}
+	if ev.Err != nil {
+		s.failures++
+		s.lastErr = ev.Err
+		s.backoff = min(max(2*s.backoff, 100*time.Millisecond), 30*time.Second)
+		s.retryAt = c.now.Add(s.backoff)
+		if !s.warned {
+			s.warned = true
+			c.logf(slog.LevelWarn, "settle pass failed; retrying", slog.Duration("backoff", s.backoff), attrE(ev.Err))
+		}
+		return
+	}
+	s.backoff, s.retryAt, s.warned, s.lastErr = 0, time.Time{}, false, nil
+	if r.Objects > 0 || r.Deleted > 0 {
+		c.logf(slog.LevelDebug, "settled", slog.String("result", r.Describe()), attrU("trim_epoch", s.at.Epoch), attrU("trim_next", s.at.Next))
+	}
+}
+
+// noteRound records that the checkpoint reached (epoch, next) now.
+func (s *settleState) noteRound(to chain.Position, now time.Time) {
+	if len(s.rounds) < 4096 {
+		s.rounds = append(s.rounds, roundMark{to: to, at: now})
+	} else {
+		s.rounds[len(s.rounds)-1] = roundMark{to: to, at: s.rounds[len(s.rounds)-1].at}
+	}
+}
+
+// lag is the age of the oldest absorbed round not yet settled.
+func (s *settleState) lag(now time.Time) time.Duration {
+	if len(s.rounds) == 0 {
+		return 0
+	}
+	return now.Sub(s.rounds[0].at)
+}
+
+// cutFloor is the oldest epoch whose cut the next epoch record must keep:
+// the checkpoint's (a walk needs it), or the trim cursor's deletes' if
+// older (settle needs it). Unknown cursor with settle on: keep them all.
+func (c *Core) cutFloor(cpEpoch uint64) uint64 {
+	if c.cfg.SettleInterval <= 0 {
+		return cpEpoch
+	}
+	if !c.st.known {
+		return 0
+	}
+	return min(cpEpoch, c.st.deleted.Epoch)
+}

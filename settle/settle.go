@@ -1,0 +1,664 @@
+// Package settle is the auditor (DESIGN.md, "Settle"): it rewrites the
+// transit extents of absorbed flights into per-stream settled objects in
+// the Standard bucket set, repoints the refs that pointed into them,
+// advances the chain's trim cursor, and deletes the settled slots from
+// every bucket of the chain.
+//
+// One Run is one pass over the slots from the trim cursor up to a position
+// the leader gives (never past the checkpoint, nor past a slot with copies
+// still uploading or missing). Every step is idempotent and a pass may die
+// at any point: a settled object is written with PutIfAbsent and one found
+// in place is adopted for the records it holds; a repoint is one
+// compare-and-swap Commit (or, past the backend's size limit, a put of the
+// merged ref followed by deletes of the refs it covers, which readers
+// tolerate: they dedupe overlapping refs by sequence number); the cursor
+// moves only once every ref into the slots behind it is repointed; and
+// deletes come after the cursor, so a slot is deleted only when nothing
+// reads it.
+package settle
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// Defaults.
+const (
+	// DefaultTargetBytes is the raw size a settled object grows to before
+	// settle starts the next one for the stream.
+	DefaultTargetBytes = 8 << 20
+	// DefaultFrameBytes is the raw size of one frame of a settled object:
+	// what one ranged GET of a read fetches and decodes.
+	DefaultFrameBytes = 256 << 10
+	// DefaultMaxSlots bounds the slots one pass reads.
+	DefaultMaxSlots = 64
+	// (MaxPassBytes bounds the bytes those slots may take.)
+)
+
+// Liveness tells settle whether the stream with ID id still exists (its
+// record names this incarnation) and below which sequence number its
+// records are trimmed. Refs of a dead incarnation, and refs wholly below
+// the trim point, are reclaimed instead of settled.
+type Liveness func(ctx context.Context, id string) (live bool, trimSeq uint64, err error)
+
+// Config is one chain's settle.
+type Config struct {
+	Meta    metastore.Store
+	Star    string
+	Class   chain.Class
+	Owner   string
+	Epoch   uint64          // the leader's epoch, for the Writer of settled refs
+	Transit chain.BucketSet // the chain's bucket set
+	Settled []objstore.Store
+	// Codec compresses settled frames; history is read rarely and kept
+	// long, so zstd (envelope.CodecZstd) is the default choice.
+	Codec       envelope.Codec
+	TargetBytes int
+	FrameBytes  int
+	Liveness    Liveness // nil: every stream is live, none trimmed
+	Logger      *slog.Logger
+}
+
+// Pass is what one Run is asked to do.
+type Pass struct {
+	Trim        chain.TrimCursor
+	TrimVersion metastore.Version
+	// Upto is where the pass stops: at most the checkpoint, and before
+	// any slot whose copies are still uploading or missing.
+	Upto chain.Position
+	// Checkpoint is the chain's checkpoint: refs may straddle Upto, and
+	// are settled whole when every extent lies before the checkpoint.
+	Checkpoint chain.Position
+	// Cuts are the cuts of every epoch from Trim.Deleted's to Upto's
+	// (exclusive) the leader knows; the cursor's own are used too.
+	Cuts     []chain.Cut
+	MaxSlots int
+}
+
+// Result is what a Run did.
+type Result struct {
+	Trim        chain.TrimCursor // the cursor as the pass left it
+	TrimVersion metastore.Version
+	Slots       int   // slots read
+	Objects     int   // settled objects written (or adopted)
+	RawBytes    int64 // raw record bytes settled
+	StoredBytes int64 // bytes of the settled objects
+	Repointed   int   // refs replaced by settled refs
+	Reclaimed   int   // refs of deleted incarnations or trimmed records deleted
+	Deleted     int   // slot deletes that succeeded (per bucket)
+	FreedBytes  int64 // transit bytes of the slots deleted (as read by this pass)
+}
+
+// ErrCutUnknown: the pass needed the cut of an epoch that neither the
+// cursor nor the leader knows.
+var ErrCutUnknown = errors.New("settle: the cut of an epoch is unknown")
+
+// Run runs one pass. It returns what it did even with an error; the next
+// pass resumes from the cursor the result carries.
+func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
+	cfg.defaults()
+	r := &run{cfg: cfg, p: p, res: Result{Trim: p.Trim, TrimVersion: p.TrimVersion}}
+	for _, c := range p.Trim.Cuts {
+		r.addCut(c)
+	}
+	for _, c := range p.Cuts {
+		r.addCut(c)
+	}
+	// Deletes a previous pass left undone come first: they are behind the
+	// cursor already, so nothing reads them.
+	if err := r.deleteBehind(ctx); err != nil {
+		return r.res, err
+	}
+	if !p.Trim.At.Less(p.Upto) {
+		return r.res, nil
+	}
+	upto, err := r.readSlots(ctx)
+	if err != nil && len(r.slots) == 0 {
+		return r.res, err
+	}
+	r.upto = upto
+	if serr := r.settleStreams(ctx); serr != nil {
+		return r.res, serr
+	}
+	if err := r.advance(ctx, upto); err != nil {
+		return r.res, err
+	}
+	if derr := r.deleteBehind(ctx); derr != nil {
+		return r.res, derr
+	}
+	return r.res, err
+}
+
+func (c *Config) defaults() {
+	if c.Codec == 0 {
+		c.Codec = envelope.CodecZstd
+	}
+	if c.TargetBytes <= 0 {
+		c.TargetBytes = DefaultTargetBytes
+	}
+	if c.FrameBytes <= 0 {
+		c.FrameBytes = DefaultFrameBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+type run struct {
+	cfg  Config
+	p    Pass
+	res  Result
+	cuts map[uint64]uint64
+	upto chain.Position // where this pass moves the cursor
+	// slots read this pass, in chain order, with their frames by stream.
+	slots []slotData
+	// objects: the slot objects read, by key, for extents that point there.
+	objects map[string][]byte
+}
+
+type slotData struct {
+	pos    chain.Position
+	size   int64
+	frames []envelope.FrameInfo
+}
+
+func (r *run) addCut(c chain.Cut) {
+	if r.cuts == nil {
+		r.cuts = map[uint64]uint64{}
+	}
+	r.cuts[c.Epoch] = c.Slot
+}
+
+// segments returns the committed slot ranges [from, to) of each epoch
+// between a and b, in chain order.
+func (r *run) segments(a, b chain.Position) ([][3]uint64, error) {
+	var out [][3]uint64
+	for e := a.Epoch; e <= b.Epoch; e++ {
+		from := uint64(0)
+		if e == a.Epoch {
+			from = a.Next
+		}
+		to := b.Next
+		if e < b.Epoch {
+			cut, ok := r.cuts[e]
+			if !ok {
+				return out, fmt.Errorf("%w: epoch %d of %s/%s", ErrCutUnknown, e, r.cfg.Star, r.cfg.Class)
+			}
+			to = cut
+		}
+		if from < to {
+			out = append(out, [3]uint64{e, from, to})
+		}
+	}
+	return out, nil
+}
+
+// readSlots reads the slots from the cursor on, up to Upto, MaxSlots or
+// MaxPassBytes, and returns the position after the last one read.
+func (r *run) readSlots(ctx context.Context) (chain.Position, error) {
+	at := r.p.Trim.At
+	segs, serr := r.segments(at, r.p.Upto)
+	budget := r.p.MaxSlots
+	if budget <= 0 {
+		budget = DefaultMaxSlots
+	}
+	var bytes int64
+	r.objects = map[string][]byte{}
+	for _, s := range segs {
+		e, from, to := s[0], s[1], s[2]
+		limit := min(to, from+uint64(budget-len(r.slots)))
+		werr := chain.Walk(ctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, e, from, limit, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+			if bytes >= MaxPassBytes {
+				return errFull
+			}
+			r.slots = append(r.slots, slotData{pos: chain.Position{Epoch: e, Next: slot}, size: int64(len(obj)), frames: frames})
+			r.objects[chain.SlotKey(r.cfg.Star, r.cfg.Class, e, slot)] = obj
+			bytes += int64(len(obj))
+			at = chain.Position{Epoch: e, Next: slot + 1}
+			return nil
+		})
+		r.res.Slots = len(r.slots)
+		if errors.Is(werr, errFull) {
+			return at, nil
+		}
+		if werr != nil {
+			return at, werr
+		}
+		if limit < to {
+			return at, nil
+		}
+		at = chain.Position{Epoch: e, Next: to}
+	}
+	if serr != nil {
+		return at, serr
+	}
+	return r.p.Upto, nil
+}
+
+// MaxPassBytes bounds the slot objects one pass holds in memory.
+const MaxPassBytes = 64 << 20
+
+var errFull = errors.New("settle: pass full")
+
+// settleStreams settles (or reclaims) every ref with records in the slots
+// read, stream by stream.
+func (r *run) settleStreams(ctx context.Context) error {
+	first := map[string]uint64{} // stream ID → lowest seq seen in these slots
+	for _, s := range r.slots {
+		for _, f := range s.frames {
+			if v, ok := first[f.Stream]; !ok || f.FirstSeq < v {
+				first[f.Stream] = f.FirstSeq
+			}
+		}
+	}
+	ids := make([]string, 0, len(first))
+	for id := range first {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		if err := r.settleStream(ctx, id, first[id]); err != nil {
+			errs = append(errs, fmt.Errorf("stream %q: %w", id, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ref is one ref as read, with its version.
+type ref struct {
+	key string
+	ver metastore.Version
+	r   absorb.SpanRef
+}
+
+// settleStream settles stream id's refs from the one covering seq on, for
+// as long as they point into the slots this pass read (or other slots
+// before the checkpoint).
+func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
+	refs, err := r.transitRefs(ctx, id, seq)
+	if err != nil || len(refs) == 0 {
+		return err
+	}
+	live, trimSeq := true, uint64(0)
+	if r.cfg.Liveness != nil {
+		if live, trimSeq, err = r.cfg.Liveness(ctx, id); err != nil {
+			return err
+		}
+	}
+	var keep []ref
+	for _, f := range refs {
+		if !live || f.r.End <= trimSeq {
+			if err := r.cfg.Meta.Delete(ctx, f.key, f.ver); err != nil && !errors.Is(err, metastore.ErrConflict) {
+				return fmt.Errorf("reclaim ref %s: %w", f.key, err)
+			} else if err == nil {
+				r.res.Reclaimed++
+			}
+			continue
+		}
+		keep = append(keep, f)
+	}
+	for len(keep) > 0 {
+		run := 1 // a group is contiguous
+		for run < len(keep) && keep[run].r.Start == keep[run-1].r.End {
+			run++
+		}
+		n, err := r.settleGroup(ctx, id, keep[:run])
+		if err != nil {
+			return err
+		}
+		keep = keep[n:]
+	}
+	return nil
+}
+
+// transitRefs returns the stream's refs from the one covering seq on that
+// still point into this chain's slots and start before the pass's end, in
+// order (settled ones skipped; there may be gaps where refs were
+// reclaimed).
+func (r *run) transitRefs(ctx context.Context, id string, seq uint64) ([]ref, error) {
+	var out []ref
+	after := chain.RefKey(id, seq)
+	for {
+		items, err := r.cfg.Meta.Scan(ctx, chain.RefPrefix(id), after, 256)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if !chain.IsRefOf(id, it.Key) {
+				return out, nil
+			}
+			sr, err := absorb.DecodeRef(it.Value)
+			if err != nil {
+				return nil, fmt.Errorf("ref %s: %w", it.Key, err)
+			}
+			if sr.Settled() {
+				continue
+			}
+			if !r.startsBefore(sr, r.upto) {
+				return out, nil
+			}
+			if !r.settleable(sr) {
+				return nil, fmt.Errorf("ref %s [%d, %d) points past the checkpoint %+v or out of this chain", it.Key, sr.Start, sr.End, r.p.Checkpoint)
+			}
+			out = append(out, ref{key: it.Key, ver: it.Version, r: sr})
+		}
+		if len(items) < 256 {
+			return out, nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
+
+// startsBefore: the ref's first extent is a slot of this chain before p.
+func (r *run) startsBefore(sr absorb.SpanRef, p chain.Position) bool {
+	star, c, epoch, slot, ok := chain.ParseSlotKey(sr.Extents[0].Key)
+	return ok && star == r.cfg.Star && c == r.cfg.Class && (chain.Position{Epoch: epoch, Next: slot}).Less(p)
+}
+
+// settleable: every extent is a slot of this chain before the checkpoint.
+func (r *run) settleable(sr absorb.SpanRef) bool {
+	for _, e := range sr.Extents {
+		star, c, epoch, slot, ok := chain.ParseSlotKey(e.Key)
+		if !ok || star != r.cfg.Star || c != r.cfg.Class || !(chain.Position{Epoch: epoch, Next: slot}).Less(r.p.Checkpoint) {
+			return false
+		}
+	}
+	return true
+}
+
+// settleGroup writes one settled object from the leading refs of refs (up
+// to TargetBytes raw, or what an object found in place holds), repoints
+// them, and returns how many refs it consumed.
+func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, error) {
+	start := refs[0].r.Start
+	key := chain.SettledKey(id, start)
+	n, raw := 0, 0
+	for n < len(refs) && (n == 0 || raw < r.cfg.TargetBytes) {
+		for _, e := range refs[n].r.Extents {
+			raw += int(e.RawLength)
+		}
+		n++
+	}
+	group := refs[:n]
+	obj, frames, err := r.render(ctx, id, group)
+	if err != nil {
+		return 0, err
+	}
+	stored := int64(len(obj))
+	if err := r.put(ctx, key, obj); errors.Is(err, objstore.ErrExists) {
+		// A pass that died wrote it (or a zombie's did): adopt what it holds.
+		frames, stored, err = r.adopt(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		end := frames[len(frames)-1].FirstSeq + uint64(frames[len(frames)-1].Count)
+		n = 0
+		for n < len(refs) && refs[n].r.End <= end {
+			n++
+		}
+		if n == 0 || refs[n-1].r.End != end {
+			return 0, fmt.Errorf("settle: %s holds [%d, %d), which does not end at a ref boundary", key, start, end)
+		}
+		group = refs[:n]
+	} else if err != nil {
+		return 0, err
+	}
+	if err := r.repoint(ctx, id, key, group, frames); err != nil {
+		return 0, err
+	}
+	r.res.Objects++
+	r.res.StoredBytes += stored
+	for _, f := range frames {
+		r.res.RawBytes += int64(f.RawLength)
+	}
+	return n, nil
+}
+
+// render builds the settled object of refs' records.
+func (r *run) render(ctx context.Context, id string, refs []ref) ([]byte, []envelope.FrameInfo, error) {
+	w := envelope.NewBundleWriter()
+	var buf []byte
+	var first uint64
+	count := 0
+	var lo, hi int64
+	flush := func() error {
+		if count == 0 {
+			return nil
+		}
+		err := w.AddFrame(id, first, count, lo, hi, buf, r.cfg.Codec)
+		buf, count = buf[:0], 0
+		return err
+	}
+	for _, f := range refs {
+		for _, e := range f.r.Extents {
+			recs, err := r.records(ctx, f.r, e, id)
+			if err != nil {
+				return nil, nil, err
+			}
+			for i, rec := range recs {
+				size := envelope.EncodedRecordSize(rec)
+				if count > 0 && (len(buf)+size > r.cfg.FrameBytes || count >= envelope.MaxFrameRecords || len(buf)+size > envelope.MaxFrameRawBytes) {
+					if err := flush(); err != nil {
+						return nil, nil, err
+					}
+				}
+				if count == 0 {
+					first, lo, hi = e.FirstSeq+uint64(i), rec.Timestamp, rec.Timestamp
+				}
+				lo, hi = min(lo, rec.Timestamp), max(hi, rec.Timestamp)
+				buf = envelope.AppendRecord(buf, rec)
+				count++
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	obj, frames := w.FinishSettled(refs[0].r.Start, envelope.NewNonce())
+	return obj, frames, nil
+}
+
+// records returns the records of extent e, from the slot object this pass
+// read or by a ranged GET falling through the chain's buckets.
+func (r *run) records(ctx context.Context, sr absorb.SpanRef, e absorb.Extent, id string) ([]envelope.Record, error) {
+	info := e.FrameInfo(id)
+	if obj, ok := r.objects[e.Key]; ok && e.Offset+uint64(e.Length) <= uint64(len(obj)) {
+		recs, err := envelope.DecodeFrame(info, obj[e.Offset:e.Offset+uint64(e.Length)])
+		if err == nil {
+			return recs, nil
+		}
+	}
+	var errs []error
+	for i, b := range r.cfg.Transit.Stores {
+		data, err := b.Get(ctx, e.Key, int64(e.Offset), int64(e.Length))
+		if err == nil {
+			var recs []envelope.Record
+			if recs, err = envelope.DecodeFrame(info, data); err == nil {
+				return recs, nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
+	}
+	return nil, fmt.Errorf("settle: no good copy of %s [%d+%d) for records %d-%d: %w", e.Key, e.Offset, e.Length, e.FirstSeq, e.FirstSeq+uint64(e.Count)-1, absorb.CopyErrors(errs))
+}
+
+// put writes obj at key in every bucket of the settled set. ErrExists
+// from the first bucket means an earlier pass wrote it there.
+func (r *run) put(ctx context.Context, key string, obj []byte) error {
+	for i, b := range r.cfg.Settled {
+		var err error
+		for attempt := 0; attempt < 4; attempt++ {
+			if err = b.PutIfAbsent(ctx, key, obj); err == nil || errors.Is(err, objstore.ErrExists) || errors.Is(err, objstore.ErrPermanent) || ctx.Err() != nil {
+				break
+			}
+		}
+		if errors.Is(err, objstore.ErrExists) && i == 0 {
+			return err
+		}
+		if err != nil && !errors.Is(err, objstore.ErrExists) {
+			return fmt.Errorf("settle: put %s in settled bucket %d: %w", key, i, err)
+		}
+	}
+	return nil
+}
+
+// adopt reads the settled object at key (first good copy) and returns its
+// frames and size.
+func (r *run) adopt(ctx context.Context, key string) ([]envelope.FrameInfo, int64, error) {
+	var errs []error
+	for i, b := range r.cfg.Settled {
+		obj, err := b.Get(ctx, key, 0, -1)
+		if err == nil {
+			var frames []envelope.FrameInfo
+			if _, frames, err = envelope.ParseSettled(obj); err == nil {
+				return frames, int64(len(obj)), nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
+	}
+	return nil, 0, fmt.Errorf("settle: read back %s: %w", key, absorb.CopyErrors(errs))
+}
+
+// repoint replaces group's refs by one settled ref at the last one's key,
+// covering [group[0].Start, last.End) with extents into the object at key.
+func (r *run) repoint(ctx context.Context, id, key string, group []ref, frames []envelope.FrameInfo) error {
+	last := group[len(group)-1]
+	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: r.cfg.Star, Start: group[0].r.Start, End: last.r.End,
+		MinTS: frames[0].MinTimestamp, MaxTS: frames[0].MaxTimestamp,
+		Writer: fmt.Sprintf("settle/%s/%d", r.cfg.Owner, r.cfg.Epoch)}
+	for _, f := range frames {
+		sr.MinTS, sr.MaxTS = min(sr.MinTS, f.MinTimestamp), max(sr.MaxTS, f.MaxTimestamp)
+		sr.Extents = append(sr.Extents, absorb.Extent{Key: key, Offset: f.Offset, Length: f.Length, RawLength: f.RawLength, Codec: f.Codec,
+			CRC: f.CRC, FirstSeq: f.FirstSeq, Count: f.Count, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp})
+	}
+	if err := sr.Validate(); err != nil {
+		return fmt.Errorf("settle: the settled ref of %s: %w", key, err)
+	}
+	val, err := json.Marshal(sr)
+	if err != nil {
+		return err
+	}
+	ops := []metastore.Op{{Kind: metastore.OpPut, Key: last.key, Value: val, Expect: last.ver}}
+	for _, f := range group[:len(group)-1] {
+		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver})
+	}
+	maxOps, maxBytes := metastore.MaxCommitOps(r.cfg.Meta), metastore.MaxCommitBytes(r.cfg.Meta)
+	if (maxOps <= 0 || len(ops) <= maxOps) && (maxBytes <= 0 || metastore.CommitBytes(r.cfg.Meta, ops) <= maxBytes) {
+		if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
+			return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(group), id, key, err)
+		}
+	} else {
+		// Too big for one Commit: the merged ref first (readers dedupe the
+		// overlap), then the refs it covers, a chunk at a time.
+		if _, err := r.cfg.Meta.Commit(ctx, ops[:1]); err != nil {
+			return fmt.Errorf("settle: repoint %s to %s: %w", last.key, key, err)
+		}
+		rest := ops[1:]
+		for len(rest) > 0 {
+			k := len(rest)
+			if maxOps > 0 {
+				k = min(k, maxOps)
+			}
+			for k > 1 && maxBytes > 0 && metastore.CommitBytes(r.cfg.Meta, rest[:k]) > maxBytes {
+				k /= 2
+			}
+			if _, err := r.cfg.Meta.Commit(ctx, rest[:k]); err != nil {
+				return fmt.Errorf("settle: delete refs covered by %s: %w", key, err)
+			}
+			rest = rest[k:]
+		}
+	}
+	r.res.Repointed += len(group)
+	return nil
+}
+
+// advance moves the cursor to upto (never back) by compare-and-swap.
+func (r *run) advance(ctx context.Context, upto chain.Position) error {
+	t := r.res.Trim
+	if !t.At.Less(upto) {
+		return nil
+	}
+	t.At, t.Owner = upto, r.cfg.Owner
+	t.Cuts = r.cutsFrom(t.Deleted.Epoch)
+	ver, err := r.cfg.Meta.Put(ctx, chain.TrimKey(r.cfg.Star, r.cfg.Class), t.Encode(), r.res.TrimVersion)
+	if err != nil {
+		got, gv, rerr := chain.ReadTrimCursor(ctx, r.cfg.Meta, r.cfg.Star, r.cfg.Class)
+		if rerr == nil && !got.At.Less(upto) {
+			r.res.Trim, r.res.TrimVersion = got, gv // ours applied, or someone got as far
+			return nil
+		}
+		return fmt.Errorf("settle: advance the trim cursor of %s/%s to %+v: %w", r.cfg.Star, r.cfg.Class, upto, err)
+	}
+	r.res.Trim, r.res.TrimVersion = t, ver
+	return nil
+}
+
+// cutsFrom returns the known cuts of epochs from `from` on.
+func (r *run) cutsFrom(from uint64) []chain.Cut {
+	var out []chain.Cut
+	for e, s := range r.cuts {
+		if e >= from {
+			out = append(out, chain.Cut{Epoch: e, Slot: s})
+		}
+	}
+	slices.SortFunc(out, func(a, b chain.Cut) int { return cmp.Compare(a.Epoch, b.Epoch) })
+	return out
+}
+
+// deleteBehind deletes the slots in [Deleted, At) from every bucket of the
+// chain, then records Deleted = At.
+func (r *run) deleteBehind(ctx context.Context) error {
+	t := r.res.Trim
+	if !t.Deleted.Less(t.At) {
+		return nil
+	}
+	segs, err := r.segments(t.Deleted, t.At)
+	if err != nil {
+		return err
+	}
+	sizes := map[chain.Position]int64{}
+	for _, s := range r.slots {
+		sizes[s.pos] = s.size
+	}
+	for _, s := range segs {
+		n, err := chain.Trim(ctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, s[0], s[1], s[2])
+		r.res.Deleted += n
+		if err != nil {
+			return err
+		}
+		for slot := s[1]; slot < s[2]; slot++ {
+			r.res.FreedBytes += sizes[chain.Position{Epoch: s[0], Next: slot}] * int64(r.cfg.Transit.K())
+		}
+	}
+	t.Deleted = t.At
+	t.Cuts = r.cutsFrom(t.At.Epoch)
+	ver, err := r.cfg.Meta.Put(ctx, chain.TrimKey(r.cfg.Star, r.cfg.Class), t.Encode(), r.res.TrimVersion)
+	if err != nil {
+		return fmt.Errorf("settle: record the deletes of %s/%s up to %+v: %w", r.cfg.Star, r.cfg.Class, t.At, err)
+	}
+	r.res.Trim, r.res.TrimVersion = t, ver
+	return nil
+}
+
+// Describe is a one-line summary of a result, for logs.
+func (res Result) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "slots=%d objects=%d raw=%d stored=%d repointed=%d reclaimed=%d deleted=%d", res.Slots, res.Objects, res.RawBytes, res.StoredBytes, res.Repointed, res.Reclaimed, res.Deleted)
+	return b.String()
+}
