@@ -21,6 +21,7 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,
 		// the zero value is the default
 		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true,
+		"SettleInterval":     true, // off until settled objects are compacted (its doc)
 		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true,
 	}
 	c := DefaultConfig()
