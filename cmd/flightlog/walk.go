@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,13 +53,6 @@ func probeSlot(ctx context.Context, set []objstore.Store, star string, c chain.C
 		}
 	}
 	return st, nil
-}
-
-// trimCursor is the value at chain.TrimKey as far as walk needs it. Settle
-// and trim are not built yet; an unknown shape is printed raw.
-type trimCursor struct {
-	Epoch uint64 `json:"epoch"`
-	Next  uint64 `json:"next"`
 }
 
 // walkCmd: flightlog walk.
@@ -138,7 +130,7 @@ func walkChain(ctx context.Context, w io.Writer, prog *progress, b *backends, st
 		}
 		fmt.Fprintf(w, "  checkpoint: absorbed below (epoch %d, slot %d); sealed by %s (epoch %d); pending round %s; tails %s\n", cp.Epoch, cp.Next, cp.Owner, cp.OwnerEpoch, pending, tails)
 	}
-	var trim *trimCursor
+	var trim *chain.Position // slots below it are deleted (trim's deletes done)
 	it, err := b.meta.Get(ctx, chain.TrimKey(star, c))
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
@@ -146,12 +138,11 @@ func walkChain(ctx context.Context, w io.Writer, prog *progress, b *backends, st
 	case err != nil:
 		return problems, true, err
 	default:
-		var t trimCursor
-		if json.Unmarshal(it.Value, &t) == nil {
-			trim = &t
-			fmt.Fprintf(w, "  trim cursor: below (epoch %d, slot %d) is trimmed\n", t.Epoch, t.Next)
+		if t, derr := chain.DecodeTrimCursor(it.Value); derr == nil {
+			trim = &t.Deleted
+			fmt.Fprintf(w, "  trim cursor: settled below (epoch %d, slot %d); deleted below (epoch %d, slot %d); by %s\n", t.At.Epoch, t.At.Next, t.Deleted.Epoch, t.Deleted.Next, t.Owner)
 		} else {
-			fmt.Fprintf(w, "  trim cursor: %q (unknown format)\n", it.Value)
+			problem("trim cursor: %v", derr)
 		}
 	}
 	for e := uint64(1); e <= rec.Epoch; e++ {
