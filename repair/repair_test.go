@@ -195,7 +195,8 @@ func TestRepairSlot(t *testing.T) {
 		}, damage: []func([]byte) []byte{flipFrame, nil, nil}, ev: Evidence{Referenced: true}, refused: "at or past epoch 3's cut 7"},
 		{name: "trimmed", setup: func(h *harness) {
 			live(h)
-			h.meta.Put(ctx, chain.TrimKey(star, chain.Express), []byte(`{"epoch":3,"next":8}`), metastore.AnyVersion)
+			cur := chain.TrimCursor{At: chain.Position{Epoch: 3, Next: 8}, Deleted: chain.Position{Epoch: 3, Next: 8}}
+			h.meta.Put(ctx, chain.TrimKey(star, chain.Express), cur.Encode(), metastore.AnyVersion)
 		}, damage: []func([]byte) []byte{nil, remove, nil}, refused: "trim cursor"},
 		{name: "no-good-copy", setup: live, damage: []func([]byte) []byte{flipFrame, flipEnvelope, remove}, ev: Evidence{Referenced: true}, refused: "no good copy"},
 	} {

@@ -3,7 +3,6 @@ package repair
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -345,12 +344,6 @@ func (r SlotResult) Complete() bool {
 	return r.Refused == "" && r.Repaired() == len(r.Report.Damaged())
 }
 
-// trimCursor is the value at chain.TrimKey as far as a repair needs it.
-type trimCursor struct {
-	Epoch uint64 `json:"epoch"`
-	Next  uint64 `json:"next"`
-}
-
 // Records are a chain's epoch record, checkpoint and trim cursor, read
 // once (ReadRecords) to plan the repairs of many slots.
 type Records struct {
@@ -358,7 +351,7 @@ type Records struct {
 	hasRec bool
 	cp     absorb.Checkpoint
 	hasCP  bool
-	trim   *trimCursor
+	trim   *chain.TrimCursor
 }
 
 // ReadRecords reads the chain's epoch record, checkpoint and trim cursor
@@ -382,8 +375,9 @@ func (c Chain) ReadRecords(ctx context.Context) (Records, error) {
 	it, err := c.Meta.Get(ctx, chain.TrimKey(c.Star, c.Class))
 	switch {
 	case err == nil:
-		var t trimCursor
-		if json.Unmarshal(it.Value, &t) == nil {
+		// A cursor that does not decode guards nothing; fsck and walk
+		// report it.
+		if t, derr := chain.DecodeTrimCursor(it.Value); derr == nil {
 			st.trim = &t
 		}
 	case !errors.Is(err, metastore.ErrNotFound):
@@ -468,8 +462,10 @@ func settle(st Records, rep SlotReport, ev Evidence, w int) (Settlement, string)
 	if rep.source == nil {
 		return Undetermined, "no good copy to copy from in any bucket"
 	}
-	if st.trim != nil && (rep.Epoch < st.trim.Epoch || (rep.Epoch == st.trim.Epoch && rep.Slot < st.trim.Next)) {
-		return Undetermined, fmt.Sprintf("behind the trim cursor (epoch %d, slot %d): trimmed on purpose", st.trim.Epoch, st.trim.Next)
+	// Below the cursor's At a slot is settled (no ref needs it) and its
+	// deletes may be under way: a copy would only resurrect garbage.
+	if t := st.trim; t != nil && (chain.Position{Epoch: rep.Epoch, Next: rep.Slot}).Less(t.At) {
+		return Undetermined, fmt.Sprintf("behind the trim cursor (settled below epoch %d, slot %d): trimmed on purpose", t.At.Epoch, t.At.Next)
 	}
 	if st.hasRec {
 		if cut, ok := st.rec.CutOf(rep.Epoch); ok {
