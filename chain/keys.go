@@ -285,9 +285,10 @@ func SettledPrefixKey(id string) string {
 }
 
 // SettledKey is the object key of the settled object of the stream whose
-// ID is id that starts at startSeq.
-func SettledKey(id string, startSeq uint64) string {
-	return SettledPrefixKey(id) + pad(startSeq)
+// ID is id that holds records [startSeq, endSeq): the range is in the key,
+// so an object found in place under a key holds exactly those records.
+func SettledKey(id string, startSeq, endSeq uint64) string {
+	return SettledPrefixKey(id) + pad(startSeq) + "-" + pad(endSeq)
 }
 
 // IsSettledKey reports whether key is a settled object's key (of any
@@ -311,7 +312,7 @@ func ValidateStreamKeys(name string) error {
 	if n := max(len(StreamRecordKey(name)), len(StreamNameKey(name))); n > metastore.MaxKeyLen {
 		return fmt.Errorf("%w: stream name of %d bytes makes a record key of %d bytes, over the metastore's %d", ErrInvalidName, len(name), n, metastore.MaxKeyLen)
 	}
-	if n := len(SettledPrefixKey(id)) + 20; n > objstore.MaxKeyLen {
+	if n := len(SettledKey(id, ^uint64(0), ^uint64(0))); n > objstore.MaxKeyLen {
 		return fmt.Errorf("%w: stream name of %d bytes makes settled object keys of %d bytes, over the object store's %d", ErrInvalidName, len(name), n, objstore.MaxKeyLen)
 	}
 	return nil

@@ -459,7 +459,7 @@ func (l *lane) snapshot() *ClassStats {
 		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
 		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes, TailsRebuilds: cs.TailsRebuilds,
 		Settle: SettleStats{Passes: cs.Settle.Passes, Failures: cs.Settle.Failures, Objects: cs.Settle.Objects, Repointed: cs.Settle.Repointed,
-			Reclaimed: cs.Settle.Reclaimed, DeletedCopies: cs.Settle.Deleted, RawBytes: cs.Settle.RawBytes, StoredBytes: cs.Settle.StoredBytes,
+			Reclaimed: cs.Settle.Reclaimed, DeletedCopies: cs.Settle.Deleted, Merged: cs.Settle.Merged, RawBytes: cs.Settle.RawBytes, StoredBytes: cs.Settle.StoredBytes,
 			FreedBytes: cs.Settle.FreedBytes, TrimEpoch: cs.Settle.TrimEpoch, TrimNext: cs.Settle.TrimNext, Lag: cs.Settle.Lag,
 			UnsettledRounds: cs.Settle.UnsettledRounds, LastError: cs.Settle.LastError},
 		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,

@@ -162,6 +162,10 @@ type SettleStats struct {
 	// incarnations or trimmed records deleted instead; DeletedCopies, chain
 	// slot copies deleted by trim.
 	Objects, Repointed, Reclaimed, DeletedCopies uint64
+	// Merged is small settled objects absorbed into a larger one (a slow
+	// stream's objects grow toward the target size; the absorbed ones are
+	// deleted).
+	Merged uint64
 	// RawBytes is the record bytes settled, StoredBytes the settled
 	// objects' size, FreedBytes the transit copies' bytes deleted.
 	RawBytes, StoredBytes, FreedBytes int64

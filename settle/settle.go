@@ -27,6 +27,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
@@ -96,9 +98,12 @@ type Result struct {
 	RawBytes    int64 // raw record bytes settled
 	StoredBytes int64 // bytes of the settled objects
 	Repointed   int   // refs replaced by settled refs
-	Reclaimed   int   // refs of deleted incarnations or trimmed records deleted
-	Deleted     int   // slot deletes that succeeded (per bucket)
-	FreedBytes  int64 // transit bytes of the slots deleted (as read by this pass)
+	Merged      int   // small settled objects absorbed into larger ones
+	// DeletedObjects is settled objects deleted once merged away.
+	DeletedObjects int
+	Reclaimed      int   // refs of deleted incarnations or trimmed records deleted
+	Deleted        int   // slot deletes that succeeded (per bucket)
+	FreedBytes     int64 // transit bytes of the slots deleted (as read by this pass)
 }
 
 // ErrCutUnknown: the pass needed the cut of an epoch that neither the
@@ -119,6 +124,9 @@ func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
 	// Deletes a previous pass left undone come first: they are behind the
 	// cursor already, so nothing reads them.
 	if err := r.deleteBehind(ctx); err != nil {
+		return r.res, err
+	}
+	if err := r.deleteDoomed(ctx); err != nil {
 		return r.res, err
 	}
 	if !p.Trim.At.Less(p.Upto) {
@@ -383,43 +391,43 @@ func (r *run) settleable(sr absorb.SpanRef) bool {
 }
 
 // settleGroup writes one settled object from the leading refs of refs (up
-// to TargetBytes raw, or what an object found in place holds), repoints
-// them, and returns how many refs it consumed.
+// to TargetBytes raw, and as many as one Commit takes), merged with the
+// stream's small settled objects just before it (see mergeable), repoints
+// them all in one Commit, and returns how many of refs it consumed.
 func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, error) {
-	start := refs[0].r.Start
-	key := chain.SettledKey(id, start)
+	maxOps := metastore.MaxCommitOps(r.cfg.Meta)
+	if maxOps <= 0 {
+		maxOps = 1 << 30
+	}
 	n, raw := 0, 0
-	for n < len(refs) && (n == 0 || raw < r.cfg.TargetBytes) {
-		for _, e := range refs[n].r.Extents {
-			raw += int(e.RawLength)
-		}
+	for n < len(refs) && (n == 0 || raw < r.cfg.TargetBytes) && n+1+2*maxMerges < maxOps {
+		raw += rawBytes(refs[n].r)
 		n++
 	}
 	group := refs[:n]
-	obj, frames, err := r.render(ctx, id, group)
+	prev, err := r.mergeable(ctx, id, group[0].r.Start, raw)
+	if err != nil {
+		return 0, err
+	}
+	all := append(append([]ref(nil), prev...), group...)
+	start, end := all[0].r.Start, group[n-1].r.End
+	key := chain.SettledKey(id, start, end)
+	obj, frames, err := r.render(ctx, id, all)
 	if err != nil {
 		return 0, err
 	}
 	stored := int64(len(obj))
 	if err := r.put(ctx, key, obj); errors.Is(err, objstore.ErrExists) {
-		// A pass that died wrote it (or a zombie's did): adopt what it holds.
-		frames, stored, err = r.adopt(ctx, key)
+		// A pass that died wrote it (or a zombie's did): the key names the
+		// records it holds, so it is the same; read its index back.
+		frames, stored, err = r.adopt(ctx, key, start, end)
 		if err != nil {
 			return 0, err
 		}
-		end := frames[len(frames)-1].FirstSeq + uint64(frames[len(frames)-1].Count)
-		n = 0
-		for n < len(refs) && refs[n].r.End <= end {
-			n++
-		}
-		if n == 0 || refs[n-1].r.End != end {
-			return 0, fmt.Errorf("settle: %s holds [%d, %d), which does not end at a ref boundary", key, start, end)
-		}
-		group = refs[:n]
 	} else if err != nil {
 		return 0, err
 	}
-	if err := r.repoint(ctx, id, key, group, frames); err != nil {
+	if err := r.repoint(ctx, id, key, all, frames, len(prev)); err != nil {
 		return 0, err
 	}
 	r.res.Objects++
@@ -428,6 +436,59 @@ func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, erro
 		r.res.RawBytes += int64(f.RawLength)
 	}
 	return n, nil
+}
+
+// maxMerges bounds the settled objects one new object absorbs.
+const maxMerges = 8
+
+// rawBytes is the ref's records' decoded bytes.
+func rawBytes(sr absorb.SpanRef) int {
+	n := 0
+	for _, e := range sr.Extents {
+		n += int(e.RawLength)
+	}
+	return n
+}
+
+// mergeable returns the stream's settled refs that end where the new
+// object starts and that it should absorb, oldest first. The rule keeps
+// rewriting bounded like a binary counter: a settled object is merged
+// while it is no more than twice what the new one holds so far and the
+// sum stays within TargetBytes, so a slow stream's objects grow toward
+// TargetBytes with each byte rewritten about log2(TargetBytes / pass
+// size) times, instead of one small object per pass forever.
+func (r *run) mergeable(ctx context.Context, id string, start uint64, raw int) ([]ref, error) {
+	var out []ref
+	for len(out) < maxMerges && start > 0 {
+		it, err := r.cfg.Meta.Get(ctx, chain.RefKey(id, start))
+		if errors.Is(err, metastore.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		sr, err := absorb.DecodeRef(it.Value)
+		if err != nil {
+			return nil, fmt.Errorf("ref %s: %w", it.Key, err)
+		}
+		pr := rawBytes(sr)
+		if !sr.Settled() || sr.End != start || pr > 2*raw || raw+pr > r.cfg.TargetBytes || !r.oneObject(sr) {
+			break
+		}
+		out = append([]ref{{key: it.Key, ver: it.Version, r: sr}}, out...)
+		start, raw = sr.Start, raw+pr
+	}
+	return out, nil
+}
+
+// oneObject: every extent of a settled ref is in the same object.
+func (r *run) oneObject(sr absorb.SpanRef) bool {
+	for _, e := range sr.Extents {
+		if e.Key != sr.Extents[0].Key {
+			return false
+		}
+	}
+	return true
 }
 
 // render builds the settled object of refs' records.
@@ -475,7 +536,8 @@ func (r *run) render(ctx context.Context, id string, refs []ref) ([]byte, []enve
 }
 
 // records returns the records of extent e, from the slot object this pass
-// read or by a ranged GET falling through the chain's buckets.
+// read or by a ranged GET falling through the chain's buckets (the settled
+// set's, for a settled object being merged).
 func (r *run) records(ctx context.Context, sr absorb.SpanRef, e absorb.Extent, id string) ([]envelope.Record, error) {
 	info := e.FrameInfo(id)
 	if obj, ok := r.objects[e.Key]; ok && e.Offset+uint64(e.Length) <= uint64(len(obj)) {
@@ -485,7 +547,11 @@ func (r *run) records(ctx context.Context, sr absorb.SpanRef, e absorb.Extent, i
 		}
 	}
 	var errs []error
-	for i, b := range r.cfg.Transit.Stores {
+	set := r.cfg.Transit.Stores
+	if chain.IsSettledKey(e.Key) {
+		set = r.cfg.Settled // a small settled object being merged
+	}
+	for i, b := range set {
 		data, err := b.Get(ctx, e.Key, int64(e.Offset), int64(e.Length))
 		if err == nil {
 			var recs []envelope.Record
@@ -519,15 +585,19 @@ func (r *run) put(ctx context.Context, key string, obj []byte) error {
 }
 
 // adopt reads the settled object at key (first good copy) and returns its
-// frames and size.
-func (r *run) adopt(ctx context.Context, key string) ([]envelope.FrameInfo, int64, error) {
+// frames and size, checking it holds exactly [start, end).
+func (r *run) adopt(ctx context.Context, key string, start, end uint64) ([]envelope.FrameInfo, int64, error) {
 	var errs []error
 	for i, b := range r.cfg.Settled {
 		obj, err := b.Get(ctx, key, 0, -1)
 		if err == nil {
 			var frames []envelope.FrameInfo
 			if _, frames, err = envelope.ParseSettled(obj); err == nil {
-				return frames, int64(len(obj)), nil
+				last := frames[len(frames)-1]
+				if frames[0].FirstSeq == start && last.FirstSeq+uint64(last.Count) == end {
+					return frames, int64(len(obj)), nil
+				}
+				err = fmt.Errorf("holds [%d, %d), its key says [%d, %d)", frames[0].FirstSeq, last.FirstSeq+uint64(last.Count), start, end)
 			}
 		}
 		errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
@@ -535,11 +605,14 @@ func (r *run) adopt(ctx context.Context, key string) ([]envelope.FrameInfo, int6
 	return nil, 0, fmt.Errorf("settle: read back %s: %w", key, absorb.CopyErrors(errs))
 }
 
-// repoint replaces group's refs by one settled ref at the last one's key,
-// covering [group[0].Start, last.End) with extents into the object at key.
-func (r *run) repoint(ctx context.Context, id, key string, group []ref, frames []envelope.FrameInfo) error {
-	last := group[len(group)-1]
-	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: r.cfg.Star, Start: group[0].r.Start, End: last.r.End,
+// repoint replaces refs (the first merged of them settled objects being
+// absorbed) by one settled ref at the last one's key, covering
+// [refs[0].Start, last.End) with extents into the object at key, in one
+// Commit that also marks the absorbed objects doomed (deleted once no ref
+// points at them: see deleteDoomed).
+func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []envelope.FrameInfo, merged int) error {
+	last := refs[len(refs)-1]
+	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: r.cfg.Star, Start: refs[0].r.Start, End: last.r.End,
 		MinTS: frames[0].MinTimestamp, MaxTS: frames[0].MaxTimestamp,
 		Writer: fmt.Sprintf("settle/%s/%d", r.cfg.Owner, r.cfg.Epoch)}
 	for _, f := range frames {
@@ -555,36 +628,58 @@ func (r *run) repoint(ctx context.Context, id, key string, group []ref, frames [
 		return err
 	}
 	ops := []metastore.Op{{Kind: metastore.OpPut, Key: last.key, Value: val, Expect: last.ver}}
-	for _, f := range group[:len(group)-1] {
+	for _, f := range refs[:len(refs)-1] {
 		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver})
 	}
-	maxOps, maxBytes := metastore.MaxCommitOps(r.cfg.Meta), metastore.MaxCommitBytes(r.cfg.Meta)
-	if (maxOps <= 0 || len(ops) <= maxOps) && (maxBytes <= 0 || metastore.CommitBytes(r.cfg.Meta, ops) <= maxBytes) {
-		if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
-			return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(group), id, key, err)
-		}
-	} else {
-		// Too big for one Commit: the merged ref first (readers dedupe the
-		// overlap), then the refs it covers, a chunk at a time.
-		if _, err := r.cfg.Meta.Commit(ctx, ops[:1]); err != nil {
-			return fmt.Errorf("settle: repoint %s to %s: %w", last.key, key, err)
-		}
-		rest := ops[1:]
-		for len(rest) > 0 {
-			k := len(rest)
-			if maxOps > 0 {
-				k = min(k, maxOps)
-			}
-			for k > 1 && maxBytes > 0 && metastore.CommitBytes(r.cfg.Meta, rest[:k]) > maxBytes {
-				k /= 2
-			}
-			if _, err := r.cfg.Meta.Commit(ctx, rest[:k]); err != nil {
-				return fmt.Errorf("settle: delete refs covered by %s: %w", key, err)
-			}
-			rest = rest[k:]
-		}
+	for _, f := range refs[:merged] {
+		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: []byte(f.r.Extents[0].Key), Expect: metastore.NoVersion})
 	}
-	r.res.Repointed += len(group)
+	if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
+		return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(refs), id, key, err)
+	}
+	r.res.Repointed += len(refs) - merged
+	r.res.Merged += merged
+	if merged > 0 {
+		return r.deleteDoomed(ctx)
+	}
+	return nil
+}
+
+// doomedPrefix is where a chain's settle marks settled objects no ref
+// points at any more, to delete (metastore keys: an object key may be
+// longer than a metastore key, so the marker is keyed by its hash and
+// holds it).
+func doomedPrefix(star string, c chain.Class) string {
+	return "stars/" + star + "/" + c.String() + "/doomed/"
+}
+
+func doomedKey(star string, c chain.Class, objKey string) string {
+	return fmt.Sprintf("%s%016x", doomedPrefix(star, c), xxhash.Sum64String(objKey))
+}
+
+// deleteDoomed deletes the settled objects marked doomed, then their
+// markers. A reader still holding a ref that pointed at one finds it gone
+// and re-resolves the ref, which now points at the object that absorbed it.
+func (r *run) deleteDoomed(ctx context.Context) error {
+	items, err := r.cfg.Meta.Scan(ctx, doomedPrefix(r.cfg.Star, r.cfg.Class), "", 256)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		key := string(it.Value)
+		if !chain.IsSettledKey(key) {
+			return fmt.Errorf("settle: doomed marker %s names %q, not a settled object", it.Key, key)
+		}
+		for i, b := range r.cfg.Settled {
+			if err := b.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				return fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", key, i, err)
+			}
+		}
+		if err := r.cfg.Meta.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, metastore.ErrConflict) {
+			return err
+		}
+		r.res.DeletedObjects++
+	}
 	return nil
 }
 

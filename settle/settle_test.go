@@ -215,15 +215,31 @@ func (w *world) converged(t *testing.T, when string) {
 		t.Fatal(err)
 	}
 	ends := map[string]uint64{}
+	referenced := map[string]bool{}
 	for _, it := range items {
 		r, err := absorb.DecodeRef(it.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, e := range r.Extents {
+			referenced[e.Key] = true
+		}
 		if !r.Settled() || r.Start != ends[r.Stream] {
 			t.Fatalf("%s: ref %s [%d, %d) settled=%v after %d", when, it.Key, r.Start, r.End, r.Settled(), ends[r.Stream])
 		}
 		ends[r.Stream] = r.End
+	}
+	for _, k := range w.std.Keys() {
+		if chain.IsSettledKey(k) && !referenced[k] {
+			t.Fatalf("%s: settled object %s is left with no ref pointing at it", when, k)
+		}
+	}
+	if left, _ := w.meta.Scan(ctx, "stars/s1/", "", 0); len(left) > 0 {
+		for _, it := range left {
+			if strings.Contains(it.Key, "/doomed/") {
+				t.Fatalf("%s: doomed marker %s left", when, it.Key)
+			}
+		}
 	}
 }
 
@@ -234,6 +250,7 @@ func (w *world) converged(t *testing.T, when string) {
 // finish: it converges and loses nothing.
 func TestSettleCrashAtEveryStep(t *testing.T) {
 	ctx := context.Background()
+	merged := 0
 	for after := int64(0); ; after++ {
 		w := newWorld(t)
 		w.verify(t, "before settlement")
@@ -262,6 +279,7 @@ func TestSettleCrashAtEveryStep(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: healthy %s pass: %v", when, cl, err)
 				}
+				merged += res.Merged
 				if res.Slots == 0 && res.Trim.At == res.Trim.Deleted {
 					break
 				}
@@ -270,7 +288,10 @@ func TestSettleCrashAtEveryStep(t *testing.T) {
 		w.converged(t, when)
 		w.verify(t, when+", converged")
 		if !crashed {
-			t.Logf("every crash point from 0 to %d mutations converged", after)
+			t.Logf("every crash point from 0 to %d mutations converged; healthy passes merged %d small settled objects", after, merged)
+			if merged == 0 {
+				t.Fatal("no pass merged a settled object: the merge path went untested")
+			}
 			return
 		}
 	}

@@ -42,7 +42,7 @@ type settleState struct {
 	// rounds since this process began), for the settle lag.
 	rounds []roundMark
 
-	passes, failures                       uint64
+	passes, failures, merged               uint64
 	objects, repointed, reclaimed, deletes uint64
 	rawBytes, storedBytes, freedBytes      int64
 	lastErr                                error
@@ -108,6 +108,7 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	r := ev.Result
 	s.passes++
 	s.objects += uint64(r.Objects)
+	s.merged += uint64(r.Merged)
 	s.repointed += uint64(r.Repointed)
 	s.reclaimed += uint64(r.Reclaimed)
 	s.deletes += uint64(r.Deleted)

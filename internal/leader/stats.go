@@ -99,6 +99,8 @@ type SettleStats struct {
 	// refs Reclaimed (deleted incarnations, trimmed records), slot copies
 	// Deleted by trim.
 	Objects, Repointed, Reclaimed, Deleted uint64
+	// Merged is small settled objects absorbed into larger ones.
+	Merged uint64
 	// RawBytes of records settled, StoredBytes of the settled objects,
 	// FreedBytes of transit copies deleted.
 	RawBytes, StoredBytes, FreedBytes int64
@@ -141,7 +143,7 @@ func (c *Core) Stats(now time.Time) Stats {
 		FlightSize:    st.flightSize.Snapshot(),
 	}
 	s.Settle = SettleStats{Passes: c.st.passes, Failures: c.st.failures, Objects: c.st.objects, Repointed: c.st.repointed,
-		Reclaimed: c.st.reclaimed, Deleted: c.st.deletes, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
+		Reclaimed: c.st.reclaimed, Deleted: c.st.deletes, Merged: c.st.merged, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
 		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds)}
 	if c.st.lastErr != nil {
 		s.Settle.LastError = c.st.lastErr.Error()
