@@ -114,6 +114,11 @@ var ErrCutUnknown = errors.New("settle: the cut of an epoch is unknown")
 // pass resumes from the cursor the result carries.
 func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
 	cfg.defaults()
+	if p.Checkpoint.Less(p.Upto) {
+		// The cursor never passes the checkpoint: a fence, a walk and a
+		// garbage probe start there, and a trimmed slot reads absent.
+		return Result{Trim: p.Trim, TrimVersion: p.TrimVersion}, fmt.Errorf("settle: %s/%s: asked to settle up to %+v, past the checkpoint %+v", cfg.Star, cfg.Class, p.Upto, p.Checkpoint)
+	}
 	r := &run{cfg: cfg, p: p, res: Result{Trim: p.Trim, TrimVersion: p.TrimVersion}}
 	for _, c := range p.Trim.Cuts {
 		r.addCut(c)

@@ -296,3 +296,25 @@ func TestSettleCrashAtEveryStep(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleNeverPassesTheCheckpoint: a pass asked to go past the
+// checkpoint refuses and moves nothing (a trimmed slot at or past the
+// checkpoint would read absent to a fence and forge a lower cut).
+func TestSettleNeverPassesTheCheckpoint(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, "s1", chain.Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, ver, _ := chain.ReadTrimCursor(ctx, w.meta, "s1", chain.Standard)
+	at := chain.Position{Epoch: cp.Epoch, Next: cp.Next}
+	cfg := settle.Config{Meta: w.meta, Star: "s1", Class: chain.Standard, Owner: "x", Transit: chain.BucketSet{Stores: []objstore.Store{w.std}, W: 1}, Settled: []objstore.Store{w.std}}
+	_, err = settle.Run(ctx, cfg, settle.Pass{Trim: tc, TrimVersion: ver, Upto: chain.Position{Epoch: at.Epoch, Next: at.Next + 1}, Checkpoint: at})
+	if err == nil {
+		t.Fatal("a pass past the checkpoint ran")
+	}
+	if got, _, _ := chain.ReadTrimCursor(ctx, w.meta, "s1", chain.Standard); got.At != chain.Start {
+		t.Fatalf("the cursor moved to %+v", got.At)
+	}
+}
