@@ -13,6 +13,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/repair"
 )
 
@@ -66,12 +67,31 @@ type chainInfo struct {
 	cp     absorb.Checkpoint
 	hasCP  bool
 	tails  map[string]absorb.StreamTail // nil if none or unreadable
+	// trim is the chain's trim cursor (both positions at chain.Start when
+	// nothing is settled): slots below trim.Deleted are deleted on purpose.
+	trim chain.TrimCursor
 	// repairSnapshots: a snapshot copy is damaged and fsck --repair would
 	// repair it.
 	repairSnapshots bool
 }
 
 func (ci *chainInfo) key() string { return ci.star + "/" + ci.class.String() }
+
+// cutOf returns epoch e's cut: from the epoch record, or, for an epoch
+// settlement has passed (whose cut the record may no longer carry), from
+// the trim cursor.
+func (ci *chainInfo) cutOf(e uint64) (uint64, bool) {
+	if c, ok := ci.rec.CutOf(e); ok {
+		return c.Slot, true
+	}
+	return ci.trim.CutOf(e)
+}
+
+// deleted reports whether slot (epoch, slot) is below the trim cursor's
+// deleted position: settlement settled it and deleted its copies.
+func (ci *chainInfo) deleted(epoch, slot uint64) bool {
+	return (chain.Position{Epoch: epoch, Next: slot}).Less(ci.trim.Deleted)
+}
 
 // slotCheck is what fsck learnt of one slot (once per run).
 type slotCheck struct {
@@ -109,6 +129,10 @@ type fsckRun struct {
 	order   []*chainInfo
 	slots   map[string]*slotCheck
 	targets []slotTarget
+	// settled: the settled objects refs point at, checked once each, by
+	// key; settledOrder is the order they were first met in.
+	settled      map[string]*settledCheck
+	settledOrder []string
 }
 
 // fsckCmd: flightlog fsck [--repair].
@@ -127,7 +151,7 @@ func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			prog.done()
 			return env.fail(fmt.Errorf("fsck could not finish: %w", err))
 		}
-		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0) {
+		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0 || run.damagedSettled() > 0) {
 			if err := run.repair(ctx, env.stdout); err != nil {
 				prog.done()
 				return env.fail(fmt.Errorf("fsck --repair could not finish: %w", err))
@@ -148,7 +172,7 @@ func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 
 // runFsck runs every check once and prints what it found and its summary.
 func runFsck(ctx context.Context, b *backends, w io.Writer, quiet bool, prog *progress) (*fsckRun, error) {
-	run := &fsckRun{b: b, rep: &fsckReport{w: w, quiet: quiet}, prog: prog, chains: map[string]*chainInfo{}, slots: map[string]*slotCheck{}}
+	run := &fsckRun{b: b, rep: &fsckReport{w: w, quiet: quiet}, prog: prog, chains: map[string]*chainInfo{}, slots: map[string]*slotCheck{}, settled: map[string]*settledCheck{}}
 	if err := run.fsck(ctx); err != nil {
 		return run, err
 	}
@@ -174,7 +198,16 @@ func runFsck(ctx context.Context, b *backends, w io.Writer, quiet bool, prog *pr
 //     by point lookups, never a listing;
 //   - every copy of the tails snapshot each checkpoint names, and of the
 //     full snapshot it builds on, and that the tails agree with the refs;
-//   - that the next owner's takeover would succeed (its walk plans).
+//   - that the next owner's takeover would succeed (its walk plans);
+//   - every copy of every settled object a ref points at, whole, in the
+//     Standard bucket set (ParseSettled, every frame's checksum and
+//     decoding, each extent a frame of it), and, by a listing of the
+//     settled/ prefix of the Standard buckets (an operator's tool may list;
+//     nothing on a hot path does), the settled objects no ref points at.
+//
+// Slots below a chain's trim cursor's deleted position are absent on
+// purpose (settlement moved their records and deleted them): no check
+// reads them, and a ref pointing there is a problem.
 //
 // A damaged or missing copy is a problem even when a good copy covers it;
 // the message says whether fsck --repair repairs it. It returns an error
@@ -224,6 +257,9 @@ func (run *fsckRun) fsck(ctx context.Context) error {
 			break
 		}
 		after = items[len(items)-1].Key
+	}
+	if err := run.fsckOrphans(ctx); err != nil {
+		return err
 	}
 	for _, ci := range run.order {
 		k := ci.key()
@@ -278,6 +314,18 @@ func (run *fsckRun) chain(ctx context.Context, star string, c chain.Class) (*cha
 		w = ci.rec.W
 	}
 	ci.rc = repair.Chain{Meta: b.meta, Star: star, Class: c, Set: chain.BucketSet{Stores: b.sets[c], Names: b.names[c], W: w}}
+	// The trim cursor before the checkpoint: it never passes the
+	// checkpoint and both only grow, so read in this order they compare
+	// soundly beside a live leader.
+	ci.trim = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
+	switch t, _, err := chain.ReadTrimCursor(ctx, b.meta, star, c); {
+	case err == nil:
+		ci.trim = t
+	case errors.Is(err, chain.ErrCorruptTrimCursor):
+		run.rep.problem("%s: trim cursor: %v (slots are checked as if nothing were settled)", k, err)
+	default:
+		return nil, err
+	}
 	cp, _, err := absorb.ReadCheckpoint(ctx, b.meta, star, c)
 	switch {
 	case err == nil:
@@ -286,6 +334,9 @@ func (run *fsckRun) chain(ctx context.Context, star string, c chain.Class) (*cha
 		run.rep.problem("%s: checkpoint: %v", k, err)
 	case !errors.Is(err, metastore.ErrNotFound):
 		return nil, err
+	}
+	if ci.hasCP && (chain.Position{Epoch: cp.Epoch, Next: cp.Next}).Less(ci.trim.At) {
+		run.rep.problem("%s: the trim cursor (settled below epoch %d, slot %d) is past the checkpoint (epoch %d, slot %d): settlement passed slots not yet absorbed", k, ci.trim.At.Epoch, ci.trim.At.Next, cp.Epoch, cp.Next)
 	}
 	if len(b.sets[c]) == 0 {
 		return ci, nil
@@ -450,12 +501,18 @@ func (run *fsckRun) fsckStream(ctx context.Context, sr streamRecord, c chain.Cla
 			}
 			first = false
 			next = max(next, ref.End)
-			if len(set) == 0 {
+			if len(set) == 0 && !ref.Settled() {
 				rep.problem("ref %s: no %s buckets configured to check it against", it.Key, c)
 				continue
 			}
 			for _, ext := range ref.Extents {
 				rep.extents++
+				if chain.IsSettledKey(ext.Key) {
+					if err := run.fsckSettledExtent(ctx, sr, it.Key, ext); err != nil {
+						return next, err
+					}
+					continue
+				}
 				fsckCut(rep, it.Key, ext, ci)
 				if err := run.fsckExtent(ctx, sr, c, ci, it.Key, ext); err != nil {
 					return next, err
@@ -575,6 +632,11 @@ func (run *fsckRun) fsckUnabsorbed(ctx context.Context, ci *chainInfo) error {
 		return nil
 	}
 	pos := struct{ epoch, next uint64 }{ci.cp.Epoch, ci.cp.Next}
+	if d := ci.trim.Deleted; (chain.Position{Epoch: pos.epoch, Next: pos.next}).Less(d) {
+		// Slots below the deleted position are gone on purpose (the
+		// problem, a cursor past the checkpoint, is reported already).
+		pos.epoch, pos.next = d.Epoch, d.Next
+	}
 	if p := ci.cp.Pending; p != nil {
 		if err := committedRange(p.Epoch, p.From, p.To, "the pending absorb round"); err != nil {
 			return err
@@ -639,9 +701,13 @@ func fsckCut(rep *fsckReport, refKey string, ext absorb.Extent, ci *chainInfo) {
 	if !ok || !ci.hasRec {
 		return
 	}
-	if cut, ok := ci.rec.CutOf(sk.epoch); ok {
-		if sk.slot >= cut.Slot {
-			rep.problem("ref %s points at %s, at or past epoch %d's cut %d: nothing there counts", refKey, ext.Key, sk.epoch, cut.Slot)
+	if ci.deleted(sk.epoch, sk.slot) {
+		rep.problem("ref %s points at %s, below the trim cursor (deleted below epoch %d, slot %d): settlement deleted that slot without repointing the ref", refKey, ext.Key, ci.trim.Deleted.Epoch, ci.trim.Deleted.Next)
+		return
+	}
+	if cut, ok := ci.cutOf(sk.epoch); ok {
+		if sk.slot >= cut {
+			rep.problem("ref %s points at %s, at or past epoch %d's cut %d: nothing there counts", refKey, ext.Key, sk.epoch, cut)
 		}
 		return
 	}
@@ -713,6 +779,234 @@ func (run *fsckRun) repair(ctx context.Context, w io.Writer) error {
 			}
 		}
 	}
+	c, l, err := run.repairSettled(ctx, w)
+	copied, left = copied+c, left+l
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "repair: %d cop(ies) put back, %d left\n", copied, left)
 	return nil
+}
+
+// settledCopy is one bucket's copy of a settled object as fsck read it.
+type settledCopy struct {
+	bucket string
+	state  string // "good", "missing", "corrupt", "unreachable"
+	err    error
+}
+
+func (c settledCopy) String() string {
+	if c.err != nil {
+		return fmt.Sprintf("%s: %s: %v", c.bucket, c.state, c.err)
+	}
+	return fmt.Sprintf("%s: %s", c.bucket, c.state)
+}
+
+// settledCheck is what fsck learnt of one settled object (once per run).
+type settledCheck struct {
+	key    string
+	frames []envelope.FrameInfo // of a good copy
+	copies []settledCopy
+	source int // index of a good copy, -1 if none
+}
+
+func (sc *settledCheck) good() bool { return sc.source >= 0 }
+
+// damaged returns the indexes of the missing and corrupt copies.
+func (sc *settledCheck) damaged() []int {
+	var out []int
+	for i, c := range sc.copies {
+		if c.state == "missing" || c.state == "corrupt" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// readSettled reads and checks one copy of a settled object whole: the
+// envelope and footer (envelope.ParseSettled: one stream, frames tiling
+// from the envelope's first sequence number) and every frame's checksum
+// and decoding.
+func readSettled(ctx context.Context, bucket objstore.Store, key string) ([]envelope.FrameInfo, []byte, string, error) {
+	obj, err := bucket.Get(ctx, key, 0, -1)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		return nil, nil, "missing", nil
+	case err != nil:
+		return nil, nil, "unreachable", err
+	}
+	_, frames, err := envelope.ParseSettled(obj)
+	if err != nil {
+		return nil, obj, "corrupt", err
+	}
+	for i, f := range frames {
+		if f.End() > uint64(len(obj)) {
+			return nil, obj, "corrupt", fmt.Errorf("frame %d [%d+%d) runs past the object's %d bytes", i, f.Offset, f.Length, len(obj))
+		}
+		if _, err := envelope.DecodeFrame(f, obj[f.Offset:f.End()]); err != nil {
+			return nil, obj, "corrupt", fmt.Errorf("frame %d (records %d-%d): %w", i, f.FirstSeq, f.FirstSeq+uint64(f.Count)-1, err)
+		}
+	}
+	return frames, obj, "good", nil
+}
+
+// checkSettled checks every copy of a settled object in the Standard
+// bucket set whole (once per run) and reports each damaged one.
+func (run *fsckRun) checkSettled(ctx context.Context, key, refKey string) (*settledCheck, error) {
+	if sc, ok := run.settled[key]; ok {
+		return sc, nil
+	}
+	sc := &settledCheck{key: key, source: -1}
+	set, names := run.b.sets[chain.Standard], run.b.names[chain.Standard]
+	for i, bucket := range set {
+		frames, _, state, err := readSettled(ctx, bucket, key)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		run.rep.copies++
+		sc.copies = append(sc.copies, settledCopy{bucket: names[i], state: state, err: err})
+		if state == "good" && sc.source < 0 {
+			sc.source, sc.frames = i, frames
+		}
+	}
+	run.settled[key] = sc
+	run.settledOrder = append(run.settledOrder, key)
+	run.prog.update("fsck: %d streams, %d refs, %d extents, %d copies", run.rep.streams, run.rep.refs, run.rep.extents, run.rep.copies)
+	for _, c := range sc.copies {
+		if c.state == "good" {
+			continue
+		}
+		run.rep.badCopies++
+		switch {
+		case c.state == "unreachable":
+			run.rep.problem("settled object %s (referenced by %s) in bucket %s", key, refKey, c)
+		case sc.good():
+			run.rep.repairableProblem("re-copies it from "+sc.copies[sc.source].bucket, "settled object %s (referenced by %s) in bucket %s", key, refKey, c)
+		default:
+			run.rep.problem("settled object %s (referenced by %s) in bucket %s (not repairable: no good copy of it in any bucket of the standard set; the records it holds are lost unless a copy exists elsewhere)", key, refKey, c)
+		}
+	}
+	return sc, nil
+}
+
+// fsckSettledExtent checks one extent of a ref that points into a settled
+// object: the object verifies whole from at least one copy of the
+// Standard set, and the extent is one of its frames, CRC and all.
+func (run *fsckRun) fsckSettledExtent(ctx context.Context, sr streamRecord, refKey string, ext absorb.Extent) error {
+	rep := run.rep
+	if len(run.b.sets[chain.Standard]) == 0 {
+		rep.problem("ref %s: extent %s is a settled object, and no standard buckets are configured to check it against", refKey, ext.Key)
+		return nil
+	}
+	sc, err := run.checkSettled(ctx, ext.Key, refKey)
+	if err != nil {
+		return err
+	}
+	if !sc.good() {
+		rep.problem("stream %q records [%d, %d): no copy of settled object %s [%d+%d) verifies in %d bucket(s)", sr.Name, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count), ext.Key, ext.Offset, ext.Length, len(sc.copies))
+		return nil
+	}
+	want := ext.FrameInfo(sr.id())
+	for _, f := range sc.frames {
+		if f.Offset == want.Offset {
+			if f != want {
+				rep.problem("ref %s: extent %s [%d+%d) does not match the settled object's frame there (stream %q [%d, +%d) crc %08x; the ref says stream %q [%d, +%d) crc %08x)", refKey, ext.Key, ext.Offset, ext.Length, f.Stream, f.FirstSeq, f.Count, f.CRC, want.Stream, want.FirstSeq, want.Count, want.CRC)
+			}
+			return nil
+		}
+	}
+	rep.problem("ref %s: extent %s [%d+%d) is not a frame of the settled object", refKey, ext.Key, ext.Offset, ext.Length)
+	return nil
+}
+
+// fsckOrphans lists the settled/ prefix of each Standard bucket (fsck is
+// an operator's tool: nothing on a hot path lists) and notes every settled
+// object no ref of a stream record points at. Such an orphan is
+// reclaimable (a deleted incarnation's whose reclaim failed, or one a
+// reclaim deleted from another bucket first), unless a settle pass that
+// died between writing it and repointing the refs left it: the next pass
+// adopts it.
+func (run *fsckRun) fsckOrphans(ctx context.Context) error {
+	set, names := run.b.sets[chain.Standard], run.b.names[chain.Standard]
+	for i, bucket := range set {
+		after := ""
+		for {
+			keys, err := bucket.List(ctx, "settled/", after, 1000)
+			if err != nil {
+				return fmt.Errorf("list the settled objects in bucket %s: %w", names[i], err)
+			}
+			for _, k := range keys {
+				if _, ok := run.settled[k]; !ok {
+					run.rep.note("settled object %s in bucket %s: no ref points at it (an orphan: reclaimable, unless a settle pass died before repointing onto it, which the next pass does)", k, names[i])
+				}
+			}
+			if len(keys) < 1000 {
+				break
+			}
+			after = keys[len(keys)-1]
+		}
+	}
+	return nil
+}
+
+// damagedSettled counts the settled objects with a damaged copy.
+func (run *fsckRun) damagedSettled() int {
+	n := 0
+	for _, k := range run.settledOrder {
+		if len(run.settled[k].damaged()) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// repairSettled re-copies each damaged copy of a settled object from a
+// good one (the same bytes: the bad copy, read again and still bad, is
+// deleted, then PutIfAbsent), and says which it cannot repair: those with
+// no good copy in any bucket. It returns the copies put back and left.
+func (run *fsckRun) repairSettled(ctx context.Context, w io.Writer) (copied, left int, err error) {
+	set := run.b.sets[chain.Standard]
+	for _, key := range run.settledOrder {
+		sc := run.settled[key]
+		bad := sc.damaged()
+		if len(bad) == 0 {
+			continue
+		}
+		if !sc.good() {
+			left += len(bad)
+			fmt.Fprintf(w, "repair: settled object %s: not repaired: no good copy in any bucket of the standard set to copy from\n", key)
+			continue
+		}
+		src := sc.copies[sc.source]
+		_, obj, state, rerr := readSettled(ctx, set[sc.source], key)
+		if state != "good" {
+			left += len(bad)
+			fmt.Fprintf(w, "repair: settled object %s: not repaired: the good copy in %s no longer reads as good (%s %v)\n", key, src.bucket, state, rerr)
+			continue
+		}
+		for _, i := range bad {
+			c := sc.copies[i]
+			if _, _, state, _ := readSettled(ctx, set[i], key); state != c.state {
+				left++
+				fmt.Fprintf(w, "repair: settled object %s in bucket %s (was %s): not repaired: it now reads as %s\n", key, c.bucket, c.state, state)
+				continue
+			}
+			if c.state == "corrupt" {
+				if err := set[i].Delete(ctx, key); err != nil {
+					return copied, left, err
+				}
+			}
+			switch err := set[i].PutIfAbsent(ctx, key, obj); {
+			case err == nil:
+				copied++
+				fmt.Fprintf(w, "repair: settled object %s in bucket %s (was %s): re-copied from %s\n", key, c.bucket, c.state, src.bucket)
+			case errors.Is(err, objstore.ErrExists):
+				left++
+				fmt.Fprintf(w, "repair: settled object %s in bucket %s (was %s): not repaired: another writer put it back first\n", key, c.bucket, c.state)
+			default:
+				return copied, left, err
+			}
+		}
+	}
+	return copied, left, nil
 }

@@ -131,6 +131,7 @@ func walkChain(ctx context.Context, w io.Writer, prog *progress, b *backends, st
 		fmt.Fprintf(w, "  checkpoint: absorbed below (epoch %d, slot %d); sealed by %s (epoch %d); pending round %s; tails %s\n", cp.Epoch, cp.Next, cp.Owner, cp.OwnerEpoch, pending, tails)
 	}
 	var trim *chain.Position // slots below it are deleted (trim's deletes done)
+	var cursor chain.TrimCursor
 	it, err := b.meta.Get(ctx, chain.TrimKey(star, c))
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
@@ -139,7 +140,7 @@ func walkChain(ctx context.Context, w io.Writer, prog *progress, b *backends, st
 		return problems, true, err
 	default:
 		if t, derr := chain.DecodeTrimCursor(it.Value); derr == nil {
-			trim = &t.Deleted
+			cursor, trim = t, &t.Deleted
 			fmt.Fprintf(w, "  trim cursor: settled below (epoch %d, slot %d); deleted below (epoch %d, slot %d); by %s\n", t.At.Epoch, t.At.Next, t.Deleted.Epoch, t.Deleted.Next, t.Owner)
 		} else {
 			problem("trim cursor: %v", derr)
@@ -155,11 +156,18 @@ func walkChain(ctx context.Context, w io.Writer, prog *progress, b *backends, st
 			from = trim.Next
 		}
 		cut, hasCut := rec.CutOf(e)
+		if !hasCut && trim != nil {
+			// An epoch settlement has passed: the epoch record may have
+			// dropped its cut, the trim cursor keeps it.
+			if slot, ok := cursor.CutOf(e); ok {
+				cut, hasCut = chain.Cut{Epoch: e, Slot: slot}, true
+			}
+		}
 		if e < rec.Epoch && !hasCut {
 			fmt.Fprintf(w, "  epoch %d: no recorded cut (no longer needed by walkers)\n", e)
 			continue
 		}
-		if err := walkEpoch(ctx, w, prog, set, star, c, e, from, cut, hasCut, rec, verbose, problem); err != nil {
+		if err := walkEpoch(ctx, w, prog, set, star, c, e, from, cut, hasCut, rec, cursor.At, verbose, problem); err != nil {
 			return problems, true, err
 		}
 	}
@@ -175,11 +183,14 @@ func cleanNote(clean bool) string {
 
 // walkEpoch probes the slots of one epoch from `from`: up to its cut if it
 // has one, else (the live or crashed epoch) until a whole window of empty
-// slots past the last occupied one.
-func walkEpoch(ctx context.Context, w io.Writer, prog *progress, set []objstore.Store, star string, c chain.Class, e, from uint64, cut chain.Cut, hasCut bool, rec chain.EpochRecord, verbose bool, problem func(string, ...any)) error {
+// slots past the last occupied one. Slots before settled (the trim
+// cursor's At) are settled, and trim's deletes of them may be under way:
+// a partly deleted one there is no problem.
+func walkEpoch(ctx context.Context, w io.Writer, prog *progress, set []objstore.Store, star string, c chain.Class, e, from uint64, cut chain.Cut, hasCut bool, rec chain.EpochRecord, settled chain.Position, verbose bool, problem func(string, ...any)) error {
 	k, wq := rec.K, rec.W
 	window := uint64(max(rec.Window, 1))
 	var committed, dead, partial, empty uint64
+	deleting := uint64(0) // settled slots no longer whole: trim's deletes under way
 	firstEmpty := int64(-1)
 	lastOccupied := int64(-1)
 	runOfEmpty := uint64(0)
@@ -226,6 +237,12 @@ func walkEpoch(ctx context.Context, w io.Writer, prog *progress, set []objstore.
 		if verbose {
 			fmt.Fprintf(w, "    epoch %d slot %d: %s (%v)\n", e, slot, state, st)
 		}
+		if (chain.Position{Epoch: e, Next: slot}).Less(settled) {
+			if state != "committed" {
+				deleting++
+			}
+			continue
+		}
 		if hasCut && state != "committed" {
 			problem("epoch %d slot %d is below the recorded cut %d but %s (%v)", e, slot, cut.Slot, state, st)
 		}
@@ -235,6 +252,9 @@ func walkEpoch(ctx context.Context, w io.Writer, prog *progress, set []objstore.
 		}
 	}
 	prog.done()
+	if deleting > 0 {
+		fmt.Fprintf(w, "  epoch %d: %d settled slot(s) below the trim cursor partly or wholly deleted: settled, trim's deletes under way (the next settle pass finishes them)\n", e, deleting)
+	}
 	if hasCut {
 		st, err := probeSlot(ctx, set, star, c, e, cut.Slot)
 		if err != nil {

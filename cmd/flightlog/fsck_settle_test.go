@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/metastore/bbolt"
+	"github.com/flightlog/flightlog/objstore/file"
+)
+
+// settledDir returns a data directory holding stream "orders" (Standard)
+// and "clicks" (Express), 40 records each, written by a leader with
+// settlement on, waited on until both chains' trim cursors reach their
+// checkpoints, and cleanly closed. want holds each stream's bodies, one a
+// line, as `flightlog read` prints them.
+func settledDir(t *testing.T) (dir string, want map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	dir, g, b := tempBackends(t)
+	defer b.Close()
+	want = map[string]string{}
+	// Two sessions, so the trim cursor passes a whole epoch and its cut.
+	for session := 0; session < 2; session++ {
+		star, err := g.openStarAs(ctx, b, io.Discard, false, func(c *loglet.Config) {
+			c.AbsorbInterval = 2 * time.Millisecond
+			c.SettleInterval = 5 * time.Millisecond
+			c.Standard.FlushDeadline = time.Millisecond
+			c.Express.FlushDeadline = time.Millisecond
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []struct {
+			name  string
+			class loglet.Class
+		}{{"orders", loglet.Standard}, {"clicks", loglet.Express}} {
+			if session == 0 {
+				if _, err := star.CreateStream(ctx, s.name, loglet.StreamOptions{Class: s.class}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 20; i++ {
+				body := fmt.Sprintf("%s-%d-%d-%s", s.name, session, i, strings.Repeat("x", i))
+				if _, err := star.Append(ctx, s.name, loglet.Batch{Records: []loglet.Record{{Body: []byte(body)}}}); err != nil {
+					t.Fatal(err)
+				}
+				want[s.name] += body + "\n"
+			}
+		}
+		waitSettledCLI(t, star)
+		if err := star.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, want
+}
+
+// waitSettledCLI polls the star's figures until both chains' trim cursors
+// reach their checkpoints. A condition, not a sleep: the deadline only
+// turns a broken settle into a failure instead of a hang.
+func waitSettledCLI(t *testing.T, star *loglet.Star) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := star.Stats()
+		done := st.Standard != nil && st.Express != nil
+		for _, cs := range []*loglet.ClassStats{st.Standard, st.Express} {
+			if cs != nil && (cs.Settle.UnsettledRounds > 0 || cs.Settle.Objects == 0) {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("settlement did not catch up: standard %+v express %+v", st.Standard.Settle, st.Express.Settle)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// settledKeys returns the settled objects stream's refs point at, in
+// order, and checks every ref is settled.
+func settledKeys(t *testing.T, dir, stream string) []string {
+	t.Helper()
+	ms, err := bbolt.Open(filepath.Join(dir, metaFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	items, err := ms.Scan(context.Background(), "refs/"+chain.StreamKey(stream)+"/", "", 0)
+	if err != nil || len(items) == 0 {
+		t.Fatalf("refs of %s: %v %v", stream, items, err)
+	}
+	var keys []string
+	for _, it := range items {
+		ref, err := absorb.DecodeRef(it.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ref.Settled() {
+			t.Fatalf("ref %s of %s is not settled: %+v", it.Key, stream, ref)
+		}
+		for _, e := range ref.Extents {
+			if len(keys) == 0 || keys[len(keys)-1] != e.Key {
+				keys = append(keys, e.Key)
+			}
+		}
+	}
+	return keys
+}
+
+// TestFsckSettledStar: fsck and walk of a star whose slots settlement
+// moved into settled objects and deleted find no problem, and each stream
+// reads back.
+func TestFsckSettledStar(t *testing.T) {
+	dir, want := settledDir(t)
+	for _, s := range []string{"orders", "clicks"} {
+		settledKeys(t, dir, s)
+	}
+	code, out, errs := cli(t, "", "fsck", "--dir", dir)
+	t.Logf("fsck: exit %d\n%s", code, out)
+	if code != exitOK || strings.Contains(out, "PROBLEM") || !strings.Contains(out, "0 problem(s)") {
+		t.Fatalf("fsck of a settled star: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = cli(t, "", "walk", "--dir", dir, "--slots")
+	t.Logf("walk: exit %d\n%s", code, out)
+	if code != exitOK || strings.Contains(out, "PROBLEM") || !strings.Contains(out, "trim cursor: settled below") {
+		t.Fatalf("walk of a settled star: exit %d\n%s%s", code, out, errs)
+	}
+	for stream, w := range want {
+		if code, out, errs := cli(t, "", "read", stream, "--dir", dir); code != exitOK || out != w {
+			t.Fatalf("read %s: exit %d, %q, want %q\n%s", stream, code, out, w, errs)
+		}
+	}
+
+	// A pass that died after moving the cursor, before its deletes: the
+	// slots in [Deleted, At) are partly gone, which is no problem.
+	ms, err := bbolt.Open(filepath.Join(dir, metaFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, ver, err := chain.ReadTrimCursor(context.Background(), ms, defaultStarName, chain.Express)
+	if err == nil {
+		cur.Deleted = chain.Start
+		_, err = ms.Put(context.Background(), chain.TrimKey(defaultStarName, chain.Express), cur.Encode(), ver)
+	}
+	ms.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = cli(t, "", "walk", "--dir", dir)
+	t.Logf("walk, deletes under way: exit %d\n%s", code, out)
+	if code != exitOK || strings.Contains(out, "PROBLEM") || !strings.Contains(out, "settled, trim's deletes under way") {
+		t.Fatalf("walk with deletes under way: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := cli(t, "", "fsck", "--dir", dir); code != exitOK {
+		t.Fatalf("fsck with deletes under way: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestFsckSettledDamage: a flipped byte in a settled object, or a settled
+// object deleted, is a problem naming the object (fsck --repair says it
+// cannot repair it: the Standard set holds one copy), and a settled object
+// no ref points at is a note.
+func TestFsckSettledDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream string
+		damage func([]byte) []byte
+		want   []string
+	}{
+		{"flipped-frame-byte", "orders", flipFrameByte, []string{"corrupt: frame 0 (records", "not repairable: no good copy"}},
+		{"flipped-footer-byte", "clicks", flipFooterByte, []string{"corrupt: envelope: footer", "not repairable: no good copy"}},
+		{"deleted", "clicks", deleteCopy, []string{standardDir + ": missing", "not repairable: no good copy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := settledDir(t)
+			keys := settledKeys(t, dir, tc.stream)
+			key := keys[len(keys)/2]
+			rewrite(t, filepath.Join(dir, standardDir), key, tc.damage)
+			code, out, errs := cli(t, "", "fsck", "--dir", dir)
+			t.Logf("fsck: exit %d\n%s", code, out)
+			if code != exitProblems || !strings.Contains(out, "PROBLEM: settled object "+key) || !strings.Contains(out, "no copy of settled object "+key) {
+				t.Fatalf("fsck: exit %d, want 1 with a PROBLEM naming %s\n%s%s", code, key, out, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Fatalf("fsck output lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "(repairable") {
+				t.Fatalf("fsck calls a lost settled object repairable:\n%s", out)
+			}
+			code, out, errs = cli(t, "", "fsck", "--repair", "--dir", dir)
+			t.Logf("fsck --repair: exit %d\n%s", code, out)
+			if code != exitProblems || !strings.Contains(out, "repair: settled object "+key+": not repaired") || !strings.Contains(out, "0 cop(ies) put back") {
+				t.Fatalf("fsck --repair: exit %d, want 1 and %s not repaired\n%s%s", code, key, out, errs)
+			}
+		})
+	}
+	t.Run("orphan-is-a-note", func(t *testing.T) {
+		dir, _ := settledDir(t)
+		key := settledKeys(t, dir, "orders")[0]
+		orphan := strings.Replace(key, "settled/", "settled/zz-", 1)
+		s, err := file.Open(filepath.Join(dir, standardDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutIfAbsent(context.Background(), orphan, object(t, filepath.Join(dir, standardDir), key)); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := cli(t, "", "fsck", "--dir", dir)
+		t.Logf("fsck: exit %d\n%s", code, out)
+		if code != exitOK || strings.Contains(out, "PROBLEM") || !strings.Contains(out, "note: settled object "+orphan+" in bucket standard: no ref points at it") {
+			t.Fatalf("fsck with an orphan: exit %d, want 0 and a note naming %s\n%s%s", code, orphan, out, errs)
+		}
+		if code, out, _ := cli(t, "", "fsck", "-q", "--dir", dir); code != exitOK || strings.Contains(out, orphan) {
+			t.Fatalf("fsck -q: exit %d, printed the orphan note\n%s", code, out)
+		}
+	})
+}
