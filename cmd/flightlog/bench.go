@@ -73,6 +73,57 @@ func (t timedStore) PutIfAbsent(ctx context.Context, key string, body []byte) er
 	return err
 }
 
+// heldStore tracks the chain slot bytes held in the bucket it wraps: every
+// chains/ object PUT adds its size, its delete (settlement's trim)
+// subtracts it. Exact, with no listing and no extra request, for any
+// backend.
+type heldStore struct {
+	objstore.Store
+	m      *heldMeter
+	bucket int
+}
+
+// heldMeter is the transit bytes held across a bucket set.
+type heldMeter struct {
+	mu    sync.Mutex
+	sizes map[string]int64 // "<bucket>/<key>" of each chains/ object held
+	bytes int64
+}
+
+func (h heldStore) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	err := h.Store.PutIfAbsent(ctx, key, body)
+	if err == nil && strings.HasPrefix(key, "chains/") {
+		h.m.mu.Lock()
+		k := fmt.Sprint(h.bucket, "/", key)
+		if _, ok := h.m.sizes[k]; !ok {
+			h.m.sizes[k] = int64(len(body))
+			h.m.bytes += int64(len(body))
+		}
+		h.m.mu.Unlock()
+	}
+	return err
+}
+
+func (h heldStore) Delete(ctx context.Context, key string) error {
+	err := h.Store.Delete(ctx, key)
+	if err == nil && strings.HasPrefix(key, "chains/") {
+		h.m.mu.Lock()
+		k := fmt.Sprint(h.bucket, "/", key)
+		if n, ok := h.m.sizes[k]; ok {
+			h.m.bytes -= n
+			delete(h.m.sizes, k)
+		}
+		h.m.mu.Unlock()
+	}
+	return err
+}
+
+func (h *heldMeter) held() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bytes
+}
+
 // countedMeta counts the requests made to the metastore it wraps.
 type countedMeta struct {
 	metastore.Store
@@ -124,6 +175,7 @@ type benchOpts struct {
 	depth              int
 	duration           time.Duration
 	transitHours       float64
+	settleInterval     time.Duration
 	seed               uint64
 	json               bool
 	plot, cdf          string
@@ -176,17 +228,27 @@ type benchResult struct {
 	AckVsPut    versus  `json:"ack_vs_put"`
 	AckVsQuorum versus  `json:"ack_vs_quorum"`
 
-	FlightBytes   int       `json:"flight_bytes_config"`
-	FlightP50     int64     `json:"flight_object_bytes_p50"`
-	Flights       uint64    `json:"flights"`
-	PutsPerGB     float64   `json:"puts_per_gb"`
-	MinPutsPerGB  float64   `json:"min_puts_per_gb"`
-	PutBytesPerB  float64   `json:"put_bytes_per_body_byte"`
-	MetaReqPerSec float64   `json:"metastore_requests_per_s"`
-	TransitHours  float64   `json:"transit_hours"`
-	Cost          costPerGB `json:"usd_per_gb_ingested"`
-	Halts         uint64    `json:"halts"`
-	FailedBatches uint64    `json:"failed_batches"`
+	FlightBytes   int     `json:"flight_bytes_config"`
+	FlightP50     int64   `json:"flight_object_bytes_p50"`
+	Flights       uint64  `json:"flights"`
+	PutsPerGB     float64 `json:"puts_per_gb"`
+	MinPutsPerGB  float64 `json:"min_puts_per_gb"`
+	PutBytesPerB  float64 `json:"put_bytes_per_body_byte"`
+	MetaReqPerSec float64 `json:"metastore_requests_per_s"`
+	// TransitHours is the storage time charged per transit copy:
+	// TransitStorage says whether it was "assumed" (--transit-hours,
+	// settlement off) or "measured" (settlement on: the mean transit bytes
+	// held over the second half of the run, TransitHeldBytes, over the rate
+	// slot bytes were PUT, all copies).
+	TransitHours     float64   `json:"transit_hours"`
+	TransitStorage   string    `json:"transit_storage"`
+	SettleInterval   string    `json:"settle_interval,omitempty"`
+	TransitHeldBytes float64   `json:"transit_held_bytes_mean,omitempty"`
+	TransitResidency float64   `json:"transit_residency_s,omitempty"`
+	SettleLagMs      float64   `json:"settle_lag_ms_end,omitempty"`
+	Cost             costPerGB `json:"usd_per_gb_ingested"`
+	Halts            uint64    `json:"halts"`
+	FailedBatches    uint64    `json:"failed_batches"`
 
 	cdf []cdfPoint
 }
@@ -206,7 +268,8 @@ func benchCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []
 	fs.IntVar(&o.recordSize, "record-size", 1024, "record body bytes (JSON-like log lines)")
 	fs.IntVar(&o.depth, "depth", 1, "batches in flight per producer (1: closed loop; more: saturation)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long producers submit")
-	fs.Float64Var(&o.transitHours, "transit-hours", 1, "hours transit data is stored before settle, for the storage cost")
+	fs.Float64Var(&o.transitHours, "transit-hours", 1, "hours transit data is assumed stored before settle, for the storage cost when settlement is off")
+	fs.DurationVar(&o.settleInterval, "settle-interval", 0, "run settlement at this interval (loglet.Config.SettleInterval; 0: off) and charge transit storage for the bytes it measures held, not --transit-hours (an Express model run gets an s3-standard Standard set to settle into)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the latency model and the workload")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file (latency on a log axis, the fraction on a tail scale, -log10(1-q))")
@@ -325,6 +388,15 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 			names[c] = append(names[c], fmt.Sprintf("mem-%d", i))
 		}
 		sets[c] = wrap(sets[c])
+		if o.settleInterval > 0 && c != chain.Standard {
+			// Settled objects go to the Standard set: give it one bucket
+			// of the s3-standard model, untimed (it is not the set
+			// measured).
+			sm := latencyModels["s3-standard"]
+			f := objstore.WithFaults(objstore.NewMem(), o.seed*31+99)
+			f.SetLatency(objstore.OpPut, objstore.LogNormal(sm.Median, sm.P99))
+			sets[chain.Standard], names[chain.Standard] = []objstore.Store{f}, []string{"mem-standard"}
+		}
 		meta = &countedMeta{Store: metastore.NewMem()}
 		star = "bench"
 	case "real":
@@ -344,12 +416,22 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 			return nil, fmt.Errorf("bench: no %s buckets configured", c)
 		}
 		sets[c], names[c] = wrap(b.sets[c]), b.names[c]
+		if o.settleInterval > 0 && c != chain.Standard {
+			if len(b.sets[chain.Standard]) == 0 {
+				return nil, fmt.Errorf("bench: --settle-interval needs standard buckets to settle into")
+			}
+			sets[chain.Standard], names[chain.Standard] = b.sets[chain.Standard], b.names[chain.Standard]
+		}
 		meta = &countedMeta{Store: b.meta}
 		m = latencyModel{Name: "real: " + b.describe, Class: c.String(), K: len(b.sets[c]), W: len(b.sets[c])/2 + 1}
 	default:
 		return nil, fmt.Errorf("bench: unknown --model %q (want s3-standard, s3-express, custom or real)", o.model)
 	}
 	class, _ := chain.ParseClass(m.Class)
+	held := &heldMeter{sizes: map[string]int64{}}
+	for i, st := range sets[class] {
+		sets[class][i] = heldStore{Store: st, m: held, bucket: i}
+	}
 	g := env.g
 	g.star = star
 	bk := &backends{meta: meta, sets: sets, names: names}
@@ -363,6 +445,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 		cc = &cfg.Express
 	}
 	cc.W = m.W
+	cfg.SettleInterval = o.settleInterval
 	s, err := loglet.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -439,11 +522,22 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 	prog := newProgress(env.stderr)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	// The transit bytes held, sampled over the second half of the run
+	// (the first fills the settle lag from nothing).
+	sample := time.NewTicker(50 * time.Millisecond)
+	defer sample.Stop()
+	var heldSum float64
+	var heldN int
 wait:
 	for {
 		select {
 		case <-done:
 			break wait
+		case <-sample.C:
+			if time.Since(start) >= o.duration/2 && time.Now().Before(stopAt) {
+				heldSum += float64(held.held())
+				heldN++
+			}
 		case <-tick.C:
 			el := time.Since(start).Seconds()
 			prog.update("bench %s: %.1fs, %d records acked, %.1f MB/s", m.Name, el, acked.Load(), float64(acked.Load())*float64(o.recordSize)/1e6/el)
@@ -456,6 +550,7 @@ wait:
 	if err, _ := firstErr.Load().(error); err != nil {
 		env.errorf("bench: first failure: %v", err)
 	}
+	lagStats := s.Stats()
 	s.Close(context.Background())
 	st := s.Stats()
 	cs := st.Standard
@@ -472,7 +567,7 @@ wait:
 		Model: m.Name, Class: m.Class, K: m.K, W: m.W,
 		Producers: o.producers, Streams: o.streams, Batch: o.batch, Record: o.recordSize, Depth: o.depth,
 		Seconds: round(elapsed.Seconds(), 3), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		Records: records, TransitHours: o.transitHours,
+		Records: records, TransitHours: o.transitHours, TransitStorage: "assumed",
 	}
 	if m.Median > 0 {
 		res.PutMedian, res.PutP99 = m.Median.String(), m.P99.String()
@@ -503,8 +598,27 @@ wait:
 	res.MinPutsPerGB = round(float64(m.K)*1e9/float64(cfgC), 0)
 	res.PutBytesPerB = round(float64(meter.slotBytes.Load())/body, 4)
 	res.MetaReqPerSec = round(float64(metaN)/elapsed.Seconds(), 1)
-	res.Cost = cost(m.Class, res.PutsPerGB, res.PutBytesPerB, o.transitHours)
-	res.Cost.Puts, res.Cost.Upload, res.Cost.Storage, res.Cost.Total = round(res.Cost.Puts, 6), round(res.Cost.Upload, 6), round(res.Cost.Storage, 6), round(res.Cost.Total, 6)
+	if o.settleInterval > 0 {
+		res.SettleInterval = o.settleInterval.String()
+		lcs := lagStats.Standard
+		if class == chain.Express {
+			lcs = lagStats.Express
+		}
+		res.SettleLagMs = round(float64(lcs.Settle.Lag)/float64(time.Millisecond), 1)
+		if putRate := float64(meter.slotBytes.Load()) / elapsed.Seconds(); heldN > 0 && putRate > 0 && cs.Settle.Passes > 0 {
+			// Residency: the mean bytes held over the rate they arrive
+			// (Little's law), per copy as --transit-hours is.
+			mean := heldSum / float64(heldN)
+			res.TransitStorage = "measured"
+			res.TransitHeldBytes = round(mean, 0)
+			res.TransitResidency = round(mean/putRate, 3)
+			res.TransitHours = round(mean/putRate/3600, 9)
+		} else {
+			res.TransitStorage = "assumed (settlement on but nothing measured: no pass ran, or the run was too short)"
+		}
+	}
+	res.Cost = cost(m.Class, res.PutsPerGB, res.PutBytesPerB, res.TransitHours)
+	res.Cost.Puts, res.Cost.Upload, res.Cost.Storage, res.Cost.Total = round(res.Cost.Puts, 6), round(res.Cost.Upload, 6), round(res.Cost.Storage, 12), round(res.Cost.Total, 6)
 	res.Halts = cs.Halts
 	res.FailedBatches = uint64(failed.Load())
 	for _, q := range cdfQuantiles() {
@@ -584,6 +698,20 @@ func printBench(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "%-18s %.0f (the minimum flight size %d B allows: %.0f)\n", "PUTs per GB", r.PutsPerGB, r.FlightBytes, r.MinPutsPerGB)
 	fmt.Fprintf(w, "%-18s %d (object p50 %d B; %.3f bytes PUT per body byte, all copies)\n", "flights", r.Flights, r.FlightP50, r.PutBytesPerB)
 	fmt.Fprintf(w, "%-18s %.1f requests/s\n", "metastore", r.MetaReqPerSec)
-	fmt.Fprintf(w, "%-18s %.6f = PUTs %.6f + upload %.6f + storage %.6f (%gh in transit)\n", "$ per GB ingested", r.Cost.Total, r.Cost.Puts, r.Cost.Upload, r.Cost.Storage, r.TransitHours)
+	if r.TransitStorage == "measured" {
+		fmt.Fprintf(w, "%-18s settle interval %s: %.2f MB held in transit on average (all copies), a residency of %.3fs; lag at the end %.0f ms\n", "settlement", r.SettleInterval, r.TransitHeldBytes/1e6, r.TransitResidency, r.SettleLagMs)
+	}
+	fmt.Fprintf(w, "%-18s %.6f = PUTs %.6f + upload %.6f + storage %.3g (%gh in transit, %s)\n", "$ per GB ingested", r.Cost.Total, r.Cost.Puts, r.Cost.Upload, r.Cost.Storage, r.TransitHours, transitNote(r))
 	fmt.Fprintf(w, "%-18s %s\n", "", r.Cost.Prices)
+}
+
+// transitNote says where the transit storage time came from.
+func transitNote(r *benchResult) string {
+	if r.TransitStorage == "measured" {
+		return "measured with settlement on"
+	}
+	if r.SettleInterval != "" {
+		return r.TransitStorage + ", --transit-hours"
+	}
+	return "assumed: --transit-hours, settlement off"
 }

@@ -13,8 +13,11 @@ package main
 // free; check this for your access path).
 //
 // Storage is billed per GB-month; transit data lives only until settle
-// rewrites it (not built yet: see README "Status"), so bench charges storage
-// for --transit-hours of every copy, and 730 hours make a month.
+// rewrites it and trim deletes it, so bench charges storage for the time a
+// transit copy lives: with --settle-interval, the residency it measured
+// (the mean transit bytes held over the rate they were PUT); without, the
+// assumed --transit-hours. 730 hours make a month. The settled objects'
+// own storage (history, in the Standard set) is not charged.
 type classPrices struct {
 	Name             string  `json:"name"`
 	PutPer1000       float64 `json:"put_per_1000_usd"`

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestBenchChargesMeasuredTransit: with settlement on, bench charges
+// transit storage for the bytes it measured held, not --transit-hours, and
+// says so in --json and in the table; with it off, the assumption.
+func TestBenchChargesMeasuredTransit(t *testing.T) {
+	args := []string{"bench", "--model", "custom", "--k", "3", "--w", "2", "--put-median", "1ms", "--put-p99", "3ms",
+		"--duration", "1s", "--producers", "4", "--streams", "2", "--record-size", "256"}
+	code, out, errs := cli(t, "", append(args, "--json", "--settle-interval", "50ms")...)
+	if code != exitOK {
+		t.Fatalf("bench --settle-interval: exit %d\n%s%s", code, out, errs)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	t.Logf("transit: %s, %.0f bytes held, residency %.3fs, %g h; storage $%g", res.TransitStorage, res.TransitHeldBytes, res.TransitResidency, res.TransitHours, res.Cost.Storage)
+	if res.TransitStorage != "measured" || res.SettleInterval != "50ms" || res.TransitHeldBytes <= 0 || res.TransitResidency <= 0 ||
+		res.TransitHours >= 1 || math.Abs(res.TransitHours*3600-res.TransitResidency) > 0.01 || res.Cost.Storage <= 0 {
+		t.Fatalf("with settlement on, want measured transit storage: %+v", res)
+	}
+	code, out, errs = cli(t, "", append(args, "--json", "--duration", "200ms")...)
+	res = benchResult{}
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || res.TransitStorage != "assumed" || res.TransitHours != 1 {
+		t.Fatalf("settlement off: exit %d, want the assumed 1h\n%s%s", code, out, errs)
+	}
+	code, out, errs = cli(t, "", "bench", "--model", "s3-express", "--duration", "1s", "--producers", "2", "--settle-interval", "50ms")
+	if code != exitOK || !strings.Contains(out, "measured with settlement on") || !strings.Contains(out, "held in transit on average") {
+		t.Fatalf("bench table with settlement: exit %d\n%s%s", code, out, errs)
+	}
+}
