@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -62,10 +61,13 @@ const (
 )
 
 // The zstd encoder and decoder are expensive to create and safe for
-// concurrent EncodeAll/DecodeAll, so one of each is shared, created on first
-// use. Their options are constants: an error creating them is a bug here.
+// concurrent EncodeAll/DecodeAll, so one of each is shared. They are made
+// when the package initialises, not on first use: they keep channels, and
+// one made inside a testing/synctest bubble (the simulation runs each seed
+// in one) could not be used from another bubble or outside it. Their
+// options are constants: an error creating them is a bug here.
 var (
-	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+	zstdEncoder = onceNow(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
 			zstd.WithWindowSize(zstdEncoderWindow),
@@ -74,9 +76,10 @@ var (
 		if err != nil {
 			panic("envelope: creating the zstd encoder: " + err.Error())
 		}
+		e.EncodeAll([]byte("warm"), nil) // it makes its channels on first use
 		return e
 	})
-	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+	zstdDecoder = onceNow(func() *zstd.Decoder {
 		d, err := zstd.NewReader(nil,
 			zstd.WithDecoderMaxMemory(MaxFrameRawBytes),
 			zstd.WithDecoderMaxWindow(zstdMaxWindow),
@@ -85,9 +88,16 @@ var (
 		if err != nil {
 			panic("envelope: creating the zstd decoder: " + err.Error())
 		}
+		d.DecodeAll(zstdEncoder().EncodeAll([]byte("warm"), nil), make([]byte, 0, 8))
 		return d
 	})
 )
+
+// onceNow calls f now and returns a function returning its value.
+func onceNow[T any](f func() T) func() T {
+	v := f()
+	return func() T { return v }
+}
 
 // compress appends the stored form of raw under codec c to dst and returns
 // it with the codec actually used: CodecNone if c's output would not be
