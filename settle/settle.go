@@ -104,6 +104,10 @@ type Result struct {
 	Reclaimed      int   // refs of deleted incarnations or trimmed records deleted
 	Deleted        int   // slot deletes that succeeded (per bucket)
 	FreedBytes     int64 // transit bytes of the slots deleted (as read by this pass)
+	// DeleteErr is why the deletes behind the cursor are not all done (a
+	// bucket down): they stay due for the next pass; the pass itself
+	// succeeded.
+	DeleteErr error
 }
 
 // ErrCutUnknown: the pass needed the cut of an epoch that neither the
@@ -127,10 +131,9 @@ func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
 		r.addCut(c)
 	}
 	// Deletes a previous pass left undone come first: they are behind the
-	// cursor already, so nothing reads them.
-	if err := r.deleteBehind(ctx); err != nil {
-		return r.res, err
-	}
+	// cursor already, so nothing reads them. A bucket that refuses them
+	// (a zone down) does not hold settlement up: they stay due.
+	r.deleteBehind(ctx)
 	if err := r.deleteDoomed(ctx); err != nil {
 		return r.res, err
 	}
@@ -148,9 +151,7 @@ func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
 	if err := r.advance(ctx, upto); err != nil {
 		return r.res, err
 	}
-	if derr := r.deleteBehind(ctx); derr != nil {
-		return r.res, derr
-	}
+	r.deleteBehind(ctx)
 	return r.res, err
 }
 
@@ -722,8 +723,15 @@ func (r *run) cutsFrom(from uint64) []chain.Cut {
 }
 
 // deleteBehind deletes the slots in [Deleted, At) from every bucket of the
-// chain, then records Deleted = At.
-func (r *run) deleteBehind(ctx context.Context) error {
+// chain, then records Deleted = At. A failure is kept in res.DeleteErr:
+// the deletes stay due, and the next pass tries them again.
+func (r *run) deleteBehind(ctx context.Context) {
+	if err := r.deleteBehindErr(ctx); err != nil {
+		r.res.DeleteErr = err
+	}
+}
+
+func (r *run) deleteBehindErr(ctx context.Context) error {
 	t := r.res.Trim
 	if !t.Deleted.Less(t.At) {
 		return nil

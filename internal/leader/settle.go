@@ -34,6 +34,8 @@ type settleState struct {
 	retryAt time.Time
 	backoff time.Duration
 	warned  bool
+	// deleteWarned: the last pass's deletes failed and that was logged.
+	deleteWarned bool
 
 	known   bool // the cursor below is as the last pass left it
 	at      chain.Position
@@ -132,7 +134,13 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 		}
 		return
 	}
-	s.backoff, s.retryAt, s.warned, s.lastErr = 0, time.Time{}, false, nil
+	s.backoff, s.retryAt, s.warned, s.lastErr = 0, time.Time{}, false, r.DeleteErr
+	if r.DeleteErr != nil && !s.deleteWarned {
+		s.deleteWarned = true
+		c.logf(slog.LevelWarn, "settled slots not deleted from every bucket; the deletes stay due", attrE(r.DeleteErr))
+	} else if r.DeleteErr == nil {
+		s.deleteWarned = false
+	}
 	if r.Objects > 0 || r.Deleted > 0 {
 		c.logf(slog.LevelDebug, "settled", slog.String("result", r.Describe()), attrU("trim_epoch", s.at.Epoch), attrU("trim_next", s.at.Next))
 	}
