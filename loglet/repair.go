@@ -31,6 +31,9 @@ import (
 // being written, or trimmed since, is refused or found healthy, never
 // forced.
 //
+// Slots below the chain's trim cursor are skipped: settlement moved their
+// records into settled objects and deleted every copy on purpose.
+//
 // It returns a result for every slot it found damaged (repaired, in part,
 // or refused, with why); healthy slots give none. The list is not cleared:
 // a second call finds the repaired slots healthy. The error is only for an
@@ -52,6 +55,12 @@ func (s *Star) RepairUnderReplicated(ctx context.Context) ([]repair.SlotResult, 
 		slots := slices.Clone(cs.UnderReplSlots)
 		slices.Sort(slots)
 		slots = slices.Compact(slots)
+		// Settled slots are deleted on purpose (every ref into them points
+		// at a settled object): nothing below the trim cursor is repaired.
+		trim, _, err := chain.ReadTrimCursor(ctx, s.cfg.Meta, s.cfg.Star, c)
+		if err != nil {
+			return out, fmt.Errorf("loglet: repair %s/%s: %w", s.cfg.Star, c, err)
+		}
 		var cuts []chain.Cut
 		if cs.Halts > 0 {
 			rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, c)
@@ -72,6 +81,9 @@ func (s *Star) RepairUnderReplicated(ctx context.Context) ([]repair.SlotResult, 
 				}
 			}
 			for _, a := range tries {
+				if (chain.Position{Epoch: a.epoch, Next: slot}).Less(trim.At) {
+					continue
+				}
 				res, err := rc.RepairSlot(ctx, a.epoch, slot, a.ev)
 				if err != nil {
 					return out, fmt.Errorf("loglet: repair %s/%s: %w", s.cfg.Star, c, err)

@@ -3,6 +3,8 @@ package loglet
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -100,6 +102,59 @@ func TestRepairUnderReplicated(t *testing.T) {
 		}
 		if len(got.Records) != n+1 || string(got.Records[0].Body) != "a" || string(got.Records[n].Body) != "after" {
 			t.Fatalf("read back %d records", len(got.Records))
+		}
+	})
+}
+
+// TestRepairSkipsSettledSlots: an under-replicated slot that settlement
+// has since moved into settled objects and trimmed is not repaired, even
+// where a copy survived the trim (a bucket refusing deletes): the repair
+// must not put copies of a trimmed slot back.
+func TestRepairSkipsSettledSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		std := objstore.NewMem()
+		r := newRig(t, Express, 3, 1, func(c *Config, fs []*objstore.FaultStore) {
+			fs[2].SetDown(true)
+			fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
+				if op == objstore.OpDelete {
+					return objstore.Fault{Err: errors.New("refusing deletes")}
+				}
+				return objstore.Fault{}
+			})
+			c.Express.CommitDeadline = 100 * time.Millisecond
+			c.Express.StragglerTimeout = 200 * time.Millisecond
+			c.Standard = ClassConfig{Buckets: []objstore.Store{std}}
+			c.SettleInterval = 50 * time.Millisecond
+		})
+		for i := 0; i < 4; i++ {
+			if _, err := r.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte{byte('a' + i)}}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Second) // past the stragglers' timeout and many settle passes (fake clock)
+		synctest.Wait()
+		st := r.star.Stats().Express
+		if len(st.UnderReplSlots) == 0 || st.Settle.DeletedCopies == 0 || st.Settle.UnsettledRounds != 0 {
+			t.Fatalf("under-replicated %v, settle %+v", st.UnderReplSlots, st.Settle)
+		}
+		r.fault[2].SetDown(false)
+		res, err := r.star.RepairUnderReplicated(ctx)
+		if err != nil || len(res) != 0 {
+			t.Fatalf("repair of settled slots: %+v %v", res, err)
+		}
+		for _, m := range r.mems[1:] {
+			for _, k := range m.Keys() {
+				if strings.HasPrefix(k, "chains/") {
+					if obj, _ := m.Get(ctx, k, 0, 60); len(obj) == 60 && obj[6] == 1 {
+						t.Fatalf("a flight copy %s is back after settlement deleted it", k)
+					}
+				}
+			}
+		}
+		got, err := r.star.Read(ctx, "a", ReadQuery{})
+		if err != nil || len(got.Records) != 4 {
+			t.Fatalf("read after settlement: %d records, %v", len(got.Records), err)
 		}
 	})
 }
