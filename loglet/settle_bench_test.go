@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -203,21 +204,41 @@ func (r *settleBenchRig) settleAll(b *testing.B, c Class) SettleStats {
 	if err != nil {
 		b.Fatal(err)
 	}
+	stats := func() SettleStats {
+		if c == Express {
+			return s.Stats().Express.Settle
+		}
+		return s.Stats().Standard.Settle
+	}
+	// Done: every ref settled, every transit object deleted, and the
+	// figures are the last pass's (its result lands after its writes, so
+	// its cursor in the figures matches the metastore's).
+	done := func() bool {
+		if !r.allSettled(b) {
+			return false
+		}
+		if n, _ := r.transit(c); n != 0 {
+			return false
+		}
+		cur, _, err := chain.ReadTrimCursor(ctx, r.meta, "b", c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := stats()
+		return st.Objects > 0 && cur.Deleted == cur.At && st.TrimEpoch == cur.At.Epoch && st.TrimNext == cur.At.Next
+	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for !r.allSettled(b) {
+	for !done() {
 		if time.Now().After(deadline) {
-			b.Fatalf("settlement did not finish: %+v", s.Stats())
+			b.Fatalf("settlement did not finish: %+v", stats())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	st := s.Stats()
+	st := stats()
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	if c == Express {
-		return st.Express.Settle
-	}
-	return st.Standard.Settle
+	return st
 }
 
 // readAll reads every record of the class's streams through a fresh Reader
