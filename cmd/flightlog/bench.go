@@ -269,7 +269,7 @@ func benchCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []
 	fs.IntVar(&o.depth, "depth", 1, "batches in flight per producer (1: closed loop; more: saturation)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long producers submit")
 	fs.Float64Var(&o.transitHours, "transit-hours", 1, "hours transit data is assumed stored before settle, for the storage cost when settlement is off")
-	fs.DurationVar(&o.settleInterval, "settle-interval", 0, "run settlement at this interval (loglet.Config.SettleInterval; 0: off) and charge transit storage for the bytes it measures held, not --transit-hours (an Express model run gets an s3-standard Standard set to settle into)")
+	fs.DurationVar(&o.settleInterval, "settle-interval", 0, "settlement's interval for the run (loglet.Config.SettleInterval: 0 takes the library's default; negative: off). When the run settles, transit storage is charged for the bytes measured held, not --transit-hours (an Express model run gets an s3-standard Standard set to settle into)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the latency model and the workload")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file (latency on a log axis, the fraction on a tail scale, -log10(1-q))")
@@ -353,6 +353,11 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 		return nil, err
 	}
 	meter := &putMeter{}
+	// Whether the run settles: the flag, or the library's default for 0.
+	settleEvery := o.settleInterval
+	if settleEvery == 0 {
+		settleEvery = loglet.DefaultConfig().SettleInterval
+	}
 	var (
 		m     latencyModel
 		meta  *countedMeta
@@ -388,7 +393,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 			names[c] = append(names[c], fmt.Sprintf("mem-%d", i))
 		}
 		sets[c] = wrap(sets[c])
-		if o.settleInterval > 0 && c != chain.Standard {
+		if settleEvery > 0 && c != chain.Standard {
 			// Settled objects go to the Standard set: give it one bucket
 			// of the s3-standard model, untimed (it is not the set
 			// measured).
@@ -416,8 +421,8 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 			return nil, fmt.Errorf("bench: no %s buckets configured", c)
 		}
 		sets[c], names[c] = wrap(b.sets[c]), b.names[c]
-		if o.settleInterval > 0 && c != chain.Standard {
-			if len(b.sets[chain.Standard]) == 0 {
+		if settleEvery > 0 && c != chain.Standard {
+			if len(b.sets[chain.Standard]) == 0 && o.settleInterval > 0 {
 				return nil, fmt.Errorf("bench: --settle-interval needs standard buckets to settle into")
 			}
 			sets[chain.Standard], names[chain.Standard] = b.sets[chain.Standard], b.names[chain.Standard]
@@ -598,8 +603,8 @@ wait:
 	res.MinPutsPerGB = round(float64(m.K)*1e9/float64(cfgC), 0)
 	res.PutBytesPerB = round(float64(meter.slotBytes.Load())/body, 4)
 	res.MetaReqPerSec = round(float64(metaN)/elapsed.Seconds(), 1)
-	if o.settleInterval > 0 {
-		res.SettleInterval = o.settleInterval.String()
+	if settleEvery > 0 && len(sets[chain.Standard]) > 0 {
+		res.SettleInterval = settleEvery.String()
 		lcs := lagStats.Standard
 		if class == chain.Express {
 			lcs = lagStats.Express

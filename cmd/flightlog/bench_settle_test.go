@@ -26,7 +26,7 @@ func TestBenchChargesMeasuredTransit(t *testing.T) {
 		res.TransitHours >= 1 || math.Abs(res.TransitHours*3600-res.TransitResidency) > 0.01 || res.Cost.Storage <= 0 {
 		t.Fatalf("with settlement on, want measured transit storage: %+v", res)
 	}
-	code, out, errs = cli(t, "", append(args, "--json", "--duration", "200ms")...)
+	code, out, errs = cli(t, "", append(args, "--json", "--duration", "200ms", "--settle-interval", "-1ns")...)
 	res = benchResult{}
 	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || res.TransitStorage != "assumed" || res.TransitHours != 1 {
 		t.Fatalf("settlement off: exit %d, want the assumed 1h\n%s%s", code, out, errs)

@@ -796,6 +796,10 @@ type settledCopy struct {
 }
 
 func (c settledCopy) String() string {
+	if c.state == "corrupt" && c.err != nil {
+		// As a slot's: "corrupt: footer: ...", "corrupt: frame 0 ...".
+		return fmt.Sprintf("%s: corrupt: %s", c.bucket, strings.TrimPrefix(c.err.Error(), "envelope: "))
+	}
 	if c.err != nil {
 		return fmt.Sprintf("%s: %s: %v", c.bucket, c.state, c.err)
 	}

@@ -179,7 +179,7 @@ func TestFsckSettledDamage(t *testing.T) {
 		want   []string
 	}{
 		{"flipped-frame-byte", "orders", flipFrameByte, []string{"corrupt: frame 0 (records", "not repairable: no good copy"}},
-		{"flipped-footer-byte", "clicks", flipFooterByte, []string{"corrupt: envelope: footer", "not repairable: no good copy"}},
+		{"flipped-footer-byte", "clicks", flipFooterByte, []string{"corrupt: footer", "not repairable: no good copy"}},
 		{"deleted", "clicks", deleteCopy, []string{standardDir + ": missing", "not repairable: no good copy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
