@@ -78,6 +78,9 @@ type Config struct {
 	// many small objects. Settlement needs the Standard bucket set: without
 	// one, it is off.
 	SettleInterval time.Duration
+	// doomedGrace overrides settle's grace before deleting a merged-away
+	// settled object (tests: negative deletes at once).
+	doomedGrace time.Duration
 	// FencePatience is how long one fence may stay blocked at a slot it
 	// cannot decide before it reports the slot, its buckets and their
 	// occupants (a WARN, with backoff, and ClassStats.SuccessionCause) and

@@ -196,35 +196,47 @@ func (h *history) fetch(ctx context.Context, refKey string, ref absorb.SpanRef, 
 	if cause == nil {
 		return ext.FirstSeq, recs, nil
 	}
-	if ctx.Err() != nil {
-		return 0, nil, ctx.Err()
-	}
-	exts, class, err := h.reresolve(ctx, stream, ext)
-	if err != nil {
-		return 0, nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref %s failed: %w", ext.Key, ext.Offset, ext.Length, cause, refKey, err)
-	}
-	if len(exts) == 0 {
-		if corrupt {
-			return 0, nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", ext.Key, ext.Offset, ext.Length, ext.FirstSeq, ext.FirstSeq+uint64(ext.Count)-1, nameOfID(stream)), Err: cause}
+	// Settle may move the records more than once while we look (a small
+	// settled object merged into a larger one and deleted): re-resolve
+	// until the refs stop moving.
+	end := ext.FirstSeq + uint64(ext.Count)
+	failed := ext
+	for attempt := 0; attempt < maxReresolve; attempt++ {
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
 		}
-		return 0, nil, fmt.Errorf("loglet: no good copy of %s [%d+%d): %w", ext.Key, ext.Offset, ext.Length, cause)
-	}
-	var out []Record
-	for _, e := range exts {
-		recs, corrupt, err := h.fetchExtent(ctx, class, e, stream)
+		exts, class, err := h.reresolve(ctx, stream, ext.FirstSeq, end, failed)
 		if err != nil {
-			if ctx.Err() != nil {
-				return 0, nil, ctx.Err()
-			}
-			if corrupt {
-				return 0, nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", e.Key, e.Offset, e.Length, e.FirstSeq, e.FirstSeq+uint64(e.Count)-1, nameOfID(stream)), Err: err}
-			}
-			return 0, nil, fmt.Errorf("loglet: extent of %q at %d unreadable after re-resolving its ref: %w", stream, e.FirstSeq, err)
+			return 0, nil, fmt.Errorf("loglet: no good copy of %s [%d+%d) (%v), and re-reading its ref %s failed: %w", ext.Key, ext.Offset, ext.Length, cause, refKey, err)
 		}
-		out = append(out, recs...)
+		if len(exts) == 0 {
+			if corrupt {
+				return 0, nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d) (records %d-%d of %q)", failed.Key, failed.Offset, failed.Length, failed.FirstSeq, failed.FirstSeq+uint64(failed.Count)-1, nameOfID(stream)), Err: cause}
+			}
+			return 0, nil, fmt.Errorf("loglet: no good copy of %s [%d+%d): %w", failed.Key, failed.Offset, failed.Length, cause)
+		}
+		var out []Record
+		moved := false
+		for _, e := range exts {
+			recs, ecorrupt, err := h.fetchExtent(ctx, class, e, stream)
+			if err != nil {
+				if ctx.Err() != nil {
+					return 0, nil, ctx.Err()
+				}
+				failed, corrupt, cause, moved = e, ecorrupt, err, true
+				break
+			}
+			out = append(out, recs...)
+		}
+		if !moved {
+			return exts[0].FirstSeq, out, nil
+		}
 	}
-	return exts[0].FirstSeq, out, nil
+	return 0, nil, fmt.Errorf("loglet: records %d-%d of %q kept moving while read (last: %v)", ext.FirstSeq, end-1, nameOfID(stream), cause)
 }
+
+// maxReresolve bounds the re-resolutions of one extent a read makes.
+const maxReresolve = 8
 
 // fetchExtent reads one extent from the first good copy in class's bucket
 // set. On failure it returns every copy's error, and whether any copy was
@@ -271,19 +283,18 @@ func (h *history) fetchExtent(ctx context.Context, class string, ext absorb.Exte
 }
 
 // reresolve finds, in the stream's refs as they are now, the extents that
-// hold the records of ext: in order, contiguous, from one that holds
-// ext.FirstSeq through one that holds ext's last record. It returns none
-// if the refs still point at ext itself (nothing moved) or no longer cover
-// its records (trimmed), and the class whose bucket set holds them.
-func (h *history) reresolve(ctx context.Context, stream string, ext absorb.Extent) ([]absorb.Extent, string, error) {
-	end := ext.FirstSeq + uint64(ext.Count)
-	items, err := h.meta.Scan(ctx, chain.RefPrefix(stream), chain.RefKey(stream, ext.FirstSeq), 4)
+// hold records [from, end): in order, contiguous, from one that holds from
+// through one that holds end-1. It returns none if the refs still point at
+// failed (the extent that could not be read: nothing moved) or no longer
+// cover the records (trimmed), and the class whose bucket set holds them.
+func (h *history) reresolve(ctx context.Context, stream string, from, end uint64, failed absorb.Extent) ([]absorb.Extent, string, error) {
+	items, err := h.meta.Scan(ctx, chain.RefPrefix(stream), chain.RefKey(stream, from), 4)
 	if err != nil {
 		return nil, "", err
 	}
 	var out []absorb.Extent
 	class := ""
-	next := ext.FirstSeq
+	next := from
 	for _, it := range refsOf(stream, items) {
 		ref, err := absorb.DecodeRef(it.Value)
 		if err != nil {
@@ -297,7 +308,7 @@ func (h *history) reresolve(ctx context.Context, stream string, ext absorb.Exten
 			if e.FirstSeq > next || (class != "" && ref.Class != class) {
 				return nil, "", nil // a gap: the records are gone
 			}
-			if e.Key == ext.Key && e.Offset == ext.Offset {
+			if e.Key == failed.Key && e.Offset == failed.Offset {
 				return nil, "", nil // not moved
 			}
 			out, class, next = append(out, e), ref.Class, eEnd

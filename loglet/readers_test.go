@@ -23,8 +23,17 @@ var readerCalls = flag.Int("readers.calls", 0, "calls TestReadersNeverFailAgains
 // widens the race. No call may fail: a reader never fails because the
 // writer made progress. Each Reader's tail of a stream never goes back.
 //
+// With settlement on ("settling"), records also move from transit slots
+// into settled objects (which are merged, and the merged ones deleted at
+// once) and the slots are deleted under the readers' feet.
+//
 //	go test ./loglet -run TestReadersNeverFailAgainstABusyLeader -readers.calls 1000000 -v
 func TestReadersNeverFailAgainstABusyLeader(t *testing.T) {
+	t.Run("transit", func(t *testing.T) { readersAgainstBusyLeader(t, false) })
+	t.Run("settling", func(t *testing.T) { readersAgainstBusyLeader(t, true) })
+}
+
+func readersAgainstBusyLeader(t *testing.T, settling bool) {
 	calls := *readerCalls
 	if calls == 0 {
 		calls = 12000
@@ -35,7 +44,17 @@ func TestReadersNeverFailAgainstABusyLeader(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	w := newWorld(t)
-	p1, err := w.open("p1", func(c *Config) { c.AbsorbInterval = time.Millisecond })
+	p1, err := w.open("p1", func(c *Config) {
+		c.AbsorbInterval = time.Millisecond
+		if settling {
+			// Merged-away objects go at once (readers re-resolve); under
+			// -race, where each call is slower, after 10ms.
+			c.SettleInterval, c.doomedGrace = time.Millisecond, -1
+			if raceBuild {
+				c.doomedGrace = 10 * time.Millisecond
+			}
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -70,8 +71,18 @@ type Config struct {
 	TargetBytes int
 	FrameBytes  int
 	Liveness    Liveness // nil: every stream is live, none trimmed
+	// DoomedGrace is how long a settled object merged into a larger one
+	// is kept before it is deleted, so that a reader that resolved a ref
+	// to it just before the merge still reads it (0: DefaultDoomedGrace;
+	// negative: none; readers then re-resolve the moved ref).
+	DoomedGrace time.Duration
 	Logger      *slog.Logger
+	// Now is the clock for DoomedGrace (default time.Now).
+	Now func() time.Time
 }
+
+// DefaultDoomedGrace is Config.DoomedGrace's default.
+const DefaultDoomedGrace = time.Minute
 
 // Pass is what one Run is asked to do.
 type Pass struct {
@@ -167,6 +178,12 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DoomedGrace == 0 {
+		c.DoomedGrace = DefaultDoomedGrace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -638,7 +655,8 @@ func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []
 		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver})
 	}
 	for _, f := range refs[:merged] {
-		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: []byte(f.r.Extents[0].Key), Expect: metastore.NoVersion})
+		d, _ := json.Marshal(doomed{Key: f.r.Extents[0].Key, At: r.cfg.Now().UnixMilli()})
+		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: d, Expect: metastore.NoVersion})
 	}
 	if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
 		return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(refs), id, key, err)
@@ -663,19 +681,31 @@ func doomedKey(star string, c chain.Class, objKey string) string {
 	return fmt.Sprintf("%s%016x", doomedPrefix(star, c), xxhash.Sum64String(objKey))
 }
 
-// deleteDoomed deletes the settled objects marked doomed, then their
-// markers. A reader still holding a ref that pointed at one finds it gone
-// and re-resolves the ref, which now points at the object that absorbed it.
+// doomed is a doomed marker's value.
+type doomed struct {
+	Key string `json:"key"`
+	At  int64  `json:"at_ms"` // when the merge that doomed it committed
+}
+
+// deleteDoomed deletes the settled objects marked doomed at least
+// DoomedGrace ago, then their markers. A reader still holding a ref that
+// pointed at one after that finds it gone and re-resolves the ref, which
+// now points at the object that absorbed it.
 func (r *run) deleteDoomed(ctx context.Context) error {
 	items, err := r.cfg.Meta.Scan(ctx, doomedPrefix(r.cfg.Star, r.cfg.Class), "", 256)
 	if err != nil {
 		return err
 	}
+	now := r.cfg.Now().UnixMilli()
 	for _, it := range items {
-		key := string(it.Value)
-		if !chain.IsSettledKey(key) {
-			return fmt.Errorf("settle: doomed marker %s names %q, not a settled object", it.Key, key)
+		var d doomed
+		if err := json.Unmarshal(it.Value, &d); err != nil || !chain.IsSettledKey(d.Key) {
+			return fmt.Errorf("settle: doomed marker %s is %q, not a settled object's", it.Key, it.Value)
 		}
+		if r.cfg.DoomedGrace > 0 && now-d.At < r.cfg.DoomedGrace.Milliseconds() {
+			continue
+		}
+		key := d.Key
 		for i, b := range r.cfg.Settled {
 			if err := b.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
 				return fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", key, i, err)

@@ -155,7 +155,7 @@ func (w *world) pass(ctx context.Context, c chain.Class, meta metastore.Store, w
 	}
 	cfg := settle.Config{Meta: meta, Star: "s1", Class: c, Owner: "settler", Epoch: rec.Epoch,
 		Transit: chain.BucketSet{Stores: transit, W: len(transit), Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}},
-		Settled: []objstore.Store{wrap(w.std)}, TargetBytes: 120, FrameBytes: 50}
+		Settled: []objstore.Store{wrap(w.std)}, TargetBytes: 120, FrameBytes: 50, DoomedGrace: -1}
 	pos := chain.Position{Epoch: cp.Epoch, Next: cp.Next}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second) // a walk retries a slot it cannot read until ctx ends
 	defer cancel()

@@ -77,7 +77,10 @@ func (c *Core) maybeSettle() {
 	if c.cfg.SettleInterval <= 0 || s.out || c.phase != phaseServing || c.closing || c.sealed != nil {
 		return
 	}
-	if c.now.Before(s.retryAt) || (!s.lastAt.IsZero() && c.now.Before(s.lastAt.Add(c.cfg.SettleInterval))) {
+	if s.lastAt.IsZero() {
+		s.lastAt = c.now // the first pass comes an interval after serving begins
+	}
+	if c.now.Before(s.retryAt) || c.now.Before(s.lastAt.Add(c.cfg.SettleInterval)) {
 		return
 	}
 	upto := c.settleUpto()
@@ -93,6 +96,9 @@ func (c *Core) settleWake() time.Time {
 	s := &c.st
 	if c.cfg.SettleInterval <= 0 || s.out || c.phase != phaseServing || c.closing {
 		return time.Time{}
+	}
+	if s.lastAt.IsZero() {
+		return time.Time{} // maybeSettle starts the clock
 	}
 	due := s.lastAt.Add(c.cfg.SettleInterval)
 	if s.retryAt.After(due) {

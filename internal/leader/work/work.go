@@ -43,6 +43,7 @@ type Env struct {
 	Liveness      settle.Liveness
 	SettleTimeout time.Duration
 	SettleCodec   envelope.Codec
+	SettleGrace   time.Duration // settle.Config.DoomedGrace
 
 	writers sync.Pool // *envelope.BundleWriter
 }
@@ -249,7 +250,7 @@ func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
 		return leader.SettlePassed{Err: err}
 	}
 	cfg := settle.Config{Meta: e.Meta, Star: e.Star, Class: e.Class, Owner: e.Owner, Epoch: r.Epoch, Transit: e.Set(),
-		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness}
+		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness, DoomedGrace: e.SettleGrace}
 	res, err := settle.Run(ctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts})
 	return leader.SettlePassed{Result: res, Err: err}
 }
