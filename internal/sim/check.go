@@ -29,6 +29,15 @@ func (w *world) check(ctx context.Context, pr *process, final map[string][]logle
 	reads := slices.Clone(h.reads)
 	h.mu.Unlock()
 	bad := h.violation
+	leaderFinal := final
+
+	// The chain's whole history, walked epoch by epoch (below the trim
+	// cursors: the observer's copy of each slot settlement deleted), and
+	// the leader's final read (from each stream's trim point) against it.
+	// The checks of the final state below run over that history: every
+	// seq ever committed, trimmed or not.
+	hist, byID, walkedIDs := w.checkChains(ctx, leaderFinal, after)
+	final = hist
 
 	// 1. Every append has exactly one outcome.
 	for _, op := range appends {
@@ -115,11 +124,14 @@ func (w *world) check(ctx context.Context, pr *process, final map[string][]logle
 		}
 	}
 	w.res.Reads = len(reads)
+	// No read after a Trim returned holds a record below its trim point.
+	w.checkTrims(reads)
+	w.finalTrims(ctx)
+	w.checkBeyondCut(walkedIDs)
 
-	// 4. Storage: walk each chain's epochs from the bucket layer, each up to
-	// its cut, and compare with the leader's final read (invariants 1, 4
-	// and 7); the processes against the cuts.
-	w.checkChains(ctx, final, after)
+	// 4. Storage: every live ref reads back (settled or not) and holds the
+	// chain's records; the processes against the cuts.
+	w.checkRefs(ctx, byID, leaderFinal)
 	w.checkProcesses(appends, present)
 	w.obs.mu.Lock()
 	for _, v := range w.obs.bad {
@@ -134,7 +146,7 @@ func (w *world) check(ctx context.Context, pr *process, final map[string][]logle
 
 	// 5. A fresh Reader in another process, after Close, reads every
 	// record back (the final leader absorbed everything before sealing).
-	w.checkFreshReader(ctx, final)
+	w.checkFreshReader(ctx, leaderFinal)
 
 	// 6. Per-stream linearizability.
 	// It runs after the bubble (Run), where its timeout is real time.
@@ -163,24 +175,36 @@ type seqKey struct {
 	seq    uint64
 }
 
-// checkChains walks every epoch of each chain from the bucket layer, each
-// up to its recorded cut (the last epoch: the clean seal of the leader's
-// Close), and checks that a stream's records continue across epochs with
-// no gap and no seq twice, and that they are exactly the leader's final
-// read. It checks the decisions the observer made (every slot below a cut
-// committed, a fenced cut dead, no committed/dead flip below a cut) and
-// that no read ever returned a record found only at or past a cut. It
-// returns the walked records' identities by (stream, seq).
-func (w *world) checkChains(ctx context.Context, final map[string][]loglet.SequencedRecord, after loglet.Stats) map[seqKey]uint64 {
+// checkChains walks every epoch of each chain, each up to its recorded
+// cut (the last epoch: the clean seal of the leader's Close): from the
+// bucket layer from the chain's trim cursor on, and below it (slots
+// settlement deleted) from the observer's copy of the flight each slot was
+// decided committed with. It checks that a stream's records continue
+// across epochs with no gap and no seq twice, and that the leader's final
+// read (from each stream's trim point) is exactly the chain's. It checks
+// the decisions the observer made (every slot below a cut committed, from
+// its final occupants where it still exists, a fenced cut dead, no
+// committed/dead flip below a cut). It returns the chain's records of each
+// stream of final from seq 0, by name, of every stream by ID, and their
+// identities by (name, seq).
+func (w *world) checkChains(ctx context.Context, final map[string][]loglet.SequencedRecord, after loglet.Stats) (map[string][]loglet.SequencedRecord, map[string][]loglet.SequencedRecord, map[seqKey]uint64) {
 	bad := w.h.violation
 	o := w.obs
 	walkedIDs := map[seqKey]uint64{}
+	hist := map[string][]loglet.SequencedRecord{}
+	byID := map[string][]loglet.SequencedRecord{}
 	for _, c := range chain.Classes {
 		rec, _, err := chain.ReadEpoch(ctx, w.meta, starName, c)
 		if err != nil {
 			bad("%s: read epoch record: %v", c, err)
 			continue
 		}
+		trim, _, err := chain.ReadTrimCursor(ctx, w.meta, starName, c)
+		if err != nil {
+			bad("%s: read the trim cursor: %v", c, err)
+			trim = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
+		}
+		w.trimCursor[c] = trim
 		w.res.Epochs += int(rec.Epoch)
 		recorded := append([]chain.Cut(nil), rec.Cuts...)
 		if rec.Seal == nil || rec.Seal.Epoch != rec.Epoch {
@@ -193,8 +217,38 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 				bad("%s: the epoch record's cut of epoch %d is %d; the observer saw %v", c, k.Epoch, k.Slot, oc)
 			}
 		}
+		for _, k := range trim.Cuts {
+			if oc, ok := o.cutOf(c, k.Epoch); !ok || oc.Slot != k.Slot {
+				bad("%s: the trim cursor's cut of epoch %d is %d; the observer saw %v", c, k.Epoch, k.Slot, oc)
+			}
+		}
 		set := w.memSet(c)
 		walked := map[string][]loglet.SequencedRecord{}
+		// take adds one slot's records to the walk.
+		take := func(e, slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+			for _, f := range frames {
+				recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)])
+				if err != nil {
+					return err
+				}
+				// Walked by stream id: each incarnation of a name
+				// (lifers re-create theirs) is its own run of seqs
+				// from 0. Other names live once.
+				stream, _ := chain.SplitStreamID(f.Stream)
+				for i, r := range recs {
+					seq := f.FirstSeq + uint64(i)
+					if n := uint64(len(walked[f.Stream])); seq != n {
+						bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, trunc([]byte(f.Stream)), seq, n)
+						return errStopWalk
+					}
+					walked[f.Stream] = append(walked[f.Stream], loglet.SequencedRecord{Seq: seq, Record: r})
+					if id, ok := parseRecordID(r.Body); ok {
+						walkedIDs[seqKey{stream, seq}] = id
+					}
+				}
+			}
+			return nil
+		}
 		for e := uint64(1); e <= rec.Epoch; e++ {
 			k, ok := o.cutOf(c, e)
 			if !ok {
@@ -205,14 +259,44 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 				}
 				k = chain.Cut{Epoch: e, Slot: cs.ReleasePoint, Clean: true}
 			}
-			// Invariants 1 and 4 from the final occupants.
+			// from: the first slot of the epoch settlement has not passed.
+			from := uint64(0)
+			switch {
+			case e < trim.At.Epoch:
+				from = k.Slot
+			case e == trim.At.Epoch:
+				from = min(trim.At.Next, k.Slot)
+			}
+			// Invariants 1 and 4 from the final occupants, or below the
+			// trim cursor from the last decision the observer saw; below
+			// it the slot's committed flight as the observer kept it.
 			o.mu.Lock()
-			undecided := 0
+			undecided, leftover := 0, 0
+			var settled [][]byte
 			for slot := uint64(0); slot < k.Slot; slot++ {
-				if d := o.decide(slotID{c, e, slot}); d != chain.Committed {
+				id := slotID{c, e, slot}
+				d := o.decided[id]
+				if slot >= from {
+					d = o.decide(id)
+				}
+				if d != chain.Committed {
 					if undecided++; undecided <= 3 {
-						bad("%s: slot %d of epoch %d is below the recorded cut %d but decides %v from its final occupants", c, slot, e, k.Slot, d)
+						bad("%s: slot %d of epoch %d is below the recorded cut %d but decides %v (from its final occupants: %v)", c, slot, e, k.Slot, d, slot >= from)
 					}
+					if slot < from {
+						settled = append(settled, nil)
+					}
+					continue
+				}
+				if slot < from {
+					if (chain.Position{Epoch: e, Next: slot}).Less(trim.Deleted) {
+						for _, oc := range o.occupants(id) {
+							if oc.Kind != chain.OccupantUnknown {
+								leftover++
+							}
+						}
+					}
+					settled = append(settled, o.flights[id][o.committed[id]])
 				}
 			}
 			if !k.Clean {
@@ -221,53 +305,75 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 				}
 			}
 			w.res.SlotsDecided += int(k.Slot)
+			w.res.LeftoverCopies += leftover
 			o.mu.Unlock()
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := chain.Walk(wctx, set, starName, c, e, 0, k.Slot, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
-				for _, f := range frames {
-					recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)])
-					if err != nil {
-						return err
-					}
-					// Walked by stream id: each incarnation of a name
-					// (lifers re-create theirs) is its own run of seqs
-					// from 0. Other names live once.
-					stream, _ := chain.SplitStreamID(f.Stream)
-					for i, r := range recs {
-						seq := f.FirstSeq + uint64(i)
-						if n := uint64(len(walked[f.Stream])); seq != n {
-							bad("%s: epoch %d slot %d holds %s seq %d where the chain's next is %d (a gap, or a seq committed twice)", c, e, slot, trunc([]byte(f.Stream)), seq, n)
-							return errStopWalk
-						}
-						walked[f.Stream] = append(walked[f.Stream], loglet.SequencedRecord{Seq: seq, Record: r})
-						if id, ok := parseRecordID(r.Body); ok {
-							walkedIDs[seqKey{stream, seq}] = id
-						}
-					}
+			if (chain.Position{Epoch: e}).Less(trim.Deleted) {
+				w.res.SlotsTrimmed += int(k.Slot)
+				if e == trim.Deleted.Epoch {
+					w.res.SlotsTrimmed -= int(k.Slot - min(trim.Deleted.Next, k.Slot))
 				}
-				return nil
+			}
+			for slot, obj := range settled {
+				if obj == nil {
+					bad("%s: slot %d of epoch %d, below the trim cursor %+v, was never seen committed with a flight the observer kept", c, slot, e, trim.At)
+					break
+				}
+				_, frames, err := envelope.ParseBundle(obj)
+				if err == nil {
+					err = take(e, uint64(slot), obj, frames)
+				}
+				if err != nil {
+					if !errors.Is(err, errStopWalk) {
+						bad("%s: the observer's copy of slot %d of epoch %d: %v", c, slot, e, err)
+					}
+					break
+				}
+			}
+			if from >= k.Slot {
+				continue
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := chain.Walk(wctx, set, starName, c, e, from, k.Slot, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+				return take(e, slot, obj, frames)
 			})
 			cancel()
 			if err != nil && !errors.Is(err, errStopWalk) {
-				bad("%s: walk of epoch %d [0, %d): %v", c, e, k.Slot, err)
+				bad("%s: walk of epoch %d [%d, %d): %v", c, e, from, k.Slot, err)
 			}
 		}
-		byName := map[string][]loglet.SequencedRecord{}
 		for id, recs := range walked {
+			byID[id] = recs
 			name, _ := chain.SplitStreamID(id)
-			byName[name] = recs
+			if _, ok := final[name]; ok {
+				hist[name] = recs
+			}
 		}
 		for stream, recs := range final {
 			if !strings.HasPrefix(stream, c.String()) {
 				continue
 			}
-			got := byName[stream]
-			if len(got) != len(recs) {
-				bad("%s: the chain (every epoch below its cut) holds %d records of %s, the leader read %d", c, len(got), stream, len(recs))
+			got := hist[stream]
+			if hist[stream] == nil {
+				hist[stream] = []loglet.SequencedRecord{}
 			}
-			for i := range min(len(got), len(recs)) {
-				if got[i].Seq != uint64(i) || !sameRecord(got[i].Record, recs[i].Record) {
-					bad("%s: chain record %d of %s (seq %d) differs from the leader's", c, i, stream, got[i].Seq)
+			// The leader reads from the stream's trim point.
+			base := uint64(len(got))
+			if len(recs) > 0 {
+				base = recs[0].Seq
+			}
+			if t, err := w.trimSeqOf(ctx, stream); err == nil && min(t, uint64(len(got))) != min(base, uint64(len(got))) {
+				bad("%s: the leader's final read of %s starts at %d; its trim point is %d (the chain holds %d records)", c, stream, base, t, len(got))
+			}
+			if base > uint64(len(got)) || uint64(len(got))-base != uint64(len(recs)) {
+				bad("%s: the chain (every epoch below its cut) holds %d records of %s, the leader read %d from %d", c, len(got), stream, len(recs), base)
+			}
+			for i := range recs {
+				j := base + uint64(i)
+				if j >= uint64(len(got)) {
+					break
+				}
+				if recs[i].Seq != j || !sameRecord(got[j].Record, recs[i].Record) {
+					bad("%s: chain record %d of %s differs from the leader's (seq %d)", c, j, stream, recs[i].Seq)
 					break
 				}
 			}
@@ -286,9 +392,14 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 		w.res.Flips++
 		bad("%s: slot %d of epoch %d was %v and later %v (below any recorded cut)", f.id.c, f.id.slot, f.id.epoch, f.from, f.to)
 	}
+	return hist, byID, walkedIDs
+}
 
-	// Nothing at or past a cut is ever read, unless the same record is
-	// committed at that seq below a cut (republished after a halt).
+// checkBeyondCut: nothing at or past a cut is ever read, unless the same
+// record is committed at that seq below a cut (republished after a halt).
+func (w *world) checkBeyondCut(walkedIDs map[seqKey]uint64) {
+	bad := w.h.violation
+	o := w.obs
 	beyond := map[seqKey][]uint64{}
 	o.mu.Lock()
 	for id, copies := range o.flights {
@@ -329,7 +440,6 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 			}
 		}
 	}
-	return walkedIDs
 }
 
 var errStopWalk = errors.New("sim: stop walking")
@@ -375,7 +485,8 @@ func (w *world) checkProcesses(appends []*appendOp, present map[uint32]uint64) {
 	}
 }
 
-// refence fences every epoch again from slot 0, over the bare buckets with
+// refence fences every epoch again from slot 0 (from the trim cursor, if
+// settlement passed it), over the bare buckets with
 // a fresh nonce, after everything else is checked: deciding from final
 // occupants, a second fencer must reach every recorded cut exactly (DESIGN:
 // fencing is idempotent).
@@ -385,13 +496,20 @@ func (w *world) refence(ctx context.Context) {
 		w.obs.mu.Lock()
 		latest := w.obs.latest[c]
 		w.obs.mu.Unlock()
-		for e := uint64(1); e <= latest; e++ {
+		trim := w.trimCursor[c]
+		for e := max(1, trim.At.Epoch); e <= latest; e++ {
 			k, ok := w.obs.cutOf(c, e)
 			if !ok {
 				continue
 			}
+			// Never below the trim cursor: a deleted slot reads absent,
+			// and poisoning it would forge a lower cut (DESIGN, "Settle").
+			from := uint64(0)
+			if e == trim.At.Epoch {
+				from = min(trim.At.Next, k.Slot)
+			}
 			fctx, cancel := context.WithTimeout(ctx, time.Minute)
-			res, err := chain.Fence(fctx, w.memSet(c), starName, c, e, 0, envelope.NewNonce(), chain.FenceOptions{})
+			res, err := chain.Fence(fctx, w.memSet(c), starName, c, e, from, envelope.NewNonce(), chain.FenceOptions{})
 			cancel()
 			if err != nil {
 				bad("%s: re-fence of epoch %d: %v", c, e, err)
@@ -439,18 +557,26 @@ func (w *world) checkFreshReader(ctx context.Context, final map[string][]loglet.
 			bad("fresh reader: %v", err)
 			continue
 		}
-		if len(got) != len(want) {
-			bad("fresh reader after Close: %s has %d records, the leader read %d", stream, len(got), len(want))
+		// Both read from the stream's trim point.
+		if len(got) != len(want) || (len(got) > 0 && got[0].Seq != want[0].Seq) {
+			bad("fresh reader after Close: %s has %d records from %v, the leader read %d from %v", stream, len(got), firstSeq(got), len(want), firstSeq(want))
 		}
 		for i := range min(len(got), len(want)) {
-			if !sameRecord(got[i].Record, want[i].Record) {
-				bad("fresh reader after Close: %s seq %d differs from the leader's", stream, i)
+			if got[i].Seq != want[i].Seq || !sameRecord(got[i].Record, want[i].Record) {
+				bad("fresh reader after Close: %s seq %d differs from the leader's", stream, want[i].Seq)
 				break
 			}
 		}
+		end := uint64(0)
+		if len(want) > 0 {
+			end = want[len(want)-1].Seq + 1
+		} else if t, err := w.trimSeqOf(ctx, stream); err == nil {
+			end = t // nothing readable: empty, or trimmed to its tail
+		}
 		t, err := rd.CheckTail(ctx, stream)
-		if err != nil || t.Seq != uint64(len(want)) {
-			bad("fresh reader after Close: CheckTail(%s) = %d (%v), the leader read %d records", stream, t.Seq, err, len(want))
+		if err != nil || t.Seq != end {
+			bad("fresh reader after Close: CheckTail(%s) = %d (%v), the leader read up to %d", stream, t.Seq, err, end)
+
 		}
 	}
 }

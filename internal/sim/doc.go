@@ -77,7 +77,10 @@
 // id%3==1 append one-shot to shared streams of both classes; id%3==2
 // pipeline 1–8 batches through an AppendSession and wait for them in
 // completion order. Bodies start with "op<id>.r<idx>|", so every record
-// read names the append that wrote it. Readers: random leader Reads and
+// read names the append that wrote it. A trimmer Trims one to three of the
+// shared and exclusive streams at random seqs at or below what is acked
+// (most seeds), and each chain's leader settles every 5-200 ms (seven seeds
+// in eight). Readers: random leader Reads and
 // CheckTails, a leader ReadSession per class, and a loglet.Reader (a
 // non-leader) doing reads, tails and a polling session. After the workload
 // the faults are healed, 90 virtual seconds let every batch settle, the
@@ -98,7 +101,9 @@
 //     from the final state at that seq or from what was submitted (byte
 //     for byte), non-consecutive seqs, or a session that skips or repeats;
 //   - the chain, walked epoch by epoch from the bare buckets up to each
-//     recorded cut (the last epoch: the clean seal of the leader's Close),
+//     recorded cut (the last epoch: the clean seal of the leader's Close;
+//     below the trim cursor, where settlement deleted the slots, from the
+//     observer's copy of the flight each slot was decided committed with),
 //     not continuing each stream's seqs with no gap and no seq twice, or
 //     differing from the leader's final read; a slot below a cut that does
 //     not decide committed from its final occupants (chain.Decide), a
@@ -111,7 +116,16 @@
 //     sent to a deposed or crashed process after the takeover that was
 //     acked, or ended unknown and is committed;
 //   - a fresh Reader after Close that does not read every stream back
-//     exactly, or whose CheckTail differs;
+//     exactly (from its trim point), or whose CheckTail differs;
+//   - settlement and trim (settlecheck.go): a ref overwritten other than by
+//     a settled ref holding the same records byte for byte (a ref deleted
+//     in the same Commit likewise covered), a trim cursor that moves back
+//     or passes the checkpoint, a live ref at the end whose extents do not
+//     all read back with good CRCs or hold other records than the chain's,
+//     live refs that do not cover a stream from its trim point to its tail,
+//     a read begun after a Trim returned that holds a record below the trim
+//     point it left (a Reader's session: after 5 s), a final trim point
+//     outside what the Trim calls left and asked for;
 //   - a Stats sample with the pool over its budget, the backlog over its
 //     flights or bytes, or the window over its size;
 //   - per-stream histories not linearizable (porcupine) against an

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/flightlog/flightlog/loglet"
 )
@@ -44,9 +45,11 @@ type appendOp struct {
 type readOp struct {
 	who       string
 	stream    string
-	from      uint64
+	from      uint64 // the seq of the first record (a read from below a trim point starts at it)
+	asked     uint64 // where the read was asked to start
 	ids       []uint64
-	tail      uint64 // durable tail the leader reported; hasTail false for a Reader
+	at        time.Time // virtual time of the return
+	tail      uint64    // durable tail the leader reported; hasTail false for a Reader
 	hasTail   bool
 	call, ret int64
 }
@@ -61,6 +64,18 @@ type tailOp struct {
 	call, ret int64
 }
 
+// trimOp is one Star.Trim call: the seq asked for, and (when it returned
+// nil) the trim point the stream record carried after it.
+type trimOp struct {
+	stream    string
+	seq       uint64
+	ok        bool   // returned nil: the trim point is at least actual
+	actual    uint64 // ok: the stream record's trim point just after
+	call, ret int64
+	retAt     time.Time // virtual time of the return
+	err       error
+}
+
 // history is everything the workload observed, in a logical clock that
 // orders calls and returns as they happened (the clock is the porcupine
 // timestamp: virtual time does not advance between most events).
@@ -72,6 +87,7 @@ type history struct {
 	byID    map[uint32]*appendOp
 	reads   []readOp
 	tails   []tailOp
+	trims   []trimOp
 	bad     []string
 	readErr map[string]int
 }
@@ -171,6 +187,10 @@ func (h *history) finish(op *appendOp, ack loglet.Ack, err error) {
 // leader) nothing at or past the durable tail is returned.
 func (h *history) observeRead(who, stream string, from uint64, recs []loglet.SequencedRecord, tail uint64, hasTail bool, call int64) {
 	ret := h.tick()
+	asked := from
+	if len(recs) > 0 && recs[0].Seq > from && h.trimPoint(stream, recs[0].Seq, ret) {
+		from = recs[0].Seq // started at a trim point (checkTrims checks which)
+	}
 	ids := make([]uint64, 0, len(recs))
 	for i, r := range recs {
 		if r.Seq != from+uint64(i) {
@@ -189,7 +209,7 @@ func (h *history) observeRead(who, stream string, from uint64, recs []loglet.Seq
 		ids = append(ids, id)
 	}
 	h.mu.Lock()
-	h.reads = append(h.reads, readOp{who: who, stream: stream, from: from, ids: ids, tail: tail, hasTail: hasTail, call: call, ret: ret})
+	h.reads = append(h.reads, readOp{who: who, stream: stream, from: from, asked: asked, ids: ids, at: time.Now(), tail: tail, hasTail: hasTail, call: call, ret: ret})
 	h.mu.Unlock()
 }
 
@@ -220,6 +240,37 @@ func sameHeaders(a, b []loglet.Header) bool {
 		}
 	}
 	return true
+}
+
+// trimPoint reports whether seq is a trim point stream may have had
+// before clock tick by: the seq a Trim called before then asked for, or the
+// point one left.
+func (h *history) trimPoint(stream string, seq uint64, by int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.trims {
+		if t.stream == stream && t.call < by && (t.seq == seq || (t.ok && t.actual == seq)) {
+			return true
+		}
+	}
+	return false
+}
+
+// trimStart records a Trim call; trimEnd its outcome.
+func (h *history) trimStart(stream string, seq uint64) int {
+	call := h.tick()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.trims = append(h.trims, trimOp{stream: stream, seq: seq, call: call})
+	return len(h.trims) - 1
+}
+
+func (h *history) trimEnd(i int, err error, actual uint64) {
+	ret := h.tick()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := &h.trims[i]
+	t.ret, t.retAt, t.err, t.ok, t.actual = ret, time.Now(), err, err == nil, actual
 }
 
 func (h *history) observeTail(who, stream string, t uint64, lower bool, call int64) {

@@ -46,10 +46,16 @@ type observer struct {
 
 	flights map[slotID]map[envelope.Nonce][]byte // every flight copy ever written
 	decided map[slotID]chain.Decision            // last permanent decision seen
-	flips   []flip
-	cuts    map[epochID]chain.Cut // every cut recorded in any epoch record
-	latest  [2]uint64             // highest epoch minted per class
-	bad     []string              // findings made while observing
+	// committed: the nonce of the flight each slot was decided committed
+	// with (W copies of it), so the checker can read a slot back after
+	// settlement deleted it.
+	committed map[slotID]envelope.Nonce
+	repoints  int                 // ref overwrites checked (settle's repoints)
+	trims     [2]chain.TrimCursor // each chain's trim cursor as last written
+	flips     []flip
+	cuts      map[epochID]chain.Cut // every cut recorded in any epoch record
+	latest    [2]uint64             // highest epoch minted per class
+	bad       []string              // findings made while observing
 
 	// The seal checker's (sealwatch.go), under sealMu: checkpoint writes
 	// seen, seals among them, and writes that broke the binding seal.
@@ -59,7 +65,7 @@ type observer struct {
 }
 
 func newObserver(w *world) *observer {
-	return &observer{w: w, flights: map[slotID]map[envelope.Nonce][]byte{}, decided: map[slotID]chain.Decision{}, cuts: map[epochID]chain.Cut{}}
+	return &observer{w: w, flights: map[slotID]map[envelope.Nonce][]byte{}, decided: map[slotID]chain.Decision{}, committed: map[slotID]envelope.Nonce{}, cuts: map[epochID]chain.Cut{}}
 }
 
 func (o *observer) violation(format string, args ...any) {
@@ -124,9 +130,27 @@ func (o *observer) decide(id slotID) chain.Decision {
 // redecide records the slot's decision after a write to it, and any flip.
 // Callers hold o.mu.
 func (o *observer) redecide(id slotID) {
-	d := o.decide(id)
+	occ := o.occupants(id)
+	d := chain.Decide(len(o.w.mems[id.c]), o.w.quorum(id.c), occ)
 	if d == chain.Undecided {
 		return
+	}
+	if d == chain.Committed {
+		for _, a := range occ {
+			same := 0
+			for _, b := range occ {
+				if a.Kind == chain.OccupantFlight && b.Kind == chain.OccupantFlight && a.Nonce == b.Nonce {
+					same++
+				}
+			}
+			if same >= o.w.quorum(id.c) {
+				if prev, ok := o.committed[id]; ok && prev != a.Nonce {
+					o.violation("%s: slot %d of epoch %d was committed with one flight and later with another", id.c, id.slot, id.epoch)
+				}
+				o.committed[id] = a.Nonce
+				break
+			}
+		}
 	}
 	if prev, ok := o.decided[id]; ok && prev != d {
 		o.flips = append(o.flips, flip{id, prev, d})
@@ -178,9 +202,11 @@ func (b observedBucket) Delete(ctx context.Context, key string) error {
 }
 
 // observedMeta wraps the metastore: it records every cut an epoch record
-// ever carries (and flags one that changes), and flags any write that
-// replaces an existing span ref (absorb creates refs only if absent; settle,
-// the only repointer, does not run here).
+// ever carries (and flags one that changes), checks every trim cursor
+// write, and checks every write that replaces or deletes a span ref beside
+// a replacement (absorb creates refs only if absent; settle's repoint
+// replaces them by settled refs holding the same records: see
+// settlecheck.go).
 type observedMeta struct {
 	metastore.Store
 	o *observer
@@ -189,10 +215,13 @@ type observedMeta struct {
 func (m observedMeta) Put(ctx context.Context, key string, value []byte, expect metastore.Version) (metastore.Version, error) {
 	m.o.mu.Lock()
 	defer m.o.mu.Unlock()
-	existed := m.refExists(ctx, key)
+	old := m.refValue(ctx, key)
 	v, err := m.Store.Put(ctx, key, value, expect)
 	if err == nil {
-		m.wrote(key, value, existed)
+		m.wrote(ctx, key, value)
+		if old != nil {
+			m.o.checkRefWrites(ctx, []refWrite{{key: key, old: old, new: value}})
+		}
 	}
 	return v, err
 }
@@ -200,36 +229,50 @@ func (m observedMeta) Put(ctx context.Context, key string, value []byte, expect 
 func (m observedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
 	m.o.mu.Lock()
 	defer m.o.mu.Unlock()
-	existed := make([]bool, len(ops))
-	for i, op := range ops {
-		existed[i] = op.Kind == metastore.OpPut && m.refExists(ctx, op.Key)
+	var ws []refWrite
+	for _, op := range ops {
+		if op.Kind == metastore.OpPut || op.Kind == metastore.OpDelete {
+			if old := m.refValue(ctx, op.Key); old != nil {
+				rw := refWrite{key: op.Key, old: old}
+				if op.Kind == metastore.OpPut {
+					rw.new = op.Value
+				}
+				ws = append(ws, rw)
+			}
+		}
 	}
 	vs, err := m.Store.Commit(ctx, ops)
 	if err == nil {
-		for i, op := range ops {
+		for _, op := range ops {
 			if op.Kind == metastore.OpPut {
-				m.wrote(op.Key, op.Value, existed[i])
+				m.wrote(ctx, op.Key, op.Value)
 			}
 		}
+		m.o.checkRefWrites(ctx, ws)
 	}
 	return vs, err
 }
 
-func (m observedMeta) refExists(ctx context.Context, key string) bool {
+// refValue is the value of the span ref at key, or nil (none, or not a
+// ref key).
+func (m observedMeta) refValue(ctx context.Context, key string) []byte {
 	if !strings.HasPrefix(key, "refs/") {
-		return false
+		return nil
 	}
-	_, err := m.Store.Get(ctx, key)
-	return err == nil
+	it, err := m.Store.Get(ctx, key)
+	if err != nil {
+		return nil
+	}
+	return it.Value
 }
 
 // wrote records one applied write. Callers hold o.mu.
-func (m observedMeta) wrote(key string, value []byte, existed bool) {
+func (m observedMeta) wrote(ctx context.Context, key string, value []byte) {
 	o := m.o
-	if existed {
-		o.violation("metastore: span ref %s was overwritten (refs are created only if absent)", key)
-	}
 	for _, c := range chain.Classes {
+		if key == chain.TrimKey(starName, c) {
+			m.trimWrite(ctx, c, value)
+		}
 		if key != chain.EpochKey(starName, c) {
 			continue
 		}

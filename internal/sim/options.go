@@ -132,6 +132,9 @@ type Options struct {
 	NoLinearizability bool
 	// Log, if set, receives every process's loglet log (info level).
 	Log io.Writer
+	// NoSettle and NoTrim switch settlement and the trimmer off whatever
+	// the seed draws (triage: does a failure need them?).
+	NoSettle, NoTrim bool
 }
 
 // plan is everything a seed decides before the run starts: sizes, the
@@ -178,6 +181,14 @@ type plan struct {
 	tinyBatch   float64 // fraction of batches that are 50-999 records of 16 bytes
 	frameBytes  int     // ClassConfig.FrameBytes (0: the default)
 	commitBytes int     // metastore Commit byte limit (0: none)
+
+	// Settlement and stream trim, drawn from a fifth stream: how often each
+	// chain's leader runs a settle pass (Config.SettleInterval; 0: off on
+	// some seeds), and how many streams a trimmer trims (Star.Trim) how
+	// often.
+	settleEvery time.Duration
+	trimmed     int           // shared and exclusive streams the trimmer trims (0: none)
+	trimEvery   time.Duration // the trimmer's mean pause
 }
 
 type window struct{ at, dur time.Duration }
@@ -297,6 +308,21 @@ func drawPlan(o Options) plan {
 			p.commitLimit = 16 + r4.IntN(112)
 		}
 	}
+	r5 := rand.New(rand.NewPCG(o.Seed, 0x5eed5))
+	if r5.IntN(8) > 0 {
+		p.settleEvery = []time.Duration{5, 20, 50, 200}[r5.IntN(4)] * time.Millisecond
+		p.settleEvery += time.Duration(r5.IntN(1000)) * time.Microsecond
+	}
+	if r5.IntN(4) > 0 {
+		p.trimmed = 1 + r5.IntN(3)
+		p.trimEvery = time.Duration(100+r5.IntN(700)) * time.Millisecond
+	}
+	if o.NoSettle {
+		p.settleEvery = 0
+	}
+	if o.NoTrim {
+		p.trimmed = 0
+	}
 	return p
 }
 
@@ -364,6 +390,14 @@ func (p plan) String() string {
 	}
 	if p.frameBytes > 0 {
 		fmt.Fprintf(&b, "; frames of %dB", p.frameBytes)
+	}
+	if p.settleEvery > 0 {
+		fmt.Fprintf(&b, "; settle every %v", p.settleEvery)
+	} else {
+		b.WriteString("; settle off")
+	}
+	if p.trimmed > 0 {
+		fmt.Fprintf(&b, "; trim %d streams every ~%v", p.trimmed, p.trimEvery)
 	}
 	return b.String()
 }

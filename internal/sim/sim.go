@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,20 +45,30 @@ type Result struct {
 	MetaInjected                 metastore.FaultCounters
 	ZoneDowns, Corrupted, Fences int
 	Outages, Takeovers, Crashes  int
-	OpenRetries                  int    // successor Opens that failed (e.g. ErrTakeoverLost) and were retried
-	OpenLost                     int    // of which failed with ErrTakeoverLost
-	Seals, SealViolations        int    // seals written; checkpoint writes that broke the binding seal (sealwatch.go)
-	MetaConflicts                int    // applied-then-conflict writes injected
-	Epochs                       int    // epochs minted, both classes
-	SlotsDecided, Flips          int    // slots below a cut checked committed; committed<->dead flips below a cut
-	BeyondCut                    int    // (stream, seq) found in flight copies at or past a cut, checked never read
-	ZombieAppends                int    // appends sent to a deposed or crashed process after the takeover
-	CrowdStreams                 int    // streams created mid-run and appended once
-	Incarnations, Deletes        int    // lifers' streams created and deleted
-	BareReads, BareReadErrors    int    // calls of the Reader over the healthy stores, and how many failed
-	SnapshotsDamaged             int    // tails snapshots damaged in every copy
-	Linearizability              string // "ok", "skipped", "inconclusive (timeout)" or the failure
-	linOps                       []porcupine.Operation
+	OpenRetries                  int // successor Opens that failed (e.g. ErrTakeoverLost) and were retried
+	OpenLost                     int // of which failed with ErrTakeoverLost
+	Seals, SealViolations        int // seals written; checkpoint writes that broke the binding seal (sealwatch.go)
+	MetaConflicts                int // applied-then-conflict writes injected
+	Epochs                       int // epochs minted, both classes
+	SlotsDecided, Flips          int // slots below a cut checked committed; committed<->dead flips below a cut
+	BeyondCut                    int // (stream, seq) found in flight copies at or past a cut, checked never read
+	ZombieAppends                int // appends sent to a deposed or crashed process after the takeover
+	CrowdStreams                 int // streams created mid-run and appended once
+	Incarnations, Deletes        int // lifers' streams created and deleted
+	BareReads, BareReadErrors    int // calls of the Reader over the healthy stores, and how many failed
+	SnapshotsDamaged             int // tails snapshots damaged in every copy
+	// Settlement and trim.
+	Trims                                int    // Star.Trim calls that returned nil
+	SettlePasses, SettleFailures         uint64 // every process's passes, both classes (the neighbour's too)
+	SettledObjects, Repointed, Reclaimed uint64
+	DeletedCopies                        uint64 // slot copies deleted by settlement's trim
+	SlotsTrimmed                         int    // slots below the trim cursors' Deleted at the end (star s1)
+	SettledRefs, RefsChecked             int    // refs checked at the end (every extent read back), of which settled
+	Repoints                             int    // ref overwrites the observer checked (records equal)
+	UnderReplicated                      int    // settled objects with fewer than K copies at the end
+	LeftoverCopies                       int    // copies of committed slots still present below the trim cursors' Deleted
+	Linearizability                      string // "ok", "skipped", "inconclusive (timeout)" or the failure
+	linOps                               []porcupine.Operation
 }
 
 // Failed reports whether the run found a violation.
@@ -77,6 +88,7 @@ func Run(t *testing.T, o Options) (res *Result) {
 			res.Violations = append(res.Violations, fmt.Sprintf("the simulation did not wind down: %v", p))
 		}
 	}()
+	warmZstd()
 	synctest.Test(t, func(t *testing.T) { res = run(o) })
 	if res.linOps != nil {
 		var bad []string
@@ -86,6 +98,27 @@ func Run(t *testing.T, o Options) (res *Result) {
 	}
 	return res
 }
+
+// warmZstd creates envelope's shared zstd encoder and decoder outside
+// every bubble. They are package-level (sync.OnceValue) and hold channels:
+// created inside one seed's bubble (settle writes zstd frames), the next
+// seed's bubble touching them is a fatal "receive on synctest channel from
+// outside bubble".
+var warmZstd = sync.OnceFunc(func() {
+	raw := envelope.AppendRecord(nil, envelope.Record{Body: bytes.Repeat([]byte("warm the zstd codec "), 64)})
+	w := envelope.NewBundleWriter()
+	if err := w.AddFrame("warm", 0, 1, 0, 0, raw, envelope.CodecZstd); err != nil {
+		panic(err)
+	}
+	obj, frames := w.FinishSettled(0, envelope.NewNonce())
+	f := frames[0]
+	if f.Codec != envelope.CodecZstd {
+		panic("sim: the zstd warm-up frame is not zstd")
+	}
+	if _, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)]); err != nil {
+		panic(err)
+	}
+})
 
 // closeStar closes s, recording a violation if Close has not returned
 // after ten virtual minutes.
@@ -140,11 +173,12 @@ type world struct {
 	// blocked and the bubble's clock runs): lifers delete holding it, and
 	// a takeover holds it while it Opens its successor and makes it the
 	// leader (see lifer.delete).
-	lifeLock  chan struct{}
-	fenced    *fenceRecord
-	stale     metastore.Store   // StaleReader: the frozen view every Reader uses
-	corrupted map[string]bool   // slot keys with a corrupted copy (at most one each)
-	present   map[uint32]uint64 // op -> seq of its first record in the final state
+	lifeLock   chan struct{}
+	fenced     *fenceRecord
+	trimCursor [2]chain.TrimCursor // each chain's trim cursor at the end (checkChains)
+	stale      metastore.Store     // StaleReader: the frozen view every Reader uses
+	corrupted  map[string]bool     // slot keys with a corrupted copy (at most one each)
+	present    map[uint32]uint64   // op -> seq of its first record in the final state
 }
 
 // process is one leader process: its view of the stores (fault wrappers)
@@ -217,6 +251,11 @@ func run(o Options) *Result {
 	runCtx, stopRun := context.WithCancel(ctx)
 	var bg sync.WaitGroup // fault schedulers and scenarios
 	w.schedule(runCtx, &bg)
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		w.trimmer(runCtx)
+	}()
 	w.startReaders(proc)
 
 	prods := make([]*producer, p.producers)
@@ -264,6 +303,7 @@ func run(o Options) *Result {
 	w.checkLifers(ctx)
 	w.res.SimTime = time.Since(start)
 	w.summarize(after)
+	w.settleSummary()
 	// Only now, with the checker done, dispose of crashed processes: revive
 	// their stores so their goroutines can end (nothing they do now is
 	// checked; a revived zombie's writes are the zombie scenario's job).
@@ -392,6 +432,7 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 		Star: star, Stars: []string{starName, neighbourName}, Owner: owner, Meta: meta,
 		MaxRecordBytes: 16 << 10, MaxBatchBytes: 64 << 10, MaxBatchRecords: 1000,
 		AbsorbInterval: w.p.absorbEvery, AbsorbMaxSlots: w.p.absorbMaxSlots,
+		SettleInterval:     w.p.settleEvery,
 		ReaderPollInterval: 50 * time.Millisecond,
 		Logger:             slog.New(logWatch{w: w}),
 	}

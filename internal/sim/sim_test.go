@@ -12,13 +12,15 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("sim.seeds", 0, "number of seeds to run (default: the CI budget, or $SIM_SEEDS)")
-	flagSeed  = flag.Uint64("sim.seed", 0, "first seed (default 1, or $SIM_SEED); alone, replays that one seed")
-	flagV     = flag.Bool("sim.v", false, "log every seed's plan and summary")
-	flagScen  = flag.String("sim.scenario", "mix", "TestSim's scenarios: mix (MixedScenarios: a third of seeds fence, a third crash-restart, a sixth fence-only), none, fence, fenceonly, crash")
-	flagLog   = flag.Bool("sim.log", false, "send every process's loglet log (info) to stderr")
-	flagRuns  = flag.Int("sim.replays", 1, "run each seed up to this many times, stopping at its first failure (a seed replays the same run most of the time, not always: see doc.go)")
-	flagProcs = flag.Int("sim.procs", 1, "GOMAXPROCS while the simulation runs; 1 makes goroutines that wake at the same virtual instant run in an order that mostly replays; 0 leaves it")
+	flagSeeds    = flag.Int("sim.seeds", 0, "number of seeds to run (default: the CI budget, or $SIM_SEEDS)")
+	flagSeed     = flag.Uint64("sim.seed", 0, "first seed (default 1, or $SIM_SEED); alone, replays that one seed")
+	flagV        = flag.Bool("sim.v", false, "log every seed's plan and summary")
+	flagScen     = flag.String("sim.scenario", "mix", "TestSim's scenarios: mix (MixedScenarios: a third of seeds fence, a third crash-restart, a sixth fence-only), none, fence, fenceonly, crash")
+	flagLog      = flag.Bool("sim.log", false, "send every process's loglet log (info) to stderr")
+	flagRuns     = flag.Int("sim.replays", 1, "run each seed up to this many times, stopping at its first failure (a seed replays the same run most of the time, not always: see doc.go)")
+	flagNoSettle = flag.Bool("sim.nosettle", false, "switch settlement off on every seed (triage)")
+	flagNoTrim   = flag.Bool("sim.notrim", false, "switch the trimmer off on every seed (triage)")
+	flagProcs    = flag.Int("sim.procs", 1, "GOMAXPROCS while the simulation runs; 1 makes goroutines that wake at the same virtual instant run in an order that mostly replays; 0 leaves it")
 )
 
 func TestMain(m *testing.M) {
@@ -58,8 +60,8 @@ const replayRuns = 50
 func report(t *testing.T, test string, r *Result) {
 	t.Helper()
 	if *flagV {
-		t.Logf("%s\n  takeovers %d (Open retries %d), crashes %d, outages %d, epochs %d, slots checked committed %d, beyond-cut seqs %d, zombie appends %d, meta applied-then-conflict %d\n  appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d (errors %d), halts %d, zone downs %d, corrupted %d, fences %d, linearizability %s, sim time %v\n  injected %+v\n  metastore %+v",
-			r.Plan, r.Takeovers, r.OpenRetries, r.Crashes, r.Outages, r.Epochs, r.SlotsDecided, r.BeyondCut, r.ZombieAppends, r.MetaConflicts, r.Appends, r.Acked, r.NotCommitted, r.Unknown, r.UnknownPresent, r.Reads, r.ReadErrors, r.Halts, r.ZoneDowns, r.Corrupted, r.Fences, r.Linearizability, r.SimTime, r.Injected, r.MetaInjected)
+		t.Logf("%s\n  takeovers %d (Open retries %d), crashes %d, outages %d, epochs %d, slots checked committed %d, beyond-cut seqs %d, zombie appends %d, meta applied-then-conflict %d\n  appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d (errors %d), halts %d, zone downs %d, corrupted %d, fences %d, linearizability %s, sim time %v\n  settle passes %d (failed %d), objects %d, repointed %d (checked %d), reclaimed %d, copies deleted %d, slots trimmed %d (copies left %d), trims %d, refs read back %d (settled %d), under-replicated %d\n  injected %+v\n  metastore %+v",
+			r.Plan, r.Takeovers, r.OpenRetries, r.Crashes, r.Outages, r.Epochs, r.SlotsDecided, r.BeyondCut, r.ZombieAppends, r.MetaConflicts, r.Appends, r.Acked, r.NotCommitted, r.Unknown, r.UnknownPresent, r.Reads, r.ReadErrors, r.Halts, r.ZoneDowns, r.Corrupted, r.Fences, r.Linearizability, r.SimTime, r.SettlePasses, r.SettleFailures, r.SettledObjects, r.Repointed, r.Repoints, r.Reclaimed, r.DeletedCopies, r.SlotsTrimmed, r.LeftoverCopies, r.Trims, r.RefsChecked, r.SettledRefs, r.UnderReplicated, r.Injected, r.MetaInjected)
 	}
 	if r.Failed() {
 		t.Errorf("seed %d: %d violations:\n  %s\nplan: %s\nreplay: %s", r.Seed, len(r.Violations), strings.Join(r.Violations, "\n  "), r.Plan, replay(test, r.Seed))
@@ -113,9 +115,9 @@ func TestSim(t *testing.T) {
 	start := time.Now()
 	var sim time.Duration
 	var tot Result
-	failed := 0
+	failed, settledCrashes := 0, 0
 	for s := first; s < first+uint64(n); s++ {
-		o := Options{Seed: s, Scenarios: scenarios(t, s)}
+		o := Options{Seed: s, Scenarios: scenarios(t, s), NoSettle: *flagNoSettle, NoTrim: *flagNoTrim}
 		if *flagLog {
 			o.Log = os.Stderr
 		}
@@ -156,12 +158,30 @@ func TestSim(t *testing.T) {
 		tot.BareReads += r.BareReads
 		tot.BareReadErrors += r.BareReadErrors
 		tot.SnapshotsDamaged += r.SnapshotsDamaged
+		tot.Trims += r.Trims
+		tot.SettlePasses += r.SettlePasses
+		tot.SettleFailures += r.SettleFailures
+		tot.SettledObjects += r.SettledObjects
+		tot.Repointed += r.Repointed
+		tot.Reclaimed += r.Reclaimed
+		tot.DeletedCopies += r.DeletedCopies
+		tot.SlotsTrimmed += r.SlotsTrimmed
+		tot.RefsChecked += r.RefsChecked
+		tot.SettledRefs += r.SettledRefs
+		tot.Repoints += r.Repoints
+		tot.UnderReplicated += r.UnderReplicated
+		tot.LeftoverCopies += r.LeftoverCopies
+		if r.SettlePasses > 0 && r.Crashes > 0 {
+			settledCrashes++
+		}
 		add(&tot.Injected, r.Injected)
 		tot.MetaInjected.Failed += r.MetaInjected.Failed
 		tot.MetaInjected.Ambiguous += r.MetaInjected.Ambiguous
 		tot.MetaInjected.Delayed += r.MetaInjected.Delayed
 	}
 	t.Logf("readers over the healthy stores: %d calls, %d failed; tails snapshots damaged in every copy: %d", tot.BareReads, tot.BareReadErrors, tot.SnapshotsDamaged)
+	t.Logf("settlement: passes %d (failed %d), settled objects %d, refs repointed %d (the observer checked %d overwrites), refs reclaimed %d, slot copies deleted %d, slots below the trim cursors %d (copies left there %d); crash seeds that settled %d; trims %d; live refs read back at the end %d (settled %d), settled objects under-replicated %d",
+		tot.SettlePasses, tot.SettleFailures, tot.SettledObjects, tot.Repointed, tot.Repoints, tot.Reclaimed, tot.DeletedCopies, tot.SlotsTrimmed, tot.LeftoverCopies, settledCrashes, tot.Trims, tot.RefsChecked, tot.SettledRefs, tot.UnderReplicated)
 	t.Logf("binding seal: successor Open retries %d (of which ErrTakeoverLost %d), seals %d, writes that broke the seal %d", tot.OpenRetries, tot.OpenLost, tot.Seals, tot.SealViolations)
 	t.Logf("%d seeds from %d (%d failed): %v simulated in %v wall; appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d, halts %d, zone downs %d, corrupted copies %d; injected %+v; metastore failed %d ambiguous %d delayed %d; takeovers %d (Open retries %d), crashes %d, outages %d, harness fences %d, epochs %d, slots checked committed %d, beyond-cut seqs %d, zombie appends %d, metastore applied-then-conflict %d",
 		n, first, failed, sim, time.Since(start), tot.Appends, tot.Acked, tot.NotCommitted, tot.Unknown, tot.UnknownPresent, tot.Reads, tot.Halts, tot.ZoneDowns, tot.Corrupted,

@@ -430,7 +430,7 @@ func (w *world) follow(ctx context.Context, who, stream string, rs *loglet.ReadS
 			}
 			return
 		}
-		if len(recs) == 0 || recs[0].Seq != from {
+		if len(recs) == 0 || (recs[0].Seq != from && !(recs[0].Seq > from && w.h.trimPoint(stream, recs[0].Seq, w.h.tick()))) {
 			w.h.violation("%s on %s: Recv after %d returned %d records starting at %v", who, stream, from, len(recs), firstSeq(recs))
 			return
 		}
@@ -519,4 +519,87 @@ func (w *world) finalLeaderReads(ctx context.Context, pr *process) map[string][]
 		final[stream] = recs
 	}
 	return final
+}
+
+// trimmer trims plan.trimmed of the shared and exclusive streams at random
+// points until ctx ends: each Trim at a seq at or below what the history
+// knows is acked on the stream, through the current leader, holding
+// w.lifeLock so that no takeover opens a successor meanwhile (a trim
+// through another process reaches a leader's cache within 5 s, a documented
+// lag the checker would otherwise have to allow for).
+func (w *world) trimmer(ctx context.Context) {
+	if w.p.trimmed == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(w.o.Seed, 0x7219))
+	all := append(append([]string(nil), w.streams[0]...), w.streams[1]...)
+	for i := 0; i < w.p.producers; i++ {
+		if s, ok := w.exclusive[i]; ok {
+			all = append(all, s)
+		}
+	}
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	streams := all[:min(w.p.trimmed, len(all))]
+	point := map[string]uint64{} // the trim point each stream is known to have
+	for sleepCtx(ctx, nsUpTo(rng, 2*w.p.trimEvery)) {
+		stream := streams[rng.IntN(len(streams))]
+		acked := uint64(0)
+		w.h.mu.Lock()
+		for _, op := range w.h.appends {
+			if op.stream == stream && op.out == outAcked {
+				acked = max(acked, op.ack.End)
+			}
+		}
+		w.h.mu.Unlock()
+		if acked <= point[stream] {
+			continue
+		}
+		seq := point[stream] + 1 + uint64(rng.Int64N(int64(acked-point[stream])))
+		w.lifeLock <- struct{}{}
+		pr := w.currentLeader()
+		i := w.h.trimStart(stream, seq)
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := pr.star.Trim(tctx, stream, seq)
+		cancel()
+		actual := uint64(0)
+		if err == nil {
+			var rerr error
+			if actual, rerr = w.trimSeqOf(context.Background(), stream); rerr != nil {
+				w.h.violation("trim %s to %d: read the stream record back: %v", stream, seq, rerr)
+			}
+			point[stream] = actual
+			w.smu.Lock()
+			w.res.Trims++
+			w.smu.Unlock()
+		}
+		w.h.trimEnd(i, err, actual)
+		<-w.lifeLock
+	}
+}
+
+// trimSeqOf reads a stream's trim point from its record (the bare
+// metastore).
+func (w *world) trimSeqOf(ctx context.Context, stream string) (uint64, error) {
+	rec, err := w.streamRecord(ctx, stream)
+	return rec.TrimSeq, err
+}
+
+// simStreamRecord is the part of loglet's stream record the checker reads.
+type simStreamRecord struct {
+	Name        string `json:"name"`
+	Incarnation string `json:"incarnation,omitempty"`
+	TrimSeq     uint64 `json:"trim_seq,omitempty"`
+}
+
+func (r simStreamRecord) id() string { return chain.StreamID(r.Name, r.Incarnation) }
+
+// streamRecord reads a stream's record from the bare metastore.
+func (w *world) streamRecord(ctx context.Context, stream string) (simStreamRecord, error) {
+	var rec simStreamRecord
+	it, err := w.meta.Get(ctx, chain.StreamRecordKey(stream))
+	if err != nil {
+		return rec, err
+	}
+	err = json.Unmarshal(it.Value, &rec)
+	return rec, err
 }
