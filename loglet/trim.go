@@ -481,6 +481,19 @@ func (s *Star) streamLiveness(ctx context.Context, id string) (live bool, trimSe
 		return false, 0, ErrNilContext
 	}
 	name, _ := chain.SplitStreamID(id)
+	// A stream this process serves, whose record it read within
+	// trimRefresh, costs no metastore read (settle asks for every stream of
+	// every pass). A delete here drops the cached stream; one by another
+	// process is seen within trimRefresh, and settle meanwhile settles
+	// what DeleteStream's reclaim then deletes.
+	s.mu.Lock()
+	st := s.streams[name]
+	s.mu.Unlock()
+	if st != nil && st.id == id {
+		if seq, ok := s.trims.cached(id, time.Now()); ok {
+			return true, seq, nil
+		}
+	}
 	it, err := s.cfg.Meta.Get(ctx, chain.StreamRecordKey(name))
 	if errors.Is(err, metastore.ErrNotFound) {
 		return false, 0, nil
@@ -494,6 +507,9 @@ func (s *Star) streamLiveness(ctx context.Context, id string) (live bool, trimSe
 	}
 	if rec.id() != id {
 		return false, 0, nil
+	}
+	if st != nil && st.id == id {
+		s.trims.observe(rec, time.Now())
 	}
 	return true, rec.TrimSeq, nil
 }

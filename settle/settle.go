@@ -193,6 +193,14 @@ type run struct {
 	res  Result
 	cuts map[uint64]uint64
 	upto chain.Position // where this pass moves the cursor
+	// pending ops of groups not committed yet, and what each group does.
+	pending      []metastore.Op
+	pendingBytes int
+	counts       []commitCounts
+	doomedNew    bool // a committed merge doomed objects
+	// lastPrev is the settled ref transitRefs found ending where the
+	// stream's pass starts; prevHint is it for the stream being settled.
+	lastPrev, prevHint *ref
 	// slots read this pass, in chain order, with their frames by stream.
 	slots []slotData
 	// objects: the slot objects read, by key, for extents that point there.
@@ -308,6 +316,14 @@ func (r *run) settleStreams(ctx context.Context) error {
 			}
 		}
 	}
+	if err := r.flush(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if r.doomedNew {
+		if err := r.deleteDoomed(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -323,6 +339,7 @@ type ref struct {
 // before the checkpoint).
 func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
 	refs, err := r.transitRefs(ctx, id, seq)
+	r.prevHint = r.lastPrev
 	if err != nil || len(refs) == 0 {
 		return err
 	}
@@ -335,10 +352,8 @@ func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
 	var keep []ref
 	for _, f := range refs {
 		if !live || f.r.End <= trimSeq {
-			if err := r.cfg.Meta.Delete(ctx, f.key, f.ver); err != nil && !errors.Is(err, metastore.ErrConflict) {
+			if err := r.queue(ctx, []metastore.Op{{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver}}, commitCounts{reclaimed: 1}); err != nil {
 				return fmt.Errorf("reclaim ref %s: %w", f.key, err)
-			} else if err == nil {
-				r.res.Reclaimed++
 			}
 			continue
 		}
@@ -364,7 +379,14 @@ func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
 // reclaimed).
 func (r *run) transitRefs(ctx context.Context, id string, seq uint64) ([]ref, error) {
 	var out []ref
+	r.lastPrev = nil
 	after := chain.RefKey(id, seq)
+	if seq > 0 {
+		// From the ref ending at seq: the settled one before the pass's
+		// records, which the first new object may absorb (mergeable), comes
+		// in the same Scan.
+		after = chain.RefKey(id, seq-1)
+	}
 	for {
 		items, err := r.cfg.Meta.Scan(ctx, chain.RefPrefix(id), after, 256)
 		if err != nil {
@@ -379,6 +401,9 @@ func (r *run) transitRefs(ctx context.Context, id string, seq uint64) ([]ref, er
 				return nil, fmt.Errorf("ref %s: %w", it.Key, err)
 			}
 			if sr.Settled() {
+				if sr.End == seq && len(out) == 0 {
+					r.lastPrev = &ref{key: it.Key, ver: it.Version, r: sr}
+				}
 				continue
 			}
 			if !r.startsBefore(sr, r.upto) {
@@ -450,13 +475,12 @@ func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, erro
 	} else if err != nil {
 		return 0, err
 	}
-	if err := r.repoint(ctx, id, key, all, frames, len(prev)); err != nil {
-		return 0, err
-	}
-	r.res.Objects++
-	r.res.StoredBytes += stored
+	counts := commitCounts{objects: 1, stored: stored}
 	for _, f := range frames {
-		r.res.RawBytes += int64(f.RawLength)
+		counts.raw += int64(f.RawLength)
+	}
+	if err := r.repoint(ctx, id, key, all, frames, len(prev), counts); err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -483,16 +507,22 @@ func rawBytes(sr absorb.SpanRef) int {
 func (r *run) mergeable(ctx context.Context, id string, start uint64, raw int) ([]ref, error) {
 	var out []ref
 	for len(out) < maxMerges && start > 0 {
-		it, err := r.cfg.Meta.Get(ctx, chain.RefKey(id, start))
-		if errors.Is(err, metastore.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		sr, err := absorb.DecodeRef(it.Value)
-		if err != nil {
-			return nil, fmt.Errorf("ref %s: %w", it.Key, err)
+		var it metastore.Item
+		var sr absorb.SpanRef
+		if h := r.prevHint; h != nil && h.r.End == start {
+			it, sr = metastore.Item{Key: h.key, Version: h.ver}, h.r // read by transitRefs' Scan
+		} else {
+			var err error
+			it, err = r.cfg.Meta.Get(ctx, chain.RefKey(id, start))
+			if errors.Is(err, metastore.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if sr, err = absorb.DecodeRef(it.Value); err != nil {
+				return nil, fmt.Errorf("ref %s: %w", it.Key, err)
+			}
 		}
 		pr := rawBytes(sr)
 		if !sr.Settled() || sr.End != start || pr > 2*raw || raw+pr > r.cfg.TargetBytes || !r.oneObject(sr) {
@@ -633,7 +663,7 @@ func (r *run) adopt(ctx context.Context, key string, start, end uint64) ([]envel
 // [refs[0].Start, last.End) with extents into the object at key, in one
 // Commit that also marks the absorbed objects doomed (deleted once no ref
 // points at them: see deleteDoomed).
-func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []envelope.FrameInfo, merged int) error {
+func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []envelope.FrameInfo, merged int, counts commitCounts) error {
 	last := refs[len(refs)-1]
 	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: r.cfg.Star, Start: refs[0].r.Start, End: last.r.End,
 		MinTS: frames[0].MinTimestamp, MaxTS: frames[0].MaxTimestamp,
@@ -658,13 +688,64 @@ func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []
 		d, _ := json.Marshal(doomed{Key: f.r.Extents[0].Key, At: r.cfg.Now().UnixMilli()})
 		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: d, Expect: metastore.NoVersion})
 	}
-	if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
+	counts.repointed, counts.merged = len(refs)-merged, merged
+	if err := r.queue(ctx, ops, counts); err != nil {
 		return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(refs), id, key, err)
 	}
-	r.res.Repointed += len(refs) - merged
-	r.res.Merged += merged
-	if merged > 0 {
-		return r.deleteDoomed(ctx)
+	return nil
+}
+
+// maxBatchOps bounds one Commit of a pass on a backend without a limit.
+const maxBatchOps = 1024
+
+// commitCounts is what a queued group of ops does once committed.
+type commitCounts struct {
+	objects, repointed, merged, reclaimed int
+	raw, stored                           int64
+}
+
+// queue adds one group of ops (a repoint, or a reclaim) to the pass's
+// pending Commit, committing what is pending first if the group would not
+// fit the backend's limits with it. The ops of one group always commit
+// together; one Commit carries many streams' groups, so a pass costs a
+// Commit per MaxCommitOps ops rather than one per stream.
+func (r *run) queue(ctx context.Context, ops []metastore.Op, c commitCounts) error {
+	maxOps, maxBytes := metastore.MaxCommitOps(r.cfg.Meta), metastore.MaxCommitBytes(r.cfg.Meta)
+	if maxOps <= 0 || maxOps > maxBatchOps {
+		maxOps = maxBatchOps
+	}
+	size := metastore.CommitBytes(r.cfg.Meta, ops)
+	if len(r.pending) > 0 && (len(r.pending)+len(ops) > maxOps || (maxBytes > 0 && r.pendingBytes+size > maxBytes)) {
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
+	}
+	r.pending = append(r.pending, ops...)
+	r.pendingBytes += size
+	r.counts = append(r.counts, c)
+	if c.merged > 0 {
+		r.doomedNew = true
+	}
+	return nil
+}
+
+// flush commits the pending ops.
+func (r *run) flush(ctx context.Context) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	ops, counts := r.pending, r.counts
+	r.pending, r.counts, r.pendingBytes = nil, nil, 0
+	if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
+		return fmt.Errorf("settle: commit %d ops of %d repoints and reclaims: %w", len(ops), len(counts), err)
+	}
+	for _, c := range counts {
+		r.res.Objects += c.objects
+		r.res.Repointed += c.repointed
+		r.res.Merged += c.merged
+		r.res.Reclaimed += c.reclaimed
+		r.res.RawBytes += c.raw
+		r.res.StoredBytes += c.stored
 	}
 	return nil
 }
@@ -697,6 +778,7 @@ func (r *run) deleteDoomed(ctx context.Context) error {
 		return err
 	}
 	now := r.cfg.Now().UnixMilli()
+	var done []metastore.Op
 	for _, it := range items {
 		var d doomed
 		if err := json.Unmarshal(it.Value, &d); err != nil || !chain.IsSettledKey(d.Key) {
@@ -711,10 +793,21 @@ func (r *run) deleteDoomed(ctx context.Context) error {
 				return fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", key, i, err)
 			}
 		}
-		if err := r.cfg.Meta.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, metastore.ErrConflict) {
+		// The markers go in Commits of many (after their objects: a marker
+		// lost to a crash before it is deleted only deletes again).
+		done = append(done, metastore.Op{Kind: metastore.OpDelete, Key: it.Key, Expect: it.Version})
+		r.res.DeletedObjects++
+	}
+	maxOps := metastore.MaxCommitOps(r.cfg.Meta)
+	if maxOps <= 0 || maxOps > maxBatchOps {
+		maxOps = maxBatchOps
+	}
+	for len(done) > 0 {
+		n := min(len(done), maxOps)
+		if _, err := r.cfg.Meta.Commit(ctx, done[:n]); err != nil && !errors.Is(err, metastore.ErrConflict) {
 			return err
 		}
-		r.res.DeletedObjects++
+		done = done[n:]
 	}
 	return nil
 }

@@ -102,6 +102,8 @@ type world struct {
 	std  *objstore.Mem
 	exp  [3]*objstore.Mem
 	want map[string][]string
+	// maxSlots bounds a pass (0: 7, so that passes are many and small).
+	maxSlots int
 }
 
 func newWorld(t *testing.T) *world {
@@ -159,7 +161,11 @@ func (w *world) pass(ctx context.Context, c chain.Class, meta metastore.Store, w
 	pos := chain.Position{Epoch: cp.Epoch, Next: cp.Next}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second) // a walk retries a slot it cannot read until ctx ends
 	defer cancel()
-	return settle.Run(pctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: pos, Checkpoint: pos, Cuts: rec.Cuts, MaxSlots: 7})
+	maxSlots := 7
+	if w.maxSlots != 0 {
+		maxSlots = w.maxSlots
+	}
+	return settle.Run(pctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: pos, Checkpoint: pos, Cuts: rec.Cuts, MaxSlots: maxSlots})
 }
 
 // verify reads every record back through a fresh Reader: each stream
@@ -316,5 +322,91 @@ func TestSettleNeverPassesTheCheckpoint(t *testing.T) {
 	}
 	if got, _, _ := chain.ReadTrimCursor(ctx, w.meta, "s1", chain.Standard); got.At != chain.Start {
 		t.Fatalf("the cursor moved to %+v", got.At)
+	}
+}
+
+// countingMeta counts metastore requests.
+type countingMeta struct {
+	metastore.Store
+	n, gets, commits atomic.Int64
+}
+
+func (m *countingMeta) Get(ctx context.Context, key string) (metastore.Item, error) {
+	m.n.Add(1)
+	m.gets.Add(1)
+	return m.Store.Get(ctx, key)
+}
+func (m *countingMeta) Scan(ctx context.Context, prefix, after string, limit int) ([]metastore.Item, error) {
+	m.n.Add(1)
+	return m.Store.Scan(ctx, prefix, after, limit)
+}
+func (m *countingMeta) Put(ctx context.Context, key string, v []byte, expect metastore.Version) (metastore.Version, error) {
+	m.n.Add(1)
+	return m.Store.Put(ctx, key, v, expect)
+}
+func (m *countingMeta) Delete(ctx context.Context, key string, expect metastore.Version) error {
+	m.n.Add(1)
+	return m.Store.Delete(ctx, key, expect)
+}
+func (m *countingMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	m.n.Add(1)
+	m.commits.Add(1)
+	return m.Store.Commit(ctx, ops)
+}
+
+// TestSettleMetastoreRequestsPerStream: a pass costs about one metastore
+// request per stream it settles (the Scan of its refs), not one per
+// repoint: repoints of many streams share a Commit, and the settled ref a
+// new object merges comes in that Scan. A second round of appends makes
+// every stream merge its first object.
+func TestSettleMetastoreRequestsPerStream(t *testing.T) {
+	ctx := context.Background()
+	w := &world{meta: metastore.NewMem(), std: objstore.NewMem(), want: map[string][]string{}, maxSlots: 100}
+	for i := range w.exp {
+		w.exp[i] = objstore.NewMem()
+	}
+	cfg := loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Hour,
+		Logger:   slog.New(slog.DiscardHandler),
+		Standard: loglet.ClassConfig{Buckets: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:  loglet.ClassConfig{Buckets: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
+	const streams = 300
+	for round := 0; round < 2; round++ {
+		s, err := loglet.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < streams; i++ {
+			if _, err := s.Append(ctx, fmt.Sprintf("s%03d", i), loglet.Batch{Records: []loglet.Record{{Body: []byte("x")}, {Body: []byte("y")}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cm := &countingMeta{Store: w.meta}
+		passes := 0
+		var res settle.Result
+		for ; passes < 50; passes++ {
+			r, err := w.pass(ctx, chain.Standard, cm, func(s objstore.Store) objstore.Store { return s })
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Objects += r.Objects
+			res.Merged += r.Merged
+			if r.Slots == 0 && r.Trim.At == r.Trim.Deleted {
+				break
+			}
+		}
+		// Per pass: the test's three reads (epoch, checkpoint, cursor), the
+		// cursor's two writes, the doomed scan, a Commit: 7, and slack.
+		n, overhead := cm.n.Load(), int64(10*(passes+1))
+		perStream := float64(n-overhead) / streams
+		t.Logf("round %d: %d passes, %d metastore requests (%d gets, %d commits) for %d streams (%.2f a stream past %d for the passes); %d objects, %d merged", round, passes+1, n, cm.gets.Load(), cm.commits.Load(), streams, perStream, overhead, res.Objects, res.Merged)
+		if res.Objects < streams || (round == 1 && res.Merged < streams) {
+			t.Fatalf("round %d: %d objects, %d merged for %d streams", round, res.Objects, res.Merged, streams)
+		}
+		if perStream > 1.2 {
+			t.Fatalf("round %d: %.2f metastore requests a stream, want about 1", round, perStream)
+		}
 	}
 }
