@@ -66,17 +66,19 @@ type Config struct {
 	// follow the successor's history. So a deposed leader's readers see the
 	// successor's records within about this interval.
 	SealCheckInterval time.Duration
-	// SettleInterval paces settlement (DESIGN.md, "Settle"): at most this
-	// often, each chain's leader rewrites the absorbed transit slots past
-	// its trim cursor into per-stream settled objects in the Standard
-	// bucket set, repoints their refs, advances the trim cursor and deletes
+	// SettleInterval paces settlement (DESIGN.md, "Settle"; README,
+	// "Settlement"): at most this often, each chain's leader rewrites the
+	// absorbed transit slots past its trim cursor into per-stream settled
+	// objects in the Standard bucket set (merging a stream's small ones as
+	// it goes), repoints their refs, advances the trim cursor and deletes
 	// the slots from every bucket, so transit storage is bounded by the
-	// settle lag. 0 or negative: off (the default for now), and transit
-	// slots are kept. DefaultSettleInterval is a good setting. It is opt-in
-	// because settled objects are not compacted yet: each pass writes one
-	// object per stream it touched, so a slow stream at a 1s interval makes
-	// many small objects. Settlement needs the Standard bucket set: without
-	// one, it is off.
+	// settle lag. The first pass comes one interval after the chain starts
+	// serving. 0 or negative: off (the default), and transit slots are
+	// kept. A pass costs about one metastore request per stream it settles,
+	// so about (active streams) / SettleInterval requests a second;
+	// DefaultSettleInterval suits a star with up to a few thousand active
+	// streams. Settlement needs the Standard bucket set: without one, it is
+	// off.
 	SettleInterval time.Duration
 	// doomedGrace overrides settle's grace before deleting a merged-away
 	// settled object (tests: negative deletes at once).
