@@ -1,11 +1,13 @@
 package loglet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/histogram"
+	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -180,6 +183,16 @@ type runResult struct {
 	ack     histogram.H
 	elapsed time.Duration
 	batches int64
+
+	mu     sync.Mutex
+	traced []tracedBatch // the write path's batches, for the stage breakdown
+}
+
+// tracedBatch is one acked batch of the write path: its flight's trace,
+// when it was submitted, and when its producer saw the ack.
+type tracedBatch struct {
+	flight          *leader.FlightTrace
+	submitted, seen time.Time
 }
 
 // runProducers runs n batches through benchProducers producers, each with
@@ -218,7 +231,13 @@ func runProducers(b *testing.B, n int, depth int, open func(p int) submitFunc) *
 						b.Errorf("producer %d: %v", p, err)
 						return false
 					}
-					res.ack.RecordDuration(time.Since(q[0].start))
+					seen := time.Now()
+					res.ack.RecordDuration(seen.Sub(q[0].start))
+					if af, ok := q[0].f.(*AckFuture); ok && af.p.Flight != nil {
+						res.mu.Lock()
+						res.traced = append(res.traced, tracedBatch{flight: af.p.Flight, submitted: af.p.Submitted, seen: seen})
+						res.mu.Unlock()
+					}
 					q = q[1:]
 				}
 				return true
@@ -388,6 +407,68 @@ func reportStar(b *testing.B, m benchModel, r *starRun) {
 	}
 }
 
+// stages is where each acked batch's time went (issue 16): the cut's
+// overshoot of what the flush deadline asks, claim → first PUT (the
+// render), the W-th copy, the wait for earlier slots, release → the
+// producer seeing its ack; and the library's own cost: the ack time past
+// the ideal ordered release, where each flight is cut exactly at its
+// deadline (or when it filled), its W-th copy takes what the store took,
+// and it is released when it and every earlier slot are durable.
+type stages struct {
+	cutOver, claimPut, wthCopy, orderWait, toProducer, own histogram.H
+}
+
+func stageBreakdown(r *runResult, deadline time.Duration) *stages {
+	byFlight := map[*leader.FlightTrace][]tracedBatch{}
+	var flights []*leader.FlightTrace
+	for _, t := range r.traced {
+		if byFlight[t.flight] == nil {
+			flights = append(flights, t.flight)
+		}
+		byFlight[t.flight] = append(byFlight[t.flight], t)
+	}
+	slices.SortFunc(flights, func(a, b *leader.FlightTrace) int {
+		if a.Epoch != b.Epoch {
+			return cmp.Compare(a.Epoch, b.Epoch)
+		}
+		return cmp.Compare(a.Slot, b.Slot)
+	})
+	st := &stages{}
+	var ideal time.Time // the running ideal release
+	for _, f := range flights {
+		cut := f.Oldest.Add(deadline)
+		if f.BySize || f.Claimed.Before(cut) {
+			cut = f.Claimed // cut when the pool filled: nothing to wait for
+		}
+		if d := cut.Add(f.StoreW); d.After(ideal) {
+			ideal = d
+		}
+		for _, t := range byFlight[f] {
+			st.cutOver.RecordDuration(f.Claimed.Sub(cut))
+			st.claimPut.RecordDuration(f.PutStart.Sub(f.Claimed))
+			st.wthCopy.RecordDuration(f.Durable.Sub(f.PutStart))
+			st.orderWait.RecordDuration(f.Released.Sub(f.Durable))
+			st.toProducer.RecordDuration(t.seen.Sub(f.Released))
+			st.own.RecordDuration(t.seen.Sub(ideal))
+		}
+	}
+	return st
+}
+
+// reportStages reports each stage's p50/p99/p99.9 in µs.
+func reportStages(b *testing.B, r *runResult, deadline time.Duration) {
+	st := stageBreakdown(r, deadline)
+	for _, s := range []struct {
+		name string
+		h    *histogram.H
+	}{{"cut-over", &st.cutOver}, {"claim-put", &st.claimPut}, {"wth-copy", &st.wthCopy}, {"order-wait", &st.orderWait}, {"to-producer", &st.toProducer}, {"own-cost", &st.own}} {
+		sn := s.h.Snapshot()
+		b.ReportMetric(us(sn.Quantile(0.5)), s.name+"-p50-us")
+		b.ReportMetric(us(sn.Quantile(0.99)), s.name+"-p99-us")
+		b.ReportMetric(us(sn.Quantile(0.999)), s.name+"-p999-us")
+	}
+}
+
 // BenchmarkWritePath runs the write path and, with the same b.N over the
 // same latency model, the naive writer; it reports both and their ratios.
 // Only the write path's run is timed (ns/op, MB/s are its own).
@@ -399,6 +480,7 @@ func BenchmarkWritePath(b *testing.B) {
 				r := runStar(b, b.N, m, load, ClassConfig{})
 				nv := runNaive(b, b.N, m, load, r.cfg.codec())
 				reportStar(b, m, r)
+				reportStages(b, r.runResult, r.cfg.FlushDeadline)
 				nack := nv.ack.Snapshot()
 				n50, n99 := nack.Quantile(0.5), nack.Quantile(0.99)
 				b.ReportMetric(nv.mbps(), "naive-MB/s")

@@ -44,6 +44,28 @@ type Batch struct {
 	// Ack or Fate is the outcome (Fate.Kind == Acked: Ack holds).
 	Ack  Ack
 	Fate Fate
+	// Flight is when the batch's flight passed each stage of the write
+	// path, shared by its batches; set at the claim (nil before).
+	Flight *FlightTrace
+}
+
+// FlightTrace is when one flight passed each stage of the write path, on
+// the core's clock: what the benchmarks' stage breakdown is made of. The
+// core writes it as the stages happen; read it once the batch's outcome is
+// delivered.
+type FlightTrace struct {
+	Epoch, Slot uint64 // as first claimed
+	// Oldest is when the oldest batch pooled at the cut was submitted: the
+	// flush deadline runs from it.
+	Oldest time.Time
+	// BySize: the flight was cut because the pool held FlightBytes, not
+	// because the deadline passed.
+	BySize   bool
+	Claimed  time.Time     // the cut and claim
+	PutStart time.Time     // rendered; its copies' PUTs asked for
+	Durable  time.Time     // the W-th copy of ours confirmed
+	StoreW   time.Duration // that copy's PUT as the store took it
+	Released time.Time     // acked, in slot order
 }
 
 // End is the sequence number after the batch's last record.

@@ -359,6 +359,9 @@ func (c *Core) decide(b *Batch, f Fate) {
 	c.rd.Outcomes = append(c.rd.Outcomes, b)
 	switch f.Kind {
 	case Acked:
+		if t := b.Flight; t != nil && t.Released.IsZero() {
+			t.Released = c.now
+		}
 		c.stats.acked++
 		c.stats.ackedRecords += uint64(b.Count)
 		c.stats.ackedBytes += uint64(len(b.Payload))

@@ -22,6 +22,7 @@ type flight struct {
 	frames    []envelope.FrameInfo
 	renderErr error // the flight cannot be rendered: it can never be written
 	released  bool  // acked (only out of order under a planted bug)
+	trace     *FlightTrace
 }
 
 // rediagnose is how often a stall's cause is re-examined while it lasts.
@@ -84,12 +85,16 @@ func (c *Core) claim() {
 		panic("leader: claim without window space: " + err.Error())
 	}
 	shape := newBundleShape(c.cfg.Frames)
+	oldest, _ := c.pool.Oldest()
+	bytes, _ := c.pool.Queued()
 	items, charge := c.pool.Cut(c.cfg.FlightBytes, 0, shape.add)
 	c.rd.PoolFreed += charge
 	c.claims++
 	f := &flight{epoch: c.rec.Epoch, slot: slot, pos: c.claims, batches: items, charge: charge}
+	f.trace = &FlightTrace{Epoch: f.epoch, Slot: slot, Oldest: oldest, BySize: bytes >= c.cfg.FlightBytes, Claimed: c.now}
 	for _, b := range items {
 		f.payload += int64(len(b.Payload))
+		b.Flight = f.trace
 	}
 	c.flights = append(c.flights, f)
 	c.backlog.Add(f.pos, f.charge, c.now)

@@ -65,6 +65,9 @@ func (c *Core) onRendered(ev Rendered) {
 	up.rendered = true
 	up.objBytes = int64(len(ev.Obj))
 	up.putStart = c.now
+	if f.trace != nil && f.trace.PutStart.IsZero() {
+		f.trace.PutStart = c.now
+	}
 	up.deadline = c.now.Add(c.cfg.CommitDeadline)
 	up.straggle = c.now.Add(c.cfg.StragglerTimeout)
 	up.tally = chain.Tally{K: c.K(), W: c.cfg.W}
@@ -115,6 +118,9 @@ func (c *Core) onCopyDone(ev CopyDone) {
 	if up.tally.Add(r) && !up.cancelled {
 		up.durable = true
 		c.stats.quorumLatency.RecordDuration(c.now.Sub(up.putStart))
+		if up.f != nil && up.f.trace != nil && up.f.trace.Durable.IsZero() {
+			up.f.trace.Durable, up.f.trace.StoreW = c.now, r.Latency
+		}
 		if up.f != nil && id.Epoch == c.rec.Epoch {
 			c.markDurable(up.f)
 		}
