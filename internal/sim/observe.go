@@ -50,12 +50,15 @@ type observer struct {
 	// with (W copies of it), so the checker can read a slot back after
 	// settlement deleted it.
 	committed map[slotID]envelope.Nonce
-	repoints  int                 // ref overwrites checked (settle's repoints)
-	trims     [2]chain.TrimCursor // each chain's trim cursor as last written
-	flips     []flip
-	cuts      map[epochID]chain.Cut // every cut recorded in any epoch record
-	latest    [2]uint64             // highest epoch minted per class
-	bad       []string              // findings made while observing
+	repoints  int // ref overwrites checked (settle's repoints)
+	// reclaimRaces: refs settle repointed or merged away whose records a
+	// reclaim (Trim, DeleteStream) had already deleted: trimmed or dead.
+	reclaimRaces int
+	trims        [2]chain.TrimCursor // each chain's trim cursor as last written
+	flips        []flip
+	cuts         map[epochID]chain.Cut // every cut recorded in any epoch record
+	latest       [2]uint64             // highest epoch minted per class
+	bad          []string              // findings made while observing
 
 	// The seal checker's (sealwatch.go), under sealMu: checkpoint writes
 	// seen, seals among them, and writes that broke the binding seal.

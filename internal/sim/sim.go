@@ -65,6 +65,7 @@ type Result struct {
 	SlotsTrimmed                         int    // slots below the trim cursors' Deleted at the end (star s1)
 	SettledRefs, RefsChecked             int    // refs checked at the end (every extent read back), of which settled
 	Repoints                             int    // ref overwrites the observer checked (records equal)
+	ReclaimRaces                         int    // refs settle merged away whose objects a Trim or DeleteStream had reclaimed (records unreadable anyway)
 	UnderReplicated                      int    // settled objects with fewer than K copies at the end
 	LeftoverCopies                       int    // copies of committed slots still present below the trim cursors' Deleted
 	Linearizability                      string // "ok", "skipped", "inconclusive (timeout)" or the failure
