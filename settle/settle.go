@@ -20,6 +20,7 @@ package settle
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -351,7 +352,10 @@ func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
 	}
 	var keep []ref
 	for _, f := range refs {
-		if !live || f.r.End <= trimSeq {
+		// Below the trim point: reclaimed, but for the ref ending at it,
+		// which carries the stream's tail when it is trimmed to its tail
+		// (a successor learns tails from refs).
+		if !live || f.r.End < trimSeq {
 			if err := r.queue(ctx, []metastore.Op{{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver}}, commitCounts{reclaimed: 1}); err != nil {
 				return fmt.Errorf("reclaim ref %s: %w", f.key, err)
 			}
@@ -448,12 +452,15 @@ func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, erro
 		maxOps = 1 << 30
 	}
 	n, raw := 0, 0
-	for n < len(refs) && (n == 0 || raw < r.cfg.TargetBytes) && n+1+2*maxMerges < maxOps {
+	for n < len(refs) && (n == 0 || (raw < r.cfg.TargetBytes && n+1+2*maxMerges < maxOps)) {
 		raw += rawBytes(refs[n].r)
 		n++
 	}
 	group := refs[:n]
-	prev, err := r.mergeable(ctx, id, group[0].r.Start, raw)
+	// A merged object costs two ops (its ref's delete, its doomed marker):
+	// the group's Commit must fit the backend.
+	merges := min(maxMerges, max(0, (maxOps-n)/2))
+	prev, err := r.mergeable(ctx, id, group[0].r.Start, raw, merges)
 	if err != nil {
 		return 0, err
 	}
@@ -488,6 +495,15 @@ func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, erro
 // maxMerges bounds the settled objects one new object absorbs.
 const maxMerges = 8
 
+// settledNonce is the envelope nonce of the settled object at key.
+func settledNonce(key string) envelope.Nonce {
+	var n envelope.Nonce
+	a, b := xxhash.Sum64String(key), xxhash.Sum64String("settled\x00"+key)
+	binary.LittleEndian.PutUint64(n[:8], a)
+	binary.LittleEndian.PutUint32(n[8:], uint32(b))
+	return n
+}
+
 // rawBytes is the ref's records' decoded bytes.
 func rawBytes(sr absorb.SpanRef) int {
 	n := 0
@@ -504,9 +520,9 @@ func rawBytes(sr absorb.SpanRef) int {
 // sum stays within TargetBytes, so a slow stream's objects grow toward
 // TargetBytes with each byte rewritten about log2(TargetBytes / pass
 // size) times, instead of one small object per pass forever.
-func (r *run) mergeable(ctx context.Context, id string, start uint64, raw int) ([]ref, error) {
+func (r *run) mergeable(ctx context.Context, id string, start uint64, raw, most int) ([]ref, error) {
 	var out []ref
-	for len(out) < maxMerges && start > 0 {
+	for len(out) < most && start > 0 {
 		var it metastore.Item
 		var sr absorb.SpanRef
 		if h := r.prevHint; h != nil && h.r.End == start {
@@ -584,7 +600,9 @@ func (r *run) render(ctx context.Context, id string, refs []ref) ([]byte, []enve
 	if err := flush(); err != nil {
 		return nil, nil, err
 	}
-	obj, frames := w.FinishSettled(refs[0].r.Start, envelope.NewNonce())
+	// The nonce is the key's: two passes settling the same records render
+	// the same bytes, so copies written by different passes agree.
+	obj, frames := w.FinishSettled(refs[0].r.Start, settledNonce(chain.SettledKey(id, refs[0].r.Start, refs[len(refs)-1].r.End)))
 	return obj, frames, nil
 }
 
@@ -617,9 +635,11 @@ func (r *run) records(ctx context.Context, sr absorb.SpanRef, e absorb.Extent, i
 	return nil, fmt.Errorf("settle: no good copy of %s [%d+%d) for records %d-%d: %w", e.Key, e.Offset, e.Length, e.FirstSeq, e.FirstSeq+uint64(e.Count)-1, absorb.CopyErrors(errs))
 }
 
-// put writes obj at key in every bucket of the settled set. ErrExists
-// from the first bucket means an earlier pass wrote it there.
+// put writes obj at key in every bucket of the settled set. It returns
+// ErrExists (after trying every bucket) if any bucket already held the
+// key: a pass that died, or a zombie's, wrote it there.
 func (r *run) put(ctx context.Context, key string, obj []byte) error {
+	existed := false
 	for i, b := range r.cfg.Settled {
 		var err error
 		for attempt := 0; attempt < 4; attempt++ {
@@ -627,12 +647,15 @@ func (r *run) put(ctx context.Context, key string, obj []byte) error {
 				break
 			}
 		}
-		if errors.Is(err, objstore.ErrExists) && i == 0 {
-			return err
-		}
-		if err != nil && !errors.Is(err, objstore.ErrExists) {
+		switch {
+		case errors.Is(err, objstore.ErrExists):
+			existed = true
+		case err != nil:
 			return fmt.Errorf("settle: put %s in settled bucket %d: %w", key, i, err)
 		}
+	}
+	if existed {
+		return objstore.ErrExists
 	}
 	return nil
 }
@@ -648,6 +671,11 @@ func (r *run) adopt(ctx context.Context, key string, start, end uint64) ([]envel
 			if _, frames, err = envelope.ParseSettled(obj); err == nil {
 				last := frames[len(frames)-1]
 				if frames[0].FirstSeq == start && last.FirstSeq+uint64(last.Count) == end {
+					// Every bucket gets this copy (one that missed the key
+					// gets it now): the ref will point at its frames.
+					if err := r.put(ctx, key, obj); err != nil && !errors.Is(err, objstore.ErrExists) {
+						return nil, 0, err
+					}
 					return frames, int64(len(obj)), nil
 				}
 				err = fmt.Errorf("holds [%d, %d), its key says [%d, %d)", frames[0].FirstSeq, last.FirstSeq+uint64(last.Count), start, end)
