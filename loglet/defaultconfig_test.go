@@ -20,7 +20,7 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		"Owner": true, "Stars": true, "Logger": true,
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,
 		// the zero value is the default
-		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true,
+		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "doomedGrace": true,
 		"SettleInterval":     true, // off until settled objects are compacted (its doc)
 		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true,
 	}

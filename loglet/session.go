@@ -208,7 +208,10 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 			// refs as a Reader does.
 			return pollWait(ctx, s.cfg.ReaderPollInterval, s.closing)
 		}
-		ch := st.lane.changed(st.core, next)
+		// Below a trim point the reads return nothing until the stream
+		// grows past it: wait from there (waiting from next, whose records
+		// are durable but trimmed, would return at once, forever).
+		ch := st.lane.changed(st.core, max(next, s.trimFloor(ctx, st, false)))
 		if ch == nil {
 			return nil
 		}

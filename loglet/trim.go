@@ -237,11 +237,14 @@ func (s *Star) reclaimOrRetry(ctx context.Context, id string, upTo uint64) {
 	s.trims.cleared(id, upTo)
 }
 
-// reclaim deletes every ref of id that ends at or below upTo (by CAS on
-// its version) and, before each, the settled objects it points at from the
+// reclaim deletes every ref of id that ends below upTo (by CAS on its
+// version) and, before each, the settled objects it points at from the
 // Standard bucket set, except any the first surviving ref points into (an
-// object spanning upTo). Transit slots are left to the settler. It is
-// idempotent, and ^uint64(0) reclaims every ref of the incarnation.
+// object spanning upTo). The ref ending exactly at upTo is kept: when a
+// stream is trimmed to its tail it is the one that carries the tail, which
+// a successor (and a Reader) learns from the refs. Transit slots are left
+// to the settler. It is idempotent, and ^uint64(0) reclaims every ref of
+// the incarnation.
 func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 	prefix := chain.RefPrefix(id)
 	settledPrefix := chain.SettledPrefixKey(id)
@@ -263,7 +266,7 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 				if err != nil {
 					return &CorruptError{Object: "ref " + it.Key, Err: err}
 				}
-				if ref.End > upTo {
+				if ref.End >= upTo {
 					for _, e := range ref.Extents {
 						keep[e.Key] = true
 					}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -262,8 +263,14 @@ func TestTrimReadsFromTrimSeq(t *testing.T) {
 	if err != nil || len(res.Records) != 0 || res.Next != 100 {
 		t.Fatalf("read after a trim to the tail: %d records, next %d, %v", len(res.Records), res.Next, err)
 	}
-	if ends := refEnds(t, w.meta, id); len(ends) != 0 {
-		t.Fatalf("refs %v left after a trim to the tail", ends)
+	// Only the ref that carries the tail is left: a successor that
+	// rebuilds tails from refs (a damaged snapshot) must not restart the
+	// stream at 0 and assign its seqs again (the simulation found that).
+	if ends := refEnds(t, w.meta, id); len(ends) != 1 || ends[0] != 100 {
+		t.Fatalf("refs %v left after a trim to the tail, want the one ending at it", ends)
+	}
+	if tails, err := absorb.RebuildTails(ctx, w.meta, "s1", Standard, checkpointOf(t, w, Standard)); err != nil || tails.Streams[id].Next != 100 {
+		t.Fatalf("tail rebuilt from refs after a trim to the tail: %+v %v, want 100", tails.Streams[id], err)
 	}
 	appendN(t, p2.star, "t", 1, 3, nil)
 	wantFirst(t, firstSeqs(t, p2.star, nil, "t", AtSeq(0), 100), 100)
@@ -528,4 +535,47 @@ func TestDeleteStreamReclaimsData(t *testing.T) {
 	if err != nil || len(res.Records) != 2 || res.Records[0].Seq != 0 {
 		t.Fatalf("re-created stream: %+v %v", res, err)
 	}
+}
+
+// TestReadSessionWaitsPastATrimToTheTail: a session whose position a trim
+// to the tail overtook waits for the stream to grow (it spun, found by the
+// simulation: its wait asked for records past its position, durable but
+// trimmed, and returned at once forever); then it reads from the tail.
+func TestReadSessionWaitsPastATrimToTheTail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		r := newRig(t, Standard, 1, 3, nil)
+		appendN(t, r.star, "t", 2, 5, nil) // seqs 0-9
+		sess, err := r.star.OpenReadSession(ctx, "t", ReadQuery{Start: AtSeq(0), MaxRecords: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs, err := sess.Recv(ctx); err != nil || len(recs) == 0 || recs[0].Seq != 0 {
+			t.Fatalf("first Recv: %v %v", recs, err)
+		}
+		if err := r.star.Trim(ctx, "t", 10); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []SequencedRecord, 1)
+		go func() {
+			recs, err := sess.Recv(ctx)
+			if err != nil {
+				t.Errorf("Recv: %v", err)
+			}
+			got <- recs
+		}()
+		synctest.Wait() // a spinning Recv never blocks: this would not return
+		select {
+		case recs := <-got:
+			t.Fatalf("Recv returned %v with nothing readable", recs)
+		default:
+		}
+		if _, err := r.star.Append(ctx, "t", Batch{Records: []Record{{Body: []byte("after")}}}); err != nil {
+			t.Fatal(err)
+		}
+		recs := <-got
+		if len(recs) != 1 || recs[0].Seq != 10 || string(recs[0].Body) != "after" {
+			t.Fatalf("Recv after the trim: %v", recs)
+		}
+	})
 }
