@@ -461,7 +461,7 @@ func (l *lane) snapshot() *ClassStats {
 		Settle: SettleStats{Passes: cs.Settle.Passes, Failures: cs.Settle.Failures, Objects: cs.Settle.Objects, Repointed: cs.Settle.Repointed,
 			Reclaimed: cs.Settle.Reclaimed, DeletedCopies: cs.Settle.Deleted, Merged: cs.Settle.Merged, RawBytes: cs.Settle.RawBytes, StoredBytes: cs.Settle.StoredBytes,
 			FreedBytes: cs.Settle.FreedBytes, TrimEpoch: cs.Settle.TrimEpoch, TrimNext: cs.Settle.TrimNext, Lag: cs.Settle.Lag,
-			UnsettledRounds: cs.Settle.UnsettledRounds, LastError: cs.Settle.LastError},
+			UnsettledRounds: cs.Settle.UnsettledRounds, TransitBytes: cs.Settle.TransitBytes, LastError: cs.Settle.LastError},
 		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
 		BucketNames: l.cfg.BucketNames,
 		Memory: MemoryStats{

@@ -60,6 +60,8 @@ func waitSettled(t *testing.T, s *Star) {
 			}
 			if cs.Settle.UnsettledRounds > 0 || cs.Settle.Passes == 0 {
 				done = false
+			} else if cs.Settle.TransitBytes != 0 {
+				t.Fatalf("every round settled, yet %d transit bytes held", cs.Settle.TransitBytes)
 			}
 		}
 		if done {
@@ -168,5 +170,41 @@ func TestSettleServesHistoryFromSettledObjectsAlone(t *testing.T) {
 	cur, _, err := chain.ReadTrimCursor(ctx, r.meta, "s1", Express)
 	if err != nil || !chain.Start.Less(cur.At) {
 		t.Fatalf("express trim cursor %+v %v", cur, err)
+	}
+}
+
+// TestSettleTransitBytesHeld: Stats counts the flight copies absorbed
+// rounds hold in the buckets until settlement frees them.
+func TestSettleTransitBytesHeld(t *testing.T) {
+	r := newSettleRig()
+	r.cfg.SettleInterval = -1 // off: nothing is freed
+	ctx := context.Background()
+	s, err := Open(ctx, r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for i := 0; i < 20; i++ {
+		if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte(fmt.Sprint(i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Stats().Standard.FlightIndexBytes > 0 { // every flight absorbed
+		if time.Now().After(deadline) {
+			t.Fatal("the absorb did not catch up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := s.Stats().Standard
+	var stored int64
+	for _, k := range r.std.Keys() {
+		if strings.HasPrefix(k, "chains/") {
+			obj, _ := r.std.Get(ctx, k, 0, -1)
+			stored += int64(len(obj))
+		}
+	}
+	if st.Settle.TransitBytes != stored || stored == 0 {
+		t.Fatalf("TransitBytes %d, the bucket holds %d bytes of flights", st.Settle.TransitBytes, stored)
 	}
 }

@@ -177,5 +177,9 @@ type SettleStats struct {
 	// storage is bounded by the lag: what arrived in that time.
 	Lag             time.Duration
 	UnsettledRounds int
-	LastError       string
+	// TransitBytes is what those rounds' flights hold in the chain's
+	// buckets (every copy): the transit storage settlement has yet to free
+	// (rounds a takeover walked are not counted).
+	TransitBytes int64
+	LastError    string
 }

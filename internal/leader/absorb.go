@@ -361,7 +361,11 @@ func (c *Core) onRoundDone(ev RoundDone) {
 	a.verifiedAt = c.now
 	a.planned = nil
 	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To
-	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now)
+	var held int64
+	for _, f := range p.flights {
+		held += f.objBytes * int64(c.K())
+	}
+	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now, held)
 	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))

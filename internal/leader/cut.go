@@ -23,6 +23,7 @@ type flight struct {
 	renderErr error // the flight cannot be rendered: it can never be written
 	released  bool  // acked (only out of order under a planted bug)
 	trace     *FlightTrace
+	objBytes  int64 // the rendered object's size (one copy)
 }
 
 // rediagnose is how often a stall's cause is re-examined while it lasts.

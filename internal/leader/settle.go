@@ -43,6 +43,9 @@ type settleState struct {
 	// rounds: when the checkpoint reached each position (committed absorb
 	// rounds since this process began), for the settle lag.
 	rounds []roundMark
+	// heldBytes is the flight copies of those rounds: transit storage
+	// that settlement has yet to free.
+	heldBytes int64
 
 	passes, failures, merged               uint64
 	objects, repointed, reclaimed, deletes uint64
@@ -51,8 +54,9 @@ type settleState struct {
 }
 
 type roundMark struct {
-	to chain.Position
-	at time.Time
+	to    chain.Position
+	at    time.Time
+	bytes int64 // its flights' copies in the chain's buckets
 }
 
 // settleUpto is how far a pass may go: the checkpoint, but never past a
@@ -126,6 +130,7 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
 		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
+			s.heldBytes -= s.rounds[0].bytes
 			s.rounds = s.rounds[1:]
 		}
 	}
@@ -152,12 +157,15 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	}
 }
 
-// noteRound records that the checkpoint reached (epoch, next) now.
-func (s *settleState) noteRound(to chain.Position, now time.Time) {
-	if len(s.rounds) < 4096 {
-		s.rounds = append(s.rounds, roundMark{to: to, at: now})
+// noteRound records that the checkpoint reached (epoch, next) now, with
+// bytes of flight copies.
+func (s *settleState) noteRound(to chain.Position, now time.Time, bytes int64) {
+	s.heldBytes += bytes
+	if n := len(s.rounds); n < 4096 {
+		s.rounds = append(s.rounds, roundMark{to: to, at: now, bytes: bytes})
 	} else {
-		s.rounds[len(s.rounds)-1] = roundMark{to: to, at: s.rounds[len(s.rounds)-1].at}
+		last := &s.rounds[n-1] // fold into the last mark: the lag is the oldest's
+		last.to, last.bytes = to, last.bytes+bytes
 	}
 }
 

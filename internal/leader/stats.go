@@ -111,7 +111,10 @@ type SettleStats struct {
 	// UnsettledRounds how many such rounds this process committed.
 	Lag             time.Duration
 	UnsettledRounds int
-	LastError       string
+	// TransitBytes is the bytes of flight copies (all K) those rounds
+	// hold in the chain's buckets.
+	TransitBytes int64
+	LastError    string
 }
 
 // Stats returns the chain's figures as of now.
@@ -144,7 +147,7 @@ func (c *Core) Stats(now time.Time) Stats {
 	}
 	s.Settle = SettleStats{Passes: c.st.passes, Failures: c.st.failures, Objects: c.st.objects, Repointed: c.st.repointed,
 		Reclaimed: c.st.reclaimed, Deleted: c.st.deletes, Merged: c.st.merged, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
-		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds)}
+		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds), TransitBytes: c.st.heldBytes}
 	if c.st.lastErr != nil {
 		s.Settle.LastError = c.st.lastErr.Error()
 	}

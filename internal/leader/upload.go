@@ -64,6 +64,7 @@ func (c *Core) onRendered(ev Rendered) {
 	}
 	up.rendered = true
 	up.objBytes = int64(len(ev.Obj))
+	f.objBytes = up.objBytes
 	up.putStart = c.now
 	if f.trace != nil && f.trace.PutStart.IsZero() {
 		f.trace.PutStart = c.now
