@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +88,6 @@ func Run(t *testing.T, o Options) (res *Result) {
 			res.Violations = append(res.Violations, fmt.Sprintf("the simulation did not wind down: %v", p))
 		}
 	}()
-	warmZstd()
 	synctest.Test(t, func(t *testing.T) { res = run(o) })
 	if res.linOps != nil {
 		var bad []string
@@ -99,27 +97,6 @@ func Run(t *testing.T, o Options) (res *Result) {
 	}
 	return res
 }
-
-// warmZstd creates envelope's shared zstd encoder and decoder outside
-// every bubble. They are package-level (sync.OnceValue) and hold channels:
-// created inside one seed's bubble (settle writes zstd frames), the next
-// seed's bubble touching them is a fatal "receive on synctest channel from
-// outside bubble".
-var warmZstd = sync.OnceFunc(func() {
-	raw := envelope.AppendRecord(nil, envelope.Record{Body: bytes.Repeat([]byte("warm the zstd codec "), 64)})
-	w := envelope.NewBundleWriter()
-	if err := w.AddFrame("warm", 0, 1, 0, 0, raw, envelope.CodecZstd); err != nil {
-		panic(err)
-	}
-	obj, frames := w.FinishSettled(0, envelope.NewNonce())
-	f := frames[0]
-	if f.Codec != envelope.CodecZstd {
-		panic("sim: the zstd warm-up frame is not zstd")
-	}
-	if _, err := envelope.DecodeFrame(f, obj[f.Offset:f.Offset+uint64(f.Length)]); err != nil {
-		panic(err)
-	}
-})
 
 // closeStar closes s, recording a violation if Close has not returned
 // after ten virtual minutes.
