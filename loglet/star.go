@@ -264,7 +264,11 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			if rec.Star != s.cfg.Star {
 				continue
 			}
-			s.streams[rec.Name] = s.newStreamState(rec, c)
+			st := s.newStreamState(rec, c)
+			// The chains serve already: a settle pass may look a stream up.
+			s.mu.Lock()
+			s.streams[rec.Name] = st
+			s.mu.Unlock()
 		}
 		if len(items) < 1000 {
 			return nil

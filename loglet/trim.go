@@ -489,9 +489,9 @@ func (s *Star) streamLiveness(ctx context.Context, id string) (live bool, trimSe
 	// every pass). A delete here drops the cached stream; one by another
 	// process is seen within trimRefresh, and settle meanwhile settles
 	// what DeleteStream's reclaim then deletes.
-	s.mu.Lock()
+	s.mu.RLock()
 	st := s.streams[name]
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if st != nil && st.id == id {
 		if seq, ok := s.trims.cached(id, time.Now()); ok {
 			return true, seq, nil
