@@ -240,11 +240,12 @@ func (s *Star) reclaimOrRetry(ctx context.Context, id string, upTo uint64) {
 // reclaim deletes every ref of id that ends below upTo (by CAS on its
 // version) and, before each, the settled objects it points at from the
 // Standard bucket set, except any the first surviving ref points into (an
-// object spanning upTo). The ref ending exactly at upTo is kept: when a
-// stream is trimmed to its tail it is the one that carries the tail, which
-// a successor (and a Reader) learns from the refs. Transit slots are left
-// to the settler. It is idempotent, and ^uint64(0) reclaims every ref of
-// the incarnation.
+// object spanning upTo). The stream's last ref is always kept, even below
+// upTo: it carries the absorbed tail, which a successor (and a Reader)
+// learns from the refs (the simulation found a trim past the absorbed tail
+// that deleted it: the successor then learned an older tail and its walk
+// could never continue the stream). Transit slots are left to the settler.
+// It is idempotent, and ^uint64(0) reclaims every ref of the incarnation.
 func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 	prefix := chain.RefPrefix(id)
 	settledPrefix := chain.SettledPrefixKey(id)
@@ -253,6 +254,7 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 		var refs []absorb.SpanRef
 		keep := map[string]bool{}
 		after := ""
+		later := false // a ref past the ones to reclaim exists
 	scan:
 		for {
 			items, err := s.cfg.Meta.Scan(ctx, prefix, after, 256)
@@ -270,6 +272,7 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 					for _, e := range ref.Extents {
 						keep[e.Key] = true
 					}
+					later = true
 					break scan
 				}
 				doomed, refs = append(doomed, it), append(refs, ref)
@@ -278,6 +281,17 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 				break
 			}
 			after = items[n-1].Key
+		}
+		if !later && len(doomed) > 0 && upTo != ^uint64(0) {
+			// The stream's last ref carries its absorbed tail, which a
+			// successor (and a Reader) learns from the refs: keep it even
+			// below the trim point (the trim may reach records not absorbed
+			// yet, whose refs come later).
+			last := refs[len(refs)-1]
+			for _, e := range last.Extents {
+				keep[e.Key] = true
+			}
+			doomed, refs = doomed[:len(doomed)-1], refs[:len(refs)-1]
 		}
 		if len(doomed) == 0 {
 			return nil

@@ -579,3 +579,34 @@ func TestReadSessionWaitsPastATrimToTheTail(t *testing.T) {
 		}
 	})
 }
+
+// TestTrimPastTheAbsorbedTailKeepsTheLastRef: a trim past what the absorb
+// has recorded (the rest still in the flight index) keeps the stream's
+// last ref: the tails rebuilt from refs stay at the absorbed tail, so a
+// successor's walk continues the stream (the simulation found a successor
+// that could never open: its walk met a frame past the tail it rebuilt).
+func TestTrimPastTheAbsorbedTailKeepsTheLastRef(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	p, err := w.open("a", func(c *Config) { c.AbsorbInterval = time.Hour }) // the first round runs at once; later ones wait
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, p.star, "t", 1, 10, nil)
+	waitAbsorbed(t, p.star)
+	appendN(t, p.star, "t", 1, 10, nil) // 10-19, not absorbed
+	id := streamID(t, w.meta, "t")
+	cp := checkpointOf(t, w, Standard)
+	before, ok, err := absorb.StreamTailFromRefs(ctx, w.meta, "s1", Standard, cp, id)
+	if err != nil || !ok || before.Next != 10 {
+		t.Fatalf("tail from refs before the trim: %+v %v %v", before, ok, err)
+	}
+	if err := p.star.Trim(ctx, "t", 15); err != nil {
+		t.Fatal(err)
+	}
+	after, ok, err := absorb.StreamTailFromRefs(ctx, w.meta, "s1", Standard, cp, id)
+	if err != nil || !ok || after != before {
+		t.Fatalf("tail from refs after a trim past the absorbed tail: %+v %v %v, before %+v", after, ok, err, before)
+	}
+	wantFirst(t, firstSeqs(t, p.star, nil, "t", AtSeq(0), 15), 15)
+}

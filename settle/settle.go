@@ -351,11 +351,12 @@ func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
 		}
 	}
 	var keep []ref
-	for _, f := range refs {
-		// Below the trim point: reclaimed, but for the ref ending at it,
-		// which carries the stream's tail when it is trimmed to its tail
-		// (a successor learns tails from refs).
-		if !live || f.r.End < trimSeq {
+	for i, f := range refs {
+		// Below the trim point: reclaimed, but for the stream's last ref
+		// (the last this pass found, to be safe), which carries its
+		// absorbed tail: a successor learns tails from refs, and a trim may
+		// reach past what is absorbed.
+		if !live || (f.r.End < trimSeq && i < len(refs)-1) {
 			if err := r.queue(ctx, []metastore.Op{{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver}}, commitCounts{reclaimed: 1}); err != nil {
 				return fmt.Errorf("reclaim ref %s: %w", f.key, err)
 			}
