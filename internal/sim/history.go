@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -88,8 +89,10 @@ type history struct {
 	reads   []readOp
 	tails   []tailOp
 	trims   []trimOp
-	bad     []string
-	readErr map[string]int
+	// retentionTrims counts the trims retention passes wrote (observed).
+	retentionTrims int
+	bad            []string
+	readErr        map[string]int
 }
 
 func newHistory() *history {
@@ -254,6 +257,18 @@ func (h *history) trimPoint(stream string, seq uint64, by int64) bool {
 		}
 	}
 	return false
+}
+
+// observedTrim records a trim point a stream record was written with by
+// the leader's retention pass: known from that moment as a point reads may
+// start at, and as what the final record may hold. Reads are not held to
+// it at once (the pass updates the leader's cache after its write).
+func (h *history) observedTrim(stream string, seq uint64) {
+	call := h.tick()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.trims = append(h.trims, trimOp{stream: stream, seq: seq, call: call, ret: math.MaxInt64, ok: true, actual: seq})
+	h.retentionTrims++
 }
 
 // trimStart records a Trim call; trimEnd its outcome.

@@ -55,6 +55,7 @@ type observer struct {
 	// reclaim (Trim, DeleteStream) had already deleted: trimmed or dead.
 	reclaimRaces int
 	trims        [2]chain.TrimCursor // each chain's trim cursor as last written
+	retainTrim   map[string]uint64   // retained streams' trim points as written
 	flips        []flip
 	cuts         map[epochID]chain.Cut // every cut recorded in any epoch record
 	latest       [2]uint64             // highest epoch minted per class
@@ -68,7 +69,7 @@ type observer struct {
 }
 
 func newObserver(w *world) *observer {
-	return &observer{w: w, flights: map[slotID]map[envelope.Nonce][]byte{}, decided: map[slotID]chain.Decision{}, committed: map[slotID]envelope.Nonce{}, cuts: map[epochID]chain.Cut{}}
+	return &observer{w: w, flights: map[slotID]map[envelope.Nonce][]byte{}, decided: map[slotID]chain.Decision{}, committed: map[slotID]envelope.Nonce{}, cuts: map[epochID]chain.Cut{}, retainTrim: map[string]uint64{}}
 }
 
 func (o *observer) violation(format string, args ...any) {
@@ -272,6 +273,9 @@ func (m observedMeta) refValue(ctx context.Context, key string) []byte {
 // wrote records one applied write. Callers hold o.mu.
 func (m observedMeta) wrote(ctx context.Context, key string, value []byte) {
 	o := m.o
+	if name, ok := strings.CutPrefix(key, "streams/"); ok && o.w != nil {
+		m.streamWrite(name, value)
+	}
 	for _, c := range chain.Classes {
 		if key == chain.TrimKey(starName, c) {
 			m.trimWrite(ctx, c, value)
@@ -353,4 +357,21 @@ func (h logWatch) WithGroup(name string) slog.Handler {
 		h.inner = h.inner.WithGroup(name)
 	}
 	return h
+}
+
+// streamWrite notes a stream record write (under o.mu): a retained
+// stream's record whose trim point rose is a trim its leader's retention
+// pass made, which the checker then knows as a trim point the stream had
+// from this moment (the trimmer's own Trim calls are recorded where they
+// are made).
+func (m observedMeta) streamWrite(key string, value []byte) {
+	o, w := m.o, m.o.w
+	var rec simStreamRecord
+	if err := json.Unmarshal(value, &rec); err != nil || !w.retainedNames[rec.Name] || key != chain.StreamKey(rec.Name) {
+		return
+	}
+	if rec.TrimSeq > o.retainTrim[rec.Name] {
+		o.retainTrim[rec.Name] = rec.TrimSeq
+		w.h.observedTrim(rec.Name, rec.TrimSeq)
+	}
 }

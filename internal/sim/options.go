@@ -189,6 +189,11 @@ type plan struct {
 	settleEvery time.Duration
 	trimmed     int           // shared and exclusive streams the trimmer trims (0: none)
 	trimEvery   time.Duration // the trimmer's mean pause
+	// retained is how many shared streams of each class are created with
+	// retention (by age retainAge, by bytes retainBytes; 0: that one off).
+	retained    int
+	retainAge   time.Duration
+	retainBytes int64
 }
 
 type window struct{ at, dur time.Duration }
@@ -317,11 +322,21 @@ func drawPlan(o Options) plan {
 		p.trimmed = 1 + r5.IntN(3)
 		p.trimEvery = time.Duration(100+r5.IntN(700)) * time.Millisecond
 	}
+	r6 := rand.New(rand.NewPCG(o.Seed, 0x7e7a1))
+	if r6.IntN(2) == 0 {
+		p.retained = 1 + r6.IntN(2)
+		if r6.IntN(3) > 0 {
+			p.retainAge = time.Duration(3+r6.IntN(40)) * time.Second
+		}
+		if p.retainAge == 0 || r6.IntN(2) == 0 {
+			p.retainBytes = int64(512 + r6.IntN(8<<10))
+		}
+	}
 	if o.NoSettle {
 		p.settleEvery = 0
 	}
 	if o.NoTrim {
-		p.trimmed = 0
+		p.trimmed, p.retained = 0, 0
 	}
 	return p
 }
@@ -395,6 +410,9 @@ func (p plan) String() string {
 		fmt.Fprintf(&b, "; settle every %v", p.settleEvery)
 	} else {
 		b.WriteString("; settle off")
+	}
+	if p.retained > 0 {
+		fmt.Fprintf(&b, "; retention on %d streams a class (max age %v, max bytes %d)", p.retained, p.retainAge, p.retainBytes)
 	}
 	if p.trimmed > 0 {
 		fmt.Fprintf(&b, "; trim %d streams every ~%v", p.trimmed, p.trimEvery)

@@ -388,5 +388,8 @@ func (w *world) settleSummary() {
 	w.obs.mu.Lock()
 	w.res.Repoints = w.obs.repoints
 	w.res.ReclaimRaces = w.obs.reclaimRaces
+	w.h.mu.Lock()
+	w.res.RetentionTrims = w.h.retentionTrims
+	w.h.mu.Unlock()
 	w.obs.mu.Unlock()
 }

@@ -58,6 +58,7 @@ type Result struct {
 	SnapshotsDamaged             int // tails snapshots damaged in every copy
 	// Settlement and trim.
 	Trims                                int    // Star.Trim calls that returned nil
+	RetentionTrims                       int    // trims retention passes wrote (observed in the stream records)
 	SettlePasses, SettleFailures         uint64 // every process's passes, both classes (the neighbour's too)
 	SettledObjects, Repointed, Reclaimed uint64
 	DeletedCopies                        uint64 // slot copies deleted by settlement's trim
@@ -97,6 +98,10 @@ func Run(t *testing.T, o Options) (res *Result) {
 	}
 	return res
 }
+
+// The leader's retention pass runs every few seconds of virtual time, so
+// each seed's retained streams are trimmed several times.
+func init() { loglet.RetentionInterval = 2 * time.Second }
 
 // closeStar closes s, recording a violation if Close has not returned
 // after ten virtual minutes.
@@ -142,6 +147,9 @@ type world struct {
 
 	streams   [2][]string
 	exclusive map[int]string
+	// retainedNames are the streams created with retention: the trim
+	// points its passes write are observed in the stream records.
+	retainedNames map[string]bool
 
 	smu    sync.Mutex // crowd and the life counters of res
 	crowd  []string   // crowd streams created (their appends are history)
@@ -205,7 +213,7 @@ func run(o Options) *Result {
 	p := drawPlan(o)
 	h := newHistory()
 	w := &world{o: o, p: p, h: h, res: &Result{Seed: o.Seed, Plan: p.String() + "; " + o.Scenarios.String()},
-		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}, corrupted: map[string]bool{}, lifeLock: make(chan struct{}, 1)}
+		rng: rand.New(rand.NewPCG(o.Seed, 0xfa17)), meta: metastore.NewMem(), exclusive: map[int]string{}, retainedNames: map[string]bool{}, corrupted: map[string]bool{}, lifeLock: make(chan struct{}, 1)}
 	w.obs = newObserver(w)
 	start := time.Now()
 	w.build()
@@ -495,9 +503,9 @@ func (w *world) noLatency(pr *process) {
 }
 
 func (w *world) createStreams(ctx context.Context, pr *process) {
-	create := func(name string, c loglet.Class) {
+	create := func(name string, c loglet.Class, ret loglet.Retention) {
 		for attempt := 0; attempt < 20; attempt++ {
-			_, err := pr.star.CreateStream(ctx, name, loglet.StreamOptions{Class: c, Star: starName})
+			_, err := pr.star.CreateStream(ctx, name, loglet.StreamOptions{Class: c, Star: starName, Retention: ret})
 			if err == nil || errors.Is(err, loglet.ErrStreamExists) {
 				return
 			}
@@ -507,7 +515,12 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 	for _, c := range chain.Classes {
 		for i := 0; i < w.p.streams; i++ {
 			name := fmt.Sprintf("%s-%d", c, i)
-			create(name, c)
+			var ret loglet.Retention
+			if i < w.p.retained {
+				ret = loglet.Retention{MaxAge: w.p.retainAge, MaxBytes: w.p.retainBytes}
+				w.retainedNames[name] = true
+			}
+			create(name, c, ret)
 			w.streams[c] = append(w.streams[c], name)
 		}
 	}
@@ -515,7 +528,7 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 		if i%3 == 0 {
 			c := chain.Classes[(i/3)%2]
 			name := fmt.Sprintf("%s-x%d", c, i)
-			create(name, c)
+			create(name, c, loglet.Retention{})
 			w.exclusive[i] = name
 		}
 	}

@@ -159,6 +159,7 @@ func TestSim(t *testing.T) {
 		tot.BareReadErrors += r.BareReadErrors
 		tot.SnapshotsDamaged += r.SnapshotsDamaged
 		tot.Trims += r.Trims
+		tot.RetentionTrims += r.RetentionTrims
 		tot.SettlePasses += r.SettlePasses
 		tot.SettleFailures += r.SettleFailures
 		tot.SettledObjects += r.SettledObjects
@@ -181,8 +182,8 @@ func TestSim(t *testing.T) {
 		tot.MetaInjected.Delayed += r.MetaInjected.Delayed
 	}
 	t.Logf("readers over the healthy stores: %d calls, %d failed; tails snapshots damaged in every copy: %d", tot.BareReads, tot.BareReadErrors, tot.SnapshotsDamaged)
-	t.Logf("settlement: passes %d (failed %d), settled objects %d, refs repointed %d (the observer checked %d overwrites; %d merged refs' objects already reclaimed by a trim or delete), refs reclaimed %d, slot copies deleted %d, slots below the trim cursors %d (copies left there %d); crash seeds that settled %d; trims %d; live refs read back at the end %d (settled %d), settled objects under-replicated %d",
-		tot.SettlePasses, tot.SettleFailures, tot.SettledObjects, tot.Repointed, tot.Repoints, tot.ReclaimRaces, tot.Reclaimed, tot.DeletedCopies, tot.SlotsTrimmed, tot.LeftoverCopies, settledCrashes, tot.Trims, tot.RefsChecked, tot.SettledRefs, tot.UnderReplicated)
+	t.Logf("settlement: passes %d (failed %d), settled objects %d, refs repointed %d (the observer checked %d overwrites; %d merged refs' objects already reclaimed by a trim or delete), refs reclaimed %d, slot copies deleted %d, slots below the trim cursors %d (copies left there %d); crash seeds that settled %d; trims %d (and %d by retention); live refs read back at the end %d (settled %d), settled objects under-replicated %d",
+		tot.SettlePasses, tot.SettleFailures, tot.SettledObjects, tot.Repointed, tot.Repoints, tot.ReclaimRaces, tot.Reclaimed, tot.DeletedCopies, tot.SlotsTrimmed, tot.LeftoverCopies, settledCrashes, tot.Trims, tot.RetentionTrims, tot.RefsChecked, tot.SettledRefs, tot.UnderReplicated)
 	t.Logf("binding seal: successor Open retries %d (of which ErrTakeoverLost %d), seals %d, writes that broke the seal %d", tot.OpenRetries, tot.OpenLost, tot.Seals, tot.SealViolations)
 	t.Logf("%d seeds from %d (%d failed): %v simulated in %v wall; appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d, halts %d, zone downs %d, corrupted copies %d; injected %+v; metastore failed %d ambiguous %d delayed %d; takeovers %d (Open retries %d), crashes %d, outages %d, harness fences %d, epochs %d, slots checked committed %d, beyond-cut seqs %d, zombie appends %d, metastore applied-then-conflict %d",
 		n, first, failed, sim, time.Since(start), tot.Appends, tot.Acked, tot.NotCommitted, tot.Unknown, tot.UnknownPresent, tot.Reads, tot.Halts, tot.ZoneDowns, tot.Corrupted,
