@@ -188,6 +188,16 @@ func (b observedBucket) PutIfAbsent(ctx context.Context, key string, body []byte
 				n[env.Nonce] = append([]byte(nil), body...)
 			}
 		}
+		if (chain.Position{Epoch: id.epoch, Next: id.slot}).Less(b.o.trims[id.c].At) {
+			// A write into a settled slot (deleted, or about to be): a
+			// deposed incumbent's fence that began before its successor
+			// settled can still poison it, and a zombie's straggler land
+			// in it. Nothing reads it any more, and the fence takes the
+			// recorded cut over what it found (work.Env.fence), so the
+			// slot keeps the decision it had while it counted; an outcome
+			// that came of a forged cut is caught by the outcome checks.
+			return err
+		}
 		b.o.redecide(id)
 	}
 	return err
@@ -201,6 +211,13 @@ func (b observedBucket) Delete(ctx context.Context, key string) error {
 	b.o.mu.Lock()
 	defer b.o.mu.Unlock()
 	err := b.Mem.Delete(ctx, key)
+	if (chain.Position{Epoch: id.epoch, Next: id.slot}).Less(b.o.trims[id.c].At) {
+		// Trim deleting a settled slot: nothing reads it any more, and a
+		// bucket that refused the delete (a zone down) may leave copies
+		// (poison among them) that decide anything. The slot's decision
+		// stays the one it had while it counted.
+		return err
+	}
 	b.o.redecide(id)
 	return err
 }

@@ -85,17 +85,7 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 		cm, cp, err := absorb.SealCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
 		return leader.Sealed{Committer: cm, Checkpoint: cp, Err: err}
 	case leader.Fence:
-		par := max(1, min(chain.DefaultFenceParallel, r.Window))
-		fctx := ctx
-		if r.Patience > 0 {
-			var cancel context.CancelFunc
-			fctx, cancel = context.WithTimeout(ctx, r.Patience)
-			defer cancel()
-		}
-		opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
-			AcceptReadableFlight: r.Override >= leader.FenceAcceptReadable, DiscardUnreadable: r.Override == leader.FenceDiscardUnreadable}
-		res, err := chain.Fence(fctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, envelope.NewNonce(), opt)
-		return leader.Fenced{Epoch: r.Epoch, Result: res, Err: err}
+		return e.fence(ctx, r)
 	case leader.Mint:
 		rec, ver, err := r.Committer.MintNext(ctx, r.Prev, r.PrevVersion, r.Next)
 		ev := leader.Minted{Record: rec, Version: ver, Err: err}
@@ -253,4 +243,84 @@ func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
 		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness, DoomedGrace: e.SettleGrace}
 	res, err := settle.Run(ctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts})
 	return leader.SettlePassed{Result: res, Err: err}
+}
+
+// fence finds the cut of r.Epoch from r.From. A successor that minted
+// after the epoch recorded its cut in the epoch record, and that cut is the
+// one (a deposed incumbent fencing its own epoch takes it from there, as
+// its successor decided it). Otherwise the fence never reads below the
+// chain's trim cursor: settled slots are deleted, and a fence that read one
+// as absent would poison it and forge a lower cut, failing as not committed
+// batches that are committed (the simulation found a deposed incumbent
+// fencing from its release point, below its successor's cursor). If the
+// cut is recorded, or the cursor passes the cut found, while the fence
+// runs, the recorded cut wins, or the fence runs again from the cursor.
+func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
+	par := max(1, min(chain.DefaultFenceParallel, r.Window))
+	fctx := ctx
+	if r.Patience > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, r.Patience)
+		defer cancel()
+	}
+	opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
+		AcceptReadableFlight: r.Override >= leader.FenceAcceptReadable, DiscardUnreadable: r.Override == leader.FenceDiscardUnreadable}
+	recorded := func(t chain.TrimCursor) (uint64, bool, error) {
+		rec, _, err := chain.ReadEpoch(fctx, e.Meta, e.Star, e.Class)
+		if err != nil {
+			return 0, false, err
+		}
+		if rec.Epoch > r.Epoch {
+			if cut, ok := rec.CutOf(r.Epoch); ok {
+				return cut.Slot, true, nil
+			}
+		}
+		if cut, ok := t.CutOf(r.Epoch); ok && t.At.Epoch > r.Epoch {
+			return cut, true, nil
+		}
+		if t.At.Epoch > r.Epoch {
+			return 0, false, fmt.Errorf("work: fence of %s/%s epoch %d: settlement passed the epoch and its cut is recorded nowhere", e.Star, e.Class, r.Epoch)
+		}
+		return 0, false, nil
+	}
+	done := func(cut uint64) leader.Event {
+		return leader.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - min(cut, r.From)}}
+	}
+	for attempt := 0; ; attempt++ {
+		t, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
+		if err != nil {
+			return leader.Fenced{Epoch: r.Epoch, Err: err}
+		}
+		if cut, ok, err := recorded(t); err != nil || ok {
+			if err != nil {
+				return leader.Fenced{Epoch: r.Epoch, Err: err}
+			}
+			return done(cut)
+		}
+		from := r.From
+		if t.At.Epoch == r.Epoch && t.At.Next > from {
+			from = t.At.Next
+		}
+		res, err := chain.Fence(fctx, e.Set(), e.Star, e.Class, r.Epoch, from, envelope.NewNonce(), opt)
+		if err != nil {
+			return leader.Fenced{Epoch: r.Epoch, Result: res, Err: err}
+		}
+		after, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
+		if err != nil {
+			return leader.Fenced{Epoch: r.Epoch, Err: err}
+		}
+		if cut, ok, err := recorded(after); err != nil || ok {
+			if err != nil {
+				return leader.Fenced{Epoch: r.Epoch, Err: err}
+			}
+			return done(cut)
+		}
+		if !(chain.Position{Epoch: r.Epoch, Next: res.Cut}).Less(after.At) {
+			res.Committed += from - r.From // the settled slots skipped are committed
+			return leader.Fenced{Epoch: r.Epoch, Result: res}
+		}
+		if attempt >= 3 {
+			return leader.Fenced{Epoch: r.Epoch, Err: fmt.Errorf("work: fence of %s/%s epoch %d: settlement kept moving the trim cursor past the cut found", e.Star, e.Class, r.Epoch)}
+		}
+	}
 }
