@@ -266,11 +266,10 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 	opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
 		AcceptReadableFlight: r.Override >= leader.FenceAcceptReadable, DiscardUnreadable: r.Override == leader.FenceDiscardUnreadable}
 	recorded := func(t chain.TrimCursor) (uint64, bool, error) {
-		rec, _, err := chain.ReadEpoch(fctx, e.Meta, e.Star, e.Class)
-		if err != nil {
-			return 0, false, err
-		}
-		if rec.Epoch > r.Epoch {
+		// An unreadable epoch record only loses the shortcut: a halted
+		// incumbent fences with the buckets alone (its mint waits for the
+		// metastore anyway).
+		if rec, _, err := chain.ReadEpoch(fctx, e.Meta, e.Star, e.Class); err == nil && rec.Epoch > r.Epoch {
 			if cut, ok := rec.CutOf(r.Epoch); ok {
 				return cut.Slot, true, nil
 			}
@@ -287,9 +286,13 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		return leader.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - min(cut, r.From)}}
 	}
 	for attempt := 0; ; attempt++ {
+		// An unreadable cursor: fence from r.From as before settlement
+		// (a successor that settled has minted, and an incumbent that can
+		// read neither the record nor the cursor cannot mint either; its
+		// acks below the cut are what the buckets show).
 		t, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
 		if err != nil {
-			return leader.Fenced{Epoch: r.Epoch, Err: err}
+			t = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
 		}
 		if cut, ok, err := recorded(t); err != nil || ok {
 			if err != nil {
@@ -307,7 +310,7 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		}
 		after, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
 		if err != nil {
-			return leader.Fenced{Epoch: r.Epoch, Err: err}
+			after = t
 		}
 		if cut, ok, err := recorded(after); err != nil || ok {
 			if err != nil {
