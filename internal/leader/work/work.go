@@ -286,13 +286,11 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		return leader.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - min(cut, r.From)}}
 	}
 	for attempt := 0; ; attempt++ {
-		// An unreadable cursor: fence from r.From as before settlement
-		// (a successor that settled has minted, and an incumbent that can
-		// read neither the record nor the cursor cannot mint either; its
-		// acks below the cut are what the buckets show).
+		// The cursor must be read: fencing below it is the one thing a
+		// fence must not do (the core retries a failed fence).
 		t, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
 		if err != nil {
-			t = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
+			return leader.Fenced{Epoch: r.Epoch, Err: err}
 		}
 		if cut, ok, err := recorded(t); err != nil || ok {
 			if err != nil {
@@ -310,7 +308,7 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		}
 		after, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
 		if err != nil {
-			after = t
+			return leader.Fenced{Epoch: r.Epoch, Err: err} // fenced again later: a rerun finds its own poison
 		}
 		if cut, ok, err := recorded(after); err != nil || ok {
 			if err != nil {
