@@ -283,7 +283,11 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		return 0, false, nil
 	}
 	done := func(cut uint64) leader.Event {
-		return leader.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - min(cut, r.From)}}
+		// A recorded cut below r.From (an operator's fence override
+		// discarded slots this process had released): nothing here is
+		// below it, and every flight from r.From on is past it.
+		cut = max(cut, r.From)
+		return leader.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - r.From}}
 	}
 	for attempt := 0; ; attempt++ {
 		// The cursor must be read: fencing below it is the one thing a
