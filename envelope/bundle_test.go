@@ -392,3 +392,81 @@ func TestDecodeFrameDeclaredLengths(t *testing.T) {
 	_, err = DecodeFrame(f, stored)
 	mustCorrupt(t, "zstd declaring other size", err)
 }
+
+// TestAddFramePartsIsAddFrameOfTheConcatenation: a frame given in parts,
+// with or without Grow, with or without Encoded, renders the very bytes
+// AddFrame renders from the parts' concatenation, for every codec.
+func TestAddFramePartsIsAddFrameOfTheConcatenation(t *testing.T) {
+	recs := jsonRecords(11, 30, 700)
+	cuts := [][]int{{30}, {1, 29}, {10, 10, 10}, {1, 1, 1, 27}}
+	for _, codec := range allCodecs {
+		for _, cut := range cuts {
+			for _, grow := range []bool{false, true} {
+				for _, encoded := range []bool{false, true} {
+					t.Run(fmt.Sprintf("codec=%s/parts=%v/grow=%v/encoded=%v", codec, cut, grow, encoded), func(t *testing.T) {
+						lo, hi := tsBounds(recs)
+						want := NewBundleWriter()
+						if err := want.AddFrame("s", 7, len(recs), lo, hi, encodeRecords(recs), codec); err != nil {
+							t.Fatal(err)
+						}
+						wantObj, _ := want.Finish(1, 2, testNonce)
+						w := NewBundleWriter()
+						if grow {
+							w.Grow(len(wantObj))
+						}
+						var parts []FramePart
+						at := 0
+						for _, n := range cut {
+							parts = append(parts, FramePart{Records: encodeRecords(recs[at : at+n]), Count: n, Encoded: encoded})
+							at += n
+						}
+						if err := w.AddFrameParts("s", 7, lo, hi, parts, codec); err != nil {
+							t.Fatal(err)
+						}
+						obj, frames := w.Finish(1, 2, testNonce)
+						if !bytes.Equal(obj, wantObj) {
+							t.Fatalf("parts render %d bytes, the concatenation %d, and they differ", len(obj), len(wantObj))
+						}
+						if grow && cap(obj) != len(obj) {
+							t.Fatalf("object capacity %d, length %d", cap(obj), len(obj))
+						}
+						if _, err := DecodeFrame(frames[0], obj[frames[0].Offset:frames[0].End()]); err != nil {
+							t.Fatal(err)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestAddFramePartsRejects: a part whose count does not match its bytes,
+// or whose records lie outside the frame's bounds, is refused unless it is
+// vouched for; the bundle is left unchanged.
+func TestAddFramePartsRejects(t *testing.T) {
+	recs := jsonRecords(12, 4, 300)
+	lo, hi := tsBounds(recs)
+	good := FramePart{Records: encodeRecords(recs[:2]), Count: 2}
+	for _, tc := range []struct {
+		name string
+		p    FramePart
+	}{
+		{"count too high", FramePart{Records: encodeRecords(recs[2:]), Count: 3}},
+		{"count too low", FramePart{Records: encodeRecords(recs[2:]), Count: 1}},
+		{"zero count", FramePart{Records: encodeRecords(recs[2:]), Count: 0}},
+		{"late timestamp", FramePart{Records: encodeRecords([]Record{{Timestamp: hi + 1}}), Count: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewBundleWriter()
+			if err := w.AddFrameParts("s", 0, lo, hi, []FramePart{good, tc.p}, CodecNone); err == nil {
+				t.Fatal("accepted")
+			}
+			if obj, frames := w.Finish(1, 1, testNonce); len(frames) != 0 {
+				t.Fatalf("a refused frame was kept: %d frames, %d bytes", len(frames), len(obj))
+			}
+		})
+	}
+	if err := NewBundleWriter().AddFrameParts("s", 0, lo, hi, nil, CodecNone); err == nil {
+		t.Fatal("no parts accepted")
+	}
+}

@@ -124,7 +124,9 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 // render builds a flight's transit bundle: each stream's batches of this
 // flight (consecutive sequence numbers), in frames split greedily within
 // the frame limits (one frame per stream unless it fills one), streams in
-// the order each first arrived.
+// the order each first arrived. Each batch's encoded records go straight
+// from its payload into the object: with codec none the object is sized at
+// the start, so every byte is copied once (issue 16).
 func (e *Env) render(r leader.Render) leader.Event {
 	w, _ := e.writers.Get().(*envelope.BundleWriter)
 	if w == nil {
@@ -136,7 +138,8 @@ func (e *Env) render(r leader.Render) leader.Event {
 		parts []*leader.Batch
 	}
 	var order []*group
-	byStream := map[*leader.Stream]*group{}
+	byStream := make(map[*leader.Stream]*group, 16)
+	raw := 0
 	for _, b := range r.Batches {
 		g := byStream[b.Stream]
 		if g == nil {
@@ -145,12 +148,18 @@ func (e *Env) render(r leader.Render) leader.Event {
 			order = append(order, g)
 		}
 		g.parts = append(g.parts, b)
+		raw += len(b.Payload)
 	}
 	limits := e.Frames
 	if limits == (leader.FrameLimits{}) {
 		limits = leader.DefaultFrameLimits(envelope.MaxFrameRawBytes)
 	}
-	var scratch []byte
+	type frame struct {
+		st    *leader.Stream
+		parts []*leader.Batch
+	}
+	frames := make([]frame, 0, len(order))
+	footer := envelope.FooterTrailerBytes
 	for _, g := range order {
 		for len(g.parts) > 0 {
 			n, fill := 0, leader.FrameFill{}
@@ -158,30 +167,31 @@ func (e *Env) render(r leader.Render) leader.Event {
 				fill = fill.Add(g.parts[n])
 				n++
 			}
-			frame := g.parts[:n]
+			frames = append(frames, frame{g.st, g.parts[:n]})
+			footer += envelope.FrameEntryMaxBytes(len(g.st.Name()))
 			g.parts = g.parts[n:]
-			first := frame[0]
-			recs, count := first.Payload, first.Count
-			minTS, maxTS := first.MinTS, first.MaxTS
-			if len(frame) > 1 {
-				scratch = scratch[:0]
-				count = 0
-				for _, p := range frame {
-					scratch = append(scratch, p.Payload...)
-					count += p.Count
-					minTS, maxTS = min(minTS, p.MinTS), max(maxTS, p.MaxTS)
-				}
-				recs = scratch
-			}
-			if err := w.AddFrame(g.st.Name(), first.Start, count, minTS, maxTS, recs, e.Codec); err != nil {
-				w.Finish(0, 0, envelope.Nonce{}) // reset the writer
-				return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
-			}
+		}
+	}
+	if e.Codec == envelope.CodecNone {
+		w.Grow(raw + footer) // the object's exact size, give or take the entries' varints
+	}
+	parts := make([]envelope.FramePart, 0, 8)
+	for _, f := range frames {
+		first := f.parts[0]
+		minTS, maxTS := first.MinTS, first.MaxTS
+		parts = parts[:0]
+		for _, p := range f.parts {
+			parts = append(parts, envelope.FramePart{Records: p.Payload, Count: p.Count, Encoded: true})
+			minTS, maxTS = min(minTS, p.MinTS), max(maxTS, p.MaxTS)
+		}
+		if err := w.AddFrameParts(f.st.Name(), first.Start, minTS, maxTS, parts, e.Codec); err != nil {
+			w.Finish(0, 0, envelope.Nonce{}) // reset the writer
+			return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 		}
 	}
 	nonce := envelope.NewNonce()
-	obj, frames := w.Finish(r.Upload.Epoch, r.Upload.Slot, nonce)
-	return leader.Rendered{Upload: r.Upload, Obj: obj, Frames: frames, Nonce: nonce}
+	obj, infos := w.Finish(r.Upload.Epoch, r.Upload.Slot, nonce)
+	return leader.Rendered{Upload: r.Upload, Obj: obj, Frames: infos, Nonce: nonce}
 }
 
 // errWalkFull stops a walk that has read its Max slots.

@@ -1,0 +1,216 @@
+package loglet
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// The write path at the physical limit (issue 16): a star over instant
+// buckets, saturated, so that what is measured is the library's own CPU
+// cost per byte. Run:
+//
+//	go test ./loglet -run '^$' -bench BenchmarkThroughput -benchtime 20000x -count 5
+//
+// An instant bucket (sinkStore) answers a PutIfAbsent at once and keeps
+// only the key and the size of a chain slot (every other object, such as
+// tails snapshots, in full): a store that keeps the bytes (Mem copies them)
+// would add its own copy per byte to what is measured. Baselines in the
+// same run, on the same batches:
+//
+//   - copy-MB/s: one copy of the batches' encoded records (memmove speed);
+//   - s2-MB/s: S2 block encoding of the same encoded records, in frames of
+//     the size the write path's frames have (one stream's batches of one
+//     flight), on one core;
+//   - x-copy, x-s2: the write path's MB/s over them (codec none is held
+//     against the copy, S2 against S2's own encode);
+//   - allocs/batch: heap allocations in the whole process per batch, the
+//     benchmark's own included (it allocates none per batch but its
+//     futures).
+func BenchmarkThroughput(b *testing.B) {
+	codecs := []struct {
+		name string
+		c    envelope.Codec
+	}{{"none", CodecNone}, {"s2", envelope.CodecS2}}
+	for _, m := range []benchModel{
+		{name: "instant", class: Standard, k: 1, w: 1},
+		{name: "instant", class: Express, k: 3, w: 2},
+	} {
+		for _, c := range codecs {
+			b.Run(fmt.Sprintf("model=%s/K=%d/W=%d/codec=%s", m.name, m.k, m.w, c.name), func(b *testing.B) {
+				b.SetBytes(benchBatch * benchRecordBytes)
+				benchRecords()
+				sinks := make([]*sinkStore, m.k)
+				stores := make([]objstore.Store, m.k)
+				for i := range sinks {
+					sinks[i] = newSinkStore()
+					stores[i] = sinks[i]
+				}
+				bb := &benchBuckets{stores: stores}
+				s := openBenchStar(b, m, bb, ClassConfig{Codec: c.c})
+				defer s.Close(context.Background())
+				sessions := make([]*AppendSession, benchProducers)
+				for p := range sessions {
+					sess, err := s.OpenAppendSession(context.Background(), streamName(p))
+					if err != nil {
+						b.Fatalf("session: %v", err)
+					}
+					sessions[p] = sess
+				}
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				b.ResetTimer()
+				r := runProducers(b, b.N, benchDepth, func(p int) submitFunc {
+					return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
+				})
+				b.StopTimer()
+				runtime.ReadMemStats(&after)
+				if err := s.Close(context.Background()); err != nil {
+					b.Fatalf("close: %v", err)
+				}
+				st := s.Stats()
+				cs := st.Standard
+				if m.class == Express {
+					cs = st.Express
+				}
+				if cs.Halts > 0 || cs.FailedNotCommitted+cs.FailedOutcomeUnknown > 0 {
+					b.Fatalf("%d halts (%s), %d+%d failed batches", cs.Halts, cs.HaltCause, cs.FailedNotCommitted, cs.FailedOutcomeUnknown)
+				}
+				var puts, putBytes int64
+				for _, sk := range sinks {
+					p, pb := sk.counters()
+					puts += p
+					putBytes += pb
+				}
+				ack := r.ack.Snapshot()
+				b.ReportMetric(us(ack.Quantile(0.5)), "ack-p50-us")
+				b.ReportMetric(us(ack.Quantile(0.99)), "ack-p99-us")
+				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(r.batches), "allocs/batch")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/r.bodyBytes(), "heapB/B")
+				b.ReportMetric(float64(cs.FlightSize.Quantile(0.5))/1024, "flight-KiB-p50")
+				b.ReportMetric(float64(putBytes)/float64(m.k)/r.bodyBytes(), "stored/raw")
+				b.ReportMetric(perGiB(puts, r), "PUTs/GiB")
+				frame := max(1, int(cs.FlightSize.Quantile(0.5))/benchStreams)
+				switch c.c {
+				case envelope.CodecS2:
+					base := s2Baseline(int(r.batches), frame)
+					b.ReportMetric(base, "s2-MB/s")
+					b.ReportMetric(r.mbps()/base, "x-s2")
+				default:
+					cp := copyBaseline(int(r.batches))
+					b.ReportMetric(cp, "copy-MB/s")
+					b.ReportMetric(r.mbps()/cp, "x-copy")
+				}
+			})
+		}
+	}
+}
+
+// s2Baseline times S2 block encoding of the encoded records n batches
+// carry, drawn from the same corpus, in frames of about frameBytes, on one
+// core; it returns body MB/s (the unit the write path's MB/s counts).
+func s2Baseline(n, frameBytes int) float64 {
+	recs := benchRecords()
+	rng := rand.New(rand.NewPCG(5, 6))
+	// Encode the frames' input first: the baseline is S2's encode alone.
+	var frames [][]byte
+	var bodies []int // body bytes in each frame
+	var cur []byte
+	curBody := 0
+	for i := 0; i < n && len(frames) < 64; i++ { // 64 frames, reused below: bounded memory
+		off := rng.IntN(len(recs) - benchBatch)
+		for _, r := range recs[off : off+benchBatch] {
+			r.Timestamp = time.Now().UnixMilli()
+			cur = envelope.AppendRecord(cur, r)
+			curBody += len(r.Body)
+		}
+		if len(cur) >= frameBytes {
+			frames, bodies = append(frames, cur), append(bodies, curBody)
+			cur, curBody = nil, 0
+		}
+	}
+	if len(cur) > 0 {
+		frames, bodies = append(frames, cur), append(bodies, curBody)
+	}
+	var enc []byte
+	runtime.GC()
+	body := 0
+	start := time.Now()
+	for body < n*benchBatch*benchRecordBytes {
+		for i, f := range frames {
+			enc = s2.Encode(enc[:cap(enc)], f)
+			body += bodies[i]
+		}
+	}
+	el := time.Since(start)
+	return float64(body) / 1e6 / max(el, time.Nanosecond).Seconds()
+}
+
+// sinkStore is an instant bucket: PutIfAbsent succeeds at once unless the
+// key exists (it is a conditional create as every Store is), and a chain
+// slot's bytes are not kept (only its size); everything else is kept in a
+// Mem. A Get of a discarded slot fails loudly: nothing in a saturated
+// write must read one.
+type sinkStore struct {
+	*objstore.Mem
+	mu       sync.Mutex
+	slots    map[string]int
+	puts     int64
+	putBytes int64
+}
+
+func newSinkStore() *sinkStore {
+	return &sinkStore{Mem: objstore.NewMem(), slots: map[string]int{}}
+}
+
+func (s *sinkStore) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	if !strings.HasPrefix(key, "chains/") {
+		return s.Mem.PutIfAbsent(ctx, key, body)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.puts++
+	if _, ok := s.slots[key]; ok {
+		return fmt.Errorf("sink: put %q: %w", key, objstore.ErrExists)
+	}
+	s.slots[key] = len(body)
+	s.putBytes += int64(len(body))
+	return nil
+}
+
+func (s *sinkStore) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	s.mu.Lock()
+	_, discarded := s.slots[key]
+	s.mu.Unlock()
+	if discarded {
+		return nil, fmt.Errorf("sink: get %q: the instant bucket keeps no slot bytes", key)
+	}
+	return s.Mem.Get(ctx, key, off, n)
+}
+
+func (s *sinkStore) Delete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	delete(s.slots, key)
+	s.mu.Unlock()
+	return s.Mem.Delete(ctx, key)
+}
+
+func (s *sinkStore) counters() (puts, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.puts, s.putBytes
+}
