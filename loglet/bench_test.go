@@ -1,13 +1,11 @@
 package loglet
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/internal/stages"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -407,65 +406,30 @@ func reportStar(b *testing.B, m benchModel, r *starRun) {
 	}
 }
 
-// stages is where each acked batch's time went (issue 16): the cut's
+// stageBreakdown is where each acked batch's time went (issue 16), as
+// internal/stages defines it (flightlog bench reports the same): the cut's
 // overshoot of what the flush deadline asks, claim → first PUT (the
 // render), the W-th copy, the wait for earlier slots, release → the
 // producer seeing its ack; and the library's own cost: the ack time past
 // the ideal ordered release, where each flight is cut exactly at its
 // deadline (or when it filled), its W-th copy takes what the store took,
 // and it is released when it and every earlier slot are durable.
-type stages struct {
-	cutOver, claimPut, wthCopy, orderWait, toProducer, own histogram.H
-}
-
-func stageBreakdown(r *runResult, deadline time.Duration) *stages {
-	byFlight := map[*leader.FlightTrace][]tracedBatch{}
-	var flights []*leader.FlightTrace
+func stageBreakdown(r *runResult, deadline time.Duration) *stages.Breakdown {
+	var c stages.Collector
 	for _, t := range r.traced {
-		if byFlight[t.flight] == nil {
-			flights = append(flights, t.flight)
-		}
-		byFlight[t.flight] = append(byFlight[t.flight], t)
+		c.Add(stages.Trace(writeTrace(t.submitted, t.flight)), t.seen)
 	}
-	slices.SortFunc(flights, func(a, b *leader.FlightTrace) int {
-		if a.Epoch != b.Epoch {
-			return cmp.Compare(a.Epoch, b.Epoch)
-		}
-		return cmp.Compare(a.Slot, b.Slot)
-	})
-	st := &stages{}
-	var ideal time.Time // the running ideal release
-	for _, f := range flights {
-		cut := f.Oldest.Add(deadline)
-		if f.BySize || f.Claimed.Before(cut) {
-			cut = f.Claimed // cut when the pool filled: nothing to wait for
-		}
-		if d := cut.Add(f.StoreW); d.After(ideal) {
-			ideal = d
-		}
-		for _, t := range byFlight[f] {
-			st.cutOver.RecordDuration(f.Claimed.Sub(cut))
-			st.claimPut.RecordDuration(f.PutStart.Sub(f.Claimed))
-			st.wthCopy.RecordDuration(f.Durable.Sub(f.PutStart))
-			st.orderWait.RecordDuration(f.Released.Sub(f.Durable))
-			st.toProducer.RecordDuration(t.seen.Sub(f.Released))
-			st.own.RecordDuration(t.seen.Sub(ideal))
-		}
-	}
-	return st
+	return c.Breakdown(deadline)
 }
 
 // reportStages reports each stage's p50/p99/p99.9 in µs.
 func reportStages(b *testing.B, r *runResult, deadline time.Duration) {
 	st := stageBreakdown(r, deadline)
-	for _, s := range []struct {
-		name string
-		h    *histogram.H
-	}{{"cut-over", &st.cutOver}, {"claim-put", &st.claimPut}, {"wth-copy", &st.wthCopy}, {"order-wait", &st.orderWait}, {"to-producer", &st.toProducer}, {"own-cost", &st.own}} {
-		sn := s.h.Snapshot()
-		b.ReportMetric(us(sn.Quantile(0.5)), s.name+"-p50-us")
-		b.ReportMetric(us(sn.Quantile(0.99)), s.name+"-p99-us")
-		b.ReportMetric(us(sn.Quantile(0.999)), s.name+"-p999-us")
+	for _, s := range stages.All {
+		sn := st.Snapshot(s)
+		b.ReportMetric(us(sn.Quantile(0.5)), s.String()+"-p50-us")
+		b.ReportMetric(us(sn.Quantile(0.99)), s.String()+"-p99-us")
+		b.ReportMetric(us(sn.Quantile(0.999)), s.String()+"-p999-us")
 	}
 }
 
