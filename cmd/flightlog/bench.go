@@ -249,6 +249,8 @@ type benchResult struct {
 	Cost             costPerGB `json:"usd_per_gb_ingested"`
 	Halts            uint64    `json:"halts"`
 	FailedBatches    uint64    `json:"failed_batches"`
+	// Stages is where the acked batches' time went (see stageFigures).
+	Stages *stageFigures `json:"stages,omitempty"`
 
 	cdf []cdfPoint
 }
@@ -467,6 +469,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 	}
 	recs := corpus(4096, o.recordSize, o.seed)
 	var ack histogram.H
+	traces := make(stageCollectors, o.producers)
 	var acked, failed atomic.Int64
 	var firstErr atomic.Value
 	stopAt := time.Now().Add(o.duration)
@@ -497,7 +500,9 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 					firstErr.CompareAndSwap(nil, err)
 					return false
 				}
-				ack.RecordDuration(time.Since(q[0].t))
+				seen := time.Now()
+				ack.RecordDuration(seen.Sub(q[0].t))
+				traces.add(p, q[0].f, seen)
 				acked.Add(int64(a.End - a.Start))
 				q = q[1:]
 				return true
@@ -626,6 +631,7 @@ wait:
 	res.Cost.Puts, res.Cost.Upload, res.Cost.Storage, res.Cost.Total = round(res.Cost.Puts, 6), round(res.Cost.Upload, 6), round(res.Cost.Storage, 12), round(res.Cost.Total, 6)
 	res.Halts = cs.Halts
 	res.FailedBatches = uint64(failed.Load())
+	res.Stages = traces.figures(flushDeadline(cc, class))
 	for _, q := range cdfQuantiles() {
 		res.cdf = append(res.cdf, cdfPoint{q, us(as.Quantile(q))})
 	}
@@ -699,6 +705,7 @@ func printBench(w io.Writer, r *benchResult) {
 	row("ack - quorum", r.AckVsQuorum.Added)
 	tw.Flush()
 	fmt.Fprintln(w)
+	printStages(w, r.Stages)
 	fmt.Fprintf(w, "%-18s %.2f MB/s, %.0f records/s (copy baseline %.0f MB/s; ratio %.5f)\n", "throughput", r.MBps, r.RecordsPS, r.CopyMBps, r.XCopy)
 	fmt.Fprintf(w, "%-18s %.0f (the minimum flight size %d B allows: %.0f)\n", "PUTs per GB", r.PutsPerGB, r.FlightBytes, r.MinPutsPerGB)
 	fmt.Fprintf(w, "%-18s %d (object p50 %d B; %.3f bytes PUT per body byte, all copies)\n", "flights", r.Flights, r.FlightP50, r.PutBytesPerB)
