@@ -178,6 +178,75 @@ func (w *BundleWriter) AddFrameParts(stream string, firstSeq uint64, minTS, maxT
 	return nil
 }
 
+// CompressFrame appends to dst the stored form of raw (the concatenation
+// of AppendRecord encodings, at most MaxFrameRawBytes) under codec c, and
+// returns it with the codec actually used: CodecNone, with raw appended as
+// it is, when c's output would not be smaller. It is what AddFrame does to
+// a frame's records, for a caller that compresses ahead of time
+// (AddStoredFrame), e.g. on the producer's goroutine while the batch waits
+// for its flight.
+func CompressFrame(dst, raw []byte, c Codec) ([]byte, Codec) {
+	if c == CodecNone || !c.known() {
+		return append(dst, raw...), CodecNone
+	}
+	return compress(dst, raw, c)
+}
+
+// AddStoredFrame appends one frame whose stored bytes were made ahead of
+// time: stored is what CompressFrame returned for rawLen bytes of count
+// records, codec the codec it used, and crc = Checksum(stored). The
+// stored bytes are copied into the bundle once; they are neither
+// decompressed nor checksummed again (-tags invariants does both). The
+// frame's fields are checked as AddFrame checks them; a stored form that
+// does not decode to what the caller says writes a bundle readers reject
+// as corrupt. stored is not retained.
+func (w *BundleWriter) AddStoredFrame(stream string, firstSeq uint64, count int, minTS, maxTS int64, rawLen int, stored []byte, codec Codec, crc uint32) error {
+	info := FrameInfo{Stream: stream, FirstSeq: firstSeq, Count: uint32(count), MinTimestamp: minTS, MaxTimestamp: maxTS,
+		Length: uint32(len(stored)), RawLength: uint32(rawLen), Codec: codec, CRC: crc}
+	bad := func(err error) error {
+		return fmt.Errorf("envelope: frame of stream %q at seq %d: %w", stream, firstSeq, err)
+	}
+	switch {
+	case count < 1 || count > MaxFrameRecords:
+		return bad(fmt.Errorf("count %d, want 1 to %d", count, MaxFrameRecords))
+	case rawLen < 0 || rawLen > MaxFrameRawBytes || len(stored) > math.MaxUint32:
+		return bad(fmt.Errorf("%d bytes of records exceed %d", rawLen, MaxFrameRawBytes))
+	case len(w.frames) >= MaxFrames:
+		return bad(fmt.Errorf("bundle already holds %d frames", MaxFrames))
+	}
+	if err := checkFrameInfo(info); err != nil {
+		return bad(err)
+	}
+	if next, ok := w.nextSeq[stream]; ok && firstSeq < next {
+		return bad(fmt.Errorf("overlaps the stream's previous frame, which ends before seq %d", next))
+	}
+	if invariants.Enabled {
+		invariants.Assert(Checksum(stored) == crc, "stored frame of %q at %d: checksum %#x, caller says %#x", stream, firstSeq, Checksum(stored), crc)
+		raw, err := decompress(info, stored)
+		invariants.Assert(err == nil, "stored frame of %q at %d does not decompress: %v", stream, firstSeq, err)
+		_, err = scanRecords(raw, count)
+		invariants.Assert(err == nil, "stored frame of %q at %d does not decode: %v", stream, firstSeq, err)
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, EnvelopeSize, max(w.hint, minBundleCap))
+	}
+	if w.nextSeq == nil {
+		w.nextSeq = make(map[string]uint64)
+	}
+	start := len(w.buf)
+	w.buf = append(w.buf, stored...)
+	info.Offset = uint64(start)
+	entriesLen := len(w.entries)
+	w.entries = appendFrameEntry(w.entries, info)
+	if size := uint64(len(w.buf) + len(w.entries) + footerTrailerBytes); size > MaxObjectBytes || len(w.entries)+footerTrailerBytes > MaxFooterBytes {
+		w.buf, w.entries = w.buf[:start], w.entries[:entriesLen]
+		return bad(fmt.Errorf("bundle would exceed %d bytes or a %d-byte footer", MaxObjectBytes, MaxFooterBytes))
+	}
+	w.frames = append(w.frames, info)
+	w.nextSeq[stream] = firstSeq + uint64(count)
+	return nil
+}
+
 func (w *BundleWriter) checkFrame(stream string, firstSeq uint64, count, raw int, minTS, maxTS int64, parts []FramePart, codec Codec) error {
 	switch {
 	case len(stream) == 0 || len(stream) > MaxStreamNameLen:

@@ -617,6 +617,9 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 		p.MinTS, p.MaxTS = min(p.MinTS, r.Timestamp), max(p.MaxTS, r.Timestamp)
 		p.Payload = envelope.AppendRecord(p.Payload, r)
 	}
+	if err := st.lane.precompress(ctx, p); err != nil {
+		return nil, nil, err
+	}
 	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
 		return nil, nil, err
 	}

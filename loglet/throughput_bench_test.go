@@ -214,3 +214,28 @@ func (s *sinkStore) counters() (puts, bytes int64) {
 	defer s.mu.Unlock()
 	return s.puts, s.putBytes
 }
+
+// BenchmarkOwnCost is BenchmarkWritePath's closed loop per codec: the
+// library's own cost (own-cost: the ack past the ideal ordered release)
+// and each stage, with compression (S2, compressed on the producers'
+// goroutines for batches of precompressBytes and more) and without. Run:
+//
+//	go test ./loglet -run '^$' -bench BenchmarkOwnCost -benchtime 3000x -count 5
+func BenchmarkOwnCost(b *testing.B) {
+	for _, m := range []benchModel{modelStandard, modelExpress} {
+		for _, c := range []struct {
+			name string
+			c    envelope.Codec
+		}{{"none", CodecNone}, {"s2", envelope.CodecS2}} {
+			b.Run(fmt.Sprintf("model=%s/K=%d/W=%d/codec=%s", m.name, m.k, m.w, c.name), func(b *testing.B) {
+				b.SetBytes(benchBatch * benchRecordBytes)
+				r := runStar(b, b.N, m, loadClosed, ClassConfig{Codec: c.c})
+				reportStages(b, r.runResult, r.cfg.FlushDeadline)
+				ack := r.ack.Snapshot()
+				b.ReportMetric(us(ack.Quantile(0.5)), "ack-p50-us")
+				b.ReportMetric(us(ack.Quantile(0.99)), "ack-p99-us")
+				b.ReportMetric(us(r.put.P50), "put-p50-us")
+			})
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/sequencer"
 )
 
@@ -35,6 +36,14 @@ type Batch struct {
 	Submitted time.Time
 	MinTS     int64
 	MaxTS     int64
+	// Stored, if set, is Payload as one frame's stored bytes, made ahead
+	// of the cut (the shell compresses a large batch on the producer's
+	// goroutine, so a claimed flight only has to be assembled): codec
+	// StoredCodec, CRC-32C StoredCRC. Such a batch is a frame of its own.
+	// Admit drops it if it re-stamps Payload. Immutable once admitted.
+	Stored      []byte
+	StoredCodec envelope.Codec
+	StoredCRC   uint32
 	// Done belongs to the shell: it closes it once it has delivered the
 	// outcome. The core never touches it.
 	Done chan struct{}

@@ -228,7 +228,9 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 	b.Start = start
 	if !monotone || b.MinTS < st.seq.LastTimestamp {
 		// Rare: timestamps would go backwards. Re-stamp and re-encode; the
-		// charge covered the widest timestamp encoding.
+		// charge covered the widest timestamp encoding. A stored form made
+		// of the old encoding is void.
+		b.Stored, b.StoredCodec, b.StoredCRC = nil, 0, 0
 		b.Payload = b.Payload[:0]
 		for i, r := range recs {
 			r.Timestamp = st.seq.Stamp(r.Timestamp, b.Submitted.UnixMilli())

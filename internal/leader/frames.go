@@ -21,18 +21,23 @@ func DefaultFrameLimits(bytes int64) FrameLimits {
 type FrameFill struct {
 	Records, Headers int
 	Bytes            int64
+	// Stored: the frame is one batch stored ahead of time (Batch.Stored),
+	// and takes no other.
+	Stored bool
 }
 
 // Fits reports whether b can join a frame that holds f (an empty frame
-// takes any one batch: a batch is within every limit on its own).
+// takes any one batch: a batch is within every limit on its own). A batch
+// stored ahead of time is a frame of its own.
 func (l FrameLimits) Fits(f FrameFill, b *Batch) bool {
 	return f.Records == 0 ||
-		(f.Records+b.Count <= l.Records && f.Headers+b.Headers <= l.Headers && f.Bytes+int64(len(b.Payload)) <= l.Bytes)
+		(!f.Stored && b.Stored == nil &&
+			f.Records+b.Count <= l.Records && f.Headers+b.Headers <= l.Headers && f.Bytes+int64(len(b.Payload)) <= l.Bytes)
 }
 
 // Add returns f with b in it.
 func (f FrameFill) Add(b *Batch) FrameFill {
-	return FrameFill{Records: f.Records + b.Count, Headers: f.Headers + b.Headers, Bytes: f.Bytes + int64(len(b.Payload))}
+	return FrameFill{Records: f.Records + b.Count, Headers: f.Headers + b.Headers, Bytes: f.Bytes + int64(len(b.Payload)), Stored: b.Stored != nil}
 }
 
 // bundleShape follows the frames a flight being cut will render to (each

@@ -151,3 +151,63 @@ func TestCutWithinFooter(t *testing.T) {
 	}
 	t.Logf("%d flights", len(flights))
 }
+
+// stored is batch compressed ahead of time, as the shell does at admission.
+func stored(b *leader.Batch, c envelope.Codec) *leader.Batch {
+	b.Stored, b.StoredCodec = envelope.CompressFrame(nil, b.Payload, c)
+	b.StoredCRC = envelope.Checksum(b.Stored)
+	return b
+}
+
+// TestStoredBatchesAreFramesOfTheirOwn: a batch compressed at admission is
+// one frame, never joined by its stream's neighbours; the small batches
+// between stored ones are grouped. The render copies the stored bytes as
+// they are.
+func TestStoredBatchesAreFramesOfTheirOwn(t *testing.T) {
+	limits := leader.DefaultFrameLimits(4 << 20)
+	// Per stream: stored, small, small, stored, stored, small — 5 frames.
+	flights := cutFlights(t, coreConfig(1<<20, limits), 12, func(c *leader.Core, i int) *leader.Batch {
+		b := batch(c.Stream([]string{"a", "b"}[i%2]), 3, strings.Repeat("log line ", 50))
+		if k := i / 2; k == 0 || k == 3 || k == 4 {
+			return stored(b, envelope.CodecS2)
+		}
+		return b
+	})
+	if len(flights) != 1 {
+		t.Fatalf("%d flights, want 1", len(flights))
+	}
+	e := &Env{Codec: envelope.CodecZstd, Frames: limits}
+	if frames := renderAll(t, e, flights); frames != 10 {
+		t.Fatalf("%d frames, want 10 (5 per stream)", frames)
+	}
+	ev := e.render(flights[0]).(leader.Rendered)
+	for _, f := range ev.Frames {
+		// Stored batches (k = 0, 3, 4) start at seqs 0, 9, 12 of each stream.
+		want := envelope.CodecZstd
+		if f.FirstSeq == 0 || f.FirstSeq == 9 || f.FirstSeq == 12 {
+			want = envelope.CodecS2
+		}
+		if f.Codec != want {
+			t.Fatalf("frame of %s at %d (%d records) written with %s, want %s", f.Stream, f.FirstSeq, f.Count, f.Codec, want)
+		}
+	}
+}
+
+// TestCutWithinFooterStoredBatches: batches stored ahead of time are a
+// frame each, so 60,000 of them of one stream with a 300-byte name need a
+// footer over the format's 16 MiB: the cut counts them as the render
+// frames them, and every flight renders.
+func TestCutWithinFooterStoredBatches(t *testing.T) {
+	limits := leader.DefaultFrameLimits(4 << 20)
+	name := strings.Repeat("n", 300)
+	flights := cutFlights(t, coreConfig(32<<20, limits), 60000, func(c *leader.Core, i int) *leader.Batch {
+		return stored(batch(c.Stream(name), 1, "x"), envelope.CodecS2)
+	})
+	if len(flights) < 2 {
+		t.Fatalf("%d flights for a footer over the limit", len(flights))
+	}
+	e := &Env{Codec: envelope.CodecS2, Frames: limits}
+	if frames := renderAll(t, e, flights); frames != 60000 {
+		t.Fatalf("%d frames, want 60000", frames)
+	}
+}

@@ -124,9 +124,11 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 // render builds a flight's transit bundle: each stream's batches of this
 // flight (consecutive sequence numbers), in frames split greedily within
 // the frame limits (one frame per stream unless it fills one), streams in
-// the order each first arrived. Each batch's encoded records go straight
-// from its payload into the object: with codec none the object is sized at
-// the start, so every byte is copied once (issue 16).
+// the order each first arrived; a batch compressed at admission
+// (Batch.Stored) is a frame of its own. Each batch's bytes go straight
+// from its payload (or stored form) into an object sized at the start, so
+// every byte is copied once, and a flight of batches compressed ahead of
+// time is only assembled here (issue 16).
 func (e *Env) render(r leader.Render) leader.Event {
 	w, _ := e.writers.Get().(*envelope.BundleWriter)
 	if w == nil {
@@ -139,7 +141,6 @@ func (e *Env) render(r leader.Render) leader.Event {
 	}
 	var order []*group
 	byStream := make(map[*leader.Stream]*group, 16)
-	raw := 0
 	for _, b := range r.Batches {
 		g := byStream[b.Stream]
 		if g == nil {
@@ -148,7 +149,6 @@ func (e *Env) render(r leader.Render) leader.Event {
 			order = append(order, g)
 		}
 		g.parts = append(g.parts, b)
-		raw += len(b.Payload)
 	}
 	limits := e.Frames
 	if limits == (leader.FrameLimits{}) {
@@ -159,7 +159,7 @@ func (e *Env) render(r leader.Render) leader.Event {
 		parts []*leader.Batch
 	}
 	frames := make([]frame, 0, len(order))
-	footer := envelope.FooterTrailerBytes
+	size := envelope.FooterTrailerBytes
 	for _, g := range order {
 		for len(g.parts) > 0 {
 			n, fill := 0, leader.FrameFill{}
@@ -168,16 +168,28 @@ func (e *Env) render(r leader.Render) leader.Event {
 				n++
 			}
 			frames = append(frames, frame{g.st, g.parts[:n]})
-			footer += envelope.FrameEntryMaxBytes(len(g.st.Name()))
+			size += envelope.FrameEntryMaxBytes(len(g.st.Name()))
+			for _, b := range g.parts[:n] {
+				if b.Stored != nil {
+					size += len(b.Stored)
+				} else {
+					size += len(b.Payload) // stored bytes are never more than raw
+				}
+			}
 			g.parts = g.parts[n:]
 		}
 	}
-	if e.Codec == envelope.CodecNone {
-		w.Grow(raw + footer) // the object's exact size, give or take the entries' varints
-	}
+	w.Grow(size) // at most the object's size: each byte is copied once
 	parts := make([]envelope.FramePart, 0, 8)
 	for _, f := range frames {
 		first := f.parts[0]
+		if first.Stored != nil { // a frame of its own, compressed at admission
+			if err := w.AddStoredFrame(f.st.Name(), first.Start, first.Count, first.MinTS, first.MaxTS, len(first.Payload), first.Stored, first.StoredCodec, first.StoredCRC); err != nil {
+				w.Finish(0, 0, envelope.Nonce{})
+				return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+			}
+			continue
+		}
 		minTS, maxTS := first.MinTS, first.MaxTS
 		parts = parts[:0]
 		for _, p := range f.parts {

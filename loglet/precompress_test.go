@@ -1,0 +1,169 @@
+package loglet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+)
+
+// TestPrecompressedBatches: a batch of precompressBytes or more is
+// compressed at admission and written as a frame of its own (compressed,
+// or stored as is when compressing does not pay); smaller batches of the
+// same stream are grouped and compressed at the claim. Every record reads
+// back byte for byte through the leader and, after a clean close, through
+// a Reader from the objects alone; the extra charge for the compressed
+// copy is returned to the pool. A batch whose timestamps would go
+// backwards is re-stamped by the leader, and its stored form (made of the
+// old encoding) is not used.
+func TestPrecompressedBatches(t *testing.T) {
+	for _, codec := range []envelope.Codec{envelope.CodecS2, envelope.CodecZstd} {
+		t.Run(codec.String(), func(t *testing.T) {
+			ctx := context.Background()
+			meta, mem := metastore.NewMem(), objstore.NewMem()
+			cfg := Config{Star: "pc", Owner: "p1", Meta: meta, Logger: testLogger(),
+				Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: codec}}
+			s, err := Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateStream(ctx, "logs", StreamOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rnd := rand.New(rand.NewPCG(9, 9))
+			type sent struct {
+				start, n int
+				kind     string
+			}
+			var want []Record
+			var batches []sent
+			random := func(n int) []byte {
+				b := make([]byte, n)
+				for i := range b {
+					b[i] = byte(rnd.Uint32())
+				}
+				return b
+			}
+			sess, err := s.OpenAppendSession(ctx, "logs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var futures []*AckFuture
+			for i := 0; i < 60; i++ {
+				var recs []Record
+				kind := []string{"large", "incompressible", "small", "backwards"}[i%4]
+				switch kind {
+				case "large":
+					for j := 0; j < 8; j++ {
+						recs = append(recs, Record{Body: []byte(strings.Repeat(fmt.Sprintf("line %d.%d ", i, j), 60))})
+					}
+				case "incompressible":
+					recs = []Record{{Body: random(6000)}}
+				case "small":
+					recs = []Record{{Body: []byte(fmt.Sprintf("small %d", i))}}
+				case "backwards":
+					// Explicit timestamps, the second before the first: the
+					// leader re-stamps the batch at admission.
+					now := int64(1_700_000_000_000)
+					recs = []Record{
+						{Timestamp: now + 10, Body: []byte(strings.Repeat("b", 3000))},
+						{Timestamp: now, Body: []byte(strings.Repeat("c", 3000))},
+					}
+				}
+				f, err := sess.Submit(ctx, Batch{Records: recs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				futures = append(futures, f)
+				batches = append(batches, sent{len(want), len(recs), kind})
+				want = append(want, recs...)
+			}
+			for i, f := range futures {
+				ack, err := f.Wait(ctx)
+				if err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+				if int(ack.Start) != batches[i].start {
+					t.Fatalf("batch %d acked at %d, want %d", i, ack.Start, batches[i].start)
+				}
+			}
+			check := func(who string, got []SequencedRecord) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d records, want %d", who, len(got), len(want))
+				}
+				for i, r := range got {
+					if r.Seq != uint64(i) || !bytes.Equal(r.Body, want[i].Body) {
+						t.Fatalf("%s: record %d is seq %d, %d bytes: not what was appended", who, i, r.Seq, len(r.Body))
+					}
+					if i > 0 && r.Timestamp < got[i-1].Timestamp {
+						t.Fatalf("%s: record %d's timestamp %d precedes %d", who, i, r.Timestamp, got[i-1].Timestamp)
+					}
+				}
+			}
+			check("leader", readAll(t, s, "logs"))
+			if st := s.Stats().Standard.Pool; st.ReservedBytes != 0 {
+				t.Fatalf("every batch acked, yet %d pool bytes reserved", st.ReservedBytes)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// The objects: a batch compressed at admission is a frame of
+			// its own; an incompressible one is stored as is.
+			alone := map[uint64]envelope.FrameInfo{}
+			for _, k := range mem.Keys() {
+				if !strings.HasPrefix(k, "chains/") {
+					continue
+				}
+				obj, err := mem.Get(ctx, k, 0, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env, frames, err := envelope.ParseBundle(obj)
+				if err != nil || env.Kind != envelope.KindFlight {
+					continue // a poison or a seal
+				}
+				for _, f := range frames {
+					alone[f.FirstSeq] = f
+				}
+			}
+			for i, b := range batches {
+				if b.kind != "large" && b.kind != "incompressible" {
+					continue
+				}
+				f, ok := alone[uint64(b.start)]
+				if !ok || int(f.Count) != b.n {
+					t.Fatalf("batch %d (%s, seq %d, %d records) is not a frame of its own: %+v", i, b.kind, b.start, b.n, f)
+				}
+				if wantCodec := map[string]envelope.Codec{"large": codec, "incompressible": envelope.CodecNone}[b.kind]; f.Codec != wantCodec {
+					t.Fatalf("batch %d (%s) stored with %s, want %s", i, b.kind, f.Codec, wantCodec)
+				}
+			}
+
+			rd, err := NewReader(ReaderConfig{Meta: meta, Standard: []objstore.Store{mem}, ReadCacheMiB: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []SequencedRecord
+			for next := uint64(0); next < uint64(len(want)); {
+				res, err := rd.Read(ctx, "logs", ReadQuery{Start: AtSeq(next)})
+				if err != nil {
+					t.Fatalf("reader at %d: %v", next, err)
+				}
+				if len(res.Records) == 0 {
+					t.Fatalf("reader at %d: nothing", next)
+				}
+				got = append(got, res.Records...)
+				next = res.Next
+			}
+			check("reader", got)
+		})
+	}
+}
