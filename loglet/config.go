@@ -283,6 +283,17 @@ type ClassConfig struct {
 	FenceOverride FenceOverride
 	// Codec compresses frames.
 	Codec envelope.Codec
+	// PrecompressBytes: a batch this large (encoded) or larger is
+	// compressed by the producer that submits it, at admission, and
+	// written as a frame of its own, so the flusher only assembles a
+	// claimed flight; smaller batches are grouped per stream and
+	// compressed when their flight is claimed. Default
+	// DefaultPrecompressBytes; negative: never (every frame is compressed
+	// at the claim, as one per stream: a better ratio for a slower ack).
+	// On the benchmark's 10 KiB JSON batches, S2 stores 0.40 of the raw
+	// bytes compressed per batch and 0.35 compressed per stream, and an
+	// Express ack is about 1.6 ms faster (README, "Write path").
+	PrecompressBytes int
 	// Retry paces retries of ambiguous PUT failures.
 	Retry chain.RetryPolicy
 	// ChainBacklogFlights bounds claimed-but-unabsorbed flights (the
@@ -309,6 +320,7 @@ const (
 	DefaultStragglerTimeout        = 30 * time.Second
 	DefaultChainBacklogFlights     = 1024
 	DefaultFrameBytes              = 4 << 20
+	DefaultPrecompressBytes        = 4 << 10
 	DefaultStandardCodec           = envelope.CodecS2
 	DefaultExpressCodec            = envelope.CodecS2
 )
@@ -349,6 +361,9 @@ func (c *ClassConfig) applyDefaults(class Class) {
 	}
 	if c.FrameBytes == 0 {
 		c.FrameBytes = DefaultFrameBytes
+	}
+	if c.PrecompressBytes == 0 {
+		c.PrecompressBytes = DefaultPrecompressBytes
 	}
 	if c.CommitDeadline == 0 {
 		c.CommitDeadline = pickD(DefaultStandardCommitDeadline, DefaultExpressCommitDeadline)

@@ -291,25 +291,19 @@ func (l *lane) reserve(ctx context.Context, charge int64) error {
 	return nil
 }
 
-// precompressBytes is the smallest batch (encoded) the producer compresses
-// itself, at admission, as a frame of its own: the flight then only has to
-// be assembled between the claim and its PUT (issue 16: compressing a
-// 100 KiB flight at the claim cost an Express ack over a millisecond).
-// Smaller batches are grouped per stream and compressed at the claim:
-// alone they would compress worse and cost a footer entry each.
-const precompressBytes = 4 << 10
-
 // compressScratch holds the compressor's worst-case output buffers.
 var compressScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // precompress compresses b's payload on the caller's goroutine when the
-// class compresses and b is large enough: b.Stored is then the frame's
+// class compresses and b has PrecompressBytes or more (issue 16:
+// compressing a 100 KiB flight at the claim cost an Express ack over a
+// millisecond, and the next cut waited behind it): b.Stored is then the frame's
 // stored bytes, exactly sized, and b.Charge counts them (they are held as
 // long as the payload). The extra charge is reserved honouring ctx; on
 // error the whole charge is returned.
 func (l *lane) precompress(ctx context.Context, b *leader.Batch) error {
 	c := l.env.Codec
-	if c == envelope.CodecNone || len(b.Payload) < precompressBytes {
+	if c == envelope.CodecNone || l.cfg.PrecompressBytes < 0 || len(b.Payload) < l.cfg.PrecompressBytes {
 		return nil
 	}
 	buf := compressScratch.Get().(*[]byte)

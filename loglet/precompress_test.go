@@ -13,7 +13,7 @@ import (
 	"github.com/flightlog/flightlog/objstore"
 )
 
-// TestPrecompressedBatches: a batch of precompressBytes or more is
+// TestPrecompressedBatches: a batch of PrecompressBytes or more is
 // compressed at admission and written as a frame of its own (compressed,
 // or stored as is when compressing does not pay); smaller batches of the
 // same stream are grouped and compressed at the claim. Every record reads
@@ -23,18 +23,25 @@ import (
 // backwards is re-stamped by the leader, and its stored form (made of the
 // old encoding) is not used.
 func TestPrecompressedBatches(t *testing.T) {
-	for _, codec := range []envelope.Codec{envelope.CodecS2, envelope.CodecZstd} {
-		t.Run(codec.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		codec envelope.Codec
+		pre   int
+	}{{envelope.CodecS2, 0}, {envelope.CodecZstd, 0}, {envelope.CodecS2, -1}} {
+		codec := tc.codec
+		t.Run(fmt.Sprintf("%s/precompress=%d", codec, tc.pre), func(t *testing.T) {
 			ctx := context.Background()
 			meta, mem := metastore.NewMem(), objstore.NewMem()
 			cfg := Config{Star: "pc", Owner: "p1", Meta: meta, Logger: testLogger(),
-				Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: codec}}
+				Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: codec, PrecompressBytes: tc.pre}}
 			s, err := Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.CreateStream(ctx, "logs", StreamOptions{}); err != nil {
 				t.Fatal(err)
+			}
+			if got := s.classConfig(Standard).PrecompressBytes; tc.pre == 0 && got != DefaultPrecompressBytes {
+				t.Fatalf("PrecompressBytes %d in force, want the default %d", got, DefaultPrecompressBytes)
 			}
 			rnd := rand.New(rand.NewPCG(9, 9))
 			type sent struct {
@@ -134,8 +141,15 @@ func TestPrecompressedBatches(t *testing.T) {
 					alone[f.FirstSeq] = f
 				}
 			}
+			if tc.pre < 0 {
+				// Nothing compressed ahead: a flight's batches of the
+				// stream are grouped into frames.
+				if len(alone) >= len(batches) {
+					t.Fatalf("%d frames for %d batches: nothing grouped", len(alone), len(batches))
+				}
+			}
 			for i, b := range batches {
-				if b.kind != "large" && b.kind != "incompressible" {
+				if (b.kind != "large" && b.kind != "incompressible") || tc.pre < 0 {
 					continue
 				}
 				f, ok := alone[uint64(b.start)]

@@ -218,7 +218,7 @@ func (s *sinkStore) counters() (puts, bytes int64) {
 // BenchmarkOwnCost is BenchmarkWritePath's closed loop per codec: the
 // library's own cost (own-cost: the ack past the ideal ordered release)
 // and each stage, with compression (S2, compressed on the producers'
-// goroutines for batches of precompressBytes and more) and without. Run:
+// goroutines for batches of PrecompressBytes and more) and without. Run:
 //
 //	go test ./loglet -run '^$' -bench BenchmarkOwnCost -benchtime 3000x -count 5
 func BenchmarkOwnCost(b *testing.B) {
