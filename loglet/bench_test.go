@@ -78,11 +78,20 @@ var (
 type benchLoad struct {
 	name  string
 	depth int
+	// producers is how many producers run (0: benchProducers).
+	producers int
+}
+
+func (l benchLoad) nProducers() int {
+	if l.producers > 0 {
+		return l.producers
+	}
+	return benchProducers
 }
 
 var (
-	loadClosed   = benchLoad{"closed", 1}
-	loadSaturate = benchLoad{"saturate", benchDepth}
+	loadClosed   = benchLoad{name: "closed", depth: 1}
+	loadSaturate = benchLoad{name: "saturate", depth: benchDepth}
 )
 
 // timedStore times every PutIfAbsent of the store it wraps.
@@ -198,6 +207,11 @@ type tracedBatch struct {
 // up to depth batches in flight on its own stream's submitter, and times
 // each batch from Submit to its ack being seen. The caller's b.N is n.
 func runProducers(b *testing.B, n int, depth int, open func(p int) submitFunc) *runResult {
+	return runProducersN(b, n, depth, benchProducers, open)
+}
+
+// runProducersN is runProducers with producers producers.
+func runProducersN(b *testing.B, n int, depth, producers int, open func(p int) submitFunc) *runResult {
 	recs := benchRecords()
 	res := &runResult{}
 	var left atomic.Int64
@@ -205,7 +219,7 @@ func runProducers(b *testing.B, n int, depth int, open func(p int) submitFunc) *
 	var wg sync.WaitGroup
 	ctx := context.Background()
 	start := time.Now()
-	for p := 0; p < benchProducers; p++ {
+	for p := 0; p < producers; p++ {
 		submit := open(p)
 		wg.Add(1)
 		go func() {
@@ -329,7 +343,7 @@ func runStar(b *testing.B, n int, m benchModel, load benchLoad, cc ClassConfig) 
 	bb := newBenchBuckets(m, 1)
 	s := openBenchStar(b, m, bb, cc)
 	defer s.Close(context.Background())
-	sessions := make([]*AppendSession, benchProducers)
+	sessions := make([]*AppendSession, load.nProducers())
 	for p := range sessions {
 		sess, err := s.OpenAppendSession(context.Background(), streamName(p))
 		if err != nil {
@@ -338,7 +352,7 @@ func runStar(b *testing.B, n int, m benchModel, load benchLoad, cc ClassConfig) 
 		sessions[p] = sess
 	}
 	b.ResetTimer()
-	r := runProducers(b, n, load.depth, func(p int) submitFunc {
+	r := runProducersN(b, n, load.depth, load.nProducers(), func(p int) submitFunc {
 		return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
 	})
 	b.StopTimer()

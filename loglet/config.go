@@ -107,6 +107,16 @@ type Config struct {
 	// trusted timestamps. (Timestamps never go backwards within a stream
 	// either way: a record older than the last is stamped at the last.)
 	UncappedTimestamps bool
+	// CoarseWakeups wakes each chain's flusher with the runtime's timers
+	// alone. By default a wake-up due within 30 ms (a flush deadline) is
+	// also slept for in nanosleep on Linux, on a goroutine of its own:
+	// the runtime's timers wake up to a millisecond late there (its poller
+	// waits in whole milliseconds), a third of Express's 1 ms flush
+	// deadline, where nanosleep overshoots by the kernel's timer slack
+	// (tens of microseconds). Set it under testing/synctest, whose fake
+	// clock cannot advance while a goroutine sleeps in a real syscall, or
+	// on a host that counts its OS threads.
+	CoarseWakeups bool
 	// CloseTimeout bounds Close when its context has no deadline (default
 	// 30s): a close that cannot finish (a bucket set or the metastore down)
 	// then gives up, and batches without an outcome end with one.

@@ -22,7 +22,7 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		// the zero value is the default
 		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "doomedGrace": true,
 		"SettleInterval":     true, // off until settled objects are compacted (its doc)
-		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true,
+		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true, "CoarseWakeups": true,
 	}
 	c := DefaultConfig()
 	check := func(where string, v reflect.Value) {

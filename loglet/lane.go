@@ -45,6 +45,11 @@ type lane struct {
 
 	// Loop goroutine only: the cancel functions of each upload's copies.
 	copies map[leader.UploadID]*copyWorkers
+	slab slab // the batches' payloads and stored forms are carved from it
+
+	// Loop goroutine only: the wake-ups precise sleepers are out for.
+	sleepers []time.Time
+	wakes    chan time.Time // capacity maxSleepers: each sleeper sends its wake-up
 }
 
 type copyWorkers struct {
@@ -65,6 +70,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 			Settled: s.cfg.Standard.Buckets, Liveness: s.streamLiveness, SettleTimeout: settlePassTimeout, SettleGrace: s.cfg.doomedGrace},
 		waiters: map[*leader.Stream]chan struct{}{},
 		kick:    make(chan struct{}, 1),
+		wakes:   make(chan time.Time, maxSleepers),
 		events:  make(chan leader.Event, 256),
 		ctx:     ctx, cancel: cancel,
 		stopped: make(chan struct{}),
@@ -126,10 +132,16 @@ func (l *lane) run() {
 			l.dead = rd.Dead
 		}
 		l.mu.Unlock()
-		l.execute(rd)
+		inline := l.execute(rd)
 		if rd.Stopped {
 			l.cancel()
 			return
+		}
+		if len(inline) > 0 {
+			// A flight rendered here: its copies start at once, with no
+			// worker's hand-off to wait for.
+			l.stepAll(inline)
+			continue
 		}
 		if !timer.Stop() {
 			select {
@@ -138,16 +150,54 @@ func (l *lane) run() {
 			}
 		}
 		if !rd.WakeAt.IsZero() {
-			timer.Reset(time.Until(rd.WakeAt))
+			d := time.Until(rd.WakeAt)
+			timer.Reset(d)
+			l.wakePrecisely(rd.WakeAt, d)
 		}
 		select {
 		case ev := <-l.events:
 			l.step(ev)
+		case at := <-l.wakes:
+			l.sleepers = slices.DeleteFunc(l.sleepers, func(t time.Time) bool { return t.Equal(at) })
+			l.step(leader.Tick{})
 		case <-timer.C:
 			l.step(leader.Tick{})
 		case <-l.kick:
 		}
 	}
+}
+
+// preciseBelow is the longest wake-up a precise sleeper is sent out for:
+// the runtime's timers wake up to a millisecond late on Linux (its poller
+// waits in whole milliseconds), which was a third of an Express flush
+// deadline (issue 16: "the cut wakes on time"); a sleeper in nanosleep
+// overshoots by the kernel's timer slack, about 60-90 µs here. Beyond
+// it the overshoot is small beside the wait.
+const preciseBelow = 30 * time.Millisecond
+
+// maxSleepers bounds the precise sleepers out at once (each holds an OS
+// thread in nanosleep); past it the runtime's timer alone wakes the loop.
+const maxSleepers = 4
+
+// wakePrecisely sends a precise sleeper out for the wake-up at (d from
+// now), unless one is out for it or for an earlier one. A sleeper whose
+// wake-up is no longer wanted only makes the loop step a spare Tick.
+func (l *lane) wakePrecisely(at time.Time, d time.Duration) {
+	if d <= 0 || d > preciseBelow || len(l.sleepers) >= maxSleepers || l.star.cfg.CoarseWakeups {
+		return
+	}
+	for _, t := range l.sleepers {
+		if !t.After(at) {
+			return
+		}
+	}
+	l.sleepers = append(l.sleepers, at)
+	l.workers.Add(1)
+	go func() {
+		defer l.workers.Done()
+		preciseSleep(d)
+		l.wakes <- at // buffered for every sleeper out
+	}()
 }
 
 // maxStepBatch bounds the events stepped under one lock before the loop
@@ -192,8 +242,10 @@ func (l *lane) forgetCopy(ev leader.Event) {
 }
 
 // execute carries out one Ready: cancels, workers, the pool budget,
-// outcomes in order, readers' wake-ups, logs, the opening's result.
-func (l *lane) execute(rd leader.Ready) {
+// outcomes in order, readers' wake-ups, logs, the opening's result. A
+// render that only assembles (renderInline) is done here, last, and its
+// event returned for the loop to step.
+func (l *lane) execute(rd leader.Ready) (inline []leader.Event) {
 	for _, id := range rd.Cancels {
 		if w := l.copies[id]; w != nil {
 			for _, c := range w.cancel {
@@ -201,9 +253,15 @@ func (l *lane) execute(rd leader.Ready) {
 			}
 		}
 	}
+	var renders []leader.Render
 	for _, req := range rd.Requests {
+		if r, ok := req.(leader.Render); ok && l.renderInline(r) {
+			renders = append(renders, r)
+			continue
+		}
 		l.spawn(req)
 	}
+
 	l.budget.Free(rd.PoolFreed)
 	// The core's events are logged before the outcomes they explain are
 	// delivered: a "slot released" record (what the tests' release watch
@@ -234,6 +292,45 @@ func (l *lane) execute(rd leader.Ready) {
 	}
 	if rd.Opened != nil {
 		l.opened <- *rd.Opened
+	}
+	for _, r := range renders {
+		inline = append(inline, l.env.Do(l.ctx, r))
+	}
+	return inline
+}
+
+// inlineRenderBytes bounds a flight the loop renders itself: assembling
+// it is a copy of at most this many bytes (about 100-250 µs on the 2-core
+// machines the benchmarks ran on), cheaper than two goroutine hand-offs
+// under load; a larger one, or one with frames to compress, is rendered
+// by a worker so the loop goes on.
+const inlineRenderBytes = 1 << 20
+
+// renderInline reports whether r only assembles: nothing to compress (the
+// codec is none, or every batch was compressed at admission) and at most
+// inlineRenderBytes.
+func (l *lane) renderInline(r leader.Render) bool {
+	n := 0
+	for _, b := range r.Batches {
+		if b.Stored != nil {
+			n += len(b.Stored)
+			continue
+		}
+		if l.env.Codec != envelope.CodecNone {
+			return false
+		}
+		n += len(b.Payload)
+	}
+	return n <= inlineRenderBytes
+}
+
+// stepAll steps evs, in order, under one lock.
+func (l *lane) stepAll(evs []leader.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for _, ev := range evs {
+		l.core.Step(now, ev)
 	}
 }
 
@@ -311,7 +408,7 @@ func (l *lane) precompress(ctx context.Context, b *leader.Batch) error {
 	if used == envelope.CodecNone {
 		b.Stored = b.Payload // incompressible: stored as is, no copy held
 	} else {
-		b.Stored = slices.Clone(enc)
+		b.Stored = append(l.slab.alloc(len(enc)), enc...)
 	}
 	*buf = enc[:0]
 	compressScratch.Put(buf)
@@ -324,6 +421,36 @@ func (l *lane) precompress(ctx context.Context, b *leader.Batch) error {
 		b.Charge += int64(len(b.Stored))
 	}
 	return nil
+}
+
+// slab carves the small buffers every batch needs (its encoded payload,
+// its stored form) out of shared chunks, so that a batch costs the heap
+// one allocation for them per slabChunk bytes instead of one or two each.
+// A chunk lives as long as any batch carved from it: batches leave the
+// flight index in about the order they arrive, so that is about one chunk
+// per lane more than the batches' own bytes (outside the pool's budget).
+type slab struct {
+	mu    sync.Mutex
+	chunk []byte
+}
+
+const slabChunk = 256 << 10
+
+// alloc returns an empty slice of capacity n, n > slabChunk/8 from a
+// make of its own.
+func (s *slab) alloc(n int) []byte {
+	if n > slabChunk/8 {
+		return make([]byte, 0, n)
+	}
+	s.mu.Lock()
+	if cap(s.chunk)-len(s.chunk) < n {
+		s.chunk = make([]byte, 0, slabChunk)
+	}
+	off := len(s.chunk)
+	s.chunk = s.chunk[:off+n]
+	b := s.chunk[off:off:off+n]
+	s.mu.Unlock()
+	return b
 }
 
 // admit admits b, whose Charge the caller reserved, to the core. On error

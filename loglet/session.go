@@ -82,13 +82,14 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 	if err := a.failure(); err != nil {
 		return nil, notCommitted(fmt.Errorf("%w: %v", ErrSessionFailed, err))
 	}
-	p, l, err := a.s.submit(ctx, a.stream, b)
+	ad, l, err := a.s.submit(ctx, a.stream, b)
 	if err != nil {
 		a.fail(err)
 		return nil, err
 	}
-	a.last, a.lane = p, l
-	return &AckFuture{p: p, lane: l, sess: a}, nil
+	a.last, a.lane = &ad.b, l
+	ad.f = AckFuture{p: &ad.b, lane: l, sess: a}
+	return &ad.f, nil
 }
 
 // Wait returns the batch's ack or error. If ctx ends first it returns an

@@ -547,7 +547,7 @@ func (s *Star) newStreamState(rec streamRecord, c Class) *streamState {
 
 // submit validates, encodes, reserves pool budget for and admits b. After it
 // returns nil, the batch's outcome is known once p.Done is closed.
-func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch, *lane, error) {
+func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *lane, error) {
 	if ctx == nil {
 		return nil, nil, notCommitted(ErrNilContext)
 	}
@@ -600,8 +600,12 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 	if err := st.lane.reserve(ctx, int64(charge)); err != nil {
 		return nil, nil, err
 	}
-	p := &leader.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
-	p.Payload = make([]byte, 0, charge)
+	// One allocation for the batch and its future; the payload is carved
+	// from the lane's slab (issue 16: allocations per batch).
+	a := &admitted{}
+	p := &a.b
+	*p = leader.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
+	p.Payload = st.lane.slab.alloc(charge)
 	recs := b.Records
 	if !monotone {
 		recs = make([]Record, len(b.Records)) // the core re-stamps these
@@ -623,7 +627,14 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*leader.Batch,
 	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
 		return nil, nil, err
 	}
-	return p, st.lane, nil
+	return a, st.lane, nil
+}
+
+// admitted is a batch and the future that reports its outcome, allocated
+// together.
+type admitted struct {
+	b leader.Batch
+	f AckFuture
 }
 
 // stamp is the timestamp a record gets at arrival: its own, or arrival if it
@@ -655,10 +666,11 @@ func varintLen(v int64) int {
 // metastore is not touched (except once for a stream this process has not
 // seen). An error wraps ErrNotCommitted or ErrOutcomeUnknown.
 func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) {
-	p, l, err := s.submit(ctx, stream, b)
+	a, l, err := s.submit(ctx, stream, b)
 	if err != nil {
 		return Ack{}, err
 	}
+	p := &a.b
 	select {
 	case <-p.Done:
 		return l.outcome(p)

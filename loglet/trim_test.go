@@ -544,7 +544,8 @@ func TestDeleteStreamReclaimsData(t *testing.T) {
 func TestReadSessionWaitsPastATrimToTheTail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		r := newRig(t, Standard, 1, 3, nil)
+		// Under synctest: no precise sleepers.
+		r := newRig(t, Standard, 1, 3, func(c *Config, _ []*objstore.FaultStore) { c.CoarseWakeups = true })
 		appendN(t, r.star, "t", 2, 5, nil) // seqs 0-9
 		sess, err := r.star.OpenReadSession(ctx, "t", ReadQuery{Start: AtSeq(0), MaxRecords: 3})
 		if err != nil {

@@ -421,6 +421,7 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 		SettleInterval:     w.p.settleEvery,
 		ReaderPollInterval: 50 * time.Millisecond,
 		Logger:             slog.New(logWatch{w: w}),
+		CoarseWakeups:      true, // a bubble's clock stops while a goroutine is in nanosleep
 	}
 	for c := range fs {
 		cc := loglet.ClassConfig{
