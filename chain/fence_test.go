@@ -228,15 +228,80 @@ func TestFenceLookAheadAgrees(t *testing.T) {
 				look.writeSlot(t, 1, uint64(s), buckets...)
 			}
 			from := uint64(r.IntN(n + 1))
-			a := fence(t, seq, 1, from, envelope.NewNonce(), FenceOptions{Parallel: 1})
-			b := fence(t, look, 1, from, envelope.NewNonce(), FenceOptions{Parallel: 1 + r.IntN(32)})
+			a := fence(t, seq, 1, from, envelope.NewNonce(), FenceOptions{Parallel: 1, ReadAhead: 1})
+			// Half the seeds read ahead far past a short Parallel.
+			opt := FenceOptions{Parallel: 1 + r.IntN(32), ReadAhead: r.IntN(3)}
+			if seed%2 == 0 {
+				opt = FenceOptions{Parallel: 1 + r.IntN(4), ReadAhead: r.IntN(64)}
+			}
+			b := fence(t, look, 1, from, envelope.NewNonce(), opt)
 			if a.Cut != b.Cut || a.Committed != b.Committed || a.Poisoned != b.Poisoned {
-				t.Fatalf("%s seed %d from %d: one at a time %+v, looking ahead %+v", shapeName(sh.k, sh.w), seed, from, a, b)
+				t.Fatalf("%s seed %d from %d: one at a time %+v, looking ahead (%+v) %+v", shapeName(sh.k, sh.w), seed, from, a, opt, b)
+			}
+			if b.PoisonedAhead > (opt.Parallel-1)*sh.k {
+				t.Fatalf("%s seed %d: %d poisons past the cut with parallel %d", shapeName(sh.k, sh.w), seed, b.PoisonedAhead, opt.Parallel)
 			}
 			if a.Cut < uint64(n) {
 				t.Fatalf("%s seed %d: cut %d below the %d committed slots", shapeName(sh.k, sh.w), seed, a.Cut, n)
 			}
 		}
+	}
+}
+
+// TestFenceReadAhead: slots read ahead (past Parallel) are decided from
+// what their buckets hold when every bucket holds something (a corrupt or
+// foreign occupant beside W flight copies included), and otherwise fenced
+// when their turn comes: the cut, the counts and the poisons are those of a
+// fence one slot at a time, and nothing is placed past Parallel−1 slots
+// beyond the cut, though the zombie's flights past it are read.
+func TestFenceReadAhead(t *testing.T) {
+	for _, o := range []FenceOptions{{Parallel: 1, ReadAhead: 64}, {Parallel: 2}, {Parallel: 4, ReadAhead: 16}, {Parallel: 16}, {Parallel: 3, ReadAhead: 3}} {
+		t.Run(fmt.Sprintf("parallel=%d,read-ahead=%d", o.Parallel, o.ReadAhead), func(t *testing.T) {
+			ctx := context.Background()
+			ts := newTestSet(3, 2, 7)
+			const e, cut = 6, 40
+			key := func(s uint64) string { return SlotKey(tStar, tClass, e, s) }
+			for s := uint64(0); s < 61; s++ {
+				switch s {
+				case 10: // a straggler never landed in bucket 2
+					ts.writeSlot(t, e, s, 0, 1)
+				case 20: // bucket 2's copy is damaged at rest
+					ts.writeSlot(t, e, s)
+					if err := ts.mems[2].Corrupt(key(s), 2); err != nil {
+						t.Fatal(err)
+					}
+				case 30: // bucket 0 holds another slot's flight (a bug elsewhere)
+					obj, _ := renderFlight(t, e, 29)
+					if err := ts.mems[0].PutIfAbsent(ctx, key(s), obj); err != nil {
+						t.Fatal(err)
+					}
+					ts.writeSlot(t, e, s, 1, 2)
+				case cut: // one copy: dead
+					ts.writeSlot(t, e, s, 0)
+				default: // committed; past the cut, a zombie's
+					ts.writeSlot(t, e, s)
+				}
+			}
+			nonce := envelope.NewNonce()
+			res := fence(t, ts, e, 0, nonce, o)
+			if res.Cut != cut || res.Committed != cut || res.Poisoned != 3 || res.PoisonedAhead != 0 {
+				t.Fatalf("got %+v, want cut %d, %d committed, 3 poisons (slot 10 bucket 2, slot 40 buckets 1 and 2), none ahead", res, cut, cut)
+			}
+			want := map[[2]uint64]bool{{10, 2}: true, {cut, 1}: true, {cut, 2}: true}
+			for s := uint64(0); s < cut+64; s++ {
+				for i := range ts.mems {
+					env, err := ts.envelopeAt(t, i, e, s)
+					ours := err == nil && env.Kind == envelope.KindPoison && env.Nonce == nonce
+					if ours != want[[2]uint64{s, uint64(i)}] {
+						t.Fatalf("slot %d bucket %d: our poison %v, want %v", s, i, ours, !ours)
+					}
+				}
+			}
+			if d := Decide(3, 2, ts.occupantsAt(t, e, 20)); d != Committed {
+				t.Fatalf("slot 20 is %v", d)
+			}
+			ts.noLists(t)
+		})
 	}
 }
 
@@ -391,12 +456,15 @@ func raceOnce(t *testing.T, k, w int, seed uint64) (bothPlaced, zombieCounted in
 	results := make([]FenceResult, 2)
 	errs := make([]error, 2)
 	start := make(chan struct{})
+	// The chains are short: a Parallel of 1 or 2 lets the read-ahead reach
+	// the zombie's slots while it writes them.
+	opts := []FenceOptions{{}, {Parallel: 1 + rng.IntN(2), ReadAhead: rng.IntN(12)}}
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = Fence(ctx, ts.set, tStar, tClass, epoch, 0, envelope.NewNonce(), FenceOptions{})
+			results[i], errs[i] = Fence(ctx, ts.set, tStar, tClass, epoch, 0, envelope.NewNonce(), opts[i])
 		}()
 	}
 	close(start)
@@ -694,5 +762,56 @@ func TestFenceArguments(t *testing.T) {
 	_, err := Fence(context.Background(), ts.set, tStar, tClass, 1, 0, envelope.Nonce{}, FenceOptions{MaxSlots: 2})
 	if !errors.Is(err, ErrFenceBound) {
 		t.Fatalf("err = %v, want ErrFenceBound", err)
+	}
+}
+
+// BenchmarkFenceBacklog fences a chain of n committed slots (K=3/W=2, every
+// request Fixed(20ms), the takeover benchmark's fixed-20ms model) per
+// look-ahead setting, and reports the time per fence and the requests it
+// made: the figures loglet's BenchmarkTakeover splits out as fence-ms.
+//
+//	go test ./chain -run '^$' -bench FenceBacklog -benchtime 3x
+func BenchmarkFenceBacklog(b *testing.B) {
+	for _, n := range []int{0, 1024} {
+		for _, opt := range []struct {
+			name string
+			opt  FenceOptions
+		}{
+			{"parallel=16/read-ahead=16", FenceOptions{Parallel: 16, ReadAhead: 16}},
+			{"parallel=16/read-ahead=default", FenceOptions{Parallel: 16}},
+		} {
+			b.Run(fmt.Sprintf("backlog=%d/%s", n, opt.name), func(b *testing.B) {
+				b.StopTimer()
+				var reqs objstore.Counters
+				var ahead int
+				for i := 0; i < b.N; i++ {
+					ts := newTestSet(3, 2, uint64(i))
+					ts.writeCommitted(b, 1, 0, n)
+					for _, m := range ts.mems {
+						m.ResetCounters()
+					}
+					for _, f := range ts.faults {
+						f.SetLatency(objstore.OpPut, objstore.Fixed(20*time.Millisecond))
+						f.SetLatency(objstore.OpGet, objstore.Fixed(20*time.Millisecond))
+					}
+					b.StartTimer()
+					res, err := Fence(context.Background(), ts.set, tStar, tClass, 1, 0, envelope.NewNonce(), opt.opt)
+					b.StopTimer()
+					if err != nil || res.Cut != uint64(n) {
+						b.Fatalf("fence: %+v %v, want cut %d", res, err, n)
+					}
+					ahead = res.PoisonedAhead
+					reqs = objstore.Counters{}
+					for _, m := range ts.mems {
+						c := m.Counters()
+						reqs.Puts += c.Puts
+						reqs.Gets += c.Gets
+					}
+				}
+				b.ReportMetric(float64(reqs.Puts), "PUTs")
+				b.ReportMetric(float64(reqs.Gets), "GETs")
+				b.ReportMetric(float64(ahead), "poisoned-ahead")
+			})
+		}
 	}
 }
