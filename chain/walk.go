@@ -46,13 +46,26 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 	if err := set.Validate(); err != nil {
 		return st, err
 	}
-	// Read ahead: up to walkReadAhead slots are fetched at once, each by its
-	// own goroutine, and handed to fn in slot order.
+	// Read ahead: up to walkReadAhead slots are fetched whole at once, each
+	// by its own goroutine, and handed to fn in slot order. While the
+	// copies are small (the last walkReadAhead handed to fn were each under
+	// walkHeadBytes), slots further on, up to walkDeepReadAhead in all, are
+	// read too, but
+	// only their first walkHeadBytes: a small copy is then read whole, and
+	// a larger one waits (its whole channel) until it is among the
+	// walkReadAhead nearest and is read whole then. So the walk never holds
+	// more than walkReadAhead whole copies plus walkDeepReadAhead heads,
+	// however the flights' sizes change along the chain.
 	type got struct {
 		obj    []byte
 		frames []envelope.FrameInfo
 		st     WalkStats
 		err    error
+	}
+	type read struct {
+		slot  uint64
+		out   chan got
+		whole chan struct{} // nil once closed, or for a slot read whole at once
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -60,23 +73,51 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 		cancel()
 		wg.Wait()
 	}()
-	var inflight []chan got
+	var inflight []read
 	next := from
+	smallRun := 0 // copies under walkHeadBytes handed to fn in a row
 	for slot := from; slot < cut; slot++ {
-		for next < cut && next-slot < walkReadAhead {
-			ch := make(chan got, 1)
-			inflight = append(inflight, ch)
+		depth := uint64(walkReadAhead)
+		if smallRun >= walkReadAhead {
+			depth = walkDeepReadAhead
+		}
+		for next < cut && next-slot < depth {
+			r := read{slot: next, out: make(chan got, 1)}
+			if next-slot >= walkReadAhead {
+				r.whole = make(chan struct{})
+			}
+			inflight = append(inflight, r)
 			s := next
 			next++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				var g got
+				if r.whole != nil {
+					var ok bool
+					if g.obj, g.frames, g.st.Skipped, ok = readSmall(lctx, set, star, class, epoch, s); ok {
+						r.out <- g
+						return
+					}
+					select {
+					case <-r.whole:
+					case <-lctx.Done(): // readSlot below fails at once
+					}
+				}
 				g.obj, g.frames, g.err = readSlot(lctx, set, star, class, epoch, s, &g.st)
-				ch <- g
+				r.out <- g
 			}()
 		}
-		g := <-inflight[0]
+		for i := range inflight {
+			if inflight[i].slot-slot >= walkReadAhead {
+				break
+			}
+			if inflight[i].whole != nil {
+				close(inflight[i].whole)
+				inflight[i].whole = nil
+			}
+		}
+		g := <-inflight[0].out
 		inflight = inflight[1:]
 		st.Skipped += g.st.Skipped
 		if g.err != nil {
@@ -84,6 +125,9 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 		}
 		st.Slots++
 		st.Bytes += int64(len(g.obj))
+		if smallRun++; len(g.obj) >= walkHeadBytes {
+			smallRun = 0
+		}
 		if err := fn(slot, g.obj, g.frames); err != nil {
 			return st, fmt.Errorf("chain: walk %s/%s epoch %d slot %d: %w", star, class, epoch, slot, err)
 		}
@@ -91,10 +135,42 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 	return st, nil
 }
 
-// walkReadAhead is how many slots a walk fetches at once: it overlaps
+// walkReadAhead is how many slots a walk fetches whole at once: it overlaps
 // round trips (a takeover walks the whole unabsorbed backlog) while holding
 // at most that many flight objects.
 const walkReadAhead = 8
+
+// walkDeepReadAhead is how many slots in all a walk reads ahead while the
+// copies are small, and walkHeadBytes how much of a copy it reads of those
+// past walkReadAhead. 256 is a takeover's walk batch (one absorb round,
+// AbsorbMaxSlots): at 20 ms per GET a batch of small flights is read in
+// about two round trips rather than 32, holding at most 16 MiB of heads.
+const (
+	walkDeepReadAhead = 256
+	walkHeadBytes     = 64 << 10
+)
+
+// readSmall is the read-ahead of a slot past the walkReadAhead nearest: it
+// reads the first walkHeadBytes of each copy, in set order, until one is a
+// whole good copy (a bad copy is skipped, and counted, as readSlot does).
+// ok is false when a copy is larger, or none is good: the slot is then
+// read whole by readSlot, which counts its skips afresh.
+func readSmall(ctx context.Context, set BucketSet, star string, class Class, epoch, slot uint64) (obj []byte, frames []envelope.FrameInfo, skipped int, ok bool) {
+	key := SlotKey(star, class, epoch, slot)
+	for _, b := range set.Stores {
+		head, err := b.Get(ctx, key, 0, walkHeadBytes)
+		if err == nil {
+			if _, frames, err = checkCopy(head, epoch, slot); err == nil {
+				return head, frames, skipped, true
+			}
+			if len(head) >= walkHeadBytes {
+				return nil, nil, 0, false // larger than a head: read it whole in its turn
+			}
+		}
+		skipped++
+	}
+	return nil, nil, 0, false
+}
 
 // readSlot returns the first good copy of a committed slot, retrying until
 // ctx ends.

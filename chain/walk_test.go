@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +73,128 @@ func TestWalkFallsThrough(t *testing.T) {
 		t.Fatalf("err = %v after %d calls", err, calls)
 	}
 	ts.noLists(t)
+}
+
+// TestWalkReadAhead: along a chain of small flights with large ones among
+// them (past walkHeadBytes: read ahead only by their heads, then whole in
+// their turn) and damaged copies of both sizes, read ahead and read whole,
+// every slot is handed over in order, byte for byte, each damaged copy is
+// counted once, and no small slot is read twice; where large and small
+// flights alternate, the walk stops reading heads, so a large slot costs
+// one GET; in one walk and in walks of 256 slots.
+func TestWalkReadAhead(t *testing.T) {
+	ctx := context.Background()
+	ts := newTestSet(3, 2, 27)
+	const e, n = 6, 500
+	key := func(s uint64) string { return SlotKey(tStar, tClass, e, s) }
+	big := map[uint64]bool{30: true, 31: true, 50: true}
+	for s := uint64(100); s < n; s += 2 {
+		big[s] = true
+	}
+	var mu sync.Mutex
+	gets := map[string]int{}
+	ts.faults[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
+		if op == objstore.OpGet {
+			mu.Lock()
+			gets[key]++
+			mu.Unlock()
+		}
+		return objstore.Fault{}
+	})
+	var objs [][]byte
+	for s := uint64(0); s < n; s++ {
+		buckets := []int{0, 1, 2}
+		switch s {
+		case 40, 60:
+			buckets = []int{1, 2}
+		}
+		if big[s] {
+			objs = append(objs, writeBig(t, ts, e, s, buckets...))
+		} else {
+			objs = append(objs, ts.writeSlot(t, e, s, buckets...))
+		}
+	}
+	// Slot 40 (small): a fencer's poison in bucket 0. Slot 50 (large): bucket
+	// 0's copy has a flipped bit in a frame. Slot 60 (small): bucket 0's copy
+	// never landed.
+	if err := ts.mems[0].PutIfAbsent(ctx, key(40), envelope.Poison(e, 40, envelope.NewNonce())); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.mems[0].Corrupt(key(50), envelope.EnvelopeSize+100); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range []uint64{n, 256} {
+		for _, m := range ts.mems {
+			m.ResetCounters()
+		}
+		mu.Lock()
+		clear(gets)
+		mu.Unlock()
+		var st WalkStats
+		next := uint64(0)
+		for from := uint64(0); from < n; from += batch {
+			got, err := WalkWithStats(ctx, ts.set, tStar, tClass, e, from, min(from+batch, n), func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+				if slot != next || !bytes.Equal(obj, objs[slot]) || len(frames) == 0 {
+					t.Fatalf("batch %d: slot %d handed over (want %d), bytes equal %v, %d frames", batch, slot, next, bytes.Equal(obj, objs[slot]), len(frames))
+				}
+				next++
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("batch %d: walk from %d: %v", batch, from, err)
+			}
+			st.Slots += got.Slots
+			st.Skipped += got.Skipped
+		}
+		if next != n || st.Slots != n || st.Skipped != 3 {
+			t.Fatalf("batch %d: %d slots walked, stats %+v; want %d slots, 3 skipped (poison, corrupt, missing)", batch, next, st, n)
+		}
+		var total int64
+		for _, m := range ts.mems {
+			total += m.Counters().Gets
+		}
+		// One GET per small slot, one more for each damaged copy, and at
+		// most two per large slot (its head, then the whole) plus one for
+		// its damaged copy.
+		if lo, hi := int64(n+3), int64(n+3+len(big)); total < lo || total > hi {
+			t.Fatalf("batch %d: %d GETs, want between %d and %d", batch, total, lo, hi)
+		}
+		// Past any head read while the flights were all small, a large
+		// slot is read once.
+		for s := uint64(100 + walkDeepReadAhead); s < n; s++ {
+			if big[s] && gets[key(s)] != 1 {
+				t.Fatalf("batch %d: large slot %d read %d times from bucket 0 where sizes alternate, want once", batch, s, gets[key(s)])
+			}
+		}
+	}
+	ts.noLists(t)
+}
+
+// writeBig commits a flight of (epoch, slot) larger than walkHeadBytes to
+// the listed buckets (all if none), as writeSlot does, and returns it.
+func writeBig(t testing.TB, ts *testSet, epoch, slot uint64, buckets ...int) []byte {
+	t.Helper()
+	if len(buckets) == 0 {
+		buckets = []int{0, 1, 2}
+	}
+	w := envelope.NewBundleWriter()
+	rec := envelope.AppendRecord(nil, envelope.Record{Timestamp: 1, Body: bytes.Repeat([]byte{byte(slot)}, walkHeadBytes+1000)})
+	if err := w.AddFrame("big", slot, 1, 1, 1, rec, envelope.CodecNone); err != nil {
+		t.Fatal(err)
+	}
+	nonce := envelope.NewNonce()
+	obj, _ := w.Finish(epoch, slot, nonce)
+	var stores []objstore.Store
+	for _, i := range buckets {
+		stores = append(stores, ts.mems[i])
+	}
+	f := Flight{Key: SlotKey(tStar, tClass, epoch, slot), Obj: obj, Epoch: epoch, Slot: slot, Nonce: nonce}
+	for r := range WriteFlight(context.Background(), stores, f, RetryPolicy{}) {
+		if r.Status != CopyOurs {
+			t.Fatalf("setup: write slot %d: %v (%v)", slot, r.Status, r.Err)
+		}
+	}
+	return obj
 }
 
 // TestWalkNoGoodCopy: a committed slot with no good copy anywhere stops the
@@ -255,4 +379,46 @@ func TestTrim(t *testing.T) {
 		}
 		ts.noLists(t)
 	})
+}
+
+// BenchmarkWalkBacklog walks n committed slots of small flights (K=3/W=2,
+// every GET Fixed(20ms)), in one walk and in walks of 256 slots (a
+// takeover's absorb rounds), and reports the GETs made.
+//
+//	go test ./chain -run '^$' -bench WalkBacklog -benchtime 3x
+func BenchmarkWalkBacklog(b *testing.B) {
+	const n = 1024
+	for _, batch := range []uint64{n, 256} {
+		b.Run(fmt.Sprintf("slots=%d/batch=%d", n, batch), func(b *testing.B) {
+			b.StopTimer()
+			ts := newTestSet(3, 2, 1)
+			ts.writeCommitted(b, 1, 0, n)
+			for _, f := range ts.faults {
+				f.SetLatency(objstore.OpGet, objstore.Fixed(20*time.Millisecond))
+			}
+			var gets int64
+			for i := 0; i < b.N; i++ {
+				for _, m := range ts.mems {
+					m.ResetCounters()
+				}
+				b.StartTimer()
+				for from := uint64(0); from < n; from += batch {
+					var walked uint64
+					err := Walk(context.Background(), ts.set, tStar, tClass, 1, from, from+batch, func(uint64, []byte, []envelope.FrameInfo) error {
+						walked++
+						return nil
+					})
+					if err != nil || walked != batch {
+						b.Fatalf("walk [%d, %d): %d slots, %v", from, from+batch, walked, err)
+					}
+				}
+				b.StopTimer()
+				gets = 0
+				for _, m := range ts.mems {
+					gets += m.Counters().Gets
+				}
+			}
+			b.ReportMetric(float64(gets), "GETs")
+		})
+	}
 }

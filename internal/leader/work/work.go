@@ -211,7 +211,13 @@ var errWalkFull = errors.New("work: walk batch full")
 
 func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 	ev := leader.Walked{Epoch: r.Epoch, Next: r.From}
-	err := chain.Walk(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, r.To, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
+	// Walk no further than Max slots: the walk reads ahead, and reads past
+	// this batch would be thrown away (and made again by the next one).
+	to := r.To
+	if r.Max > 0 && to > r.From && to-r.From > uint64(r.Max) {
+		to = r.From + uint64(r.Max)
+	}
+	err := chain.Walk(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, to, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
 		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames})
 		ev.Next = slot + 1
 		if r.Max > 0 && len(ev.Slots) >= r.Max {
@@ -223,7 +229,7 @@ func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 		return leader.Walked{Epoch: r.Epoch, Next: r.From, Err: fmt.Errorf("work: walk %s/%s epoch %d [%d, %d): %w", e.Star, e.Class, r.Epoch, r.From, r.To, err)}
 	}
 	if err == nil {
-		ev.Next = r.To
+		ev.Next = to
 	}
 	return ev
 }
