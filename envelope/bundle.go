@@ -77,6 +77,18 @@ func (w *BundleWriter) Grow(n int) {
 	w.buf = slices.Grow(w.buf, n)
 }
 
+// Use has the next bundle written into buf's memory (its capacity; its
+// contents are overwritten): a buffer an earlier Finish returned whose
+// object is no longer needed, so that a caller that recycles objects
+// spares the heap a new, zeroed buffer per bundle. The writer owns buf
+// until Finish returns it. It is ignored unless the writer is empty.
+func (w *BundleWriter) Use(buf []byte) {
+	if w.buf != nil || len(w.frames) > 0 || cap(buf) < EnvelopeSize {
+		return
+	}
+	w.buf = buf[:EnvelopeSize]
+}
+
 // FramePart is a run of one stream's records: the concatenation of exactly
 // Count AppendRecord encodings.
 type FramePart struct {
@@ -295,8 +307,10 @@ func (w *BundleWriter) checkFrame(stream string, firstSeq uint64, count, raw int
 
 // Finish renders the bundle: the envelope for (epoch, slot, n), the frames
 // from offset EnvelopeSize on, and the footer. It returns the object and its
-// frames, both new slices the caller owns, and resets the writer for the
-// next bundle. A bundle with no frames is valid.
+// frames, both slices the caller owns (the object keeps the capacity of the
+// buffer it was written in, for a caller that recycles it through Use),
+// and resets the writer for the next bundle. A bundle with no frames is
+// valid.
 func (w *BundleWriter) Finish(epoch, slot uint64, n Nonce) (obj []byte, frames []FrameInfo) {
 	return w.finish(KindFlight, epoch, slot, n)
 }
@@ -334,7 +348,7 @@ func (w *BundleWriter) finish(kind Kind, epoch, slot uint64, n Nonce) (obj []byt
 	w.buf, w.frames = nil, nil
 	w.entries = w.entries[:0]
 	clear(w.nextSeq)
-	return obj[:len(obj):len(obj)], frames
+	return obj, frames
 }
 
 // appendFrameEntry appends info's footer entry (layout in doc.go).

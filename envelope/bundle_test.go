@@ -141,9 +141,15 @@ func TestWriterReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Appending to a returned object must not be able to reach a writer buffer.
-	if cap(second) != len(second) {
-		t.Fatalf("object capacity %d beyond its length %d", cap(second), len(second))
+	// A returned object owns its buffer (spare capacity included, for
+	// Use): appending to it must not reach the writer's next bundle.
+	add("c", 0)
+	third, _ := w.Finish(1, 3, testNonce)
+	keep3 := bytes.Clone(third)
+	_ = append(second, bytes.Repeat([]byte{0xFF}, cap(second)-len(second))...)
+	_ = append(first, bytes.Repeat([]byte{0xFF}, cap(first)-len(first))...)
+	if !bytes.Equal(third, keep3) {
+		t.Fatal("appending to an earlier object modified a later one")
 	}
 }
 
@@ -412,7 +418,7 @@ func TestAddFramePartsIsAddFrameOfTheConcatenation(t *testing.T) {
 						wantObj, _ := want.Finish(1, 2, testNonce)
 						w := NewBundleWriter()
 						if grow {
-							w.Grow(len(wantObj))
+							w.Grow(len(wantObj) - EnvelopeSize)
 						}
 						var parts []FramePart
 						at := 0
@@ -428,7 +434,7 @@ func TestAddFramePartsIsAddFrameOfTheConcatenation(t *testing.T) {
 							t.Fatalf("parts render %d bytes, the concatenation %d, and they differ", len(obj), len(wantObj))
 						}
 						if grow && cap(obj) != len(obj) {
-							t.Fatalf("object capacity %d, length %d", cap(obj), len(obj))
+							t.Fatalf("object capacity %d, length %d: grown by more than the bundle", cap(obj), len(obj))
 						}
 						if _, err := DecodeFrame(frames[0], obj[frames[0].Offset:frames[0].End()]); err != nil {
 							t.Fatal(err)
@@ -468,5 +474,35 @@ func TestAddFramePartsRejects(t *testing.T) {
 	}
 	if err := NewBundleWriter().AddFrameParts("s", 0, lo, hi, nil, CodecNone); err == nil {
 		t.Fatal("no parts accepted")
+	}
+}
+
+// TestUseRecyclesTheBuffer: a bundle written into a recycled object's
+// buffer (garbage in it) is the same bytes as one written afresh, in that
+// buffer's memory; a buffer too small for the envelope is ignored.
+func TestUseRecyclesTheBuffer(t *testing.T) {
+	recs := jsonRecords(13, 20, 500)
+	lo, hi := tsBounds(recs)
+	render := func(w *BundleWriter) []byte {
+		if err := w.AddFrame("s", 0, len(recs), lo, hi, encodeRecords(recs), CodecNone); err != nil {
+			t.Fatal(err)
+		}
+		obj, _ := w.Finish(3, 4, testNonce)
+		return obj
+	}
+	want := render(NewBundleWriter())
+	old := bytes.Repeat([]byte{0xA5}, 2*len(want))
+	w := NewBundleWriter()
+	w.Use(old[:0])
+	got := render(w)
+	if !bytes.Equal(got, want) {
+		t.Fatal("a bundle written into a recycled buffer differs")
+	}
+	if &got[0] != &old[0] {
+		t.Fatal("the recycled buffer was not used")
+	}
+	w.Use(make([]byte, 0, EnvelopeSize-1))
+	if got := render(w); !bytes.Equal(got, want) {
+		t.Fatal("a bundle after a too-small buffer differs")
 	}
 }

@@ -55,6 +55,7 @@ type lane struct {
 type copyWorkers struct {
 	n      int
 	cancel []context.CancelFunc
+	obj    []byte // the flight object they PUT: recycled once all return
 }
 
 // newLane starts the shell of chain class: its core begins the opening (a
@@ -237,6 +238,7 @@ func (l *lane) forgetCopy(ev leader.Event) {
 				c()
 			}
 			delete(l.copies, cd.Upload)
+			l.env.Recycle(w.obj)
 		}
 	}
 }
@@ -346,6 +348,7 @@ func (l *lane) spawn(req leader.Request) {
 		}
 		w.n++
 		w.cancel = append(w.cancel, cancel)
+		w.obj = pc.Flight.Obj
 		ctx = c
 	}
 	l.workers.Add(1)

@@ -3,10 +3,12 @@ package loglet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
@@ -179,5 +181,89 @@ func TestPrecompressedBatches(t *testing.T) {
 			}
 			check("reader", got)
 		})
+	}
+}
+
+// TestRecycledObjectsAreNotReusedEarly: flight objects are recycled into
+// the next render once every copy's PUT has returned, never before. With
+// one bucket of three slow, a recycle at the W-th copy would hand the slow
+// copy's bytes to the next flight (under -tags invariants, overwrite them
+// at once): every slot's three copies must be byte-identical and decode.
+func TestRecycledObjectsAreNotReusedEarly(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, Express, 3, 5, func(c *Config, fs []*objstore.FaultStore) {
+		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(3*time.Millisecond))
+		c.Express.Codec = CodecNone
+		c.Express.FlightBytes = 4 << 10 // many flights
+	})
+	sess, err := r.star.OpenAppendSession(ctx, "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futures []*AckFuture
+	for i := 0; i < 300; i++ {
+		f, err := sess.Submit(ctx, Batch{Records: []Record{{Body: []byte(fmt.Sprintf("record %d %s", i, strings.Repeat("z", i%300)))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait for the slow bucket's copies (stragglers past W) to land:
+	// Close would cancel them.
+	chainKeys := func(m *objstore.Mem) int {
+		n := 0
+		for _, k := range m.Keys() {
+			if strings.HasPrefix(k, "chains/") {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(20 * time.Second); chainKeys(r.mems[2]) < chainKeys(r.mems[0]); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow bucket holds %d slots of %d", chainKeys(r.mems[2]), chainKeys(r.mems[0]))
+		}
+	}
+	if err := r.star.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slots := 0
+	for _, k := range r.mems[0].Keys() {
+		if !strings.HasPrefix(k, "chains/") {
+			continue
+		}
+		var first []byte
+		for i, m := range r.mems {
+			obj, err := m.Get(ctx, k, 0, -1)
+			if errors.Is(err, objstore.ErrNotFound) && i == 2 {
+				continue // a straggler Close cancelled (the seal's slot)
+			}
+			if err != nil {
+				t.Fatalf("%s copy %d: %v", k, i, err)
+			}
+			if i == 0 {
+				first = obj
+			} else if !bytes.Equal(obj, first) {
+				t.Fatalf("%s: copy %d differs from copy 0", k, i)
+			}
+		}
+		env, frames, err := envelope.ParseBundle(first)
+		if err != nil || env.Kind != envelope.KindFlight {
+			continue
+		}
+		for _, f := range frames {
+			if _, err := envelope.DecodeFrame(f, first[f.Offset:f.End()]); err != nil {
+				t.Fatalf("%s: %v", k, err)
+			}
+		}
+		slots++
+	}
+	if slots < 10 {
+		t.Fatalf("only %d flights: the test did not exercise recycling", slots)
 	}
 }

@@ -67,8 +67,13 @@ const MaxKeyLen = 1024
 // method honours ctx: a cancelled context ends the call with an error that
 // wraps ctx.Err() (for PutIfAbsent that outcome is ambiguous).
 //
-// Buffer ownership: PutIfAbsent does not retain body after it returns and
-// does not modify it. Get returns a slice the caller owns.
+// Buffer ownership, as io.Writer's: PutIfAbsent does not modify body and
+// does not retain it after it returns (a store that keeps bytes, as Mem
+// does, copies them; a wrapper that applies a write later copies it
+// first). The write path relies on it: once every copy's PutIfAbsent of a
+// flight has returned, the flight's buffer is rendered over with the next
+// flight (objstoretest's kit checks a backend keeps the bytes it was
+// given). Get returns a slice the caller owns.
 type Store interface {
 	// PutIfAbsent creates key with body if and only if key holds no object.
 	// It returns nil when this call created the object, ErrExists when an

@@ -249,6 +249,11 @@ func (s *Store) Client() *s3.Client { return s.client }
 
 // PutIfAbsent creates key with body if key holds no object: one PutObject
 // with If-None-Match: *. See the package doc for what each outcome means.
+// body is not retained: every attempt has ended when it returns. (An HTTP
+// transport may still be writing the tail of an attempt the server has
+// already answered, e.g. a 412 sent before the whole body arrived; those
+// bytes go to a request that is over, and the CRC-32C sent with every
+// attempt would make the server refuse an attempt whose bytes changed.)
 func (s *Store) PutIfAbsent(ctx context.Context, key string, body []byte) error {
 	if err := objstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("s3: put %q: %w", key, err)
