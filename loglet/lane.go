@@ -28,6 +28,7 @@ type lane struct {
 	log    *slog.Logger
 	env    *work.Env
 	budget *pool.Budget // the pool's byte budget: admission blocks here
+	slab   slab         // producers carve batches' payloads and stored forms from it
 
 	mu      sync.Mutex
 	core    *leader.Core
@@ -45,7 +46,6 @@ type lane struct {
 
 	// Loop goroutine only: the cancel functions of each upload's copies.
 	copies map[leader.UploadID]*copyWorkers
-	slab slab // the batches' payloads and stored forms are carved from it
 
 	// Loop goroutine only: the wake-ups precise sleepers are out for.
 	sleepers []time.Time
@@ -451,7 +451,7 @@ func (s *slab) alloc(n int) []byte {
 	}
 	off := len(s.chunk)
 	s.chunk = s.chunk[:off+n]
-	b := s.chunk[off:off:off+n]
+	b := s.chunk[off : off : off+n]
 	s.mu.Unlock()
 	return b
 }
