@@ -118,22 +118,30 @@ func (l *lane) awaitOpen(ctx context.Context) (leader.Opened, error) {
 	}
 }
 
-// run is the shell's one loop: take the core's Ready, execute it, wait for
-// the next event or wake-up, step it in.
+// run is the shell's one loop: step in what arrived and take the core's
+// Ready under one lock, execute it, wait for the next event or wake-up.
+// (One lock hold per turn: a loop that locked again to step, and again to
+// wake readers, waited on producers admitting under the lock, and on 2
+// cores a producer woken by the loop's own acks could hold it while
+// descheduled.)
 func (l *lane) run() {
 	defer close(l.stopped)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var next leader.Event     // what the wait brought, stepped at the next turn
+	var inline []leader.Event // events of renders done on this goroutine
 	for {
 		l.mu.Lock()
+		l.stepLocked(inline, next)
 		rd := l.core.Ready()
 		l.core.Advance(rd)
 		l.wake = rd.WakeAt
 		if rd.Dead != nil {
 			l.dead = rd.Dead
 		}
+		readers := l.releasedLocked(rd)
 		l.mu.Unlock()
-		inline := l.execute(rd)
+		inline, next = l.execute(rd, readers), nil
 		if rd.Stopped {
 			l.cancel()
 			return
@@ -141,7 +149,6 @@ func (l *lane) run() {
 		if len(inline) > 0 {
 			// A flight rendered here: its copies start at once, with no
 			// worker's hand-off to wait for.
-			l.stepAll(inline)
 			continue
 		}
 		if !timer.Stop() {
@@ -156,16 +163,37 @@ func (l *lane) run() {
 			l.wakePrecisely(rd.WakeAt, d)
 		}
 		select {
-		case ev := <-l.events:
-			l.step(ev)
+		case next = <-l.events:
 		case at := <-l.wakes:
 			l.sleepers = slices.DeleteFunc(l.sleepers, func(t time.Time) bool { return t.Equal(at) })
-			l.step(leader.Tick{})
+			next = leader.Tick{}
 		case <-timer.C:
-			l.step(leader.Tick{})
+			next = leader.Tick{}
 		case <-l.kick:
 		}
 	}
+}
+
+// releasedLocked takes the channels of the readers waiting on the streams
+// rd released (all of them once the chain stopped serving), for execute to
+// close after the outcomes. Lane lock held.
+func (l *lane) releasedLocked(rd leader.Ready) []chan struct{} {
+	var out []chan struct{}
+	for _, st := range rd.Released {
+		if ch := l.waiters[st]; ch != nil {
+			out = append(out, ch)
+			delete(l.waiters, st)
+		}
+	}
+	if rd.Dead != nil {
+		// Readers following this process's releases wait no more: they
+		// go on from history, as a Reader does.
+		for st, ch := range l.waiters {
+			out = append(out, ch)
+			delete(l.waiters, st)
+		}
+	}
+	return out
 }
 
 // preciseBelow is the longest wake-up a precise sleeper is sent out for:
@@ -201,17 +229,21 @@ func (l *lane) wakePrecisely(at time.Time, d time.Duration) {
 	}()
 }
 
-// maxStepBatch bounds the events stepped under one lock before the loop
+// maxStepBatch bounds the events stepped in one turn before the loop
 // takes the core's Ready again.
 const maxStepBatch = 64
 
-// step applies ev, and every event already waiting (up to maxStepBatch),
-// to the core under one lock.
-func (l *lane) step(ev leader.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// stepLocked applies the inline renders' events, then ev and every event
+// already waiting (up to maxStepBatch), to the core. Lane lock held.
+func (l *lane) stepLocked(inline []leader.Event, ev leader.Event) {
+	if len(inline) == 0 && ev == nil {
+		return
+	}
 	now := time.Now()
-	for n := 0; ; n++ {
+	for _, e := range inline {
+		l.core.Step(now, e)
+	}
+	for n := 0; ev != nil; n++ {
 		l.forgetCopy(ev)
 		l.core.Step(now, ev)
 		if n == maxStepBatch {
@@ -220,7 +252,7 @@ func (l *lane) step(ev leader.Event) {
 		select {
 		case ev = <-l.events:
 		default:
-			return
+			ev = nil
 		}
 	}
 }
@@ -247,7 +279,7 @@ func (l *lane) forgetCopy(ev leader.Event) {
 // outcomes in order, readers' wake-ups, logs, the opening's result. A
 // render that only assembles (renderInline) is done here, last, and its
 // event returned for the loop to step.
-func (l *lane) execute(rd leader.Ready) (inline []leader.Event) {
+func (l *lane) execute(rd leader.Ready, readers []chan struct{}) (inline []leader.Event) {
 	for _, id := range rd.Cancels {
 		if w := l.copies[id]; w != nil {
 			for _, c := range w.cancel {
@@ -274,23 +306,8 @@ func (l *lane) execute(rd leader.Ready) (inline []leader.Event) {
 	for _, b := range rd.Outcomes {
 		close(b.Done)
 	}
-	if len(rd.Released) > 0 || rd.Dead != nil {
-		l.mu.Lock()
-		for _, st := range rd.Released {
-			if ch := l.waiters[st]; ch != nil {
-				close(ch)
-				delete(l.waiters, st)
-			}
-		}
-		if rd.Dead != nil {
-			// Readers following this process's releases wait no more: they
-			// go on from history, as a Reader does.
-			for st, ch := range l.waiters {
-				close(ch)
-				delete(l.waiters, st)
-			}
-		}
-		l.mu.Unlock()
+	for _, ch := range readers {
+		close(ch)
 	}
 	if rd.Opened != nil {
 		l.opened <- *rd.Opened
@@ -324,16 +341,6 @@ func (l *lane) renderInline(r leader.Render) bool {
 		n += len(b.Payload)
 	}
 	return n <= inlineRenderBytes
-}
-
-// stepAll steps evs, in order, under one lock.
-func (l *lane) stepAll(evs []leader.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	for _, ev := range evs {
-		l.core.Step(now, ev)
-	}
 }
 
 // spawn starts one worker: one request, one event back.

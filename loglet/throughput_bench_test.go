@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/klauspost/compress/s2"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/histogram"
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -246,5 +249,65 @@ func BenchmarkOwnCost(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkAckFloor is the library's own cost with nothing else in the
+// way: one producer, one small batch at a time, instant buckets (sinkStore)
+// so the ideal ordered release is the flush deadline itself; ack-over-us
+// is the ack past the deadline (what the library adds: the cut's wake-up,
+// render, the copies' hand-offs, delivery), with its stages. Run:
+//
+//	go test ./loglet -run '^$' -bench BenchmarkAckFloor -benchtime 2000x -count 5
+func BenchmarkAckFloor(b *testing.B) {
+	for _, k := range []int{1, 3} {
+		b.Run(fmt.Sprintf("model=instant/class=express/K=%d/codec=none", k), func(b *testing.B) {
+			stores := make([]objstore.Store, k)
+			for i := range stores {
+				stores[i] = newSinkStore()
+			}
+			cfg := Config{Star: "floor", Meta: metastore.NewMem(), Logger: slog.New(slog.DiscardHandler), CreateOnAppend: true, DefaultClass: Express,
+				Express: ClassConfig{Buckets: stores, Codec: CodecNone}}
+			s, err := Open(context.Background(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			sess, err := s.OpenAppendSession(context.Background(), "floor")
+			if err != nil {
+				b.Fatal(err)
+			}
+			deadline := s.classConfig(Express).FlushDeadline
+			var over, cutOver, claimPut, copies, toProducer histogram.H
+			rec := []Record{{Body: []byte("a small record")}}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				f, err := sess.Submit(context.Background(), Batch{Records: rec})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := f.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				seen := time.Now()
+				over.RecordDuration(seen.Sub(start) - deadline)
+				if w, ok := f.Trace(); ok {
+					cutOver.RecordDuration(w.Claimed.Sub(w.Oldest.Add(deadline)))
+					claimPut.RecordDuration(w.PutStart.Sub(w.Claimed))
+					copies.RecordDuration(w.Durable.Sub(w.PutStart))
+					toProducer.RecordDuration(seen.Sub(w.Released))
+				}
+			}
+			b.StopTimer()
+			for _, m := range []struct {
+				name string
+				h    *histogram.H
+			}{{"ack-over", &over}, {"cut-over", &cutOver}, {"claim-put", &claimPut}, {"copies", &copies}, {"to-producer", &toProducer}} {
+				sn := m.h.Snapshot()
+				b.ReportMetric(us(sn.Quantile(0.5)), m.name+"-p50-us")
+				b.ReportMetric(us(sn.Quantile(0.99)), m.name+"-p99-us")
+			}
+		})
 	}
 }
