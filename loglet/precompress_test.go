@@ -15,6 +15,18 @@ import (
 	"github.com/flightlog/flightlog/objstore"
 )
 
+// TestPrecompressDefaults: Express compresses large batches at admission
+// by default, Standard never does.
+func TestPrecompressDefaults(t *testing.T) {
+	c := DefaultConfig()
+	if c.Standard.PrecompressBytes != DefaultStandardPrecompressBytes || c.Standard.PrecompressBytes >= 0 {
+		t.Fatalf("Standard PrecompressBytes %d, want %d (never)", c.Standard.PrecompressBytes, DefaultStandardPrecompressBytes)
+	}
+	if c.Express.PrecompressBytes != DefaultExpressPrecompressBytes || c.Express.PrecompressBytes <= 0 {
+		t.Fatalf("Express PrecompressBytes %d, want %d", c.Express.PrecompressBytes, DefaultExpressPrecompressBytes)
+	}
+}
+
 // TestPrecompressedBatches: a batch of PrecompressBytes or more is
 // compressed at admission and written as a frame of its own (compressed,
 // or stored as is when compressing does not pay); smaller batches of the
@@ -28,7 +40,7 @@ func TestPrecompressedBatches(t *testing.T) {
 	for _, tc := range []struct {
 		codec envelope.Codec
 		pre   int
-	}{{envelope.CodecS2, 0}, {envelope.CodecZstd, 0}, {envelope.CodecS2, -1}} {
+	}{{envelope.CodecS2, 4 << 10}, {envelope.CodecZstd, 4 << 10}, {envelope.CodecS2, -1}} {
 		codec := tc.codec
 		t.Run(fmt.Sprintf("%s/precompress=%d", codec, tc.pre), func(t *testing.T) {
 			ctx := context.Background()
@@ -42,8 +54,8 @@ func TestPrecompressedBatches(t *testing.T) {
 			if _, err := s.CreateStream(ctx, "logs", StreamOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if got := s.classConfig(Standard).PrecompressBytes; tc.pre == 0 && got != DefaultPrecompressBytes {
-				t.Fatalf("PrecompressBytes %d in force, want the default %d", got, DefaultPrecompressBytes)
+			if got := s.classConfig(Standard).PrecompressBytes; got != tc.pre {
+				t.Fatalf("PrecompressBytes %d in force, want %d", got, tc.pre)
 			}
 			rnd := rand.New(rand.NewPCG(9, 9))
 			type sent struct {
