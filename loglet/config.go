@@ -320,23 +320,23 @@ type ClassConfig struct {
 // Per-class defaults. The benchmark in loglet/bench_test.go and
 // `flightlog bench` are how they were chosen; see README.md.
 const (
-	DefaultStandardMemoryBufferMiB = 256
-	DefaultExpressMemoryBufferMiB  = 32
-	DefaultStandardParallelUploads = 16
-	DefaultExpressParallelUploads  = 32
-	DefaultStandardFlushDeadline   = 20 * time.Millisecond
-	DefaultExpressFlushDeadline    = 1 * time.Millisecond
-	DefaultStandardFlightBytes     = 8 << 20
-	DefaultExpressFlightBytes      = 1 << 20
-	DefaultStandardCommitDeadline  = 10 * time.Second
-	DefaultExpressCommitDeadline   = 2 * time.Second
-	DefaultStragglerTimeout        = 30 * time.Second
-	DefaultChainBacklogFlights     = 1024
-	DefaultFrameBytes              = 4 << 20
+	DefaultStandardMemoryBufferMiB  = 256
+	DefaultExpressMemoryBufferMiB   = 32
+	DefaultStandardParallelUploads  = 16
+	DefaultExpressParallelUploads   = 32
+	DefaultStandardFlushDeadline    = 20 * time.Millisecond
+	DefaultExpressFlushDeadline     = 1 * time.Millisecond
+	DefaultStandardFlightBytes      = 8 << 20
+	DefaultExpressFlightBytes       = 1 << 20
+	DefaultStandardCommitDeadline   = 10 * time.Second
+	DefaultExpressCommitDeadline    = 2 * time.Second
+	DefaultStragglerTimeout         = 30 * time.Second
+	DefaultChainBacklogFlights      = 1024
+	DefaultFrameBytes               = 4 << 20
 	DefaultStandardPrecompressBytes = -1 // never
 	DefaultExpressPrecompressBytes  = 4 << 10
-	DefaultStandardCodec           = envelope.CodecS2
-	DefaultExpressCodec            = envelope.CodecS2
+	DefaultStandardCodec            = envelope.CodecS2
+	DefaultExpressCodec             = envelope.CodecS2
 )
 
 func (c *ClassConfig) applyDefaults(class Class) {
