@@ -105,6 +105,10 @@ func BenchmarkThroughput(b *testing.B) {
 				b.ReportMetric(float64(cs.FlightSize.Quantile(0.5))/1024, "flight-KiB-p50")
 				b.ReportMetric(float64(putBytes)/float64(m.k)/r.bodyBytes(), "stored/raw")
 				b.ReportMetric(perGiB(puts, r), "PUTs/GiB")
+				// Where producers waited: the pool's budget (admission) and
+				// the chain's backlog (claims waiting for the absorb).
+				b.ReportMetric(float64(cs.Pool.BlockedNanos)/1e6/r.elapsed.Seconds(), "pool-blocked-ms/s")
+				b.ReportMetric(float64(cs.Backlog.StalledNanos)/1e6/r.elapsed.Seconds(), "backlog-stalled-ms/s")
 				frame := max(1, int(cs.FlightSize.Quantile(0.5))/benchStreams)
 				switch c.c {
 				case envelope.CodecS2:
