@@ -119,11 +119,9 @@ func (l *lane) awaitOpen(ctx context.Context) (leader.Opened, error) {
 }
 
 // run is the shell's one loop: step in what arrived and take the core's
-// Ready under one lock, execute it, wait for the next event or wake-up.
-// (One lock hold per turn: a loop that locked again to step, and again to
-// wake readers, waited on producers admitting under the lock, and on 2
-// cores a producer woken by the loop's own acks could hold it while
-// descheduled.)
+// Ready under one lock hold (it used to take three per turn: to step, to
+// take the Ready, to wake readers), execute it, wait for the next event or
+// wake-up.
 func (l *lane) run() {
 	defer close(l.stopped)
 	timer := time.NewTimer(time.Hour)
