@@ -297,7 +297,9 @@ type ClassConfig struct {
 	// compressed by the producer that submits it, at admission, and
 	// written as a frame of its own, so the flusher only assembles a
 	// claimed flight; smaller batches are grouped per stream and
-	// compressed when their flight is claimed. Negative: never (every
+	// compressed when their flight is claimed (so is a large batch when
+	// the pool's budget has no room for its compressed copy at admission:
+	// ClassStats.PrecompressSkipped). Negative: never (every
 	// frame is compressed at the claim, one per stream of the flight).
 	// Default: 4 KiB for Express, never for Standard. It trades ratio and
 	// throughput for latency: on the benchmark's 10 KiB JSON batches (S2)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
@@ -29,6 +30,9 @@ type lane struct {
 	env    *work.Env
 	budget *pool.Budget // the pool's byte budget: admission blocks here
 	slab   slab         // producers carve batches' payloads and stored forms from it
+	// precompressSkipped counts batches compressed at the claim because
+	// the budget had no room for their compressed copy at admission.
+	precompressSkipped atomic.Uint64
 
 	mu      sync.Mutex
 	core    *leader.Core
@@ -402,33 +406,34 @@ var compressScratch = sync.Pool{New: func() any { return new([]byte) }}
 // precompress compresses b's payload on the caller's goroutine when the
 // class compresses and b has PrecompressBytes or more (issue 16:
 // compressing a 100 KiB flight at the claim cost an Express ack over a
-// millisecond, and the next cut waited behind it): b.Stored is then the frame's
-// stored bytes, exactly sized, and b.Charge counts them (they are held as
-// long as the payload). The extra charge is reserved honouring ctx; on
-// error the whole charge is returned.
-func (l *lane) precompress(ctx context.Context, b *leader.Batch) error {
+// millisecond, and the next cut waited behind it): b.Stored is then the
+// frame's stored bytes, exactly sized, and b.Charge counts them (they are
+// held as long as the payload). The extra charge is taken only if the
+// budget has it now: a producer that waited for it while holding the
+// payload's charge could wait for ever (a batch whose two parts exceed
+// what is left of the budget, or producers at the budget each holding a
+// payload). Without it the batch is compressed at the claim, as a small
+// one is.
+func (l *lane) precompress(b *leader.Batch) {
 	c := l.env.Codec
 	if c == envelope.CodecNone || l.cfg.PrecompressBytes < 0 || len(b.Payload) < l.cfg.PrecompressBytes {
-		return nil
+		return
 	}
 	buf := compressScratch.Get().(*[]byte)
+	defer compressScratch.Put(buf)
 	enc, used := envelope.CompressFrame((*buf)[:0], b.Payload, c)
+	*buf = enc[:0]
 	if used == envelope.CodecNone {
 		b.Stored = b.Payload // incompressible: stored as is, no copy held
 	} else {
-		b.Stored = append(l.slab.alloc(len(enc)), enc...)
-	}
-	*buf = enc[:0]
-	compressScratch.Put(buf)
-	b.StoredCodec, b.StoredCRC = used, envelope.Checksum(b.Stored)
-	if used != envelope.CodecNone {
-		if err := l.reserve(ctx, int64(len(b.Stored))); err != nil {
-			l.budget.Unreserve(b.Charge)
-			return err
+		if !l.budget.TryReserve(int64(len(enc))) {
+			l.precompressSkipped.Add(1)
+			return
 		}
-		b.Charge += int64(len(b.Stored))
+		b.Stored = append(l.slab.alloc(len(enc)), enc...)
+		b.Charge += int64(len(enc))
 	}
-	return nil
+	b.StoredCodec, b.StoredCRC = used, envelope.Checksum(b.Stored)
 }
 
 // slab carves the small buffers every batch needs (its encoded payload,
@@ -618,7 +623,7 @@ func (l *lane) snapshot() *ClassStats {
 	out := &ClassStats{
 		Epoch: cs.Epoch, Pool: ps,
 		WindowSize: cs.WindowSize, WindowInFlight: cs.WindowInFlight, ReleasePoint: cs.ReleasePoint,
-		Flights: cs.Flights, FlightPayload: cs.FlightPayload, FlightObjects: cs.FlightObjects,
+		Flights: cs.Flights, FlightPayload: cs.FlightPayload, FlightObjects: cs.FlightObjects, PrecompressSkipped: l.precompressSkipped.Load(),
 		AckedBatches: cs.AckedBatches, AckedRecords: cs.AckedRecords, AckedBytes: cs.AckedBytes,
 		FailedOutcomeUnknown: cs.FailedOutcomeUnknown, FailedNotCommitted: cs.FailedNotCommitted,
 		GhostPuts: cs.GhostPuts, ForeignOccupants: cs.ForeignOccupants,

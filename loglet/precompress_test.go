@@ -279,3 +279,56 @@ func TestRecycledObjectsAreNotReusedEarly(t *testing.T) {
 		t.Fatalf("only %d flights: the test did not exercise recycling", slots)
 	}
 }
+
+// TestPrecompressNeverWaitsWhileHolding: a batch whose payload and
+// compressed copy together exceed what is left of the pool's budget is
+// admitted and acked at once, compressed at the claim: admission never
+// waits for the compressed copy's charge while holding the payload's
+// (with the payload alone filling most of the budget, that wait could
+// never end). The skip is counted, and the budget is whole afterwards.
+func TestPrecompressNeverWaitsWhileHolding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mem := objstore.NewMem()
+	cfg := Config{Star: "pc", Owner: "p1", Meta: metastore.NewMem(), Logger: testLogger(), MaxBatchBytes: 1 << 20, MaxRecordBytes: 1 << 20,
+		Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: envelope.CodecS2, PrecompressBytes: 4 << 10, MemoryBufferMiB: 1}}
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.CreateStream(ctx, "big", StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// 720 KB that S2 halves: payload + compressed copy > 1 MiB.
+	rnd := rand.New(rand.NewPCG(3, 3))
+	body := make([]byte, 0, 720<<10)
+	for len(body) < cap(body) {
+		chunk := make([]byte, 64)
+		for i := range chunk {
+			chunk[i] = byte(rnd.Uint32())
+		}
+		body = append(body, chunk...)
+		body = append(body, bytes.Repeat([]byte{'a'}, 64)...)
+	}
+	for i := 0; i < 3; i++ {
+		ack, err := s.Append(ctx, "big", Batch{Records: []Record{{Body: body}}})
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if ack.Start != uint64(i) {
+			t.Fatalf("append %d acked at %d", i, ack.Start)
+		}
+	}
+	st := s.Stats().Standard
+	if st.PrecompressSkipped != 3 {
+		t.Fatalf("%d batches compressed at the claim for want of budget, want 3", st.PrecompressSkipped)
+	}
+	if st.Pool.ReservedBytes != 0 {
+		t.Fatalf("%d pool bytes still reserved", st.Pool.ReservedBytes)
+	}
+	got := readAll(t, s, "big")
+	if len(got) != 3 || !bytes.Equal(got[2].Body, body) {
+		t.Fatalf("read back %d records", len(got))
+	}
+}

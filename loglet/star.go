@@ -621,9 +621,7 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 		p.MinTS, p.MaxTS = min(p.MinTS, r.Timestamp), max(p.MaxTS, r.Timestamp)
 		p.Payload = envelope.AppendRecord(p.Payload, r)
 	}
-	if err := st.lane.precompress(ctx, p); err != nil {
-		return nil, nil, err
-	}
+	st.lane.precompress(p)
 	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
 		return nil, nil, err
 	}

@@ -38,6 +38,10 @@ type ClassStats struct {
 	Flights       uint64 // flights uploaded
 	FlightPayload uint64 // record bytes in them
 	FlightObjects uint64 // bytes of the rendered objects (after compression), per copy
+	// PrecompressSkipped counts batches of PrecompressBytes or more that
+	// were compressed at the claim instead of at admission: the pool's
+	// budget had no room for their compressed copy then.
+	PrecompressSkipped uint64
 
 	AckedBatches, AckedRecords, AckedBytes uint64
 	// FailedOutcomeUnknown and FailedNotCommitted count batches that

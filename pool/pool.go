@@ -195,6 +195,24 @@ func (b *Budget) Reserve(ctx context.Context, n int64) error {
 	return nil
 }
 
+// TryReserve takes n bytes of budget if they are free now, and reports
+// whether it did; it never blocks. For a producer that already holds a
+// reservation and wants a little more: waiting for it while holding the
+// first would be hold-and-wait (a batch whose two parts together exceed
+// what is left can wait for ever on budget only its own admission would
+// free).
+func (b *Budget) TryReserve(n int64) bool {
+	if n > b.budget || b.isClosed() {
+		return false
+	}
+	n = charge(n)
+	if !b.sem.TryAcquire(n) {
+		return false
+	}
+	b.reserved.Add(n)
+	return true
+}
+
 // Unreserve returns n reserved bytes whose batch was not pushed.
 func (b *Budget) Unreserve(n int64) { b.Free(charge(n)) }
 

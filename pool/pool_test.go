@@ -206,3 +206,32 @@ func TestReserveWithEndedContext(t *testing.T) {
 		t.Fatal("Reserve(nil ctx) succeeded")
 	}
 }
+
+// TestTryReserve: TryReserve takes what is free now and nothing else, never
+// blocks, counts what it took, and refuses once the budget is closed.
+func TestTryReserve(t *testing.T) {
+	b := NewBudget(100)
+	if !b.TryReserve(60) {
+		t.Fatal("60 of a free 100 refused")
+	}
+	if b.TryReserve(41) {
+		t.Fatal("41 taken with 40 left")
+	}
+	if !b.TryReserve(40) {
+		t.Fatal("the last 40 refused")
+	}
+	if b.TryReserve(1) || b.TryReserve(101) {
+		t.Fatal("taken past the budget")
+	}
+	if got := b.Stats().ReservedBytes; got != 100 {
+		t.Fatalf("reserved %d, want 100", got)
+	}
+	b.Free(100)
+	b.Close()
+	if b.TryReserve(1) {
+		t.Fatal("taken after close")
+	}
+	if got := b.Stats().ReservedBytes; got != 0 {
+		t.Fatalf("reserved %d after free, want 0", got)
+	}
+}

@@ -90,6 +90,7 @@ var chainInstrs = []chainInstr{
 	{"flightlog.flights", "{flight}", "Flights uploaded.", counter, func(s *loglet.ClassStats) int64 { return u(s.Flights) }},
 	{"flightlog.flight.payload", "By", "Record bytes in the flights uploaded.", counter, func(s *loglet.ClassStats) int64 { return u(s.FlightPayload) }},
 	{"flightlog.flight.objects", "By", "Bytes of the rendered flight objects, per copy.", counter, func(s *loglet.ClassStats) int64 { return u(s.FlightObjects) }},
+	{"flightlog.precompress.skipped", "{batch}", "Large batches compressed at the claim because the pool had no room for their compressed copy at admission.", counter, func(s *loglet.ClassStats) int64 { return u(s.PrecompressSkipped) }},
 	{"flightlog.acked.batches", "{batch}", "Batches acknowledged durable.", counter, func(s *loglet.ClassStats) int64 { return u(s.AckedBatches) }},
 	{"flightlog.acked.records", "{record}", "Records acknowledged durable.", counter, func(s *loglet.ClassStats) int64 { return u(s.AckedRecords) }},
 	{"flightlog.acked.bytes", "By", "Record bytes acknowledged durable.", counter, func(s *loglet.ClassStats) int64 { return u(s.AckedBytes) }},

@@ -128,6 +128,7 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	counter("flights_total", "Flights uploaded.", func(s *loglet.ClassStats) float64 { return u(s.Flights) })
 	counter("flight_payload_bytes_total", "Record bytes in the flights uploaded.", func(s *loglet.ClassStats) float64 { return u(s.FlightPayload) })
 	counter("flight_object_bytes_total", "Bytes of the rendered flight objects (after compression), per copy.", func(s *loglet.ClassStats) float64 { return u(s.FlightObjects) })
+	counter("precompress_skipped_total", "Large batches compressed at the claim because the pool had no room for their compressed copy at admission.", func(s *loglet.ClassStats) float64 { return u(s.PrecompressSkipped) })
 	counter("acked_batches_total", "Batches acknowledged durable.", func(s *loglet.ClassStats) float64 { return u(s.AckedBatches) })
 	counter("acked_records_total", "Records acknowledged durable.", func(s *loglet.ClassStats) float64 { return u(s.AckedRecords) })
 	counter("acked_bytes_total", "Record bytes acknowledged durable.", func(s *loglet.ClassStats) float64 { return u(s.AckedBytes) })
