@@ -64,8 +64,12 @@ func settledDir(t *testing.T) (dir string, want map[string]string) {
 }
 
 // waitSettledCLI polls the star's figures until both chains' trim cursors
-// reach their checkpoints. A condition, not a sleep: the deadline only
-// turns a broken settle into a failure instead of a hang.
+// reach their release points: every released flight of this epoch (and so
+// every one before it) is absorbed, settled and trimmed. Every absorbed
+// round settled is not enough: the last acked flight may not be absorbed
+// yet, and its ref then still points into the chain. A condition, not a
+// sleep: the deadline only turns a broken settle into a failure instead
+// of a hang.
 func waitSettledCLI(t *testing.T, star *loglet.Star) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -73,7 +77,8 @@ func waitSettledCLI(t *testing.T, star *loglet.Star) {
 		st := star.Stats()
 		done := st.Standard != nil && st.Express != nil
 		for _, cs := range []*loglet.ClassStats{st.Standard, st.Express} {
-			if cs != nil && (cs.Settle.UnsettledRounds > 0 || cs.Settle.Objects == 0) {
+			if cs != nil && (cs.Settle.UnsettledRounds > 0 || cs.Settle.Objects == 0 ||
+				cs.Settle.TrimEpoch < cs.Epoch || cs.Settle.TrimNext < cs.ReleasePoint) {
 				done = false
 			}
 		}
