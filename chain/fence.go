@@ -255,6 +255,7 @@ type FenceOptions struct {
 	// Parallel−1 slots past the cut. The read-ahead grows with the slots
 	// decided committed (Parallel plus that count, up to ReadAhead), so a
 	// fence that finds its cut at once reads no more than it fences.
+	// BucketSet.ReadAhead, if set, caps both Parallel and ReadAhead.
 	ReadAhead int
 }
 
@@ -338,6 +339,7 @@ func Fence(ctx context.Context, set BucketSet, star string, class Class, epoch, 
 		ahead = DefaultFenceReadAhead
 	}
 	ahead = max(ahead, par)
+	par, ahead = uint64(set.capAhead(int(par))), uint64(set.capAhead(int(ahead)))
 	// Slots in [slot, next) are being worked on, each by its own goroutine
 	// reporting on its channel (buffered: a goroutine never waits for the
 	// reader). They are consumed in slot order. A slot started par or more

@@ -65,7 +65,7 @@ func GarbageProbe(ctx context.Context, set BucketSet, star string, class Class, 
 	var wg sync.WaitGroup
 	for _, b := range set.Stores {
 		var fails atomic.Int32
-		sem := make(chan struct{}, probeParallel)
+		sem := make(chan struct{}, set.capAhead(probeParallel))
 		for s := cut; s < cut+uint64(window); s++ {
 			wg.Add(1)
 			go func() {

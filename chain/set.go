@@ -24,6 +24,25 @@ type BucketSet struct {
 	// unless FenceOptions.Retry is set). The zero value is RetryPolicy's
 	// defaults.
 	Retry RetryPolicy
+	// ReadAhead, if positive, bounds how many slots a Fence, a Walk or a
+	// GarbageProbe works on at once, and so the requests they have in
+	// flight: a fence at most ReadAhead·K, a walk ReadAhead GETs (more
+	// only while it skips a bad copy), a probe ReadAhead per bucket.
+	// 0: their defaults (DefaultFenceReadAhead slots for a fence, 256 for a
+	// walk of small flights, 16 keys per bucket for a probe), which
+	// overlap the round trips of a takeover's backlog. Lower it for a store
+	// with a per-prefix request rate or a small connection pool: a
+	// takeover then takes about backlog/ReadAhead round trips.
+	ReadAhead int
+}
+
+// capAhead returns n, or the set's ReadAhead if that is positive and
+// smaller.
+func (s BucketSet) capAhead(n int) int {
+	if s.ReadAhead > 0 && s.ReadAhead < n {
+		return s.ReadAhead
+	}
+	return n
 }
 
 // K returns the set's size.

@@ -75,15 +75,16 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 	}()
 	var inflight []read
 	next := from
+	whole, deep := uint64(set.capAhead(walkReadAhead)), uint64(set.capAhead(walkDeepReadAhead))
 	smallRun := 0 // copies under walkHeadBytes handed to fn in a row
 	for slot := from; slot < cut; slot++ {
-		depth := uint64(walkReadAhead)
+		depth := whole
 		if smallRun >= walkReadAhead {
-			depth = walkDeepReadAhead
+			depth = deep
 		}
 		for next < cut && next-slot < depth {
 			r := read{slot: next, out: make(chan got, 1)}
-			if next-slot >= walkReadAhead {
+			if next-slot >= whole {
 				r.whole = make(chan struct{})
 			}
 			inflight = append(inflight, r)
@@ -109,7 +110,7 @@ func WalkWithStats(ctx context.Context, set BucketSet, star string, class Class,
 			}()
 		}
 		for i := range inflight {
-			if inflight[i].slot-slot >= walkReadAhead {
+			if inflight[i].slot-slot >= whole {
 				break
 			}
 			if inflight[i].whole != nil {
