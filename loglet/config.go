@@ -311,6 +311,16 @@ type ClassConfig struct {
 	PrecompressBytes int
 	// Retry paces retries of ambiguous PUT failures.
 	Retry chain.RetryPolicy
+	// ReadAhead, if positive, bounds how many slots a takeover's (or a
+	// halt recovery's) fence, walk and garbage probe work on at once
+	// (chain.BucketSet.ReadAhead): at most ReadAhead·K requests in flight
+	// for a fence, ReadAhead GETs for a walk. 0: the defaults, up to
+	// 128·K envelope GETs at once in a fence and 256 in a walk, which
+	// fence and walk a 1,024-flight backlog at 20 ms per request in about
+	// 0.7 s (README, "Takeover"). Lower it for a store with a per-prefix
+	// request rate or an HTTP client with a small connection pool; the
+	// takeover then costs about backlog/ReadAhead round trips.
+	ReadAhead int
 	// ChainBacklogFlights bounds claimed-but-unabsorbed flights (the
 	// seed's --s3-chain-backlog-flights, default 1024).
 	ChainBacklogFlights int
@@ -447,6 +457,9 @@ func (c *ClassConfig) validate(class Class, maxBatch int) error {
 	}
 	if c.ChainBacklogFlights < c.ParallelUploads {
 		bad("ChainBacklogFlights=%d must be at least ParallelUploads=%d", c.ChainBacklogFlights, c.ParallelUploads)
+	}
+	if c.ReadAhead < 0 {
+		bad("ReadAhead=%d must not be negative (0: the defaults)", c.ReadAhead)
 	}
 	if c.StragglerMiB < 1 {
 		bad("StragglerMiB=%d must be >= 1", c.StragglerMiB)

@@ -23,6 +23,7 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "doomedGrace": true,
 		"SettleInterval":     true, // off until settled objects are compacted (its doc)
 		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true, "CoarseWakeups": true,
+		"ReadAhead": true, // 0: chain's read-ahead defaults (its doc)
 	}
 	c := DefaultConfig()
 	check := func(where string, v reflect.Value) {

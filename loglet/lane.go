@@ -71,7 +71,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		log:    s.log.With("star", s.cfg.Star, "class", class.String()),
 		budget: pool.NewBudget(int64(cfg.MemoryBufferMiB) << 20),
 		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.Buckets, Names: cfg.BucketNames,
-			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, Frames: leader.DefaultFrameLimits(int64(cfg.FrameBytes)),
+			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, ReadAhead: cfg.ReadAhead, Frames: leader.DefaultFrameLimits(int64(cfg.FrameBytes)),
 			Settled: s.cfg.Standard.Buckets, Liveness: s.streamLiveness, SettleTimeout: settlePassTimeout, SettleGrace: s.cfg.doomedGrace},
 		waiters: map[*leader.Stream]chan struct{}{},
 		kick:    make(chan struct{}, 1),

@@ -92,6 +92,8 @@ type takeoverModel struct {
 	put, get objstore.LatencyDist // nil: none
 	meta     objstore.LatencyDist // metastore latency; nil: none
 	backlogs []int
+	// readAhead is the successor's ClassConfig.ReadAhead (0: defaults).
+	readAhead int
 }
 
 var takeoverModels = []takeoverModel{
@@ -102,6 +104,10 @@ var takeoverModels = []takeoverModel{
 		meta: objstore.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{0, 64, 256, 1024}},
 	{name: "fixed-20ms", put: objstore.Fixed(20 * time.Millisecond), get: objstore.Fixed(20 * time.Millisecond),
 		meta: objstore.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{0, 1024}},
+	// The same with ReadAhead 16: at most 48 requests in flight, for a
+	// store with a per-prefix request rate or a small connection pool.
+	{name: "fixed-20ms-readahead-16", put: objstore.Fixed(20 * time.Millisecond), get: objstore.Fixed(20 * time.Millisecond),
+		meta: objstore.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{1024}, readAhead: 16},
 }
 
 // takeoverStreams is how many streams the backlog's flights are spread over.
@@ -244,7 +250,7 @@ func takeoverExpressOnly(c *Config) {
 
 // fillBacklog opens the incumbent, absorbs one warm flight, then leaves n
 // flights released and unabsorbed, and kills it.
-func fillBacklog(b *testing.B, w *world, n int) {
+func fillBacklog(b testing.TB, w *world, n int) {
 	inc, err := w.open("incumbent", func(c *Config) {
 		takeoverExpressOnly(c)
 		c.AbsorbInterval = time.Hour // only the first round ever runs
@@ -329,6 +335,7 @@ func runTakeover(b *testing.B, m takeoverModel, n int) takeoverRun {
 	start := time.Now()
 	succ, err := w.openWith("successor", model, func(c *Config) {
 		takeoverExpressOnly(c)
+		c.Express.ReadAhead = m.readAhead
 		c.Logger = slog.New(events)
 		for i, s := range c.Express.Buckets {
 			c.Express.Buckets[i] = rttStore{Store: s, put: &put, get: &get}

@@ -194,6 +194,10 @@ type plan struct {
 	retained    int
 	retainAge   time.Duration
 	retainBytes int64
+	// readAhead: ClassConfig.ReadAhead of every process (0: the defaults),
+	// so that takeovers and halt recoveries also fence and walk a slot or
+	// a few at a time.
+	readAhead int
 }
 
 type window struct{ at, dur time.Duration }
@@ -332,6 +336,10 @@ func drawPlan(o Options) plan {
 			p.retainBytes = int64(512 + r6.IntN(8<<10))
 		}
 	}
+	r7 := rand.New(rand.NewPCG(o.Seed, 0x4ead))
+	if r7.IntN(3) == 0 {
+		p.readAhead = 1 + r7.IntN(8)
+	}
 	if o.NoSettle {
 		p.settleEvery = 0
 	}
@@ -377,6 +385,9 @@ func (p plan) String() string {
 	}
 	if p.faults.Corrupt {
 		fmt.Fprintf(&b, "; corrupt a copy every %v", p.corruptEvery)
+	}
+	if p.readAhead > 0 {
+		fmt.Fprintf(&b, "; read-ahead %d", p.readAhead)
 	}
 	if p.faults.ShortContexts {
 		fmt.Fprintf(&b, "; short contexts %.3f", p.shortCtx)

@@ -428,7 +428,8 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 			MemoryBufferMiB: 1, ParallelUploads: w.p.window, FlushDeadline: 2 * time.Millisecond,
 			FlightBytes: w.p.flightBytes, FrameBytes: w.p.frameBytes, CommitDeadline: w.p.commitDeadline, StragglerTimeout: 20 * time.Second,
 			ChainBacklogFlights: w.p.backlogFlights, ChainBacklogMiB: 1, Codec: []envelope.Codec{loglet.CodecNone, envelope.CodecS2}[c],
-			Retry: chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Jitter: fixedJitter},
+			Retry:     chain.RetryPolicy{MinBackoff: 2 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Jitter: fixedJitter},
+			ReadAhead: w.p.readAhead,
 		}
 		for _, f := range fs[c] {
 			cc.Buckets = append(cc.Buckets, f)

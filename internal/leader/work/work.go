@@ -33,6 +33,9 @@ type Env struct {
 	Meta    metastore.Store
 	Codec   envelope.Codec
 	Retry   chain.RetryPolicy
+	// ReadAhead bounds the slots a fence, walk or probe works on at once
+	// (chain.BucketSet.ReadAhead; 0: their defaults).
+	ReadAhead int
 	// Frames bound each frame (the core cuts flights within them too).
 	Frames leader.FrameLimits
 	// Now, if set, is the clock PutCopy latencies are measured with
@@ -82,7 +85,7 @@ func (e *Env) buffer(n int) []byte {
 
 // Set is the chain's bucket set as chain's successor-side primitives take it.
 func (e *Env) Set() chain.BucketSet {
-	return chain.BucketSet{Stores: e.Buckets, Names: e.Names, W: e.W, Retry: e.Retry}
+	return chain.BucketSet{Stores: e.Buckets, Names: e.Names, W: e.W, Retry: e.Retry, ReadAhead: e.ReadAhead}
 }
 
 func (e *Env) now() time.Time {
