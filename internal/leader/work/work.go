@@ -244,31 +244,23 @@ func (e *Env) render(r leader.Render) leader.Event {
 	return leader.Rendered{Upload: r.Upload, Obj: obj, Frames: infos, Nonce: nonce}
 }
 
-// errWalkFull stops a walk that has read its Max slots.
-var errWalkFull = errors.New("work: walk batch full")
-
 func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 	ev := leader.Walked{Epoch: r.Epoch, Next: r.From}
 	// Walk no further than Max slots: the walk reads ahead, and reads past
-	// this batch would be thrown away (and made again by the next one).
+	// this batch would be thrown away (and made again by the next one). So
+	// a batch ends where the walk does, and needs no stop of its own.
 	to := r.To
 	if r.Max > 0 && to > r.From && to-r.From > uint64(r.Max) {
 		to = r.From + uint64(r.Max)
 	}
 	err := chain.Walk(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, to, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
 		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames})
-		ev.Next = slot + 1
-		if r.Max > 0 && len(ev.Slots) >= r.Max {
-			return errWalkFull
-		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errWalkFull) {
+	if err != nil {
 		return leader.Walked{Epoch: r.Epoch, Next: r.From, Err: fmt.Errorf("work: walk %s/%s epoch %d [%d, %d): %w", e.Star, e.Class, r.Epoch, r.From, r.To, err)}
 	}
-	if err == nil {
-		ev.Next = to
-	}
+	ev.Next = to
 	return ev
 }
 
