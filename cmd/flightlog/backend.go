@@ -53,6 +53,7 @@ type globalOpts struct {
 	parallelUploads, expressParallel  int
 	backlogFlights                    int
 	flushDeadline, expressFlushDeadln time.Duration
+	readAhead                         int
 
 	envFlags []string // the flags register added, which fromEnv may set
 }
@@ -131,6 +132,7 @@ func (g *globalOpts) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&g.backlogFlights, "s3-chain-backlog-flights", loglet.DefaultChainBacklogFlights, "backlog budget: released-but-unabsorbed flights per chain")
 	fs.DurationVar(&g.flushDeadline, "flush-deadline", loglet.DefaultStandardFlushDeadline, "Standard flush deadline (how long the oldest pooled byte waits)")
 	fs.DurationVar(&g.expressFlushDeadln, "express-flush-deadline", loglet.DefaultExpressFlushDeadline, "Express flush deadline")
+	fs.IntVar(&g.readAhead, "read-ahead", 0, "slots a takeover's fence and walk work on at once, both classes (0: the library's defaults, up to 128·K requests in flight; lower it for a store that limits request rates)")
 }
 
 func (g *globalOpts) embedded() bool {
@@ -271,12 +273,12 @@ func (g *globalOpts) starConfig(b *backends, stderr io.Writer) loglet.Config {
 		Standard: loglet.ClassConfig{
 			Buckets: b.sets[chain.Standard], BucketNames: b.names[chain.Standard],
 			MemoryBufferMiB: g.memMiB, ParallelUploads: g.parallelUploads,
-			ChainBacklogFlights: g.backlogFlights, FlushDeadline: g.flushDeadline,
+			ChainBacklogFlights: g.backlogFlights, FlushDeadline: g.flushDeadline, ReadAhead: g.readAhead,
 		},
 		Express: loglet.ClassConfig{
 			Buckets: b.sets[chain.Express], BucketNames: b.names[chain.Express],
 			MemoryBufferMiB: g.expressMemMiB, ParallelUploads: g.expressParallel,
-			ChainBacklogFlights: g.backlogFlights, FlushDeadline: g.expressFlushDeadln,
+			ChainBacklogFlights: g.backlogFlights, FlushDeadline: g.expressFlushDeadln, ReadAhead: g.readAhead,
 		},
 	}
 }

@@ -313,7 +313,7 @@ func (run *fsckRun) chain(ctx context.Context, star string, c chain.Class) (*cha
 	if ci.hasRec {
 		w = ci.rec.W
 	}
-	ci.rc = repair.Chain{Meta: b.meta, Star: star, Class: c, Set: chain.BucketSet{Stores: b.sets[c], Names: b.names[c], W: w}}
+	ci.rc = repair.Chain{Meta: b.meta, Star: star, Class: c, Set: b.set(c, w)}
 	// The trim cursor before the checkpoint: it never passes the
 	// checkpoint and both only grow, so read in this order they compare
 	// soundly beside a live leader.

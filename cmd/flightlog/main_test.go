@@ -413,7 +413,13 @@ func TestAppendRefusesLiveOwner(t *testing.T) {
 	if code != exitCannot || !strings.Contains(errs, "live owner") || !strings.Contains(errs, "--takeover") {
 		t.Fatalf("append over a live owner: exit %d, want %d; stderr:\n%s", code, exitCannot, errs)
 	}
-	code, out, errs := cli(t, "two", "append", "orders", "--dir", dir, "--takeover")
+	// A bad --read-ahead is refused before anything is touched; a good one
+	// bounds the takeover's reads (the chain test counts them).
+	code, _, errs = cli(t, "two", "append", "orders", "--dir", dir, "--takeover", "--read-ahead", "-1")
+	if code == exitOK || !strings.Contains(errs, "ReadAhead=-1") {
+		t.Fatalf("append --takeover --read-ahead -1: exit %d; stderr:\n%s", code, errs)
+	}
+	code, out, errs := cli(t, "two", "append", "orders", "--dir", dir, "--takeover", "--read-ahead", "1")
 	if code != exitOK || !strings.Contains(out, "seq [1, 2)") {
 		t.Fatalf("append --takeover: exit %d: %s%s", code, out, errs)
 	}
