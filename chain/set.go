@@ -26,8 +26,9 @@ type BucketSet struct {
 	Retry RetryPolicy
 	// ReadAhead, if positive, bounds how many slots a Fence, a Walk or a
 	// GarbageProbe works on at once, and so the requests they have in
-	// flight: a fence at most ReadAhead·K, a walk ReadAhead GETs (more
-	// only while it skips a bad copy), a probe ReadAhead per bucket.
+	// flight: a fence at most ReadAhead·K, a walk ReadAhead GETs (it
+	// reads a slot's copies one after another), a probe ReadAhead per
+	// bucket.
 	// 0: their defaults (DefaultFenceReadAhead slots for a fence, 256 for a
 	// walk of small flights, 16 keys per bucket for a probe), which
 	// overlap the round trips of a takeover's backlog. Lower it for a store
