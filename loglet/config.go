@@ -312,9 +312,10 @@ type ClassConfig struct {
 	// Retry paces retries of ambiguous PUT failures.
 	Retry chain.RetryPolicy
 	// ReadAhead, if positive, bounds how many slots a takeover's (or a
-	// halt recovery's) fence, walk and garbage probe work on at once
-	// (chain.BucketSet.ReadAhead): at most ReadAhead·K requests in flight
-	// for a fence, ReadAhead GETs for a walk. 0: the defaults, up to
+	// halt recovery's) fence, walk and garbage probe, and a settle pass's
+	// walk, work on at once (chain.BucketSet.ReadAhead): at most
+	// ReadAhead·K requests in flight for a fence, ReadAhead GETs for a
+	// walk. 0: the defaults, up to
 	// 128·K envelope GETs at once in a fence and 256 in a walk, which
 	// fence and walk a 1,024-flight backlog at 20 ms per request in about
 	// 0.7 s (README, "Takeover"). Lower it for a store with a per-prefix
