@@ -94,14 +94,17 @@ func TestReadAheadBoundsRequestsInFlight(t *testing.T) {
 		}
 		return fence, walk, probe
 	}
-	fence, walk, probe := run(ahead)
-	t.Logf("ReadAhead %d: at most %d requests in flight in the fence, %d in the walk, %d per bucket in the probe", ahead, fence, walk, probe)
-	if fence > ahead*k || walk > ahead || probe > ahead {
-		t.Fatalf("ReadAhead %d: %d requests in flight in the fence (bound %d), %d in the walk (bound %d), %d per bucket in the probe (bound %d)",
-			ahead, fence, ahead*k, walk, ahead, probe, ahead)
+	// 1 is the edge: one slot at a time, K requests in a fence.
+	for _, ra := range []int64{1, ahead} {
+		fence, walk, probe := run(int(ra))
+		t.Logf("ReadAhead %d: at most %d requests in flight in the fence, %d in the walk, %d per bucket in the probe", ra, fence, walk, probe)
+		if fence > ra*k || walk > ra || probe > ra {
+			t.Fatalf("ReadAhead %d: %d requests in flight in the fence (bound %d), %d in the walk (bound %d), %d per bucket in the probe (bound %d)",
+				ra, fence, ra*k, walk, ra, probe, ra)
+		}
 	}
 	// The defaults read far past it: the bound above is the option's doing.
-	fence, walk, probe = run(0)
+	fence, walk, probe := run(0)
 	t.Logf("defaults: at most %d requests in flight in the fence, %d in the walk, %d per bucket in the probe", fence, walk, probe)
 	if fence <= ahead*k || walk <= ahead || probe <= ahead {
 		t.Fatalf("defaults: only %d requests in flight in the fence, %d in the walk, %d per bucket in the probe", fence, walk, probe)
