@@ -410,15 +410,23 @@ func (c *Core) maybeCheckSeal() {
 	if due := c.sealCheckDue(); !due.IsZero() && !c.now.Before(due) {
 		c.ab.checkOut = true
 		c.ab.sealChecks++
-		c.emit(ReadCheckpoint{})
+		c.emit(ReadCheckpoint{Epoch: c.rec.Epoch})
 	}
 }
 
 // onCheckpointRead: a checkpoint under another seal means a successor is
-// taking over; a failed read is only tried again later.
+// taking over; a failed read is only tried again later. A check asked
+// under an earlier epoch (a halt's recovery minted meanwhile) is dropped:
+// it may have read the checkpoint before the mint moved this process's
+// seal to the new epoch, and its old seal is no successor's. The mint
+// checked the seal anyway, and the next check is of the new epoch.
 func (c *Core) onCheckpointRead(ev CheckpointRead) {
 	a := &c.ab
 	a.checkOut = false
+	if ev.Epoch != c.rec.Epoch {
+		c.logf(slog.LevelDebug, "seal check of an earlier epoch dropped", attrU("check_epoch", ev.Epoch), attrU("epoch", c.rec.Epoch))
+		return
+	}
 	a.verifiedAt = c.now
 	if ev.Err != nil {
 		return

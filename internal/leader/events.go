@@ -106,7 +106,11 @@ type Mint struct {
 // ReadCheckpoint asks for the chain's checkpoint (absorb.ReadCheckpoint):
 // an idle leader's check that nobody has sealed the chain for a takeover.
 // → CheckpointRead.
-type ReadCheckpoint struct{}
+type ReadCheckpoint struct {
+	// Epoch is the epoch this process led when it asked: the check is of
+	// that epoch's seal, and its result is echoed back with it.
+	Epoch uint64
+}
 
 // Probe asks for the garbage probe of Epoch over [Cut, Cut+Window)
 // (chain.GarbageProbe). → Probed.
@@ -237,6 +241,8 @@ type Minted struct {
 
 // CheckpointRead is ReadCheckpoint's result.
 type CheckpointRead struct {
+	// Epoch is the request's: the epoch whose seal was checked.
+	Epoch      uint64
 	Checkpoint absorb.Checkpoint
 	Err        error
 }

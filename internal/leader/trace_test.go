@@ -43,7 +43,8 @@ import (
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by= | round-too-large
 //	epoch-sealed | epoch-seal-failed
-//	checkpoint-read [owner= epoch=]   (an idle leader's seal check)
+//	checkpoint-read [owner= epoch=]   (the result of the last seal check asked: the
+//	                                   checkpoint sealed by owner for epoch)
 //	corrupt-tail stream= next=        (a bug upstream: the absorb's tail no longer matches)
 //	close | abort
 //	stats
@@ -67,6 +68,8 @@ type harness struct {
 	renders map[UploadID][]*Batch // the batches of each render asked for
 	wake    time.Time
 	lastReq []Request
+	// checkEpoch is the epoch the last ReadCheckpoint was asked under.
+	checkEpoch uint64
 }
 
 var epoch0 = time.Unix(1_000_000, 0)
@@ -201,7 +204,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "round-deposed":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
 	case "checkpoint-read":
-		h.step(CheckpointRead{Checkpoint: absorb.Checkpoint{Owner: h.str(d, "owner", "p1"), OwnerEpoch: h.u64(d, "epoch", h.c.rec.Epoch)}})
+		// The result of the check out, tagged with the epoch it was asked
+		// under, as the worker echoes it.
+		h.step(CheckpointRead{Epoch: h.checkEpoch, Checkpoint: absorb.Checkpoint{Owner: h.str(d, "owner", "p1"), OwnerEpoch: h.u64(d, "epoch", h.c.rec.Epoch)}})
 	case "corrupt-tail":
 		// A test-only disturbance: the absorb's view of a stream's tail no
 		// longer matches what the stream releases (a bug upstream).
@@ -431,6 +436,7 @@ func (h *harness) request(r Request) string {
 	case ReadTails:
 		return fmt.Sprintf("read-tails %s", r.Key)
 	case ReadCheckpoint:
+		h.checkEpoch = r.Epoch
 		return "read-checkpoint"
 	case Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)

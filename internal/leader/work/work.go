@@ -131,7 +131,7 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 		return ev
 	case leader.ReadCheckpoint:
 		cp, _, err := absorb.ReadCheckpoint(ctx, e.Meta, e.Star, e.Class)
-		return leader.CheckpointRead{Checkpoint: cp, Err: err}
+		return leader.CheckpointRead{Epoch: r.Epoch, Checkpoint: cp, Err: err}
 	case leader.Probe:
 		res, err := chain.GarbageProbe(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.Cut, r.Window, envelope.NewNonce())
 		return leader.Probed{Epoch: r.Epoch, Result: res, Err: err}
