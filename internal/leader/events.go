@@ -226,7 +226,14 @@ type Sealed struct {
 type Fenced struct {
 	Epoch  uint64
 	Result chain.FenceResult
-	Err    error
+	// CutLost is set instead of a Result when a later epoch exists and
+	// Epoch's cut can no longer be found: settlement has passed Epoch (so
+	// its slots are deleted, or about to be) and neither the epoch record
+	// nor the trim cursor records its cut any more. No fence can decide
+	// Epoch again; what is certain is that its owner is deposed. CutLost
+	// names the successor as far as those records tell.
+	CutLost *Deposed
+	Err     error
 }
 
 // Minted is Mint's result. Err wraps chain.ErrMintLost (Record is then the

@@ -367,6 +367,10 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 
 func (s *succession) onFenced(c *Core, ev Fenced) {
 	s.out = false
+	if ev.CutLost != nil {
+		s.cutLost(c, ev.CutLost)
+		return
+	}
 	if s.refusedForGood(c, "the fence", ev.Err) { // see refused.go
 		return
 	}
@@ -388,6 +392,31 @@ func (s *succession) onFenced(c *Core, ev Fenced) {
 		}
 	}
 	s.advance(stepMint)
+}
+
+// cutLost ends a succession whose fence found the epoch it fences
+// succeeded and settled away, its cut recorded nowhere any more (a
+// successor's later mint and the trim cursor's deletes both dropped it, as
+// they may once the epoch's slots are gone). The answer is definite: a
+// later epoch exists, so this process is deposed, and a takeover has lost
+// (a rival minted after its seal). What a deposed incumbent still holds is
+// decided from what is still knowable. The cut was the first dead slot:
+// every slot below it was committed (and settled: settlement only moves
+// committed slots), every slot from it on dead. The flights this process
+// released, below the fence's start, are acked already. Its unreleased
+// flights start at the fence's start, at or below the cut, and any of
+// them may be below it (a copy that landed late, which the successor's
+// fence found): none can be called not committed, and none committed, so
+// they end outcome unknown. Pooled batches were never cut: not committed.
+func (s *succession) cutLost(c *Core, d *Deposed) {
+	if s.kind == takeover {
+		c.failOpen(fmt.Errorf("%w: %s/%s moved to epoch %d owned by %q, which settled epoch %d away during the takeover", ErrTakeoverLost, c.cfg.Star, c.cfg.Class, d.Epoch, d.Leader, s.prev.Epoch))
+		return
+	}
+	c.sealed = d // never mint again
+	c.die(Fate{Kind: OutcomeUnknown, Deposed: d,
+		Cause: fmt.Errorf("%w: %s/%s is at epoch %d owned by %q, which settled epoch %d away: its cut is recorded nowhere any more, so whether slots from %d were committed cannot be known",
+			ErrDeposed, c.cfg.Star, c.cfg.Class, d.Epoch, d.Leader, s.prev.Epoch, s.from)})
 }
 
 // ackBelowCut acks every flight below the cut, in order, whatever happens

@@ -37,6 +37,7 @@ import (
 //	copy e= s= b= ours|ghost|foreign|failed|refused   (or: copies e= s= ours ours failed)
 //	                      (refused: failed with objstore.ErrPermanent, a bucket refusing for good)
 //	fenced e= cut= | fence-failed e= | fence-refused e= s=   (refused: buckets refuse for good)
+//	fence-cut-lost e= owner= epoch=   (settled away by owner's epoch, its cut recorded nowhere)
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
 //	tails-read            (input: stream=next ...)
@@ -154,6 +155,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "fence-refused":
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: &chain.UndecidedError{Epoch: h.u64(d, "e", 1), Slot: h.u64(d, "s", 0), K: len(h.cfg.Buckets), W: h.cfg.W,
 			Err: fmt.Errorf("buckets refuse for good: %w (NoSuchBucket)", objstore.ErrPermanent)}})
+	case "fence-cut-lost":
+		h.step(Fenced{Epoch: h.u64(d, "e", 1), CutLost: &Deposed{Leader: h.str(d, "owner", "p2"), Epoch: h.u64(d, "epoch", 3)}})
 	case "fence-failed":
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: errors.New("slot 3: 2 buckets unreachable")})
 	case "minted":

@@ -313,6 +313,9 @@ func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
 // fencing from its release point, below its successor's cursor). If the
 // cut is recorded, or the cursor passes the cut found, while the fence
 // runs, the recorded cut wins, or the fence runs again from the cursor.
+// If settlement has passed the epoch and its cut is recorded nowhere any
+// more, no fence can find it: the result says so (Fenced.CutLost), naming
+// the later epoch that deposed the fencing process, and the core decides.
 func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 	par := max(1, min(chain.DefaultFenceParallel, r.Window))
 	fctx := ctx
@@ -323,11 +326,15 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 	}
 	opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
 		AcceptReadableFlight: r.Override >= leader.FenceAcceptReadable, DiscardUnreadable: r.Override == leader.FenceDiscardUnreadable}
-	recorded := func(t chain.TrimCursor) (uint64, bool, error) {
+	// recorded returns the epoch's cut if a record has it, or, if
+	// settlement passed the epoch and its cut is recorded nowhere, who
+	// deposed the fencing process.
+	recorded := func(t chain.TrimCursor) (uint64, bool, *leader.Deposed) {
 		// An unreadable epoch record only loses the shortcut: a halted
 		// incumbent fences with the buckets alone (its mint waits for the
 		// metastore anyway).
-		if rec, _, err := chain.ReadEpoch(fctx, e.Meta, e.Star, e.Class); err == nil && rec.Epoch > r.Epoch {
+		rec, _, err := chain.ReadEpoch(fctx, e.Meta, e.Star, e.Class)
+		if err == nil && rec.Epoch > r.Epoch {
 			if cut, ok := rec.CutOf(r.Epoch); ok {
 				return cut.Slot, true, nil
 			}
@@ -336,7 +343,14 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 			return cut, true, nil
 		}
 		if t.At.Epoch > r.Epoch {
-			return 0, false, fmt.Errorf("work: fence of %s/%s epoch %d: settlement passed the epoch and its cut is recorded nowhere", e.Star, e.Class, r.Epoch)
+			// The cursor never passes the checkpoint, and the checkpoint
+			// reaches an epoch only once it is minted: a later epoch
+			// exists.
+			d := &leader.Deposed{Leader: t.Owner, Epoch: t.At.Epoch}
+			if err == nil && rec.Epoch >= d.Epoch {
+				d.Leader, d.Epoch = rec.Owner, rec.Epoch
+			}
+			return 0, false, d
 		}
 		return 0, false, nil
 	}
@@ -354,9 +368,9 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		if err != nil {
 			return leader.Fenced{Epoch: r.Epoch, Err: err}
 		}
-		if cut, ok, err := recorded(t); err != nil || ok {
-			if err != nil {
-				return leader.Fenced{Epoch: r.Epoch, Err: err}
+		if cut, ok, lost := recorded(t); lost != nil || ok {
+			if lost != nil {
+				return leader.Fenced{Epoch: r.Epoch, CutLost: lost}
 			}
 			return done(cut)
 		}
@@ -372,9 +386,9 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		if err != nil {
 			return leader.Fenced{Epoch: r.Epoch, Err: err} // fenced again later: a rerun finds its own poison
 		}
-		if cut, ok, err := recorded(after); err != nil || ok {
-			if err != nil {
-				return leader.Fenced{Epoch: r.Epoch, Err: err}
+		if cut, ok, lost := recorded(after); lost != nil || ok {
+			if lost != nil {
+				return leader.Fenced{Epoch: r.Epoch, CutLost: lost}
 			}
 			return done(cut)
 		}
