@@ -154,7 +154,9 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("leader: match_seq_num %d, tail is %d", e.Expected, e.Tail.Seq)
 }
 
-// DeadError is what Admit returns once the chain no longer serves.
+// DeadError is what Admit returns once the chain no longer serves. Its
+// Fate is the refused batch's: not committed (nothing was admitted), with
+// the cause, and the successor if the chain was deposed.
 type DeadError struct{ Fate Fate }
 
 func (e *DeadError) Error() string {

@@ -212,7 +212,9 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 	switch {
 	case c.phase == phaseDead || c.phase == phaseStopped:
 		if c.fate.Kind != Pending {
-			return &DeadError{Fate: c.fate}
+			// The chain's fate may be outcome unknown (what it held when it
+			// died); a batch refused now is definitely not committed.
+			return &DeadError{Fate: Fate{Kind: NotCommitted, Cause: c.fate.Cause, Deposed: c.fate.Deposed}}
 		}
 		return ErrClosed
 	case c.closing:

@@ -160,6 +160,12 @@ func TestDeposedFenceOfSettledEpoch(t *testing.T) {
 	if len(outcomes) != 2 || outcomes[0] != a || outcomes[1] != b {
 		t.Fatalf("%d outcomes, want a's then b's", len(outcomes))
 	}
+	// A batch refused now was never admitted: definitely not committed,
+	// whatever the chain's unreleased batches ended as.
+	var de *leader.DeadError
+	if err := c.Admit(now, batch(c.Stream("a"), 1, "refused"), nil, nil, true); !errors.As(err, &de) || de.Fate.Kind != leader.NotCommitted || de.Fate.Deposed == nil {
+		t.Fatalf("admit after deposition: %v, want a *leader.DeadError, not committed, deposed", err)
+	}
 	// A deposed chain closes at once, and cleanly: its outcomes are decided.
 	c.Close(now)
 	drive()
