@@ -41,7 +41,9 @@ func LiveOwner(rec chain.EpochRecord, owner string) bool {
 // the version it was read at and checks that the checkpoint still carries
 // this process's seal (moving it to the new epoch). An incumbent that finds
 // itself sealed fences and acks below the cut, but never mints: it fails
-// the rest not-committed and stops leading.
+// the rest not-committed and stops leading. One whose fence finds its epoch
+// settled away by a successor, the cut recorded nowhere any more, cannot
+// know that cut: it stops leading with the rest outcome unknown (cutLost).
 
 type succKind uint8
 
