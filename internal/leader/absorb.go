@@ -233,9 +233,10 @@ func permanentMetaError(err error) bool {
 }
 
 // A full tails snapshot is written when a delta would exceed 1/deltaShare
-// of the base, or fullEvery rounds after the last full one: so a round's
-// snapshot costs at most 1/deltaShare of a full one (plus a full one's
-// 1/fullEvery, amortized), and a reader needs at most two objects.
+// of the base, or fullEvery rounds after the last full one
+// (Config.TailsFullEvery): so a round's snapshot costs at most 1/deltaShare
+// of a full one (plus a full one's 1/fullEvery, amortized), and a reader
+// needs at most two objects.
 const (
 	deltaShare = 16
 	fullEvery  = 1024
@@ -251,7 +252,11 @@ func (c *Core) snapshotOf(round absorb.Round, refs []absorb.SpanRef) ([]byte, bo
 	for _, r := range refs {
 		a.dirty[r.Stream] = struct{}{}
 	}
-	if a.base != "" && a.roundNo-a.baseRound < fullEvery {
+	every := uint64(fullEvery)
+	if c.cfg.TailsFullEvery > 0 {
+		every = uint64(c.cfg.TailsFullEvery)
+	}
+	if a.base != "" && a.roundNo-a.baseRound < every {
 		delta := make(map[string]absorb.StreamTail, len(a.dirty))
 		for id := range a.dirty {
 			delta[id] = a.tails[id]
