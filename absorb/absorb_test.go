@@ -299,3 +299,43 @@ func TestSnapshotRoundTripAndCorruption(t *testing.T) {
 		t.Fatalf("every copy corrupt: %v", err)
 	}
 }
+
+// TestPutSnapshotNeverTakesOtherContentAsWritten: an object already at the
+// key counts as written only if it is this write's (the same bytes) or a
+// sound full snapshot of the same position (a repair's). Before, any
+// object there counted: a round planned again under the key of a refused
+// one took the refused round's delta for the full snapshot it meant to
+// write, and every later delta built on a delta.
+func TestPutSnapshotNeverTakesOtherContentAsWritten(t *testing.T) {
+	ctx := context.Background()
+	key := TailsKey("s", chain.Express, 1, 9, 1)
+	full := Tails{Epoch: 1, Next: 9, Streams: map[string]StreamTail{"a": {Next: 5, Timestamp: 7}, "b": {Next: 2, Timestamp: 3}}}
+	delta := Tails{Epoch: 1, Next: 9, Streams: map[string]StreamTail{"a": {Next: 5, Timestamp: 7}}, Base: TailsKey("s", chain.Express, 1, 4, 1)}
+	for _, tc := range []struct {
+		name        string
+		there, body Tails
+		ok          bool
+	}{
+		{"the same snapshot", full, full, true},
+		{"a delta where a full one is written", delta, full, false},
+		{"a delta over another base", Tails{Epoch: 1, Next: 9, Streams: delta.Streams, Base: TailsKey("s", chain.Express, 1, 2, 1)}, delta, false},
+		{"a full one of another position", Tails{Epoch: 1, Next: 8, Streams: full.Streams}, full, false},
+		{"a full one of the position where a delta is written (a repair's)", full, delta, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := []objstore.Store{objstore.NewMem(), objstore.NewMem()}
+			for _, m := range ms {
+				if err := m.PutIfAbsent(ctx, key, EncodeTails(tc.there)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := PutSnapshot(ctx, ms, 2, key, EncodeTails(tc.body))
+			if tc.ok && err != nil {
+				t.Fatalf("PutSnapshot over %+v: %v", tc.there, err)
+			}
+			if !tc.ok && (err == nil || !errors.Is(err, objstore.ErrExists)) {
+				t.Fatalf("PutSnapshot of %+v over %+v: %v, want an error (ErrExists: other content)", tc.body, tc.there, err)
+			}
+		})
+	}
+}
