@@ -42,6 +42,10 @@ type absorbState struct {
 	doomed               []doomedSnapshot    // superseded snapshots, deleted a while later
 	roundNo              uint64              // rounds committed
 	snapBytes, fullSnaps uint64
+	// plan numbers this writer's plans of rounds (absorb.TailsPlanKey): it
+	// moves on when a refused round is planned again, so the new rounds'
+	// snapshots never take the refused round's object for their own.
+	plan uint64
 
 	rounds, refs, failures, requests uint64
 	roundLatency                     histogramH
@@ -171,7 +175,7 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	if err != nil {
 		return err
 	}
-	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To, c.rec.Epoch)
+	key := absorb.TailsPlanKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To, c.rec.Epoch, a.plan)
 	snap, full := c.snapshotOf(round, refs)
 	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now, undo: undo}
 	return nil
@@ -209,6 +213,11 @@ func (c *Core) roundRefused(p *plannedRound, err error) {
 	a := &c.ab
 	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact {
 		c.unplan()
+		// Its snapshot was written before the metastore refused the round:
+		// nothing names it. The smaller rounds take keys of a new plan,
+		// the last of them ending where this one did.
+		a.doom(p.snapKey)
+		a.plan++
 		a.maxSlots = max(1, p.slots/2)
 		a.retryAt, a.lastAt = time.Time{}, time.Time{} // the smaller round is due now
 		if c.phase == phaseOpening && c.succ != nil && len(c.succ.walks) > 0 {
