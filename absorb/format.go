@@ -115,6 +115,12 @@ type Checkpoint struct {
 	// Tails is the object key of the snapshot of stream tails as of
 	// (Epoch, Next), in the class's bucket set; "" if no stream has a tail.
 	Tails string `json:"tails,omitempty"`
+	// Doomed lists tails snapshots no longer needed (superseded, or
+	// written by a round that never committed) and not yet known deleted
+	// from every bucket: the owner deletes them a while later, and a
+	// successor inherits the list, so none is left behind by a handoff.
+	// At most MaxDoomedSnapshots.
+	Doomed []string `json:"doomed,omitempty"`
 	// Counter bumps on every write, so a writer recognises its own.
 	Counter uint64 `json:"counter"`
 }
@@ -176,6 +182,11 @@ func TailsPlanKey(star string, c chain.Class, epoch, next, writer, plan uint64) 
 	}
 	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d.r%d", star, c, epoch, next, writer, plan)
 }
+
+// MaxDoomedSnapshots bounds Checkpoint.Doomed: the checkpoint is written
+// by every round, so what it carries must stay small whatever happens to
+// the deletes.
+const MaxDoomedSnapshots = 64
 
 // EncodeTails renders a snapshot object: an envelope-less JSON document
 // followed by its CRC-32C (4 bytes, little-endian), so a torn or corrupted

@@ -2,7 +2,10 @@ package work
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +28,7 @@ type chainRig struct {
 	ctx     context.Context
 	now     time.Time
 	buckets []*objstore.Mem
+	faults  []*objstore.FaultStore // over buckets: what the cores use
 	meta    metastore.Store
 	cfg     leader.Config
 	next    map[string]uint64 // each stream's acked tail
@@ -46,8 +50,9 @@ type rigProc struct {
 func newChainRig(t *testing.T, meta metastore.Store, tweak func(*leader.Config)) *chainRig {
 	r := &chainRig{t: t, ctx: context.Background(), now: time.Unix(1000, 0), meta: meta, next: map[string]uint64{}}
 	names := []string{"b0", "b1", "b2"}
-	for range names {
+	for i := range names {
 		r.buckets = append(r.buckets, objstore.NewMem())
+		r.faults = append(r.faults, objstore.WithFaults(r.buckets[i], uint64(i+1)))
 	}
 	// W is K: a write returns once every copy is there, so nothing lands
 	// behind the test's back (a copy past W would, on its own goroutine).
@@ -62,9 +67,9 @@ func newChainRig(t *testing.T, meta metastore.Store, tweak func(*leader.Config))
 }
 
 func (r *chainRig) stores() []objstore.Store {
-	out := make([]objstore.Store, len(r.buckets))
-	for i, b := range r.buckets {
-		out[i] = b
+	out := make([]objstore.Store, len(r.faults))
+	for i, f := range r.faults {
+		out[i] = f
 	}
 	return out
 }
@@ -223,6 +228,93 @@ func (r *chainRig) snapshotKeys(i int) []string {
 		r.t.Fatal(err)
 	}
 	return keys
+}
+
+// TestHandoffsLeaveNoTailsSnapshotsBehind: owner after owner (each
+// handing over with a clean Close, or dying; one of them unable to delete
+// from a bucket all its life), the tails snapshots in every bucket are
+// those the checkpoint accounts for (its snapshot, that one's base, and
+// the doomed ones not yet deleted), and their number stays bounded.
+// Before, the doomed list lived only in the leader's memory and a
+// successor doomed only the checkpoint's snapshot and its base, so every
+// handoff left some 17 superseded snapshots in every bucket for ever.
+func TestHandoffsLeaveNoTailsSnapshotsBehind(t *testing.T) {
+	r := newChainRig(t, metastore.NewMem(), nil)
+	streams := []string{"a", "b", "c"}
+	const handoffs, rounds = 6, 24
+	const margin = 4 // far fewer than the rounds whose deletes were refused
+	var p *rigProc
+	for h := 0; h <= handoffs; h++ {
+		p = r.open()
+		if h == 0 {
+			p.append(manyStreams...) // a base deltas are small against
+		}
+		if h == 2 {
+			// This owner's deletes fail in bucket 2: what it dooms stays
+			// doomed, in the checkpoint too, for its successors to delete.
+			r.faults[2].SetHook(func(op objstore.Op, key string) objstore.Fault {
+				if op == objstore.OpDelete {
+					return objstore.Fault{Err: errors.New("test: delete refused")}
+				}
+				return objstore.Fault{}
+			})
+		}
+		for i := 0; i < rounds; i++ {
+			p.append(streams[i%len(streams)])
+			p.absorbed()
+		}
+		if h == 2 {
+			r.faults[2].SetHook(nil)
+			if n, m := len(r.snapshotKeys(2)), len(r.snapshotKeys(0)); n <= m+margin {
+				t.Fatalf("deletes refused in bucket 2, yet it holds %d tails snapshots and bucket 0 %d", n, m)
+			}
+		}
+		r.checkTails(fmt.Sprintf("owner %d", h+1))
+		switch {
+		case h == handoffs:
+		case h%2 == 0:
+			p.close()
+		default:
+			// Dies with a round of records released and not absorbed:
+			// the successor walks and absorbs it.
+			p.append("a", "b")
+			p.hold = func(leader.Request) bool { return false }
+			p.step()
+		}
+	}
+	// The checkpoint as stored (its doomed list read from the document).
+	it, err := r.meta.Get(r.ctx, chain.CheckpointKey(r.cfg.Star, r.cfg.Class))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp struct {
+		Tails  string   `json:"tails"`
+		Doomed []string `json:"doomed"`
+	}
+	if err := json.Unmarshal(it.Value, &cp); err != nil {
+		t.Fatal(err)
+	}
+	base, err := absorb.ReadSnapshot(r.ctx, r.stores(), cp.Tails)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after %d handoffs: %d tails snapshots in bucket 0, %d doomed in the checkpoint, %d full snapshots by the last owner", handoffs, len(r.snapshotKeys(0)), len(cp.Doomed), p.c.Stats(r.now).TailsFullSnapshots)
+	known := append([]string{cp.Tails, base.Base}, cp.Doomed...)
+	for i := range r.buckets {
+		keys := r.snapshotKeys(i)
+		for _, k := range keys {
+			if !slices.Contains(known, k) {
+				t.Errorf("bucket %d: tails snapshot %s is neither the checkpoint's, its base, nor doomed: left for ever", i, k)
+			}
+		}
+		// The last owner's rounds deleted what it inherited: what is left
+		// is what it superseded in its last rounds (16 kept for readers,
+		// and those due at its next round), the current snapshot and its
+		// base.
+		if len(keys) > 16+4 {
+			t.Errorf("bucket %d: %d tails snapshots after %d handoffs (want at most 20): %s", i, len(keys), handoffs, strings.Join(keys, " "))
+		}
+	}
 }
 
 // tooLarge is a metastore whose Commits are refused as too large when
