@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,5 +298,104 @@ func TestSnapshotRoundTripAndCorruption(t *testing.T) {
 	ms[1].(*objstore.Mem).Corrupt(key, 3)
 	if _, err := ReadSnapshot(ctx, ms, key); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("every copy corrupt: %v", err)
+	}
+}
+
+// TestPutSnapshotNeverTakesOtherContentAsWritten: an object already at the
+// key counts as written only if it is this write's (the same bytes) or a
+// sound full snapshot of the same position (a repair's). Before, any
+// object there counted: a round planned again under the key of a refused
+// one took the refused round's delta for the full snapshot it meant to
+// write, and every later delta built on a delta.
+func TestPutSnapshotNeverTakesOtherContentAsWritten(t *testing.T) {
+	ctx := context.Background()
+	key := TailsKey("s", chain.Express, 1, 9, 1)
+	full := Tails{Epoch: 1, Next: 9, Streams: map[string]StreamTail{"a": {Next: 5, Timestamp: 7}, "b": {Next: 2, Timestamp: 3}}}
+	delta := Tails{Epoch: 1, Next: 9, Streams: map[string]StreamTail{"a": {Next: 5, Timestamp: 7}}, Base: TailsKey("s", chain.Express, 1, 4, 1)}
+	for _, tc := range []struct {
+		name        string
+		there, body Tails
+		ok          bool
+	}{
+		{"the same snapshot", full, full, true},
+		{"a delta where a full one is written", delta, full, false},
+		{"a delta over another base", Tails{Epoch: 1, Next: 9, Streams: delta.Streams, Base: TailsKey("s", chain.Express, 1, 2, 1)}, delta, false},
+		{"a full one of another position", Tails{Epoch: 1, Next: 8, Streams: full.Streams}, full, false},
+		{"a full one of the position where a delta is written (a repair's)", full, delta, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := []objstore.Store{objstore.NewMem(), objstore.NewMem()}
+			for _, m := range ms {
+				if err := m.PutIfAbsent(ctx, key, EncodeTails(tc.there)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := PutSnapshot(ctx, ms, 2, key, EncodeTails(tc.body))
+			if tc.ok && err != nil {
+				t.Fatalf("PutSnapshot over %+v: %v", tc.there, err)
+			}
+			if !tc.ok && (err == nil || !errors.Is(err, objstore.ErrExists)) {
+				t.Fatalf("PutSnapshot of %+v over %+v: %v, want an error (ErrExists: other content)", tc.body, tc.there, err)
+			}
+		})
+	}
+}
+
+// TestCommitRecordsDoomedSnapshots: the checkpoint a round advances
+// records the doomed snapshots it is given, durable with the round (a
+// successor, sealing, reads them there); a later Commit keeps them; the
+// seal moves with them; more than MaxDoomedSnapshots is refused before
+// anything is written.
+func TestCommitRecordsDoomedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	ms := metastore.NewMem()
+	cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+	doomed := []string{"snap-1", "snap-2"}
+	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap-3", doomed); err != nil {
+		t.Fatal(err)
+	}
+	doomed[0] = "changed by the caller"
+	if cp, _, err := ReadCheckpoint(ctx, ms, "s", chain.Standard); err != nil || cp.Tails != "snap-3" || fmt.Sprint(cp.Doomed) != "[snap-1 snap-2]" {
+		t.Fatalf("checkpoint %+v %v: want snap-3, doomed [snap-1 snap-2]", cp, err)
+	}
+	if err := cm.Commit(ctx, Round{Epoch: 1, From: 7, To: 7}, nil, "snap-3"); err != nil {
+		t.Fatal(err)
+	}
+	if cp := cm.Checkpoint(); fmt.Sprint(cp.Doomed) != "[snap-1 snap-2]" {
+		t.Fatalf("Commit dropped the doomed snapshots: %+v", cp)
+	}
+	epKey := chain.EpochKey("s", chain.Standard)
+	ev, err := ms.Put(ctx, epKey, []byte(`{"epoch":1}`), metastore.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := SealCheckpoint(ctx, ms, "s", chain.Standard, "next", 2, ev); err != nil || fmt.Sprint(found.Doomed) != "[snap-1 snap-2]" {
+		t.Fatalf("seal found %+v %v: want the doomed snapshots", found, err)
+	}
+	if cp, _, _ := ReadCheckpoint(ctx, ms, "s", chain.Standard); fmt.Sprint(cp.Doomed) != "[snap-1 snap-2]" || cp.Owner != "next" {
+		t.Fatalf("sealed checkpoint %+v: the doomed snapshots must stay", cp)
+	}
+
+	ms2 := metastore.NewMem()
+	cm2, err := InitCheckpoint(ctx, ms2, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, MaxDoomedSnapshots+1)
+	for i := range many {
+		many[i] = fmt.Sprint("snap-", i)
+	}
+	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap", many); err == nil || !strings.HasPrefix(err.Error(), "absorb: ") {
+		t.Fatalf("%d doomed snapshots: %v, want an error", len(many), err)
+	}
+	if cp, _, _ := ReadCheckpoint(ctx, ms2, "s", chain.Standard); cp.Next != 0 || cp.Tails != "" {
+		t.Fatalf("a refused round wrote the checkpoint: %+v", cp)
+	}
+	if _, err := ms2.Get(ctx, refs[0].Key()); !errors.Is(err, metastore.ErrNotFound) {
+		t.Fatalf("a refused round wrote a ref: %v", err)
 	}
 }

@@ -1,10 +1,12 @@
 package absorb
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/invariants"
@@ -116,9 +118,26 @@ func (c *Committer) Checkpoint() Checkpoint { return c.cp }
 // anything, if one ref cannot fit any chunk: the round must then be planned
 // over fewer slots. Any other error leaves the round to be retried with the
 // same arguments: a retry is idempotent.
+//
+// The checkpoint keeps its list of doomed snapshots (Checkpoint.Doomed);
+// CommitDooming replaces it.
 func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tailsKey string) error {
+	return c.CommitDooming(ctx, round, refs, tailsKey, c.cp.Doomed)
+}
+
+// CommitDooming is Commit, the checkpoint it advances recording doomed as
+// its list of tails snapshots no longer needed and not yet deleted from
+// every bucket (Checkpoint.Doomed): so the list is durable as soon as the
+// round that supersedes them is, and a successor deletes what its
+// predecessor could not. More than MaxDoomedSnapshots is refused before
+// anything is written.
+func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanRef, tailsKey string, doomed []string) error {
+	if len(doomed) > MaxDoomedSnapshots {
+		return fmt.Errorf("absorb: commit round [%d, %d): %d doomed snapshots, over the checkpoint's bound of %d", round.From, round.To, len(doomed), MaxDoomedSnapshots)
+	}
 	next := c.cp
 	next.Epoch, next.Next, next.Pending, next.Tails = round.Epoch, round.To, nil, tailsKey
+	next.Doomed = slices.Clone(doomed)
 	next.Counter = c.cp.Counter + 1
 	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)
 	ops, err := c.refOps(refs)
@@ -357,15 +376,21 @@ func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef, ops []metas
 }
 
 // PutSnapshot writes a tails snapshot to every bucket of a set and returns
-// once w copies are there (an existing object counts: a snapshot's content
-// is determined by its key, which names its position and its writer).
+// once w copies are there. An existing object counts only if it holds
+// body (a key names a snapshot's position, its writer and the writer's
+// plan, so that is an earlier attempt of this very write), or a sound full
+// snapshot of the same position (what a repair writes in place of a
+// damaged one: it needs no base, and the tails as of a position are the
+// same whoever computes them). Anything else there (a round planned again
+// under the same key: a bug) fails that copy, never passes for written:
+// the checkpoint that names the key must name what the round wrote.
 func PutSnapshot(ctx context.Context, stores []objstore.Store, w int, key string, body []byte) error {
 	errs := make(chan error, len(stores))
 	for _, s := range stores {
 		go func() {
 			err := s.PutIfAbsent(ctx, key, body)
 			if errors.Is(err, objstore.ErrExists) {
-				err = nil
+				err = sameSnapshot(ctx, s, key, body)
 			}
 			errs <- err
 		}()
@@ -380,6 +405,24 @@ func PutSnapshot(ctx context.Context, stores []objstore.Store, w int, key string
 		}
 	}
 	return fmt.Errorf("absorb: tails snapshot %s: %d of %d copies: %w", key, ok, w, last)
+}
+
+// sameSnapshot checks the object found at key stands for body (see
+// PutSnapshot).
+func sameSnapshot(ctx context.Context, s objstore.Store, key string, body []byte) error {
+	got, err := s.Get(ctx, key, 0, -1)
+	if err != nil {
+		return fmt.Errorf("absorb: tails snapshot %s exists; reading it back: %w", key, err)
+	}
+	if bytes.Equal(got, body) {
+		return nil
+	}
+	want, werr := DecodeTails(body)
+	have, herr := DecodeTails(got)
+	if werr == nil && herr == nil && have.Base == "" && have.Epoch == want.Epoch && have.Next == want.Next {
+		return nil
+	}
+	return fmt.Errorf("absorb: tails snapshot %s exists with other content (%d bytes, not the %d written): %w", key, len(got), len(body), objstore.ErrExists)
 }
 
 // ReadSnapshot reads a tails snapshot from the first bucket holding a good

@@ -115,6 +115,12 @@ type Checkpoint struct {
 	// Tails is the object key of the snapshot of stream tails as of
 	// (Epoch, Next), in the class's bucket set; "" if no stream has a tail.
 	Tails string `json:"tails,omitempty"`
+	// Doomed lists tails snapshots no longer needed (superseded, or
+	// written by a round that never committed) and not yet known deleted
+	// from every bucket: the owner deletes them a while later, and a
+	// successor inherits the list, so none is left behind by a handoff.
+	// At most MaxDoomedSnapshots.
+	Doomed []string `json:"doomed,omitempty"`
 	// Counter bumps on every write, so a writer recognises its own.
 	Counter uint64 `json:"counter"`
 }
@@ -156,10 +162,31 @@ type Tails struct {
 // delta builds on its writer's own full snapshot. A successor replaying its
 // predecessor's pending round (the same position) writes its own full
 // snapshot beside the predecessor's delta, never adopts that delta as its
-// base (PutSnapshot takes an existing object as its own).
+// base (PutSnapshot takes an existing object of the same content as its
+// own). It is TailsPlanKey's plan 0.
 func TailsKey(star string, c chain.Class, epoch, next, writer uint64) string {
-	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d", star, c, epoch, next, writer)
+	return TailsPlanKey(star, c, epoch, next, writer, 0)
 }
+
+// TailsPlanKey is TailsKey for a writer's plan-th plan of rounds: a writer
+// whose round the metastore refused, and which plans the range again in
+// smaller rounds, takes a new plan number, so a re-planned round ending
+// where the refused one did gets a key of its own and never takes the
+// refused round's object (a delta where it wrote a full snapshot, or over
+// another base) for its own. Plan 0 is TailsKey's key; a later plan's adds
+// ".r<plan>" after the writer (the position, before the first dot, reads
+// the same).
+func TailsPlanKey(star string, c chain.Class, epoch, next, writer, plan uint64) string {
+	if plan == 0 {
+		return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d", star, c, epoch, next, writer)
+	}
+	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d.r%d", star, c, epoch, next, writer, plan)
+}
+
+// MaxDoomedSnapshots bounds Checkpoint.Doomed: the checkpoint is written
+// by every round, so what it carries must stay small whatever happens to
+// the deletes.
+const MaxDoomedSnapshots = 64
 
 // EncodeTails renders a snapshot object: an envelope-less JSON document
 // followed by its CRC-32C (4 bytes, little-endian), so a torn or corrupted

@@ -39,9 +39,13 @@ type absorbState struct {
 	baseBytes            int                 // its size
 	baseRound            uint64              // the round that wrote it
 	dirty                map[string]struct{} // streams changed since base
-	doomed               []doomedSnapshot    // superseded snapshots, deleted a while later
+	doomed               []doomedSnapshot    // snapshots no longer needed, deleted a while later (oldest first)
 	roundNo              uint64              // rounds committed
 	snapBytes, fullSnaps uint64
+	// plan numbers this writer's plans of rounds (absorb.TailsPlanKey): it
+	// moves on when a refused round is planned again, so the new rounds'
+	// snapshots never take the refused round's object for their own.
+	plan uint64
 
 	rounds, refs, failures, requests uint64
 	roundLatency                     histogramH
@@ -64,14 +68,18 @@ type plannedRound struct {
 	full    bool                          // snap is a full snapshot (else a delta over base)
 	exact   bool                          // the checkpoint's pending round, replayed as it is
 	undo    map[string]*absorb.StreamTail // tails before the plan (nil: none)
-	drop    []string                      // superseded snapshots this round's commit deletes
+	doomed  []string                      // the doomed snapshots its checkpoint records
+	drop    []string                      // doomed snapshots this round's commit deletes
 	first   time.Time                     // the first attempt
 }
 
-// doomedSnapshot is a superseded tails snapshot, deleted once the chain
-// has committed round at: a reader that read the checkpoint before it moved
+// doomedSnapshot is a tails snapshot no longer needed (superseded, or
+// written by a round that never committed), deleted once the chain has
+// committed round at: a reader that read the checkpoint before it moved
 // may still be reading it (for keepSnapshots rounds, about a second and a
-// half at the default pacing).
+// half at the default pacing). Every round's checkpoint records the doomed
+// snapshots (absorb.Checkpoint.Doomed) until a round has deleted them from
+// every bucket, so a successor inherits what a handoff leaves undeleted.
 type doomedSnapshot struct {
 	key string
 	at  uint64
@@ -79,6 +87,11 @@ type doomedSnapshot struct {
 
 // keepSnapshots is how many rounds a superseded snapshot is kept.
 const keepSnapshots = 16
+
+// maxDoomed bounds the doomed snapshots kept waiting: past it the oldest
+// are deleted at the next round whatever their age (only handoffs in quick
+// succession, each inheriting its predecessor's, get there).
+const maxDoomed = absorb.MaxDoomedSnapshots / 2
 
 // Round backoff after a failed commit.
 const (
@@ -171,7 +184,7 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	if err != nil {
 		return err
 	}
-	key := absorb.TailsKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To, c.rec.Epoch)
+	key := absorb.TailsPlanKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To, c.rec.Epoch, a.plan)
 	snap, full := c.snapshotOf(round, refs)
 	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now, undo: undo}
 	return nil
@@ -209,6 +222,11 @@ func (c *Core) roundRefused(p *plannedRound, err error) {
 	a := &c.ab
 	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact {
 		c.unplan()
+		// Its snapshot was written before the metastore refused the round:
+		// nothing names it. The smaller rounds take keys of a new plan,
+		// the last of them ending where this one did.
+		a.doom(p.snapKey)
+		a.plan++
 		a.maxSlots = max(1, p.slots/2)
 		a.retryAt, a.lastAt = time.Time{}, time.Time{} // the smaller round is due now
 		if c.phase == phaseOpening && c.succ != nil && len(c.succ.walks) > 0 {
@@ -233,9 +251,10 @@ func permanentMetaError(err error) bool {
 }
 
 // A full tails snapshot is written when a delta would exceed 1/deltaShare
-// of the base, or fullEvery rounds after the last full one: so a round's
-// snapshot costs at most 1/deltaShare of a full one (plus a full one's
-// 1/fullEvery, amortized), and a reader needs at most two objects.
+// of the base, or fullEvery rounds after the last full one
+// (Config.TailsFullEvery): so a round's snapshot costs at most 1/deltaShare
+// of a full one (plus a full one's 1/fullEvery, amortized), and a reader
+// needs at most two objects.
 const (
 	deltaShare = 16
 	fullEvery  = 1024
@@ -251,7 +270,11 @@ func (c *Core) snapshotOf(round absorb.Round, refs []absorb.SpanRef) ([]byte, bo
 	for _, r := range refs {
 		a.dirty[r.Stream] = struct{}{}
 	}
-	if a.base != "" && a.roundNo-a.baseRound < fullEvery {
+	every := uint64(fullEvery)
+	if c.cfg.TailsFullEvery > 0 {
+		every = uint64(c.cfg.TailsFullEvery)
+	}
+	if a.base != "" && a.roundNo-a.baseRound < every {
 		delta := make(map[string]absorb.StreamTail, len(a.dirty))
 		for id := range a.dirty {
 			delta[id] = a.tails[id]
@@ -264,49 +287,87 @@ func (c *Core) snapshotOf(round absorb.Round, refs []absorb.SpanRef) ([]byte, bo
 	return absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: a.tails}), true
 }
 
-// doom schedules a superseded snapshot's deletion.
+// doom schedules the deletion of a snapshot no longer needed.
 func (a *absorbState) doom(key string) {
-	if key == "" {
+	if key == "" || a.isDoomed(key) {
 		return
-	}
-	for _, d := range a.doomed {
-		if d.key == key {
-			return
-		}
 	}
 	a.doomed = append(a.doomed, doomedSnapshot{key: key, at: a.roundNo + keepSnapshots})
 }
 
-// dueDrops lists the doomed snapshots a round committed now may delete.
+func (a *absorbState) isDoomed(key string) bool {
+	return slices.ContainsFunc(a.doomed, func(d doomedSnapshot) bool { return d.key == key })
+}
+
+// dueDrops lists the doomed snapshots a round committed now may delete:
+// those kept keepSnapshots rounds, and the oldest past maxDoomed.
 func (a *absorbState) dueDrops() []string {
 	var out []string
-	for _, d := range a.doomed {
-		if d.at <= a.roundNo && d.key != a.base && d.key != a.snapshot {
+	over := len(a.doomed) - maxDoomed
+	for i, d := range a.doomed {
+		if (d.at <= a.roundNo || i < over) && d.key != a.base && d.key != a.snapshot {
 			out = append(out, d.key)
 		}
 	}
 	return out
 }
 
+// superseded lists what round p supersedes once committed: the snapshot
+// the checkpoint names now, unless it is the base p builds on, and the
+// base too when p is a full snapshot.
+func (a *absorbState) superseded(p *plannedRound) []string {
+	var out []string
+	if p.full && a.base != "" {
+		out = append(out, a.base)
+	}
+	if a.snapshot != "" && (p.full || a.snapshot != a.base) && !slices.Contains(out, a.snapshot) {
+		out = append(out, a.snapshot)
+	}
+	return out
+}
+
+// doomedList is what the checkpoint of round p records as doomed: every
+// snapshot doomed now and those p supersedes. Past the checkpoint's bound
+// (deletes failing for a long time) the oldest are forgotten, left behind
+// for an operator's fsck: the checkpoint must stay writable.
+func (c *Core) doomedList(p *plannedRound) []string {
+	a := &c.ab
+	var out []string
+	for _, d := range a.doomed {
+		out = append(out, d.key)
+	}
+	for _, k := range a.superseded(p) {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	if n := len(out) - absorb.MaxDoomedSnapshots; n > 0 {
+		c.logf(slog.LevelWarn, "tails snapshots left undeleted: too many doomed ones could not be deleted", attrI("forgotten", n), attrS("oldest", out[0]))
+		forget := out[:n]
+		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return slices.Contains(forget, d.key) })
+		out = out[n:]
+	}
+	return out
+}
+
 // snapshotCommitted moves the snapshot bookkeeping on after round p
 // committed: the delta or full it wrote is the checkpoint's now, what it
-// superseded is doomed, what it deleted is forgotten.
-func (a *absorbState) snapshotCommitted(p *plannedRound) {
-	prev := a.snapshot
+// superseded is doomed, what it deleted from every bucket is forgotten.
+func (a *absorbState) snapshotCommitted(p *plannedRound, dropped []string) {
+	sup := a.superseded(p)
 	a.snapshot = p.snapKey
 	a.roundNo++
 	a.snapBytes += uint64(len(p.snap))
 	if p.full {
 		a.fullSnaps++
-		a.doom(a.base)
 		a.base, a.baseBytes, a.baseRound = p.snapKey, len(p.snap), a.roundNo
 		clear(a.dirty)
 	}
-	if prev != a.base {
-		a.doom(prev)
+	for _, k := range sup {
+		a.doom(k)
 	}
-	if len(p.drop) > 0 {
-		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return slices.Contains(p.drop, d.key) })
+	if len(dropped) > 0 {
+		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return slices.Contains(dropped, d.key) })
 	}
 }
 
@@ -316,8 +377,9 @@ func (c *Core) sendRound() {
 	p := a.planned
 	a.busy, c.cmBusy = true, true
 	a.commitStart, a.lastAt = c.now, c.now
+	p.doomed = c.doomedList(p)
 	p.drop = a.dueDrops()
-	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, Drop: p.drop})
+	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, Doomed: p.doomed, Drop: p.drop})
 }
 
 // onRoundDone advances the checkpoint after a committed round, or backs off
@@ -366,7 +428,7 @@ func (c *Core) onRoundDone(ev RoundDone) {
 		held += f.objBytes * int64(c.K())
 	}
 	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now, held)
-	a.snapshotCommitted(p)
+	a.snapshotCommitted(p, ev.Dropped)
 	a.rounds++
 	a.refs += uint64(len(p.refs))
 	a.roundLatency.RecordDuration(c.now.Sub(p.first))

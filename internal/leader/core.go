@@ -46,6 +46,9 @@ type Config struct {
 	// AbsorbInterval paces rounds; AbsorbMaxSlots bounds one round.
 	AbsorbInterval time.Duration
 	AbsorbMaxSlots int
+	// TailsFullEvery: a full tails snapshot is written at least every
+	// this many rounds, deltas in between (0: 1024).
+	TailsFullEvery int
 	// FenceMaxSlots bounds a fence (0: the chain default).
 	FenceMaxSlots uint64
 	// FencePatience bounds one fence request (0: until the shell's

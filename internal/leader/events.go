@@ -139,14 +139,17 @@ type Walk struct {
 
 // CommitRound asks to write an absorb round: the tails snapshot (Snapshot
 // at SnapshotKey), then refs and the checkpoint in one Commit where the
-// backend allows (Committer.Commit), then, best effort, the deletion of the
-// superseded snapshots in Drop. → RoundDone.
+// backend allows (Committer.CommitDooming: the checkpoint records Doomed,
+// the snapshots no longer needed and not yet deleted, Drop among them),
+// then the deletion of the snapshots in Drop from every bucket. →
+// RoundDone.
 type CommitRound struct {
 	Committer   *absorb.Committer
 	Round       absorb.Round
 	Refs        []absorb.SpanRef
 	SnapshotKey string
 	Snapshot    []byte
+	Doomed      []string
 	Drop        []string
 }
 
@@ -282,7 +285,10 @@ type Walked struct {
 type RoundDone struct {
 	Round    absorb.Round
 	Requests uint64 // the committer's metastore requests so far
-	Err      error
+	// Dropped lists the snapshots of Drop deleted from every bucket (the
+	// rest stay doomed, and are tried again).
+	Dropped []string
+	Err     error
 }
 
 // EpochSealed is SealEpoch's result.

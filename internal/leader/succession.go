@@ -559,8 +559,13 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 func (s *succession) startWalk(c *Core) {
 	cp := s.cp
 	c.ab.cpEpoch, c.ab.cpNext, c.ab.snapshot = cp.Epoch, cp.Next, cp.Tails
-	// The predecessor's snapshots are superseded once this owner commits
-	// its own (a full one first: it has no base of its own yet).
+	// What its predecessors doomed and had not deleted is this owner's to
+	// delete (oldest first: past the bound, the oldest go first), and the
+	// predecessor's snapshots are superseded once this owner commits its
+	// own (a full one first: it has no base of its own yet).
+	for _, k := range cp.Doomed {
+		c.ab.doom(k)
+	}
 	c.ab.doom(cp.Tails)
 	c.ab.doom(s.inheritedBase)
 	pos := struct{ epoch, next uint64 }{cp.Epoch, cp.Next}

@@ -30,7 +30,7 @@ import (
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
-//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
+//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to doomed=key,key] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	tick +d
 //	rendered e= s= | render-failed e= s=
@@ -43,6 +43,9 @@ import (
 //	tails-read            (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by= | round-too-large
+//	                      (round-done: every snapshot of the round's drop deleted)
+//	snapshots             (the last round's snapshot key, the doomed snapshots
+//	                      its checkpoint records and those it deletes)
 //	epoch-sealed | epoch-seal-failed
 //	checkpoint-read [owner= epoch=]   (the result of the last seal check asked: the
 //	                                   checkpoint sealed by owner for epoch)
@@ -69,6 +72,7 @@ type harness struct {
 	renders map[UploadID][]*Batch // the batches of each render asked for
 	wake    time.Time
 	lastReq []Request
+	round   CommitRound // the last round asked for
 	// checkEpoch is the epoch the last ReadCheckpoint was asked under.
 	checkEpoch uint64
 }
@@ -103,6 +107,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(FirstMinted{Err: fmt.Errorf("chain: mint first epoch: %w", chain.ErrEpochTaken)})
 	case "sealed":
 		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", "")}
+		if doomed := h.str(d, "doomed", ""); doomed != "" {
+			cp.Doomed = strings.Split(doomed, ",")
+		}
 		if p := h.str(d, "pending", ""); p != "" {
 			a, b, _ := strings.Cut(p, "-")
 			from, _ := strconv.ParseUint(a, 10, 64)
@@ -199,7 +206,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		}
 		h.step(ev)
 	case "round-done":
-		h.step(RoundDone{Round: h.c.ab.planned.round})
+		h.step(RoundDone{Round: h.c.ab.planned.round, Dropped: h.round.Drop})
 	case "round-failed":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: errors.New("metastore: unavailable")})
 	case "round-too-large":
@@ -222,6 +229,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.c.Close(h.now)
 	case "abort":
 		h.c.Abort(h.now, errors.New("close: context deadline exceeded"))
+	case "snapshots":
+		return fmt.Sprintf("key=%s\ndoomed=%v\ndrop=%v\n", h.round.SnapshotKey, h.round.Doomed, h.round.Drop)
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
@@ -444,6 +453,7 @@ func (h *harness) request(r Request) string {
 	case Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)
 	case CommitRound:
+		h.round = r
 		var refs []string
 		for _, ref := range r.Refs {
 			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))

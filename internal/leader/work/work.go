@@ -145,8 +145,8 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 	case leader.Walk:
 		return e.walk(ctx, r)
 	case leader.CommitRound:
-		err := commitRound(ctx, r, e.Buckets, e.W)
-		return leader.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Err: err}
+		dropped, err := commitRound(ctx, r, e.Buckets, e.W)
+		return leader.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Dropped: dropped, Err: err}
 	case leader.SealEpoch:
 		v, err := r.Committer.SealEpoch(ctx, r.Record, r.Version, r.Cut)
 		return leader.EpochSealed{Version: v, Err: err}
@@ -265,25 +265,34 @@ func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 }
 
 // commitRound writes a round's tails snapshot, then its refs and the
-// checkpoint (one metastore Commit where the backend allows), then deletes
-// the superseded snapshots the core names, best effort: an orphaned
-// snapshot costs only storage.
-func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int) error {
+// checkpoint (one metastore Commit where the backend allows), recording
+// the doomed snapshots, then deletes the ones the core says are due, and
+// returns those deleted from every bucket. A delete that fails is not the
+// round's failure: the snapshot stays doomed (in the checkpoint too), and
+// a later round, or a successor, tries again.
+func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int) ([]string, error) {
 	if err := absorb.PutSnapshot(ctx, stores, w, r.SnapshotKey, r.Snapshot); err != nil {
-		return err
+		return nil, err
 	}
-	if err := r.Committer.Commit(ctx, r.Round, r.Refs, r.SnapshotKey); err != nil {
-		return err
+	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.Doomed); err != nil {
+		return nil, err
 	}
+	var dropped []string
 	for _, key := range r.Drop {
 		if key == r.SnapshotKey {
 			continue
 		}
+		ok := true
 		for _, b := range stores {
-			_ = b.Delete(ctx, key)
+			if err := b.Delete(ctx, key); err != nil {
+				ok = false
+			}
+		}
+		if ok {
+			dropped = append(dropped, key)
 		}
 	}
-	return nil
+	return dropped, nil
 }
 
 // settle runs one settle pass from the trim cursor as stored.
