@@ -202,6 +202,15 @@ var (
 	ErrSessionFailed  = errors.New("loglet: append session failed earlier")
 )
 
+// ErrInvalidStreamName: a name no stream can have: empty, not valid UTF-8,
+// holding a control character, or too long for its keys to fit every
+// backend (at most 463 bytes of [A-Za-z0-9._-]; every other byte is
+// percent-escaped in keys and counts three). CreateStream refuses it, and
+// every other call given it. The error also matches ErrInvalidBatch (which
+// stood for it before) and chain.ErrInvalidName, and for an append
+// ErrNotCommitted.
+var ErrInvalidStreamName = errors.New("loglet: invalid stream name")
+
 // ErrCorrupt: a read met damage, not absence: every copy of an object it
 // needed that could be read failed its checksum or did not decode (or a
 // metastore value did not parse). The error is a *CorruptError naming the
