@@ -15,7 +15,7 @@ import (
 // (chain.ValidateStreamKeys), so it follows any change of the layout. A
 // byte outside that set is percent-escaped in keys and counts three.
 var maxStreamNameLen = func() int {
-	lo, hi := 0, chain.MaxStreamNameLen // lo fits; hi+1 does not
+	lo, hi := 0, chain.MaxStreamNameLen // the answer is in [lo, hi]
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		if chain.ValidateStreamKeys(strings.Repeat("a", mid)) == nil {
