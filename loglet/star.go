@@ -868,10 +868,13 @@ func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64
 // Config.CloseTimeout. It returns errors.Join of what failed (nil after a
 // clean close, and after the close of a chain a successor took over).
 // Later calls return the first call's result.
+//
+// Close(nil) is Close(context.Background()): it closes the star, bounded by
+// Config.CloseTimeout, so `defer star.Close(nil)` releases it as a
+// deferred Close with a context does. (Every other method returns
+// ErrNilContext for a nil ctx; refusing one here would leave the star open,
+// its chains unsealed and its goroutines running.)
 func (s *Star) Close(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
 	s.closeOnce.Do(func() {
 		if ctx == nil {
 			ctx = context.Background()
