@@ -126,9 +126,10 @@ type Config struct {
 	// metastore and probes every bucket (a GET of a missing key, a
 	// PutIfAbsent, a GET and a Delete of one object under preflight/), and
 	// fails with a *PreflightError naming the bucket that refuses for good
-	// (missing, a rejected name, wrong credentials or permissions) or a
-	// metastore that does not answer. A bucket that only does not answer in
-	// time is logged at WARN. Negative: no check, for credentials confined
+	// (missing, a rejected name, wrong credentials or permissions), the
+	// buckets that cannot be reached at all when they leave a class fewer
+	// than W (connection refused), or a metastore that does not answer. A
+	// bucket that only does not answer in time is logged at WARN. Negative: no check, for credentials confined
 	// to the library's own key prefixes (chains/, settled/, snapshots/).
 	PreflightTimeout time.Duration
 	// Logger receives events (halts, under-replicated slots). Default:

@@ -477,12 +477,14 @@ func (l *lane) admit(ctx context.Context, b *leader.Batch, recs []Record, match 
 	l.mu.Unlock()
 	if err != nil {
 		l.budget.Unreserve(b.Charge)
-		return l.admitError(b.Stream.Name(), err)
+		return l.admitError(nameOfID(b.Stream.Name()), err)
 	}
 	return nil
 }
 
-// admitError turns the core's admission refusal into the loglet's error.
+// admitError turns the core's admission refusal into the loglet's error;
+// stream is the stream's name (the core knows the stream by its ID, name
+// and incarnation: errors name it as the caller does).
 func (l *lane) admitError(stream string, err error) error {
 	var me *leader.MismatchError
 	var de *leader.DeadError
@@ -524,7 +526,7 @@ func (l *lane) outcome(b *leader.Batch) (Ack, error) {
 	if b.Fate.Kind == leader.Acked {
 		return Ack{Start: b.Ack.Start, End: b.Ack.End, Tail: durableTail(b.Ack.Tail)}, nil
 	}
-	return Ack{}, l.fateError(b.Stream.Name(), b.Fate)
+	return Ack{}, l.fateError(nameOfID(b.Stream.Name()), b.Fate)
 }
 
 // changed returns a channel closed at st's next release (or when the chain

@@ -70,13 +70,19 @@ func (e *PreflightError) Unwrap() error { return e.Err }
 // suffice there.
 //
 // It fails, with a *PreflightError per culprit, when the metastore does not
-// answer within the bound, and when a bucket refuses for good
+// answer within the bound, when a bucket refuses for good
 // (objstore.ErrPermanent or objstore.ErrInvalidKey: a missing bucket, a
 // name the server rejects, wrong credentials, missing permissions; or a
-// read back that differs from what was written). A bucket that merely does
-// not answer within the bound (down, timing out) is a WARN, not a failure:
-// an outage is the chain's to ride out (a K=3, W=2 Express set serves with
-// one zone down), and Open does not wait for a call the store does not end.
+// read back that differs from what was written), and when so many buckets
+// of a class cannot be reached at all (objstore.ErrUnavailable: the S3
+// backend's connection refused, or a host that does not resolve) that
+// fewer than W are left: such a chain could neither ack nor fence, and
+// Open would retry its first read of a bucket for as long as its context
+// lasts (for ever under context.Background()). A bucket that merely does
+// not answer within the bound (timing out), or an unreachable one that
+// still leaves W, is a WARN, not a failure: an outage is the chain's to
+// ride out (a K=3, W=2 Express set serves with one zone down), and Open
+// does not wait for a call the store does not end.
 // A failed Delete is a WARN too (trim and the garbage probe delete; the
 // probe object is left behind under preflight/).
 func preflight(ctx context.Context, cfg *Config) error {
@@ -164,6 +170,19 @@ collect:
 	}
 	slices.SortFunc(results, func(a, b result) int { return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.bucket, b.bucket)) })
 
+	// A class whose unreachable buckets leave fewer than W that could
+	// answer can neither ack a flight nor decide a slot in a fence: Open
+	// would retry its first bucket read for as long as its context lasts.
+	var unreachable [2]int
+	for _, r := range results {
+		if r.bucket >= 0 && r.err != nil && unreachableBucket(r.err.Err) {
+			unreachable[r.class]++
+		}
+	}
+	cutOff := func(c Class) bool {
+		cc := classOf(cfg, c)
+		return len(cc.Buckets)-unreachable[c] < cc.W
+	}
 	var errs []error
 	for _, r := range results {
 		if r.warn != "" {
@@ -173,11 +192,24 @@ collect:
 		case r.err == nil:
 		case r.bucket < 0 || refusedForGood(r.err.Err):
 			errs = append(errs, r.err)
+		case unreachableBucket(r.err.Err) && cutOff(r.class):
+			cc := classOf(cfg, r.class)
+			r.err.Err = fmt.Errorf("%w (%d of the class's %d buckets cannot be reached: the %d left are fewer than W=%d, so nothing could be acked or fenced)",
+				r.err.Err, unreachable[r.class], len(cc.Buckets), len(cc.Buckets)-unreachable[r.class], cc.W)
+			errs = append(errs, r.err)
 		default:
 			cfg.Logger.Warn("pre-flight: a bucket does not answer; opening anyway (the chain rides out an outage)", "class", r.class.String(), "bucket", r.bucket, "name", r.err.Name, "err", r.err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unreachableBucket reports whether a probe's failure says the bucket
+// cannot be reached at all (objstore.ErrUnavailable: for the S3 backend, a
+// connection that was refused or could not be dialled, nothing sent), as
+// opposed to a bucket that did not answer in time.
+func unreachableBucket(err error) bool {
+	return errors.Is(err, objstore.ErrUnavailable)
 }
 
 // probeBucket runs one bucket's four requests; it returns the step that

@@ -279,3 +279,42 @@ func TestPermanentRefusalReachesProducers(t *testing.T) {
 		t.Fatalf("a later Append = %v; want the chain's halt cause", err)
 	}
 }
+
+// TestPreflightRefusesAClassItCannotReach: buckets that cannot be reached
+// at all (objstore.ErrUnavailable: the S3 backend's connection refused)
+// fail Open when they leave a class fewer than W buckets, naming each of
+// them; one that still leaves W is a WARN, and Open goes on.
+func TestPreflightRefusesAClassItCannotReach(t *testing.T) {
+	t.Run("two of three Express buckets", func(t *testing.T) {
+		cfg, meta, fs, _ := preflightConfig(t)
+		fs[1].SetDown(true)
+		fs[3].SetDown(true)
+		_, err, _ := openBounded(t, cfg)
+		if !errors.Is(err, objstore.ErrUnavailable) {
+			t.Fatalf("Open with 2 of 3 Express buckets unreachable = %v; want a *PreflightError wrapping objstore.ErrUnavailable", err)
+		}
+		for _, want := range []string{`express bucket 0 ("ea")`, `express bucket 2 ("ec")`, "fewer than W=2"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Open's error does not say %q: %v", want, err)
+			}
+		}
+		if strings.Contains(err.Error(), `"eb"`) || strings.Contains(err.Error(), `"std"`) {
+			t.Errorf("Open's error names a bucket that answered: %v", err)
+		}
+		for _, c := range chain.Classes {
+			if _, err := meta.Inner().Get(context.Background(), chain.EpochKey(cfg.Star, c)); !errors.Is(err, metastore.ErrNotFound) {
+				t.Fatalf("after a failed pre-flight the %s epoch record reads %v; want absent (Open must lead nothing)", c, err)
+			}
+		}
+	})
+	t.Run("one of three Express buckets", func(t *testing.T) {
+		cfg, _, fs, logs := preflightConfig(t)
+		fs[2].SetDown(true)
+		if _, err, _ := openBounded(t, cfg); err != nil {
+			t.Fatalf("Open with 1 of 3 Express buckets unreachable = %v; want it open (W=2 of 3 answer)", err)
+		}
+		if !strings.Contains(logs.String(), "opening anyway") || !strings.Contains(logs.String(), "name=eb") {
+			t.Fatalf("no WARN naming the unreachable bucket; logs:\n%s", logs)
+		}
+	})
+}

@@ -96,8 +96,8 @@ func recordsOrError(recs []SequencedRecord, err error) ([]SequencedRecord, error
 
 // record reads a stream's record.
 func (r *Reader) record(ctx context.Context, stream string) (streamRecord, Class, error) {
-	if err := chain.ValidateStreamName(stream); err != nil {
-		return streamRecord{}, 0, fmt.Errorf("loglet: %w", err)
+	if err := checkStreamName(stream); err != nil {
+		return streamRecord{}, 0, err
 	}
 	it, err := r.cfg.Meta.Get(ctx, chain.StreamRecordKey(stream))
 	if errors.Is(err, metastore.ErrNotFound) {

@@ -2,6 +2,7 @@ package loglet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -185,6 +186,12 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 	// ErrStreamNotFound, never reading the new incarnation.
 	read := func(ctx context.Context, from uint64) ([]SequencedRecord, error) {
 		cur, err := s.stream(ctx, stream)
+		var nl *NotLeaderError
+		if errors.As(err, &nl) {
+			// The name now belongs to another star: a new incarnation
+			// (a stream never changes stars), so this one is gone.
+			return nil, fmt.Errorf("%w: %q was deleted (and created again on star %q) after this session opened", ErrStreamNotFound, stream, nl.Star)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -304,9 +304,9 @@ type StreamInfo struct {
 // CreateStream records a new stream in the metastore, as a new
 // incarnation: a name deleted before starts afresh at seq 0, and no record
 // of its old incarnation is readable through the new one. It fails with
-// ErrStreamExists if the name is taken, and with ErrInvalidBatch (wrapping
-// chain.ErrInvalidName) for a name any of whose keys would not fit a
-// backend's key limit.
+// ErrStreamExists if the name is taken, and with ErrInvalidStreamName for a
+// name no stream can have, or any of whose keys would not fit a backend's
+// key limit (over 463 bytes, each byte outside [A-Za-z0-9._-] counting 3).
 func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions) (StreamInfo, error) {
 	if ctx == nil {
 		return StreamInfo{}, ErrNilContext
@@ -314,8 +314,8 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	if s.isClosed() {
 		return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, ErrClosed)
 	}
-	if err := chain.ValidateStreamKeys(name); err != nil {
-		return StreamInfo{}, fmt.Errorf("loglet: %w: %w", ErrInvalidBatch, err)
+	if err := checkNewStreamName(name); err != nil {
+		return StreamInfo{}, err
 	}
 	if opts.Class != Standard && opts.Class != Express {
 		return StreamInfo{}, fmt.Errorf("loglet: stream %q: unknown class %v", name, opts.Class)
@@ -490,8 +490,8 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 		return nil, ErrClosed
 	}
 	if !ok {
-		if err := chain.ValidateStreamName(name); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidBatch, err)
+		if err := checkStreamName(name); err != nil {
+			return nil, err
 		}
 		// A miss: another process may have created it. One metastore
 		// read, once per stream per process.
@@ -868,10 +868,13 @@ func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64
 // Config.CloseTimeout. It returns errors.Join of what failed (nil after a
 // clean close, and after the close of a chain a successor took over).
 // Later calls return the first call's result.
+//
+// Close(nil) is Close(context.Background()): it closes the star, bounded by
+// Config.CloseTimeout, so `defer star.Close(nil)` releases it as a
+// deferred Close with a context does. (Every other method returns
+// ErrNilContext for a nil ctx; refusing one here would leave the star open,
+// its chains unsealed and its goroutines running.)
 func (s *Star) Close(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
 	s.closeOnce.Do(func() {
 		if ctx == nil {
 			ctx = context.Background()

@@ -115,7 +115,8 @@ type ReadResult struct {
 // DeleteStream, ListStreams), consumer offsets and Stats are *Star's own.
 //
 // Every method is safe for concurrent use, and returns ErrNilContext (never
-// panics) for a nil ctx. A stream that does not exist is ErrStreamNotFound
+// panics) for a nil ctx, except Close, which takes it for
+// context.Background() (a Star's Close(nil) closes the star). A stream that does not exist is ErrStreamNotFound
 // (for appends unless Config.CreateOnAppend), a stream placed on a star
 // this process does not lead is a *NotLeaderError (and so is an append once
 // a successor has deposed it), and any call but Close after Close is
@@ -168,8 +169,9 @@ type Loglet interface {
 	// Close stops admission, gives every admitted batch its outcome and
 	// hands the streams over cleanly (a Star flushes, absorbs and seals its
 	// chains, so the next owner continues without a takeover), within ctx
-	// (a Star bounds a ctx without deadline by Config.CloseTimeout). It
-	// returns what failed, joined; later calls return the first result.
+	// (a Star bounds a ctx without deadline by Config.CloseTimeout; a nil
+	// ctx is context.Background()). It returns what failed, joined; later
+	// calls return the first result.
 	Close(ctx context.Context) error
 }
 
@@ -201,6 +203,15 @@ var (
 	ErrHistoryTrimmed = errors.New("loglet: records below the start are no longer readable here")
 	ErrSessionFailed  = errors.New("loglet: append session failed earlier")
 )
+
+// ErrInvalidStreamName: a name no stream can have: empty, not valid UTF-8,
+// holding a control character, or too long for its keys to fit every
+// backend (at most 463 bytes of [A-Za-z0-9._-]; every other byte is
+// percent-escaped in keys and counts three). CreateStream refuses it, and
+// every other call given it. The error also matches ErrInvalidBatch (which
+// stood for it before) and chain.ErrInvalidName, and for an append
+// ErrNotCommitted.
+var ErrInvalidStreamName = errors.New("loglet: invalid stream name")
 
 // ErrCorrupt: a read met damage, not absence: every copy of an object it
 // needed that could be read failed its checksum or did not decode (or a

@@ -42,18 +42,39 @@ func parseSlotKey(key string) (slotKey, bool) {
 
 // copyReport is what inspect found in one bucket.
 type copyReport struct {
-	Bucket  string               `json:"bucket"`
-	State   string               `json:"state"` // missing, flight, poison, settled, corrupt, error
-	Verdict string               `json:"verdict,omitempty"`
-	Error   string               `json:"error,omitempty"`
-	Kind    string               `json:"kind,omitempty"`
-	Epoch   uint64               `json:"epoch,omitempty"`
-	Slot    uint64               `json:"slot,omitempty"`
-	Nonce   string               `json:"nonce,omitempty"`
-	Size    uint64               `json:"size,omitempty"`
-	Footer  string               `json:"footer,omitempty"`
-	Frames  []envelope.FrameInfo `json:"frames,omitempty"`
+	Bucket  string        `json:"bucket"`
+	State   string        `json:"state"` // missing, flight, poison, settled, corrupt, error
+	Verdict string        `json:"verdict,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Kind    string        `json:"kind,omitempty"`
+	Epoch   uint64        `json:"epoch,omitempty"`
+	Slot    uint64        `json:"slot,omitempty"`
+	Nonce   string        `json:"nonce,omitempty"`
+	Size    uint64        `json:"size,omitempty"`
+	Footer  string        `json:"footer,omitempty"`
+	Frames  []frameReport `json:"frames,omitempty"`
 	env     envelope.Envelope
+}
+
+// frameReport is one frame of a footer as inspect shows it: the stream by
+// its name and its incarnation, apart (a frame holds the stream's ID, the
+// two joined by a 0x1f byte, which is no way to show it to anyone).
+type frameReport struct {
+	envelope.FrameInfo
+	// Stream is the name (it shadows FrameInfo.Stream, the ID).
+	Stream string
+	// Incarnation is the stream's incarnation ("" for a stream created
+	// before incarnations existed).
+	Incarnation string `json:",omitempty"`
+}
+
+func frameReports(frames []envelope.FrameInfo) []frameReport {
+	out := make([]frameReport, len(frames))
+	for i, f := range frames {
+		name, inc := chain.SplitStreamID(f.Stream)
+		out[i] = frameReport{FrameInfo: f, Stream: name, Incarnation: inc}
+	}
+	return out
 }
 
 // inspectCopy classifies one copy of key from its envelope (one ranged GET
@@ -88,8 +109,10 @@ func inspectCopy(ctx context.Context, b objstore.Store, name, key string, sk slo
 	if env.Kind == envelope.KindFlight || env.Kind == envelope.KindSettled {
 		r.Footer = fmt.Sprintf("@%d+%d", env.FooterOffset, env.FooterLength)
 		footer, err := b.Get(ctx, key, int64(env.FooterOffset), int64(env.FooterLength))
+		var frames []envelope.FrameInfo
 		if err == nil {
-			r.Frames, err = envelope.ParseFooter(env, footer)
+			frames, err = envelope.ParseFooter(env, footer)
+			r.Frames = frameReports(frames)
 		}
 		if err != nil {
 			r.State, r.Error = "corrupt", "footer: "+err.Error()
@@ -173,7 +196,7 @@ func inspectCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, 
 
 func printInspect(w io.Writer, key string, reports []copyReport) {
 	fmt.Fprintf(w, "key %s\n", key)
-	var frames []envelope.FrameInfo
+	var frames []frameReport
 	for _, r := range reports {
 		switch r.State {
 		case "missing", "error":
@@ -200,9 +223,13 @@ func printInspect(w io.Writer, key string, reports []copyReport) {
 	}
 	fmt.Fprintln(w, "\nfooter (from the first readable copy):")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "#\tstream\tfirst seq\tcount\tmin ts\tmax ts\toffset\tlength\traw\tcodec\tcrc32c\t")
+	fmt.Fprintln(tw, "#\tstream\tincarnation\tfirst seq\tcount\tmin ts\tmax ts\toffset\tlength\traw\tcodec\tcrc32c\t")
 	for i, f := range frames {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%08x\t\n", i, f.Stream, f.FirstSeq, f.Count, f.MinTimestamp, f.MaxTimestamp, f.Offset, f.Length, f.RawLength, f.Codec, f.CRC)
+		inc := f.Incarnation
+		if inc == "" {
+			inc = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%08x\t\n", i, f.Stream, inc, f.FirstSeq, f.Count, f.MinTimestamp, f.MaxTimestamp, f.Offset, f.Length, f.RawLength, f.Codec, f.CRC)
 	}
 	tw.Flush()
 }

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/flightlog/flightlog/loglet"
 )
 
 // Exit codes. fsck and walk use exitProblems for "ran, and found problems".
@@ -151,6 +153,18 @@ func (e *cmdEnv) fail(err error) int {
 	return exitCannot
 }
 
+// failStream reports the error of a call on a named stream and returns its
+// exit code: exitProblems when the stream does not exist (the command ran,
+// and what it was asked to work on is not there: the operation failed),
+// exitCannot for the rest (fail).
+func (e *cmdEnv) failStream(err error) int {
+	if errors.Is(err, loglet.ErrStreamNotFound) {
+		e.errorf("%v", err)
+		return exitProblems
+	}
+	return e.fail(err)
+}
+
 var commands = []command{
 	{"append", "STREAM", "append records read from stdin (one per line, or --length-prefixed)", "", appendCmd},
 	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readFormatHelp, readCmd},
@@ -209,8 +223,9 @@ crashed: the metastore cannot tell which). --takeover overrides that, deposing
 the owner if it still runs. read, tail, streams, walk, fsck and inspect never
 lead anything: they read the metastore and the buckets beside a live leader.
 
-Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed;
-2 could not run (bad flags, backend unreachable or in use, a live owner).
+Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed
+(a stream that does not exist, in every command); 2 could not run (bad flags,
+backend unreachable or in use, a live owner).
 `
 
 func usage(w io.Writer) {

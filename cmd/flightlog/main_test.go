@@ -86,7 +86,7 @@ func TestAppendCLI(t *testing.T) {
 	if code, out, _ := cli(t, "", "read", "s", "--dir", dir); code != 0 || out != "a\nb\nc\n" {
 		t.Fatalf("read back: exit %d, %q", code, out)
 	}
-	if code, _, errs := cli(t, "x\n", "append", "--dir", filepath.Join(t.TempDir(), "d2"), "nosuch"); code != exitCannot || !strings.Contains(errs, "not found") {
+	if code, _, errs := cli(t, "x\n", "append", "--dir", filepath.Join(t.TempDir(), "d2"), "nosuch"); code != exitProblems || !strings.Contains(errs, "not found") {
 		t.Fatalf("append to a missing stream without --create: exit %d, %s", code, errs)
 	}
 }
@@ -130,7 +130,7 @@ func TestAppendThenRead(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[1]), &rec) != nil || rec.Seq != 1 || string(rec.Body) != "y" || rec.Timestamp == 0 {
 		t.Fatalf("read --format json: exit %d, %q", code, out)
 	}
-	if code, _, errs := cli(t, "", "read", "nosuch", "--dir", dir); code != exitCannot || !strings.Contains(errs, "not found") {
+	if code, _, errs := cli(t, "", "read", "nosuch", "--dir", dir); code != exitProblems || !strings.Contains(errs, "not found") {
 		t.Fatalf("read of a missing stream: exit %d, %s", code, errs)
 	}
 	if code, _, errs := cli(t, "", "read", "orders", "--dir", filepath.Join(t.TempDir(), "empty")); code != exitCannot || !strings.Contains(errs, "no flightlog data") {

@@ -372,7 +372,7 @@ func TestStreamsCreateDelete(t *testing.T) {
 	if code, _, errs := cli(t, "", "delete", "orders", "--dir", dir); code != exitProblems || !strings.Contains(errs, "not found") {
 		t.Errorf("delete of a deleted stream: exit %d %s", code, errs)
 	}
-	if code, _, errs := cli(t, "", "read", "orders", "--dir", dir); code != exitCannot || !strings.Contains(errs, "not found") {
+	if code, _, errs := cli(t, "", "read", "orders", "--dir", dir); code != exitProblems || !strings.Contains(errs, "not found") {
 		t.Errorf("read of a deleted stream: exit %d %s", code, errs)
 	}
 	if code, _, _ := cli(t, "", "trim", "orders"); code != exitCannot {

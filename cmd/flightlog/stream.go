@@ -68,7 +68,7 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 		}
 		sess, err := star.OpenAppendSession(ctx, stream)
 		if err != nil {
-			return env.fail(err)
+			return env.failStream(err)
 		}
 		next := lineRecords(env.stdin)
 		if *lp {
@@ -388,7 +388,7 @@ func readCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			return env.fail(err)
 		}
 		if _, err := r.CheckTail(ctx, args[0]); err != nil {
-			return env.fail(err)
+			return env.failStream(err)
 		}
 		w := bufio.NewWriter(env.stdout)
 		defer w.Flush()
@@ -439,11 +439,11 @@ func tailCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			return env.fail(err)
 		}
 		if _, err := r.CheckTail(ctx, args[0]); err != nil {
-			return env.fail(err)
+			return env.failStream(err)
 		}
 		sess, err := r.OpenReadSession(ctx, args[0], loglet.ReadQuery{Start: pos})
 		if err != nil {
-			return env.fail(err)
+			return env.failStream(err)
 		}
 		w := bufio.NewWriter(env.stdout)
 		defer w.Flush()

@@ -207,13 +207,8 @@ func deleteCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return code
 		}
 		defer closeStar(context.WithoutCancel(ctx), env, star)
-		err = star.DeleteStream(ctx, args[0])
-		if errors.Is(err, loglet.ErrStreamNotFound) {
-			env.errorf("%v", err)
-			return exitProblems
-		}
-		if err != nil {
-			return env.fail(err)
+		if err := star.DeleteStream(ctx, args[0]); err != nil {
+			return env.failStream(err)
 		}
 		fmt.Fprintf(env.stdout, "%s: deleted (its refs and settled objects reclaimed)\n", args[0])
 		return exitOK

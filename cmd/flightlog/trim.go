@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -38,13 +37,8 @@ func trimCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			return code
 		}
 		defer closeStar(context.WithoutCancel(ctx), env, star)
-		err = star.Trim(ctx, args[0], seq)
-		if errors.Is(err, loglet.ErrStreamNotFound) {
-			env.errorf("%v", err)
-			return exitProblems
-		}
-		if err != nil {
-			return env.fail(err)
+		if err := star.Trim(ctx, args[0], seq); err != nil {
+			return env.failStream(err)
 		}
 		res, err := star.Read(ctx, args[0], loglet.ReadQuery{Start: loglet.AtSeq(0), MaxRecords: 1})
 		if err != nil {
