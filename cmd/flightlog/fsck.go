@@ -23,6 +23,9 @@ type streamRecord struct {
 	Class       string `json:"class"`
 	Star        string `json:"star"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// TrimSeq is the stream's trim point: records below it are unreadable
+	// even where a ref still covers them.
+	TrimSeq uint64 `json:"trim_seq,omitempty"`
 }
 
 // id is the stream's ID: what its refs, frames and tails are keyed by.
@@ -492,8 +495,11 @@ func (run *fsckRun) fsckStream(ctx context.Context, sr streamRecord, c chain.Cla
 				rep.problem("ref %s points into the %s set; stream %q is %s", it.Key, ref.Class, sr.Name, c)
 			}
 			switch {
-			case first && ref.Start > 0:
-				rep.note("stream %q: first readable record is %d (earlier ones trimmed)", sr.Name, ref.Start)
+			case first && max(ref.Start, sr.TrimSeq) > 0:
+				// A trim deletes only the refs wholly below the trim point:
+				// the first ref left may start below it, and the records it
+				// covers there are unreadable all the same.
+				rep.note("stream %q: first readable record is %d (earlier ones trimmed)", sr.Name, max(ref.Start, sr.TrimSeq))
 			case !first && ref.Start > next:
 				rep.problem("stream %q: gap [%d, %d) between refs", sr.Name, next, ref.Start)
 			case !first && ref.Start < next:
