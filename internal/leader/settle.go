@@ -179,13 +179,17 @@ func (s *settleState) lag(now time.Time) time.Duration {
 
 // cutFloor is the oldest epoch whose cut the next epoch record must keep:
 // the checkpoint's (a walk needs it), or the trim cursor's deletes' if
-// older (settle needs it). Unknown cursor with settle on: keep them all.
+// older (settle needs it). An unknown cursor keeps them all, settlement on
+// or off: a star run with settlement off still has its cursor at the
+// start, and turning settlement on later (the upgrade path) needs the cut
+// of every epoch since (nextRecord bounds how many are kept).
 func (c *Core) cutFloor(cpEpoch uint64) uint64 {
-	if c.cfg.SettleInterval <= 0 {
-		return cpEpoch
-	}
-	if !c.st.known {
+	if c.cfg.SettleInterval <= 0 || !c.st.known {
 		return 0
 	}
 	return min(cpEpoch, c.st.deleted.Epoch)
 }
+
+// maxKeptCuts bounds the cuts an epoch record keeps for settlement (those
+// a walk needs are kept whatever their number): about 40 KiB of record.
+const maxKeptCuts = 1024

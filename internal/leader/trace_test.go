@@ -29,7 +29,7 @@ import (
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
-//	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
+//	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
 //	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	tick +d
@@ -90,6 +90,17 @@ func (h *harness) run(d *datadriven.TestData) string {
 		}
 		if d.HasArg("k") {
 			rec.K = int(h.u64(d, "k", 0))
+		}
+		if cuts := h.str(d, "cuts", ""); cuts != "" { // cuts=1@4/2@7
+			for _, c := range strings.Split(cuts, "/") {
+				e, slot, _ := strings.Cut(c, "@")
+				ev, err1 := strconv.ParseUint(e, 10, 64)
+				sv, err2 := strconv.ParseUint(slot, 10, 64)
+				if err1 != nil || err2 != nil {
+					d.Fatalf(h.t, "cuts: %q is not epoch@slot", c)
+				}
+				rec.Cuts = append(rec.Cuts, chain.Cut{Epoch: ev, Slot: sv})
+			}
 		}
 		h.step(EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch))})
 	case "first-minted":
