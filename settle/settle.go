@@ -152,6 +152,9 @@ func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
 	if !p.Trim.At.Less(p.Upto) {
 		return r.res, nil
 	}
+	if err := r.deriveCuts(ctx); err != nil {
+		return r.res, err
+	}
 	upto, err := r.readSlots(ctx)
 	if err != nil && len(r.slots) == 0 {
 		return r.res, err
@@ -415,7 +418,7 @@ func (r *run) transitRefs(ctx context.Context, id string, seq uint64) ([]ref, er
 				return out, nil
 			}
 			if !r.settleable(sr) {
-				return nil, fmt.Errorf("ref %s [%d, %d) points past the checkpoint %+v or out of this chain", it.Key, sr.Start, sr.End, r.p.Checkpoint)
+				return nil, fmt.Errorf("ref %s [%d, %d) points past the checkpoint %+v, out of this chain, or past its epoch's cut", it.Key, sr.Start, sr.End, r.p.Checkpoint)
 			}
 			out = append(out, ref{key: it.Key, ver: it.Version, r: sr})
 		}
@@ -432,15 +435,80 @@ func (r *run) startsBefore(sr absorb.SpanRef, p chain.Position) bool {
 	return ok && star == r.cfg.Star && c == r.cfg.Class && (chain.Position{Epoch: epoch, Next: slot}).Less(p)
 }
 
-// settleable: every extent is a slot of this chain before the checkpoint.
+// settleable: every extent is a slot of this chain before the checkpoint,
+// and below its epoch's cut where the pass knows it (an extent past a cut
+// would mean the cut is wrong: the pass stops rather than trim by it).
 func (r *run) settleable(sr absorb.SpanRef) bool {
 	for _, e := range sr.Extents {
 		star, c, epoch, slot, ok := chain.ParseSlotKey(e.Key)
 		if !ok || star != r.cfg.Star || c != r.cfg.Class || !(chain.Position{Epoch: epoch, Next: slot}).Less(r.p.Checkpoint) {
 			return false
 		}
+		if cut, ok := r.cuts[epoch]; ok && epoch < r.p.Checkpoint.Epoch && slot >= cut {
+			return false
+		}
 	}
 	return true
+}
+
+// DeriveCutPatience bounds the fence that re-derives a cut recorded
+// nowhere (deriveCuts): a slot no fence can decide (buckets refusing, an
+// object no envelope parses) fails the pass after it, and the next pass
+// tries again.
+const DeriveCutPatience = time.Minute
+
+// deriveCuts finds the cut of every epoch between the cursor and Upto
+// that neither the cursor nor the leader knows, and records it in the
+// cursor before the pass uses it.
+//
+// A cut goes missing when an epoch record pruned it while the cursor had
+// not passed the epoch: a star opened several times with settlement off,
+// by a version that kept only the cuts a walk needs, then run with
+// settlement on. The epoch is over (the checkpoint is past it, so its
+// successor decided its cut long ago, by a fence or a clean seal), and its
+// slots from the cursor on are still there: a fence of the epoch from the
+// cursor finds the same cut. Fence decisions are permanent and quorum
+// based: a slot the successor's fence poisoned is dead to this fence too,
+// a slot is committed only with W copies of one flight, and a slot past a
+// clean seal (never written) is poisoned now, so nothing dead is ever
+// counted as committed. Only epochs from the cursor's on are fenced, from
+// the cursor: the slots below it may be deleted, and a fence would read
+// them as absent and poison them.
+func (r *run) deriveCuts(ctx context.Context) error {
+	at := r.res.Trim.At
+	var found []chain.Cut
+	for e := at.Epoch; e < r.p.Upto.Epoch && e < r.p.Checkpoint.Epoch; e++ {
+		if _, ok := r.cuts[e]; ok {
+			continue
+		}
+		from := uint64(0)
+		if e == at.Epoch {
+			from = at.Next
+		}
+		fctx, cancel := context.WithTimeout(ctx, DeriveCutPatience)
+		res, err := chain.Fence(fctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, e, from, envelope.NewNonce(), chain.FenceOptions{Parallel: 1})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: epoch %d of %s/%s, recorded nowhere, and a fence from slot %d to re-derive it failed: %w", ErrCutUnknown, e, r.cfg.Star, r.cfg.Class, from, err)
+		}
+		r.cfg.Logger.Warn("settle: re-derived the cut of an epoch recorded nowhere", "star", r.cfg.Star, "class", r.cfg.Class.String(), "epoch", e, "from", from, "cut", res.Cut)
+		r.addCut(chain.Cut{Epoch: e, Slot: res.Cut})
+		found = append(found, chain.Cut{Epoch: e, Slot: res.Cut})
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	// Recorded before use: a later pass, fsck and a fence of an epoch the
+	// cursor passes read it there.
+	t := r.res.Trim
+	t.Owner = r.cfg.Owner
+	t.Cuts = r.cutsFrom(t.Deleted.Epoch)
+	ver, err := r.cfg.Meta.Put(ctx, chain.TrimKey(r.cfg.Star, r.cfg.Class), t.Encode(), r.res.TrimVersion)
+	if err != nil {
+		return fmt.Errorf("settle: record the re-derived cuts %v of %s/%s in the trim cursor: %w", found, r.cfg.Star, r.cfg.Class, err)
+	}
+	r.res.Trim, r.res.TrimVersion = t, ver
+	return nil
 }
 
 // settleGroup writes one settled object from the leading refs of refs (up
