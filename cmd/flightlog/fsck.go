@@ -269,6 +269,9 @@ func (run *fsckRun) fsck(ctx context.Context) error {
 		if err := run.fsckUnabsorbed(ctx, ci); err != nil {
 			return err
 		}
+		if err := run.fsckSettlement(ctx, ci); err != nil {
+			return err
+		}
 		if ci.tails == nil || ci.cp.Pending != nil {
 			continue
 		}
@@ -693,6 +696,61 @@ func (run *fsckRun) fsckUnabsorbed(ctx context.Context, ci *chainInfo) error {
 				rep.problem("%s: epoch %d slot %d (%s) has a damaged copy and fewer than W=%d flight copies: the next owner's fence will kill it (records in it are lost if they were acked)", k, e, s, strings.Join(occ, "; "), w)
 			default:
 				rep.note("%s: epoch %d slot %d (%s): not committed; the next owner's fence decides it", k, e, s, strings.Join(occ, "; "))
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// fsckSettlement checks that settlement can go on from the trim cursor:
+// a pass walks every absorbed epoch from the cursor's to the checkpoint's
+// and needs the cut of each, from the epoch record or the cursor. A cut
+// recorded in neither (an epoch record that pruned it while the cursor had
+// not passed the epoch, as a star opened several times with settlement
+// off used to) is re-derived by the next pass, by a fence of the epoch
+// from the cursor: fsck reads, slot by slot, what that fence would decide,
+// and says where the cut is, or that no fence can decide the slot there
+// and settlement of the chain cannot proceed.
+func (run *fsckRun) fsckSettlement(ctx context.Context, ci *chainInfo) error {
+	if !ci.hasRec || !ci.hasCP || len(ci.rc.Set.Stores) == 0 {
+		return nil // nothing to settle, or a problem already reported
+	}
+	k, rep := ci.key(), run.rep
+	kk, w := ci.rec.K, ci.rec.W
+	at := ci.trim.At
+	for e := at.Epoch; e < ci.cp.Epoch; e++ {
+		if _, ok := ci.cutOf(e); ok {
+			continue
+		}
+		from := uint64(0)
+		if e == at.Epoch {
+			from = at.Next
+		}
+		where := fmt.Sprintf("absorbed, not settled: epoch %d's cut is recorded nowhere", e)
+		for s := from; ; s++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			sc, err := run.checkSlot(ctx, ci, e, s, repair.Evidence{}, where)
+			if err != nil {
+				return err
+			}
+			if sc.envelopes >= w {
+				continue // committed
+			}
+			poisons, missing := sc.count(repair.Poison), sc.count(repair.Missing)
+			var occ []string
+			for _, c := range sc.copies {
+				occ = append(occ, copyFault(c))
+			}
+			switch {
+			case poisons >= kk-w+1:
+				rep.note("%s: the cut of epoch %d is recorded nowhere (neither the epoch record nor the trim cursor); the next settle pass re-derives it: slot %d, dead", k, e, s)
+			case poisons+missing >= kk-w+1:
+				rep.note("%s: the cut of epoch %d is recorded nowhere (neither the epoch record nor the trim cursor); the next settle pass re-derives it by fencing slot %d (%s)", k, e, s, strings.Join(occ, "; "))
+			default:
+				rep.problem("%s: settlement cannot proceed: the cut of epoch %d is recorded nowhere (neither the epoch record nor the trim cursor), and the fence that would re-derive it cannot decide slot %d (%s): a corrupt or foreign copy counts as neither a flight nor a poison; see flightlog inspect %s", k, e, s, strings.Join(occ, "; "), sc.key)
 			}
 			break
 		}
