@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/settle"
 )
 
 // TestTraces runs the data-driven scripts in testdata: each command steps
@@ -42,6 +43,7 @@ import (
 //	tails-read            (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by= | round-too-large
+//	settle-passed [at=E.N deleted=E.N doomed-due=+d]   (new settle=interval turns settlement on)
 //	epoch-sealed | epoch-seal-failed
 //	checkpoint-read [owner= epoch=]   (an idle leader's seal check)
 //	corrupt-tail stream= next=        (a bug upstream: the absorb's tail no longer matches)
@@ -203,6 +205,16 @@ func (h *harness) run(d *datadriven.TestData) string {
 			ev.Slots = append(ev.Slots, s)
 		}
 		h.step(ev)
+	case "settle-passed":
+		res := settle.Result{Trim: chain.TrimCursor{At: h.pos(d, "at"), Deleted: h.pos(d, "deleted")}}
+		if due := h.str(d, "doomed-due", ""); due != "" {
+			dur, err := time.ParseDuration(strings.TrimPrefix(due, "+"))
+			if err != nil {
+				d.Fatalf(h.t, "doomed-due: %v", err)
+			}
+			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
+		}
+		h.step(SettlePassed{Result: res})
 	case "round-done":
 		h.step(RoundDone{Round: h.c.ab.planned.round})
 	case "round-failed":
@@ -247,7 +259,8 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		MaxBatchBytes: 16, CommitDeadline: h.dur(d, "commit", time.Second), StragglerTimeout: h.dur(d, "straggle", 5*time.Second),
 		BacklogFlights: int(h.u64(d, "backlog", 16)), BacklogBytes: int64(h.u64(d, "backlog-bytes", 1<<20)),
 		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8)),
-		RefuseLiveOwner: d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0)}
+		RefuseLiveOwner: d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0),
+		SettleInterval: h.dur(d, "settle", 0)}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
 	h.renders = map[UploadID][]*Batch{}
@@ -431,6 +444,8 @@ func (h *harness) request(r Request) string {
 		return fmt.Sprintf("seal for=%d at=%s", r.Epoch+1, r.EpochVersion)
 	case Fence:
 		return fmt.Sprintf("fence e=%d from=%d window=%d", r.Epoch, r.From, r.Window)
+	case Settle:
+		return fmt.Sprintf("settle upto=%d.%d checkpoint=%d.%d", r.Upto.Epoch, r.Upto.Next, r.Checkpoint.Epoch, r.Checkpoint.Next)
 	case Mint:
 		var cuts []string
 		for _, k := range r.Next.Cuts {
@@ -479,6 +494,18 @@ func (h *harness) u64(d *datadriven.TestData, key string, def uint64) uint64 {
 		}
 	}
 	return def
+}
+
+// pos parses key=EPOCH.NEXT (default: the chain's start).
+func (h *harness) pos(d *datadriven.TestData, key string) chain.Position {
+	v := h.str(d, key, "1.0")
+	e, n, _ := strings.Cut(v, ".")
+	ev, err1 := strconv.ParseUint(e, 10, 64)
+	nv, err2 := strconv.ParseUint(n, 10, 64)
+	if err1 != nil || err2 != nil {
+		d.Fatalf(h.t, "%s: %q is not EPOCH.NEXT", key, v)
+	}
+	return chain.Position{Epoch: ev, Next: nv}
 }
 
 func (h *harness) str(d *datadriven.TestData, key, def string) string {
