@@ -368,3 +368,66 @@ func TestSettleRederivesLostCuts(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleDeletesDoomedObjectsWhenIdle (issue "A stream's life without
+// races", item 9): settled objects merged away wait DoomedGrace, then a
+// pass deletes them even if the star has gone idle. Passes used to run
+// only when new data was absorbed, so the last merges' objects stayed for
+// good. On the fake clock of a synctest bubble.
+func TestSettleDeletesDoomedObjectsWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		r := newSettleRig()
+		r.cfg.CoarseWakeups, r.cfg.doomedGrace = true, time.Minute
+		s, err := Open(ctx, r.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		doomed := func() []metastore.Item { // merged away (not pending: no ref named)
+			items, err := r.meta.Scan(ctx, "stars/s1/standard/doomed/", "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []metastore.Item
+			for _, it := range items {
+				if !strings.Contains(string(it.Value), `"ref"`) {
+					out = append(out, it)
+				}
+			}
+			return out
+		}
+		// Write until a merge dooms an object (each pass settles what the
+		// last rounds absorbed into a small object the next one merges).
+		for i := 0; len(doomed()) == 0; i++ {
+			if i == 1000 {
+				t.Fatal("no settled object was ever merged away")
+			}
+			if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte(fmt.Sprint("r", i))}}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond) // the bubble's clock: a pass runs
+		}
+		var objs []string
+		for _, it := range doomed() {
+			var d struct {
+				Key string `json:"key"`
+			}
+			if err := json.Unmarshal(it.Value, &d); err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, d.Key)
+		}
+		// Idle from here on.
+		for start := time.Now(); len(doomed()) > 0; time.Sleep(time.Second) {
+			if time.Since(start) > 10*time.Minute {
+				t.Fatalf("%d doomed objects still there after %v idle (grace %v): %v", len(doomed()), time.Since(start), time.Minute, objs)
+			}
+		}
+		for _, k := range objs {
+			if _, err := r.std.Get(ctx, k, 0, -1); err == nil {
+				t.Fatalf("doomed object %s is still in the bucket, its marker gone", k)
+			}
+		}
+	})
+}
