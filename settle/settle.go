@@ -1136,6 +1136,35 @@ func (r *run) deleteDoomed(ctx context.Context) error {
 	return derr
 }
 
+// MarkedObjects returns the settled objects that a doomed or pending
+// marker of any chain names: a settle pass of that chain deletes each once
+// it is due (unless, for a pending one, its ref points at it by then). An
+// operator's tool reclaiming orphans leaves these to the passes. It scans
+// the control keys of every star.
+func MarkedObjects(ctx context.Context, ms metastore.Store) (map[string]bool, error) {
+	out := map[string]bool{}
+	after := ""
+	for {
+		items, err := ms.Scan(ctx, "stars/", after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if !strings.Contains(it.Key, "/doomed/") {
+				continue
+			}
+			var d doomed
+			if err := json.Unmarshal(it.Value, &d); err == nil && chain.IsSettledKey(d.Key) {
+				out[d.Key] = true
+			}
+		}
+		if len(items) < 1000 {
+			return out, nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
+
 // referenced reports whether the ref a pending marker names points at
 // its object.
 func (r *run) referenced(ctx context.Context, d doomed) (bool, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/repair"
+	"github.com/flightlog/flightlog/settle"
 )
 
 // streamRecord is the part of a stream's metastore record fsck needs.
@@ -136,12 +137,22 @@ type fsckRun struct {
 	// key; settledOrder is the order they were first met in.
 	settled      map[string]*settledCheck
 	settledOrder []string
+	// orphans: settled objects no ref points at and no settle marker
+	// names, which fsck --repair reclaims.
+	orphans []orphan
+}
+
+// orphan is a settled object in one bucket of the Standard set that no
+// ref points at.
+type orphan struct {
+	bucket int
+	key    string
 }
 
 // fsckCmd: flightlog fsck [--repair].
 func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
 	quiet := fs.Bool("q", false, "print problems only, not notes (poison in a committed slot, trimmed records, slots a fence decides)")
-	doRepair := fs.Bool("repair", false, "re-copy every damaged or missing copy of a settled slot from a good copy, and re-copy or rebuild a damaged tails snapshot; then check again (see the repair package for what it refuses)")
+	doRepair := fs.Bool("repair", false, "re-copy every damaged or missing copy of a settled slot from a good copy, and re-copy or rebuild a damaged tails snapshot, reclaim settled objects no ref points at and no settle pass marked; then check again (see the repair package for what it refuses)")
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
 		b, err := env.g.open(ctx, true)
 		if err != nil {
@@ -154,7 +165,7 @@ func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			prog.done()
 			return env.fail(fmt.Errorf("fsck could not finish: %w", err))
 		}
-		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0 || run.damagedSettled() > 0) {
+		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0 || run.damagedSettled() > 0 || len(run.orphans) > 0) {
 			if err := run.repair(ctx, env.stdout); err != nil {
 				prog.done()
 				return env.fail(fmt.Errorf("fsck --repair could not finish: %w", err))
@@ -848,6 +859,9 @@ func (run *fsckRun) repair(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := run.reclaimOrphans(ctx, w); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "repair: %d cop(ies) put back, %d left\n", copied, left)
 	return nil
 }
@@ -989,13 +1003,21 @@ func (run *fsckRun) fsckSettledExtent(ctx context.Context, sr streamRecord, refK
 
 // fsckOrphans lists the settled/ prefix of each Standard bucket (fsck is
 // an operator's tool: nothing on a hot path lists) and notes every settled
-// object no ref of a stream record points at. Such an orphan is
-// reclaimable (a deleted incarnation's whose reclaim failed, or one a
-// reclaim deleted from another bucket first), unless a settle pass that
-// died between writing it and repointing the refs left it: the next pass
-// adopts it.
+// object no ref of a stream record points at. One a settle pass marked
+// (merged away, or written by a pass whose repoint is not done or was
+// lost) is the passes' to delete; any other is an orphan, reclaimable (a
+// deleted incarnation's whose reclaim failed, one a reclaim deleted from
+// another bucket first, or one written by a version of settle that did
+// not mark its objects), and fsck --repair reclaims it.
 func (run *fsckRun) fsckOrphans(ctx context.Context) error {
 	set, names := run.b.sets[chain.Standard], run.b.names[chain.Standard]
+	if len(set) == 0 {
+		return nil
+	}
+	marked, err := settle.MarkedObjects(ctx, run.b.meta)
+	if err != nil {
+		return err
+	}
 	for i, bucket := range set {
 		after := ""
 		for {
@@ -1004,9 +1026,15 @@ func (run *fsckRun) fsckOrphans(ctx context.Context) error {
 				return fmt.Errorf("list the settled objects in bucket %s: %w", names[i], err)
 			}
 			for _, k := range keys {
-				if _, ok := run.settled[k]; !ok {
-					run.rep.note("settled object %s in bucket %s: no ref points at it (an orphan: reclaimable, unless a settle pass died before repointing onto it, which the next pass does)", k, names[i])
+				if _, ok := run.settled[k]; ok {
+					continue
 				}
+				if marked[k] {
+					run.rep.note("settled object %s in bucket %s: no ref points at it (marked by a settle pass, which deletes it once due)", k, names[i])
+					continue
+				}
+				run.orphans = append(run.orphans, orphan{bucket: i, key: k})
+				run.rep.note("settled object %s in bucket %s: no ref points at it (an orphan: reclaimable; fsck --repair reclaims it)", k, names[i])
 			}
 			if len(keys) < 1000 {
 				break
@@ -1015,6 +1043,67 @@ func (run *fsckRun) fsckOrphans(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reclaimOrphans deletes the orphans fsck found, each after checking
+// again that no settle marker names it (a pass that wrote it since marks
+// it first) and that the ref that would point at it (its stream's ref
+// ending where it ends) does not.
+func (run *fsckRun) reclaimOrphans(ctx context.Context, w io.Writer) error {
+	if len(run.orphans) == 0 {
+		return nil
+	}
+	set, names := run.b.sets[chain.Standard], run.b.names[chain.Standard]
+	marked, err := settle.MarkedObjects(ctx, run.b.meta)
+	if err != nil {
+		return err
+	}
+	for _, o := range run.orphans {
+		if marked[o.key] {
+			fmt.Fprintf(w, "repair: settled object %s in bucket %s: left to the settle pass that marked it\n", o.key, names[o.bucket])
+			continue
+		}
+		if refKey, ok := settledRefKey(o.key); ok {
+			it, err := run.b.meta.Get(ctx, refKey)
+			if err != nil && !errors.Is(err, metastore.ErrNotFound) {
+				return err
+			}
+			if err == nil {
+				if ref, derr := absorb.DecodeRef(it.Value); derr != nil || refPointsAt(ref, o.key) {
+					fmt.Fprintf(w, "repair: settled object %s in bucket %s: not reclaimed: ref %s points at it now\n", o.key, names[o.bucket], refKey)
+					continue
+				}
+			}
+		}
+		if err := set[o.bucket].Delete(ctx, o.key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			fmt.Fprintf(w, "repair: settled object %s in bucket %s: not reclaimed: %v\n", o.key, names[o.bucket], err)
+			continue
+		}
+		fmt.Fprintf(w, "repair: settled object %s in bucket %s: reclaimed (no ref points at it)\n", o.key, names[o.bucket])
+	}
+	return nil
+}
+
+// settledRefKey is the key of the ref that points at the settled object
+// at key while it is live: its stream's ref ending where the object ends
+// (settled/<stream>/<start>-<end> is pointed at by refs/<stream>/<end>).
+func settledRefKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "settled/")
+	i := strings.LastIndex(rest, "/")
+	if !ok || i < 0 {
+		return "", false
+	}
+	_, end, ok := strings.Cut(rest[i+1:], "-")
+	return "refs/" + rest[:i+1] + end, ok
+}
+
+func refPointsAt(ref absorb.SpanRef, key string) bool {
+	for _, e := range ref.Extents {
+		if e.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // damagedSettled counts the settled objects with a damaged copy.

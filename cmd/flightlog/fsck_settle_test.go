@@ -232,6 +232,21 @@ func TestFsckSettledDamage(t *testing.T) {
 		if code, out, _ := cli(t, "", "fsck", "-q", "--dir", dir); code != exitOK || strings.Contains(out, orphan) {
 			t.Fatalf("fsck -q: exit %d, printed the orphan note\n%s", code, out)
 		}
+		// (Issue "A stream's life without races", item 9: --repair left
+		// "reclaimable" orphans in place.)
+		code, out, errs = cli(t, "", "fsck", "--repair", "--dir", dir)
+		t.Logf("fsck --repair: exit %d\n%s", code, out)
+		if code != exitOK || !strings.Contains(out, "repair: settled object "+orphan+" in bucket standard: reclaimed") {
+			t.Fatalf("fsck --repair with an orphan: exit %d, want 0 and %s reclaimed\n%s%s", code, orphan, out, errs)
+		}
+		if _, err := s.Get(context.Background(), orphan, 0, -1); err == nil {
+			t.Fatalf("the orphan %s is still in the bucket after fsck --repair", orphan)
+		}
+		for _, k := range settledKeys(t, dir, "orders") {
+			if _, err := s.Get(context.Background(), k, 0, -1); err != nil {
+				t.Fatalf("fsck --repair deleted %s, which a ref points at: %v", k, err)
+			}
+		}
 	})
 }
 
