@@ -32,7 +32,9 @@ var Start = Position{Epoch: 1}
 // read needs it and trim may delete it. Deleted is how far trim's deletes
 // have completed; [Deleted, At) may still hold copies, and the next settle
 // deletes them first. Cuts holds the cut of every epoch from Deleted's on
-// that settlement has passed, which the epoch record may no longer carry.
+// that settlement has passed, which the epoch record may no longer carry,
+// and any cut a settle pass re-derived (by a fence of the epoch from At)
+// because no record carried it.
 //
 // At never moves back, and never passes the checkpoint: a fence, a walk or
 // a garbage probe starts at the checkpoint or later, so never below it.

@@ -2,11 +2,14 @@ package loglet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -212,4 +215,219 @@ func TestSettleTransitBytesHeld(t *testing.T) {
 	if st.Settle.TransitBytes != stored || stored == 0 {
 		t.Fatalf("TransitBytes %d, the bucket holds %d bytes of flights", st.Settle.TransitBytes, stored)
 	}
+}
+
+// manyOpensThenSettle opens a star five times with settlement off, writing
+// each time (the third process crashes, so epoch 3's cut is a fence's; the
+// others close cleanly, their cuts are seals), then, after prep, opens it
+// with settlement on and waits, on the fake clock of a synctest bubble,
+// until both chains' trim cursors reach the live epoch. It checks every
+// acked record reads back, every ref is settled or points into the live
+// epoch, and no slot of an earlier epoch below its cut is left in any
+// bucket. cuts are the cuts of the five epochs as the last record before
+// prep carried them; prep may rewrite the records.
+func manyOpensThenSettle(t *testing.T, prep func(w *world, cuts map[Class][]chain.Cut)) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(t)
+		g := newLedger()
+		off := func(c *Config) { c.SettleInterval = -1; c.CoarseWakeups = true }
+		for i := 1; i <= 5; i++ {
+			p, err := w.open(fmt.Sprint("p", i), off)
+			if err != nil {
+				t.Fatalf("open %d: %v", i, err)
+			}
+			if i == 1 {
+				if _, err := p.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for j := 0; j < 12; j++ {
+				for _, st := range []string{"a", "e"} {
+					if _, err := g.append(t, p.star, st, fmt.Sprintf("p%d-%d", i, j)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if i == 3 {
+				p.kill()
+				continue
+			}
+			if err := p.star.Close(ctx); err != nil {
+				t.Fatalf("close %d: %v", i, err)
+			}
+		}
+		cuts := map[Class][]chain.Cut{}
+		for _, c := range []Class{Standard, Express} {
+			rec, _, err := chain.ReadEpoch(ctx, w.meta, "s1", c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cuts[c] = append(append(cuts[c], rec.Cuts...), *rec.Seal)
+		}
+		if prep != nil {
+			prep(w, cuts)
+		}
+		p, err := w.open("p6", func(c *Config) { c.SettleInterval = 5 * time.Millisecond; c.CoarseWakeups = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 12; j++ {
+			for _, st := range []string{"a", "e"} {
+				if _, err := g.append(t, p.star, st, fmt.Sprintf("p6-%d", j)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for start := time.Now(); ; time.Sleep(5 * time.Millisecond) { // the bubble's clock
+			st := p.star.Stats()
+			done := true
+			for _, cs := range []*ClassStats{st.Standard, st.Express} {
+				if cs.Settle.TrimEpoch < cs.Epoch || cs.Settle.TrimNext < cs.ReleasePoint || cs.Settle.UnsettledRounds > 0 {
+					done = false
+				}
+			}
+			if done {
+				break
+			}
+			if time.Since(start) > 10*time.Minute {
+				t.Fatalf("settlement never reached the live epoch: standard %+v (epoch %d); express %+v (epoch %d)",
+					st.Standard.Settle, st.Standard.Epoch, st.Express.Settle, st.Express.Epoch)
+			}
+		}
+		g.verify(t, p.star)
+		live := p.star.Stats().Standard.Epoch
+		items, err := w.meta.Scan(ctx, "refs/", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			ref, err := absorb.DecodeRef(it.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ref.Extents {
+				if _, _, epoch, _, ok := chain.ParseSlotKey(e.Key); ok && epoch < live {
+					t.Fatalf("ref %s still points into epoch %d, settled long ago: %s", it.Key, epoch, e.Key)
+				}
+			}
+		}
+		for c, bkts := range map[Class][]*objstore.Mem{Standard: {w.std}, Express: w.exp[:]} {
+			cutOf := map[uint64]uint64{}
+			for _, k := range cuts[c] {
+				cutOf[k.Epoch] = k.Slot
+			}
+			for _, b := range bkts {
+				for _, k := range b.Keys() {
+					_, _, epoch, slot, ok := chain.ParseSlotKey(k)
+					if !ok || epoch >= live {
+						continue
+					}
+					if cut, known := cutOf[epoch]; !known || slot < cut {
+						t.Fatalf("%s: slot %s of a settled epoch (cut %d, known %v) was not trimmed", c, k, cut, known)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestSettleTurnedOnAfterManyOpens (issue "A stream's life without races",
+// item 3): turning settlement on for a star opened five times with it off
+// settles and trims everything. The epoch records used to drop the cuts of
+// old epochs while settlement was off, and every pass then failed with
+// "the cut of an epoch is unknown: epoch 1".
+func TestSettleTurnedOnAfterManyOpens(t *testing.T) {
+	manyOpensThenSettle(t, nil)
+}
+
+// TestSettleRederivesLostCuts: a star whose epoch records already lost
+// the cuts of old epochs (written by a version that pruned them) settles
+// once settlement is on: the pass re-derives each lost cut by a fence of
+// the epoch from the trim cursor, and finds the cut the record had.
+func TestSettleRederivesLostCuts(t *testing.T) {
+	manyOpensThenSettle(t, func(w *world, cuts map[Class][]chain.Cut) {
+		ctx := context.Background()
+		for _, c := range []Class{Standard, Express} {
+			if len(cuts[c]) != 5 {
+				t.Fatalf("%s: the record carries cuts %v, want one per epoch", c, cuts[c])
+			}
+			it, err := w.meta.Get(ctx, chain.EpochKey("s1", c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec chain.EpochRecord
+			if err := json.Unmarshal(it.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Cuts = rec.Cuts[len(rec.Cuts)-1:] // the old floor: the checkpoint's epoch only
+			val, _ := json.Marshal(rec)
+			if _, err := w.meta.Put(ctx, chain.EpochKey("s1", c), val, it.Version); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestSettleDeletesDoomedObjectsWhenIdle (issue "A stream's life without
+// races", item 9): settled objects merged away wait DoomedGrace, then a
+// pass deletes them even if the star has gone idle. Passes used to run
+// only when new data was absorbed, so the last merges' objects stayed for
+// good. On the fake clock of a synctest bubble.
+func TestSettleDeletesDoomedObjectsWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		r := newSettleRig()
+		r.cfg.CoarseWakeups, r.cfg.doomedGrace = true, time.Minute
+		s, err := Open(ctx, r.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		doomed := func() []metastore.Item { // merged away (not pending: no ref named)
+			items, err := r.meta.Scan(ctx, "stars/s1/standard/doomed/", "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []metastore.Item
+			for _, it := range items {
+				if !strings.Contains(string(it.Value), `"ref"`) {
+					out = append(out, it)
+				}
+			}
+			return out
+		}
+		// Write until a merge dooms an object (each pass settles what the
+		// last rounds absorbed into a small object the next one merges).
+		for i := 0; len(doomed()) == 0; i++ {
+			if i == 1000 {
+				t.Fatal("no settled object was ever merged away")
+			}
+			if _, err := s.Append(ctx, "a", Batch{Records: []Record{{Body: []byte(fmt.Sprint("r", i))}}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond) // the bubble's clock: a pass runs
+		}
+		var objs []string
+		for _, it := range doomed() {
+			var d struct {
+				Key string `json:"key"`
+			}
+			if err := json.Unmarshal(it.Value, &d); err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, d.Key)
+		}
+		// Idle from here on.
+		for start := time.Now(); len(doomed()) > 0; time.Sleep(time.Second) {
+			if time.Since(start) > 10*time.Minute {
+				t.Fatalf("%d doomed objects still there after %v idle (grace %v): %v", len(doomed()), time.Since(start), time.Minute, objs)
+			}
+		}
+		for _, k := range objs {
+			if _, err := r.std.Get(ctx, k, 0, -1); err == nil {
+				t.Fatalf("doomed object %s is still in the bucket, its marker gone", k)
+			}
+		}
+	})
 }

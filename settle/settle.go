@@ -14,7 +14,11 @@
 // tolerate: they dedupe overlapping refs by sequence number); the cursor
 // moves only once every ref into the slots behind it is repointed; and
 // deletes come after the cursor, so a slot is deleted only when nothing
-// reads it.
+// reads it. A settled object is marked pending before it is written, so
+// one whose repoint is lost is deleted by a later pass; and every
+// metastore mutation of a pass is one Commit that also checks the
+// checkpoint is still sealed by the pass's leader, so a deposed leader's
+// pass changes nothing once a successor has sealed.
 package settle
 
 import (
@@ -111,11 +115,17 @@ type Result struct {
 	StoredBytes int64 // bytes of the settled objects
 	Repointed   int   // refs replaced by settled refs
 	Merged      int   // small settled objects absorbed into larger ones
-	// DeletedObjects is settled objects deleted once merged away.
+	// DeletedObjects is settled objects deleted once merged away (or
+	// left unreferenced by a pass that lost its repoint).
 	DeletedObjects int
-	Reclaimed      int   // refs of deleted incarnations or trimmed records deleted
-	Deleted        int   // slot deletes that succeeded (per bucket)
-	FreedBytes     int64 // transit bytes of the slots deleted (as read by this pass)
+	// DoomedWaiting is the doomed objects left waiting for their grace,
+	// and DoomedDue when the first of them is due: a pass should run then
+	// even if nothing new is absorbed (zero: none waits).
+	DoomedWaiting int
+	DoomedDue     time.Time
+	Reclaimed     int   // refs of deleted incarnations or trimmed records deleted
+	Deleted       int   // slot deletes that succeeded (per bucket)
+	FreedBytes    int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a
 	// bucket down): they stay due for the next pass; the pass itself
 	// succeeded.
@@ -125,6 +135,16 @@ type Result struct {
 // ErrCutUnknown: the pass needed the cut of an epoch that neither the
 // cursor nor the leader knows.
 var ErrCutUnknown = errors.New("settle: the cut of an epoch is unknown")
+
+// ErrDeposed is wrapped by a pass's error when the chain's checkpoint is no
+// longer sealed by the pass's leader (Config.Owner, Config.Epoch): a
+// successor sealed it to take the chain over, and no metastore mutation of
+// the pass applies from then on.
+var ErrDeposed = errors.New("settle: deposed: a successor sealed the checkpoint")
+
+// guardRetries bounds how often a Commit is retried because this leader's
+// own absorb moved the checkpoint under it.
+const guardRetries = 8
 
 // Run runs one pass. It returns what it did even with an error; the next
 // pass resumes from the cursor the result carries.
@@ -147,10 +167,14 @@ func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
 	// (a zone down) does not hold settlement up: they stay due.
 	r.deleteBehind(ctx)
 	if err := r.deleteDoomed(ctx); err != nil {
+		r.res.DoomedDue = cfg.Now() // due again: the leader retries
 		return r.res, err
 	}
 	if !p.Trim.At.Less(p.Upto) {
 		return r.res, nil
+	}
+	if err := r.deriveCuts(ctx); err != nil {
+		return r.res, err
 	}
 	upto, err := r.readSlots(ctx)
 	if err != nil && len(r.slots) == 0 {
@@ -199,6 +223,12 @@ type run struct {
 	pendingBytes int
 	counts       []commitCounts
 	doomedNew    bool // a committed merge doomed objects
+	// cpVer is the checkpoint's version as holder last read it (see
+	// commit).
+	cpVer metastore.Version
+	// prepared: objects rendered, to write (flushPrepared).
+	prepared      []prepared
+	preparedBytes int
 	// lastPrev is the settled ref transitRefs found ending where the
 	// stream's pass starts; prevHint is it for the stream being settled.
 	lastPrev, prevHint *ref
@@ -312,16 +342,20 @@ func (r *run) settleStreams(ctx context.Context) error {
 	for _, id := range ids {
 		if err := r.settleStream(ctx, id, first[id]); err != nil {
 			errs = append(errs, fmt.Errorf("stream %q: %w", id, err))
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrDeposed) {
 				break
 			}
 		}
+	}
+	if err := r.flushPrepared(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if err := r.flush(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if r.doomedNew {
 		if err := r.deleteDoomed(ctx); err != nil {
+			r.res.DoomedDue = r.cfg.Now()
 			errs = append(errs, err)
 		}
 	}
@@ -415,7 +449,7 @@ func (r *run) transitRefs(ctx context.Context, id string, seq uint64) ([]ref, er
 				return out, nil
 			}
 			if !r.settleable(sr) {
-				return nil, fmt.Errorf("ref %s [%d, %d) points past the checkpoint %+v or out of this chain", it.Key, sr.Start, sr.End, r.p.Checkpoint)
+				return nil, fmt.Errorf("ref %s [%d, %d) points past the checkpoint %+v, out of this chain, or past its epoch's cut", it.Key, sr.Start, sr.End, r.p.Checkpoint)
 			}
 			out = append(out, ref{key: it.Key, ver: it.Version, r: sr})
 		}
@@ -432,15 +466,80 @@ func (r *run) startsBefore(sr absorb.SpanRef, p chain.Position) bool {
 	return ok && star == r.cfg.Star && c == r.cfg.Class && (chain.Position{Epoch: epoch, Next: slot}).Less(p)
 }
 
-// settleable: every extent is a slot of this chain before the checkpoint.
+// settleable: every extent is a slot of this chain before the checkpoint,
+// and below its epoch's cut where the pass knows it (an extent past a cut
+// would mean the cut is wrong: the pass stops rather than trim by it).
 func (r *run) settleable(sr absorb.SpanRef) bool {
 	for _, e := range sr.Extents {
 		star, c, epoch, slot, ok := chain.ParseSlotKey(e.Key)
 		if !ok || star != r.cfg.Star || c != r.cfg.Class || !(chain.Position{Epoch: epoch, Next: slot}).Less(r.p.Checkpoint) {
 			return false
 		}
+		if cut, ok := r.cuts[epoch]; ok && epoch < r.p.Checkpoint.Epoch && slot >= cut {
+			return false
+		}
 	}
 	return true
+}
+
+// DeriveCutPatience bounds the fence that re-derives a cut recorded
+// nowhere (deriveCuts): a slot no fence can decide (buckets refusing, an
+// object no envelope parses) fails the pass after it, and the next pass
+// tries again.
+const DeriveCutPatience = time.Minute
+
+// deriveCuts finds the cut of every epoch between the cursor and Upto
+// that neither the cursor nor the leader knows, and records it in the
+// cursor before the pass uses it.
+//
+// A cut goes missing when an epoch record pruned it while the cursor had
+// not passed the epoch: a star opened several times with settlement off,
+// by a version that kept only the cuts a walk needs, then run with
+// settlement on. The epoch is over (the checkpoint is past it, so its
+// successor decided its cut long ago, by a fence or a clean seal), and its
+// slots from the cursor on are still there: a fence of the epoch from the
+// cursor finds the same cut. Fence decisions are permanent and quorum
+// based: a slot the successor's fence poisoned is dead to this fence too,
+// a slot is committed only with W copies of one flight, and a slot past a
+// clean seal (never written) is poisoned now, so nothing dead is ever
+// counted as committed. Only epochs from the cursor's on are fenced, from
+// the cursor: the slots below it may be deleted, and a fence would read
+// them as absent and poison them.
+func (r *run) deriveCuts(ctx context.Context) error {
+	at := r.res.Trim.At
+	var found []chain.Cut
+	for e := at.Epoch; e < r.p.Upto.Epoch && e < r.p.Checkpoint.Epoch; e++ {
+		if _, ok := r.cuts[e]; ok {
+			continue
+		}
+		from := uint64(0)
+		if e == at.Epoch {
+			from = at.Next
+		}
+		fctx, cancel := context.WithTimeout(ctx, DeriveCutPatience)
+		res, err := chain.Fence(fctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, e, from, envelope.NewNonce(), chain.FenceOptions{Parallel: 1})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: epoch %d of %s/%s, recorded nowhere, and a fence from slot %d to re-derive it failed: %w", ErrCutUnknown, e, r.cfg.Star, r.cfg.Class, from, err)
+		}
+		r.cfg.Logger.Warn("settle: re-derived the cut of an epoch recorded nowhere", "star", r.cfg.Star, "class", r.cfg.Class.String(), "epoch", e, "from", from, "cut", res.Cut)
+		r.addCut(chain.Cut{Epoch: e, Slot: res.Cut})
+		found = append(found, chain.Cut{Epoch: e, Slot: res.Cut})
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	// Recorded before use: a later pass, fsck and a fence of an epoch the
+	// cursor passes read it there.
+	t := r.res.Trim
+	t.Owner = r.cfg.Owner
+	t.Cuts = r.cutsFrom(t.Deleted.Epoch)
+	ver, err := r.putTrim(ctx, t)
+	if err != nil {
+		return fmt.Errorf("settle: record the re-derived cuts %v of %s/%s in the trim cursor: %w", found, r.cfg.Star, r.cfg.Class, err)
+	}
+	r.res.Trim, r.res.TrimVersion = t, ver
+	return nil
 }
 
 // settleGroup writes one settled object from the leading refs of refs (up
@@ -452,6 +551,7 @@ func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, erro
 	if maxOps <= 0 {
 		maxOps = 1 << 30
 	}
+	maxOps -= 2 // the guard (see commit) and the new object's pending marker's delete
 	n, raw := 0, 0
 	for n < len(refs) && (n == 0 || (raw < r.cfg.TargetBytes && n+1+2*maxMerges < maxOps)) {
 		raw += rawBytes(refs[n].r)
@@ -472,25 +572,103 @@ func (r *run) settleGroup(ctx context.Context, id string, refs []ref) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	stored := int64(len(obj))
-	if err := r.put(ctx, key, obj); errors.Is(err, objstore.ErrExists) {
-		// A pass that died wrote it (or a zombie's did): the key names the
-		// records it holds, so it is the same; read its index back.
-		frames, stored, err = r.adopt(ctx, key, start, end)
-		if err != nil {
+	r.prepared = append(r.prepared, prepared{id: id, key: key, obj: obj, frames: frames, all: all, merged: len(prev), start: start, end: end})
+	r.preparedBytes += len(obj)
+	if len(r.prepared) >= maxPrepared || r.preparedBytes >= maxPreparedBytes {
+		if err := r.flushPrepared(ctx); err != nil {
 			return 0, err
 		}
-	} else if err != nil {
-		return 0, err
-	}
-	counts := commitCounts{objects: 1, stored: stored}
-	for _, f := range frames {
-		counts.raw += int64(f.RawLength)
-	}
-	if err := r.repoint(ctx, id, key, all, frames, len(prev), counts); err != nil {
-		return 0, err
 	}
 	return n, nil
+}
+
+// prepared is a settled object rendered and not yet written.
+type prepared struct {
+	id, key    string
+	obj        []byte
+	frames     []envelope.FrameInfo
+	all        []ref // the refs it replaces, the merged settled ones first
+	merged     int
+	start, end uint64
+}
+
+// Bounds on the objects a pass renders before it writes them.
+const (
+	maxPrepared      = 256
+	maxPreparedBytes = 32 << 20
+)
+
+// flushPrepared writes the objects rendered so far and queues their
+// repoints. Each is marked pending (a doomed marker naming the ref that
+// will point at it) before it is written, in Commits of many, and the
+// repoint's Commit deletes the marker: a pass that loses its repoint (a
+// retention trim or a delete changed a ref; it died; it was deposed)
+// leaves a marker, and a later pass deletes the object once its grace has
+// passed and the ref does not point at it (deleteDoomed). Without the
+// marker such an object had no ref and nothing ever reclaimed it.
+func (r *run) flushPrepared(ctx context.Context) error {
+	ps := r.prepared
+	r.prepared, r.preparedBytes = nil, 0
+	if len(ps) == 0 {
+		return nil
+	}
+	maxOps := metastore.MaxCommitOps(r.cfg.Meta)
+	if maxOps <= 0 || maxOps > maxBatchOps {
+		maxOps = maxBatchOps
+	}
+	maxOps-- // the guard
+	maxBytes := metastore.MaxCommitBytes(r.cfg.Meta)
+	now := r.cfg.Now().UnixMilli()
+	vers := make([]metastore.Version, 0, len(ps))
+	var ops []metastore.Op
+	size := 0
+	mark := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		vs, err := r.commit(ctx, ops)
+		if err != nil {
+			return fmt.Errorf("settle: mark %d settled objects pending before writing them: %w", len(ops), err)
+		}
+		vers, ops, size = append(vers, vs...), nil, 0
+		return nil
+	}
+	for _, p := range ps {
+		val, _ := json.Marshal(doomed{Key: p.key, At: now, Ref: p.all[len(p.all)-1].key})
+		op := metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, p.key), Value: val, Expect: metastore.AnyVersion}
+		n := metastore.CommitBytes(r.cfg.Meta, []metastore.Op{op})
+		if len(ops) >= maxOps || (maxBytes > 0 && size+n > maxBytes/2) {
+			if err := mark(); err != nil {
+				return err
+			}
+		}
+		ops, size = append(ops, op), size+n
+	}
+	if err := mark(); err != nil {
+		return err
+	}
+	var errs []error
+	for i, p := range ps {
+		frames, stored := p.frames, int64(len(p.obj))
+		err := r.put(ctx, p.key, p.obj)
+		if errors.Is(err, objstore.ErrExists) {
+			// A pass that died wrote it (or a zombie's did): the key names
+			// the records it holds, so it is the same; read its index back.
+			frames, stored, err = r.adopt(ctx, p.key, p.start, p.end)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stream %q: %w", p.id, err))
+			continue
+		}
+		counts := commitCounts{objects: 1, stored: stored}
+		for _, f := range frames {
+			counts.raw += int64(f.RawLength)
+		}
+		if err := r.repoint(ctx, p.id, p.key, p.all, frames, p.merged, counts, vers[i]); err != nil {
+			errs = append(errs, fmt.Errorf("stream %q: %w", p.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // maxMerges bounds the settled objects one new object absorbs.
@@ -692,7 +870,7 @@ func (r *run) adopt(ctx context.Context, key string, start, end uint64) ([]envel
 // [refs[0].Start, last.End) with extents into the object at key, in one
 // Commit that also marks the absorbed objects doomed (deleted once no ref
 // points at them: see deleteDoomed).
-func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []envelope.FrameInfo, merged int, counts commitCounts) error {
+func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []envelope.FrameInfo, merged int, counts commitCounts, pendingVer metastore.Version) error {
 	last := refs[len(refs)-1]
 	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: r.cfg.Star, Start: refs[0].r.Start, End: last.r.End,
 		MinTS: frames[0].MinTimestamp, MaxTS: frames[0].MaxTimestamp,
@@ -717,6 +895,9 @@ func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []
 		d, _ := json.Marshal(doomed{Key: f.r.Extents[0].Key, At: r.cfg.Now().UnixMilli()})
 		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: d, Expect: metastore.NoVersion})
 	}
+	// The new object is referenced from this Commit on: its pending marker
+	// goes with it.
+	ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: doomedKey(r.cfg.Star, r.cfg.Class, key), Expect: pendingVer})
 	counts.repointed, counts.merged = len(refs)-merged, merged
 	if err := r.queue(ctx, ops, counts); err != nil {
 		return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(refs), id, key, err)
@@ -743,6 +924,10 @@ func (r *run) queue(ctx context.Context, ops []metastore.Op, c commitCounts) err
 	if maxOps <= 0 || maxOps > maxBatchOps {
 		maxOps = maxBatchOps
 	}
+	maxOps-- // the guard (see commit)
+	if maxBytes > 0 {
+		maxBytes -= metastore.CommitBytes(r.cfg.Meta, []metastore.Op{r.guardOp()})
+	}
 	size := metastore.CommitBytes(r.cfg.Meta, ops)
 	if len(r.pending) > 0 && (len(r.pending)+len(ops) > maxOps || (maxBytes > 0 && r.pendingBytes+size > maxBytes)) {
 		if err := r.flush(ctx); err != nil {
@@ -765,7 +950,7 @@ func (r *run) flush(ctx context.Context) error {
 	}
 	ops, counts := r.pending, r.counts
 	r.pending, r.counts, r.pendingBytes = nil, nil, 0
-	if _, err := r.cfg.Meta.Commit(ctx, ops); err != nil {
+	if _, err := r.commit(ctx, ops); err != nil {
 		return fmt.Errorf("settle: commit %d ops of %d repoints and reclaims: %w", len(ops), len(counts), err)
 	}
 	for _, c := range counts {
@@ -795,50 +980,274 @@ func doomedKey(star string, c chain.Class, objKey string) string {
 type doomed struct {
 	Key string `json:"key"`
 	At  int64  `json:"at_ms"` // when the merge that doomed it committed
+	// Ref is set on a pending marker: one written before the object, whose
+	// repoint onto it (the ref at Ref) deletes the marker in its Commit.
+	Ref string `json:"ref,omitempty"`
+	// Deleting: a pass decided to delete the object and may have begun;
+	// whichever pass finds the marker finishes, whatever the grace.
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 // deleteDoomed deletes the settled objects marked doomed at least
-// DoomedGrace ago, then their markers. A reader still holding a ref that
-// pointed at one after that finds it gone and re-resolves the ref, which
-// now points at the object that absorbed it.
+// DoomedGrace ago, and notes in the result how many wait for their grace
+// and when the first is due (the leader runs a pass then, idle or not).
+// A reader still holding a ref that pointed at one after that finds it
+// gone and re-resolves the ref, which now points at the object that
+// absorbed it. A pending marker (its pass lost or never made its repoint)
+// whose ref does point at the object now (a later pass adopted it) is only
+// dropped.
+//
+// A deletion is three steps: the marker turns Deleting, in a guarded
+// Commit of many (see commit), so a deposed leader's pass starts none once
+// a successor has sealed; the objects go; the markers go. A pass that dies
+// in between leaves Deleting markers, which the next pass finishes.
 func (r *run) deleteDoomed(ctx context.Context) error {
-	items, err := r.cfg.Meta.Scan(ctx, doomedPrefix(r.cfg.Star, r.cfg.Class), "", 256)
-	if err != nil {
-		return err
+	now := r.cfg.Now()
+	r.res.DoomedWaiting, r.res.DoomedDue = 0, time.Time{}
+	type ready struct {
+		key string
+		ver metastore.Version
+		d   doomed
+		obj bool // delete the object (not referenced)
 	}
-	now := r.cfg.Now().UnixMilli()
-	var done []metastore.Op
-	for _, it := range items {
-		var d doomed
-		if err := json.Unmarshal(it.Value, &d); err != nil || !chain.IsSettledKey(d.Key) {
-			return fmt.Errorf("settle: doomed marker %s is %q, not a settled object's", it.Key, it.Value)
+	var due []ready
+	after := ""
+	for {
+		items, err := r.cfg.Meta.Scan(ctx, doomedPrefix(r.cfg.Star, r.cfg.Class), after, 256)
+		if err != nil {
+			return err
 		}
-		if r.cfg.DoomedGrace > 0 && now-d.At < r.cfg.DoomedGrace.Milliseconds() {
-			continue
-		}
-		key := d.Key
-		for i, b := range r.cfg.Settled {
-			if err := b.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-				return fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", key, i, err)
+		for _, it := range items {
+			var d doomed
+			if err := json.Unmarshal(it.Value, &d); err != nil || !chain.IsSettledKey(d.Key) {
+				return fmt.Errorf("settle: doomed marker %s is %q, not a settled object's", it.Key, it.Value)
 			}
+			at := time.UnixMilli(d.At)
+			if !d.Deleting && r.cfg.DoomedGrace > 0 && now.Sub(at) < r.cfg.DoomedGrace {
+				r.res.DoomedWaiting++
+				if t := at.Add(r.cfg.DoomedGrace); r.res.DoomedDue.IsZero() || t.Before(r.res.DoomedDue) {
+					r.res.DoomedDue = t
+				}
+				continue
+			}
+			obj := true
+			if d.Ref != "" && !d.Deleting {
+				ref, err := r.referenced(ctx, d)
+				if err != nil {
+					return err
+				}
+				obj = !ref
+			}
+			due = append(due, ready{key: it.Key, ver: it.Version, d: d, obj: obj})
 		}
-		// The markers go in Commits of many (after their objects: a marker
-		// lost to a crash before it is deleted only deletes again).
-		done = append(done, metastore.Op{Kind: metastore.OpDelete, Key: it.Key, Expect: it.Version})
-		r.res.DeletedObjects++
+		if len(items) < 256 {
+			break
+		}
+		after = items[len(items)-1].Key
 	}
 	maxOps := metastore.MaxCommitOps(r.cfg.Meta)
 	if maxOps <= 0 || maxOps > maxBatchOps {
 		maxOps = maxBatchOps
 	}
-	for len(done) > 0 {
-		n := min(len(done), maxOps)
-		if _, err := r.cfg.Meta.Commit(ctx, done[:n]); err != nil && !errors.Is(err, metastore.ErrConflict) {
-			return err
+	maxOps-- // the guard
+	// commitEach commits one op per ready marker, in Commits of many; on a
+	// conflict (a marker moved: a pass rewrote it) one at a time, leaving
+	// out the ones that moved. It returns the markers committed, with the
+	// versions their ops left.
+	commitEach := func(rs []ready, op func(ready) metastore.Op) ([]ready, error) {
+		var out []ready
+		for len(rs) > 0 {
+			chunk := rs[:min(len(rs), maxOps)]
+			rs = rs[len(chunk):]
+			ops := make([]metastore.Op, len(chunk))
+			for i, x := range chunk {
+				ops[i] = op(x)
+			}
+			vs, err := r.commit(ctx, ops)
+			if err == nil {
+				for i, x := range chunk {
+					x.ver = vs[i]
+					out = append(out, x)
+				}
+				continue
+			}
+			if !errors.Is(err, metastore.ErrConflict) {
+				return out, err
+			}
+			for _, x := range chunk {
+				vs, err := r.commit(ctx, []metastore.Op{op(x)})
+				if err == nil {
+					x.ver = vs[0]
+					out = append(out, x)
+				} else if !errors.Is(err, metastore.ErrConflict) {
+					return out, err
+				}
+			}
 		}
-		done = done[n:]
+		return out, nil
 	}
-	return nil
+	var dropOnly, marked, toMark []ready
+	for _, x := range due {
+		switch {
+		case !x.obj:
+			dropOnly = append(dropOnly, x)
+		case x.d.Deleting:
+			marked = append(marked, x)
+		default:
+			toMark = append(toMark, x)
+		}
+	}
+	del := func(x ready) metastore.Op {
+		return metastore.Op{Kind: metastore.OpDelete, Key: x.key, Expect: x.ver}
+	}
+	if _, err := commitEach(dropOnly, del); err != nil {
+		return err
+	}
+	now2, err := commitEach(toMark, func(x ready) metastore.Op {
+		d := x.d
+		d.Deleting = true
+		val, _ := json.Marshal(d)
+		return metastore.Op{Kind: metastore.OpPut, Key: x.key, Value: val, Expect: x.ver}
+	})
+	marked = append(marked, now2...)
+	if err != nil {
+		return err
+	}
+	var gone []ready
+	var derr error
+	for _, x := range marked {
+		ok := true
+		for i, b := range r.cfg.Settled {
+			if err := b.Delete(ctx, x.d.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				derr, ok = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.d.Key, i, err), false
+				break
+			}
+		}
+		if ok {
+			gone = append(gone, x)
+			r.res.DeletedObjects++
+		}
+	}
+	// After their objects: a marker left by a crash here only deletes
+	// again.
+	if _, err := commitEach(gone, del); err != nil {
+		return err
+	}
+	return derr
+}
+
+// MarkedObjects returns the settled objects that a doomed or pending
+// marker of any chain names: a settle pass of that chain deletes each once
+// it is due (unless, for a pending one, its ref points at it by then). An
+// operator's tool reclaiming orphans leaves these to the passes. It scans
+// the control keys of every star.
+func MarkedObjects(ctx context.Context, ms metastore.Store) (map[string]bool, error) {
+	out := map[string]bool{}
+	after := ""
+	for {
+		items, err := ms.Scan(ctx, "stars/", after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if !strings.Contains(it.Key, "/doomed/") {
+				continue
+			}
+			var d doomed
+			if err := json.Unmarshal(it.Value, &d); err == nil && chain.IsSettledKey(d.Key) {
+				out[d.Key] = true
+			}
+		}
+		if len(items) < 1000 {
+			return out, nil
+		}
+		after = items[len(items)-1].Key
+	}
+}
+
+// referenced reports whether the ref a pending marker names points at
+// its object.
+func (r *run) referenced(ctx context.Context, d doomed) (bool, error) {
+	it, err := r.cfg.Meta.Get(ctx, d.Ref)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	sr, err := absorb.DecodeRef(it.Value)
+	if err != nil {
+		return false, fmt.Errorf("ref %s: %w", d.Ref, err)
+	}
+	for _, e := range sr.Extents {
+		if e.Key == d.Key {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// holder reads the chain's checkpoint and returns its version if the
+// pass's leader still holds it (its seal is Owner's, for Epoch), or an
+// error wrapping ErrDeposed.
+func (r *run) holder(ctx context.Context) (metastore.Version, error) {
+	cp, ver, err := absorb.ReadCheckpoint(ctx, r.cfg.Meta, r.cfg.Star, r.cfg.Class)
+	if err != nil {
+		return "", fmt.Errorf("settle: read the checkpoint of %s/%s: %w", r.cfg.Star, r.cfg.Class, err)
+	}
+	if cp.Owner != r.cfg.Owner || cp.OwnerEpoch != r.cfg.Epoch {
+		return "", fmt.Errorf("%w: %s/%s is sealed by %q for epoch %d; this pass is %q's, of epoch %d", ErrDeposed, r.cfg.Star, r.cfg.Class, cp.Owner, cp.OwnerEpoch, r.cfg.Owner, r.cfg.Epoch)
+	}
+	return ver, nil
+}
+
+// guardOp checks the checkpoint at the version holder last found.
+func (r *run) guardOp() metastore.Op {
+	return metastore.Op{Kind: metastore.OpCheck, Key: chain.CheckpointKey(r.cfg.Star, r.cfg.Class), Expect: r.cpVer}
+}
+
+// commit applies ops in one Commit that also checks the checkpoint is at a
+// version sealed by this pass's leader: every metastore mutation of a pass
+// goes through it, so a deposed leader's pass (a zombie that has not
+// noticed yet) changes nothing once a successor has sealed the checkpoint,
+// the successor's first step. The leader's own absorb moves the checkpoint
+// too: a Commit that conflicts on it is retried at the new version if the
+// seal is still ours. It returns the versions of ops.
+func (r *run) commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	for attempt := 0; ; attempt++ {
+		if r.cpVer == "" {
+			v, err := r.holder(ctx)
+			if err != nil {
+				return nil, err
+			}
+			r.cpVer = v
+		}
+		vs, err := r.cfg.Meta.Commit(ctx, append(ops[:len(ops):len(ops)], r.guardOp()))
+		if err == nil {
+			return vs[:len(ops)], nil
+		}
+		if !errors.Is(err, metastore.ErrConflict) || attempt >= guardRetries {
+			return nil, err
+		}
+		old := r.cpVer
+		v, herr := r.holder(ctx)
+		if herr != nil {
+			return nil, herr
+		}
+		r.cpVer = v
+		if v == old {
+			return nil, err // the conflict is another op's
+		}
+	}
+}
+
+// putTrim writes the trim cursor t over the version the pass holds.
+func (r *run) putTrim(ctx context.Context, t chain.TrimCursor) (metastore.Version, error) {
+	vs, err := r.commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: chain.TrimKey(r.cfg.Star, r.cfg.Class), Value: t.Encode(), Expect: r.res.TrimVersion}})
+	if err != nil {
+		return "", err
+	}
+	return vs[0], nil
 }
 
 // advance moves the cursor to upto (never back) by compare-and-swap.
@@ -849,7 +1258,10 @@ func (r *run) advance(ctx context.Context, upto chain.Position) error {
 	}
 	t.At, t.Owner = upto, r.cfg.Owner
 	t.Cuts = r.cutsFrom(t.Deleted.Epoch)
-	ver, err := r.cfg.Meta.Put(ctx, chain.TrimKey(r.cfg.Star, r.cfg.Class), t.Encode(), r.res.TrimVersion)
+	ver, err := r.putTrim(ctx, t)
+	if errors.Is(err, ErrDeposed) {
+		return fmt.Errorf("settle: advance the trim cursor of %s/%s to %+v: %w", r.cfg.Star, r.cfg.Class, upto, err)
+	}
 	if err != nil {
 		got, gv, rerr := chain.ReadTrimCursor(ctx, r.cfg.Meta, r.cfg.Star, r.cfg.Class)
 		if rerr == nil && !got.At.Less(upto) {
@@ -908,7 +1320,7 @@ func (r *run) deleteBehindErr(ctx context.Context) error {
 	}
 	t.Deleted = t.At
 	t.Cuts = r.cutsFrom(t.At.Epoch)
-	ver, err := r.cfg.Meta.Put(ctx, chain.TrimKey(r.cfg.Star, r.cfg.Class), t.Encode(), r.res.TrimVersion)
+	ver, err := r.putTrim(ctx, t)
 	if err != nil {
 		return fmt.Errorf("settle: record the deletes of %s/%s up to %+v: %w", r.cfg.Star, r.cfg.Class, t.At, err)
 	}

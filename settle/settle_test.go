@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,6 +109,9 @@ type world struct {
 	std2 *objstore.Mem
 	// target, if set, is the settled objects' target size (1: no merges).
 	target int
+	// as, if set, is the leader a pass runs for (default: the one whose
+	// seal the checkpoint carries).
+	as *[2]string
 }
 
 func newWorld(t *testing.T) *world {
@@ -159,7 +163,12 @@ func (w *world) pass(ctx context.Context, c chain.Class, meta metastore.Store, w
 	if c == chain.Express {
 		transit = []objstore.Store{wrap(w.exp[0]), wrap(w.exp[1]), wrap(w.exp[2])}
 	}
-	cfg := settle.Config{Meta: meta, Star: "s1", Class: c, Owner: "settler", Epoch: rec.Epoch,
+	owner, epoch := cp.Owner, cp.OwnerEpoch // the leader holding the chain
+	if w.as != nil {
+		owner = w.as[0]
+		epoch, _ = strconv.ParseUint(w.as[1], 10, 64)
+	}
+	cfg := settle.Config{Meta: meta, Star: "s1", Class: c, Owner: owner, Epoch: epoch,
 		Transit: chain.BucketSet{Stores: transit, W: len(transit), Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}},
 		Settled: []objstore.Store{wrap(w.std)}, TargetBytes: 120, FrameBytes: 50, DoomedGrace: -1}
 	if w.std2 != nil {
@@ -431,7 +440,7 @@ func TestSettledObjectsReachEveryBucket(t *testing.T) {
 	w := newWorld(t)
 	w.std2, w.target = objstore.NewMem(), 1 // no merges: every object stays to be looked at
 	c := &crash{}
-	c.after.Store(1) // the first settled object's PUT into bucket 0, then death
+	c.after.Store(2) // the pending markers' Commit, the first settled object's PUT into bucket 0, then death
 	meta := crashMeta{Store: w.meta, c: c}
 	wrap := func(s objstore.Store) objstore.Store { return crashObj{Store: s, c: c} }
 	if _, err := w.pass(ctx, chain.Standard, meta, wrap); err == nil {
@@ -461,5 +470,145 @@ func TestSettledObjectsReachEveryBucket(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("nothing settled")
+	}
+}
+
+// commitHook runs before each Commit of the store it wraps.
+type commitHook struct {
+	metastore.Store
+	before func(ops []metastore.Op)
+}
+
+func (m commitHook) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	m.before(ops)
+	return m.Store.Commit(ctx, ops)
+}
+
+// orphans returns the settled objects of the Standard bucket no ref points at.
+func (w *world) orphans(t *testing.T) []string {
+	t.Helper()
+	items, err := w.meta.Scan(context.Background(), "refs/", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenced := map[string]bool{}
+	for _, it := range items {
+		r, err := absorb.DecodeRef(it.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range r.Extents {
+			referenced[e.Key] = true
+		}
+	}
+	var out []string
+	for _, k := range w.std.Keys() {
+		if chain.IsSettledKey(k) && !referenced[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestSettleLostRepointLeavesNoOrphan (issue "A stream's life without
+// races", item 9): a pass whose repoint loses a race with a retention trim
+// (the trim deletes a ref the pass read, so its Commit conflicts) wrote
+// settled objects that no ref points at. They are marked pending before
+// they are written, so a later pass deletes them; they used to be left
+// with no ref and no marker, for good.
+func TestSettleLostRepointLeavesNoOrphan(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.maxSlots = 100
+	trimmed := false
+	meta := commitHook{Store: w.meta, before: func(ops []metastore.Op) {
+		if trimmed {
+			return
+		}
+		for _, op := range ops {
+			if op.Kind == metastore.OpPut && strings.HasPrefix(op.Key, "refs/") && strings.Contains(string(op.Value), "settled/") {
+				// The repoint: a trim of stream a deletes its first ref now.
+				items, err := w.meta.Scan(ctx, "refs/"+chain.StreamKey("a")+"/", "", 1)
+				if err != nil || len(items) != 1 {
+					t.Fatalf("refs of a: %v %v", items, err)
+				}
+				if err := w.meta.Delete(ctx, items[0].Key, items[0].Version); err != nil {
+					t.Fatal(err)
+				}
+				trimmed = true
+				return
+			}
+		}
+	}}
+	if _, err := w.pass(ctx, chain.Standard, meta, func(s objstore.Store) objstore.Store { return s }); err == nil || !trimmed {
+		t.Fatalf("the pass that raced a trim: %v (trimmed %v), want its repoint to fail", err, trimmed)
+	}
+	if len(w.orphans(t)) == 0 {
+		t.Fatal("the pass that lost its repoint wrote no settled object: the race went untested")
+	}
+	for i := 0; i < 20; i++ {
+		res, err := w.pass(ctx, chain.Standard, w.meta, func(s objstore.Store) objstore.Store { return s })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Slots == 0 && res.Trim.At == res.Trim.Deleted {
+			break
+		}
+	}
+	if o := w.orphans(t); len(o) > 0 {
+		t.Fatalf("settled objects left with no ref pointing at them after the race: %v", o)
+	}
+	if left, _ := w.meta.Scan(ctx, "stars/s1/", "", 0); len(left) > 0 {
+		for _, it := range left {
+			if strings.Contains(it.Key, "/doomed/") {
+				t.Fatalf("doomed marker %s left: %s", it.Key, it.Value)
+			}
+		}
+	}
+}
+
+// TestSettleDeposedPassChangesNothing (issue "A stream's life without
+// races", item 9): once a successor has sealed the checkpoint (its
+// takeover's first step), a pass of the deposed leader fails and changes
+// nothing in the metastore: no ref repointed, no cursor moved, no marker.
+// A deposed leader was seen completing a pass after its successor's Open
+// returned.
+func TestSettleDeposedPassChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.maxSlots = 100
+	for _, c := range chain.Classes {
+		cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, "s1", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ev, err := chain.ReadEpoch(ctx, w.meta, "s1", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.as = &[2]string{cp.Owner, strconv.FormatUint(cp.OwnerEpoch, 10)}
+		if _, _, err := absorb.SealCheckpoint(ctx, w.meta, "s1", c, "p2", cp.OwnerEpoch+1, ev); err != nil {
+			t.Fatal(err)
+		}
+		before, err := w.meta.Scan(ctx, "", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = w.pass(ctx, c, w.meta, func(s objstore.Store) objstore.Store { return s })
+		if err == nil || !strings.Contains(err.Error(), "deposed") {
+			t.Fatalf("%s: the deposed leader's pass: %v, want it refused as deposed", c, err)
+		}
+		after, err := w.meta.Scan(ctx, "", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != len(before) {
+			t.Fatalf("%s: the deposed leader's pass changed the metastore: %d keys before, %d after", c, len(before), len(after))
+		}
+		for i := range before {
+			if before[i].Key != after[i].Key || before[i].Version != after[i].Version {
+				t.Fatalf("%s: the deposed leader's pass changed %s", c, after[i].Key)
+			}
+		}
 	}
 }

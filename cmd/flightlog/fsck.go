@@ -15,6 +15,7 @@ import (
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/repair"
+	"github.com/flightlog/flightlog/settle"
 )
 
 // streamRecord is the part of a stream's metastore record fsck needs.
@@ -23,6 +24,9 @@ type streamRecord struct {
 	Class       string `json:"class"`
 	Star        string `json:"star"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// TrimSeq is the stream's trim point: records below it are unreadable
+	// even where a ref still covers them.
+	TrimSeq uint64 `json:"trim_seq,omitempty"`
 }
 
 // id is the stream's ID: what its refs, frames and tails are keyed by.
@@ -133,12 +137,22 @@ type fsckRun struct {
 	// key; settledOrder is the order they were first met in.
 	settled      map[string]*settledCheck
 	settledOrder []string
+	// orphans: settled objects no ref points at and no settle marker
+	// names, which fsck --repair reclaims.
+	orphans []orphan
+}
+
+// orphan is a settled object in one bucket of the Standard set that no
+// ref points at.
+type orphan struct {
+	bucket int
+	key    string
 }
 
 // fsckCmd: flightlog fsck [--repair].
 func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
 	quiet := fs.Bool("q", false, "print problems only, not notes (poison in a committed slot, trimmed records, slots a fence decides)")
-	doRepair := fs.Bool("repair", false, "re-copy every damaged or missing copy of a settled slot from a good copy, and re-copy or rebuild a damaged tails snapshot; then check again (see the repair package for what it refuses)")
+	doRepair := fs.Bool("repair", false, "re-copy every damaged or missing copy of a settled slot from a good copy, and re-copy or rebuild a damaged tails snapshot, reclaim settled objects no ref points at and no settle pass marked; then check again (see the repair package for what it refuses)")
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
 		b, err := env.g.open(ctx, true)
 		if err != nil {
@@ -151,7 +165,7 @@ func fsckCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			prog.done()
 			return env.fail(fmt.Errorf("fsck could not finish: %w", err))
 		}
-		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0 || run.damagedSettled() > 0) {
+		if *doRepair && (len(run.targets) > 0 || run.snapshotTargets() > 0 || run.damagedSettled() > 0 || len(run.orphans) > 0) {
 			if err := run.repair(ctx, env.stdout); err != nil {
 				prog.done()
 				return env.fail(fmt.Errorf("fsck --repair could not finish: %w", err))
@@ -264,6 +278,9 @@ func (run *fsckRun) fsck(ctx context.Context) error {
 	for _, ci := range run.order {
 		k := ci.key()
 		if err := run.fsckUnabsorbed(ctx, ci); err != nil {
+			return err
+		}
+		if err := run.fsckSettlement(ctx, ci); err != nil {
 			return err
 		}
 		if ci.tails == nil || ci.cp.Pending != nil {
@@ -492,8 +509,11 @@ func (run *fsckRun) fsckStream(ctx context.Context, sr streamRecord, c chain.Cla
 				rep.problem("ref %s points into the %s set; stream %q is %s", it.Key, ref.Class, sr.Name, c)
 			}
 			switch {
-			case first && ref.Start > 0:
-				rep.note("stream %q: first readable record is %d (earlier ones trimmed)", sr.Name, ref.Start)
+			case first && max(ref.Start, sr.TrimSeq) > 0:
+				// A trim deletes only the refs wholly below the trim point:
+				// the first ref left may start below it, and the records it
+				// covers there are unreadable all the same.
+				rep.note("stream %q: first readable record is %d (earlier ones trimmed)", sr.Name, max(ref.Start, sr.TrimSeq))
 			case !first && ref.Start > next:
 				rep.problem("stream %q: gap [%d, %d) between refs", sr.Name, next, ref.Start)
 			case !first && ref.Start < next:
@@ -694,6 +714,61 @@ func (run *fsckRun) fsckUnabsorbed(ctx context.Context, ci *chainInfo) error {
 	return nil
 }
 
+// fsckSettlement checks that settlement can go on from the trim cursor:
+// a pass walks every absorbed epoch from the cursor's to the checkpoint's
+// and needs the cut of each, from the epoch record or the cursor. A cut
+// recorded in neither (an epoch record that pruned it while the cursor had
+// not passed the epoch, as a star opened several times with settlement
+// off used to) is re-derived by the next pass, by a fence of the epoch
+// from the cursor: fsck reads, slot by slot, what that fence would decide,
+// and says where the cut is, or that no fence can decide the slot there
+// and settlement of the chain cannot proceed.
+func (run *fsckRun) fsckSettlement(ctx context.Context, ci *chainInfo) error {
+	if !ci.hasRec || !ci.hasCP || len(ci.rc.Set.Stores) == 0 {
+		return nil // nothing to settle, or a problem already reported
+	}
+	k, rep := ci.key(), run.rep
+	kk, w := ci.rec.K, ci.rec.W
+	at := ci.trim.At
+	for e := at.Epoch; e < ci.cp.Epoch; e++ {
+		if _, ok := ci.cutOf(e); ok {
+			continue
+		}
+		from := uint64(0)
+		if e == at.Epoch {
+			from = at.Next
+		}
+		where := fmt.Sprintf("absorbed, not settled: epoch %d's cut is recorded nowhere", e)
+		for s := from; ; s++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			sc, err := run.checkSlot(ctx, ci, e, s, repair.Evidence{}, where)
+			if err != nil {
+				return err
+			}
+			if sc.envelopes >= w {
+				continue // committed
+			}
+			poisons, missing := sc.count(repair.Poison), sc.count(repair.Missing)
+			var occ []string
+			for _, c := range sc.copies {
+				occ = append(occ, copyFault(c))
+			}
+			switch {
+			case poisons >= kk-w+1:
+				rep.note("%s: the cut of epoch %d is recorded nowhere (neither the epoch record nor the trim cursor); the next settle pass re-derives it: slot %d, dead", k, e, s)
+			case poisons+missing >= kk-w+1:
+				rep.note("%s: the cut of epoch %d is recorded nowhere (neither the epoch record nor the trim cursor); the next settle pass re-derives it by fencing slot %d (%s)", k, e, s, strings.Join(occ, "; "))
+			default:
+				rep.problem("%s: settlement cannot proceed: the cut of epoch %d is recorded nowhere (neither the epoch record nor the trim cursor), and the fence that would re-derive it cannot decide slot %d (%s): a corrupt or foreign copy counts as neither a flight nor a poison; see flightlog inspect %s", k, e, s, strings.Join(occ, "; "), sc.key)
+			}
+			break
+		}
+	}
+	return nil
+}
+
 // fsckCut checks that a chain extent lies in a slot that counts: below its
 // epoch's recorded cut, or below the checkpoint of the live epoch.
 func fsckCut(rep *fsckReport, refKey string, ext absorb.Extent, ci *chainInfo) {
@@ -782,6 +857,9 @@ func (run *fsckRun) repair(ctx context.Context, w io.Writer) error {
 	c, l, err := run.repairSettled(ctx, w)
 	copied, left = copied+c, left+l
 	if err != nil {
+		return err
+	}
+	if err := run.reclaimOrphans(ctx, w); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "repair: %d cop(ies) put back, %d left\n", copied, left)
@@ -925,13 +1003,21 @@ func (run *fsckRun) fsckSettledExtent(ctx context.Context, sr streamRecord, refK
 
 // fsckOrphans lists the settled/ prefix of each Standard bucket (fsck is
 // an operator's tool: nothing on a hot path lists) and notes every settled
-// object no ref of a stream record points at. Such an orphan is
-// reclaimable (a deleted incarnation's whose reclaim failed, or one a
-// reclaim deleted from another bucket first), unless a settle pass that
-// died between writing it and repointing the refs left it: the next pass
-// adopts it.
+// object no ref of a stream record points at. One a settle pass marked
+// (merged away, or written by a pass whose repoint is not done or was
+// lost) is the passes' to delete; any other is an orphan, reclaimable (a
+// deleted incarnation's whose reclaim failed, one a reclaim deleted from
+// another bucket first, or one written by a version of settle that did
+// not mark its objects), and fsck --repair reclaims it.
 func (run *fsckRun) fsckOrphans(ctx context.Context) error {
 	set, names := run.b.sets[chain.Standard], run.b.names[chain.Standard]
+	if len(set) == 0 {
+		return nil
+	}
+	marked, err := settle.MarkedObjects(ctx, run.b.meta)
+	if err != nil {
+		return err
+	}
 	for i, bucket := range set {
 		after := ""
 		for {
@@ -940,9 +1026,15 @@ func (run *fsckRun) fsckOrphans(ctx context.Context) error {
 				return fmt.Errorf("list the settled objects in bucket %s: %w", names[i], err)
 			}
 			for _, k := range keys {
-				if _, ok := run.settled[k]; !ok {
-					run.rep.note("settled object %s in bucket %s: no ref points at it (an orphan: reclaimable, unless a settle pass died before repointing onto it, which the next pass does)", k, names[i])
+				if _, ok := run.settled[k]; ok {
+					continue
 				}
+				if marked[k] {
+					run.rep.note("settled object %s in bucket %s: no ref points at it (marked by a settle pass, which deletes it once due)", k, names[i])
+					continue
+				}
+				run.orphans = append(run.orphans, orphan{bucket: i, key: k})
+				run.rep.note("settled object %s in bucket %s: no ref points at it (an orphan: reclaimable; fsck --repair reclaims it)", k, names[i])
 			}
 			if len(keys) < 1000 {
 				break
@@ -951,6 +1043,67 @@ func (run *fsckRun) fsckOrphans(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reclaimOrphans deletes the orphans fsck found, each after checking
+// again that no settle marker names it (a pass that wrote it since marks
+// it first) and that the ref that would point at it (its stream's ref
+// ending where it ends) does not.
+func (run *fsckRun) reclaimOrphans(ctx context.Context, w io.Writer) error {
+	if len(run.orphans) == 0 {
+		return nil
+	}
+	set, names := run.b.sets[chain.Standard], run.b.names[chain.Standard]
+	marked, err := settle.MarkedObjects(ctx, run.b.meta)
+	if err != nil {
+		return err
+	}
+	for _, o := range run.orphans {
+		if marked[o.key] {
+			fmt.Fprintf(w, "repair: settled object %s in bucket %s: left to the settle pass that marked it\n", o.key, names[o.bucket])
+			continue
+		}
+		if refKey, ok := settledRefKey(o.key); ok {
+			it, err := run.b.meta.Get(ctx, refKey)
+			if err != nil && !errors.Is(err, metastore.ErrNotFound) {
+				return err
+			}
+			if err == nil {
+				if ref, derr := absorb.DecodeRef(it.Value); derr != nil || refPointsAt(ref, o.key) {
+					fmt.Fprintf(w, "repair: settled object %s in bucket %s: not reclaimed: ref %s points at it now\n", o.key, names[o.bucket], refKey)
+					continue
+				}
+			}
+		}
+		if err := set[o.bucket].Delete(ctx, o.key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			fmt.Fprintf(w, "repair: settled object %s in bucket %s: not reclaimed: %v\n", o.key, names[o.bucket], err)
+			continue
+		}
+		fmt.Fprintf(w, "repair: settled object %s in bucket %s: reclaimed (no ref points at it)\n", o.key, names[o.bucket])
+	}
+	return nil
+}
+
+// settledRefKey is the key of the ref that points at the settled object
+// at key while it is live: its stream's ref ending where the object ends
+// (settled/<stream>/<start>-<end> is pointed at by refs/<stream>/<end>).
+func settledRefKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "settled/")
+	i := strings.LastIndex(rest, "/")
+	if !ok || i < 0 {
+		return "", false
+	}
+	_, end, ok := strings.Cut(rest[i+1:], "-")
+	return "refs/" + rest[:i+1] + end, ok
+}
+
+func refPointsAt(ref absorb.SpanRef, key string) bool {
+	for _, e := range ref.Extents {
+		if e.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // damagedSettled counts the settled objects with a damaged copy.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -231,5 +232,93 @@ func TestFsckSettledDamage(t *testing.T) {
 		if code, out, _ := cli(t, "", "fsck", "-q", "--dir", dir); code != exitOK || strings.Contains(out, orphan) {
 			t.Fatalf("fsck -q: exit %d, printed the orphan note\n%s", code, out)
 		}
+		// (Issue "A stream's life without races", item 9: --repair left
+		// "reclaimable" orphans in place.)
+		code, out, errs = cli(t, "", "fsck", "--repair", "--dir", dir)
+		t.Logf("fsck --repair: exit %d\n%s", code, out)
+		if code != exitOK || !strings.Contains(out, "repair: settled object "+orphan+" in bucket standard: reclaimed") {
+			t.Fatalf("fsck --repair with an orphan: exit %d, want 0 and %s reclaimed\n%s%s", code, orphan, out, errs)
+		}
+		if _, err := s.Get(context.Background(), orphan, 0, -1); err == nil {
+			t.Fatalf("the orphan %s is still in the bucket after fsck --repair", orphan)
+		}
+		for _, k := range settledKeys(t, dir, "orders") {
+			if _, err := s.Get(context.Background(), k, 0, -1); err != nil {
+				t.Fatalf("fsck --repair deleted %s, which a ref points at: %v", k, err)
+			}
+		}
 	})
+}
+
+// TestFsckSettlementCannotProceed (issue "A stream's life without races",
+// item 3): a star opened three times with settlement off, whose epoch
+// record lost the cut of epoch 1 (as the old pruning left it) while the
+// trim cursor is still at the chain's start. fsck says the next settle
+// pass re-derives the cut; and once the slot at the cut holds an object no
+// fence can decide, that settlement of the chain cannot proceed.
+func TestFsckSettlementCannotProceed(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	for i, args := range [][]string{{"--create", "s"}, {"s"}, {"s"}} {
+		if code, _, errs := cli(t, fmt.Sprintf("r%d\n", i), append([]string{"append", "--dir", dir}, args...)...); code != exitOK {
+			t.Fatalf("append %d: exit %d %s", i, code, errs)
+		}
+	}
+	first := slotOf(t, dir, "s") // epoch 1's first slot
+	star, class, epoch, slot, ok := chain.ParseSlotKey(first)
+	if !ok || epoch != 1 || slot != 0 {
+		t.Fatalf("the first ref points at %s", first)
+	}
+	ms, err := bbolt.Open(filepath.Join(dir, metaFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := ms.Get(ctx, chain.EpochKey(star, class))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec chain.EpochRecord
+	if err := json.Unmarshal(it.Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Epoch != 3 {
+		t.Fatalf("epoch record %+v, want epoch 3", rec)
+	}
+	var kept []chain.Cut
+	for _, c := range rec.Cuts {
+		if c.Epoch >= 2 { // the old floor: the checkpoint's epoch
+			kept = append(kept, c)
+		}
+	}
+	rec.Cuts = kept
+	val, _ := json.Marshal(rec)
+	if _, err := ms.Put(ctx, chain.EpochKey(star, class), val, it.Version); err != nil {
+		t.Fatal(err)
+	}
+	ms.Close()
+	bucket, err := file.Open(filepath.Join(dir, standardDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := uint64(0) // epoch 1 wrote slots [0, cut), sealed cleanly at cut
+	for ; ; cut++ {
+		if _, err := bucket.Get(ctx, chain.SlotKey(star, class, 1, cut), 0, -1); err != nil {
+			break
+		}
+	}
+	code, out, errs := cli(t, "", "fsck", "--dir", dir)
+	want := fmt.Sprintf("the cut of epoch 1 is recorded nowhere (neither the epoch record nor the trim cursor); the next settle pass re-derives it by fencing slot %d", cut)
+	if code != exitOK || !strings.Contains(out, want) {
+		t.Fatalf("fsck of a chain whose cut of epoch 1 is lost: exit %d, want %d and %q\n%s%s", code, exitOK, want, out, errs)
+	}
+	// A torn object where the seal left the slot empty: a fence can place
+	// no poison there, nor count it a flight.
+	if err := bucket.PutIfAbsent(ctx, chain.SlotKey(star, class, 1, cut), []byte("torn")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = cli(t, "", "fsck", "--dir", dir)
+	want = fmt.Sprintf("settlement cannot proceed: the cut of epoch 1 is recorded nowhere (neither the epoch record nor the trim cursor), and the fence that would re-derive it cannot decide slot %d", cut)
+	if code != exitProblems || !strings.Contains(out, want) {
+		t.Fatalf("fsck of a chain whose settlement cannot proceed: exit %d, want %d and %q\n%s%s", code, exitProblems, want, out, errs)
+	}
 }

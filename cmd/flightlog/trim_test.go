@@ -34,3 +34,26 @@ func TestTrimCLI(t *testing.T) {
 		t.Fatalf("trim --help: exit %d %q", code, out)
 	}
 }
+
+// TestFsckFirstReadableIsTheTrimPoint: a trim inside a ref keeps the ref
+// (only refs wholly below the trim point are reclaimed), so fsck's first
+// readable record is the trim point, not the first ref's start.
+func TestFsckFirstReadableIsTheTrimPoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if code, _, errs := cli(t, "a\nb\n", "append", "--dir", dir, "--create", "s"); code != exitOK {
+		t.Fatalf("append: exit %d %s", code, errs)
+	}
+	if code, _, errs := cli(t, "c\nd\ne\n", "append", "--dir", dir, "s"); code != exitOK {
+		t.Fatalf("append: exit %d %s", code, errs)
+	}
+	if code, out, errs := cli(t, "", "trim", "s", "3", "--dir", dir); code != exitOK || !strings.Contains(out, "first readable record is 3") {
+		t.Fatalf("trim: exit %d, %q %s", code, out, errs)
+	}
+	if code, out, _ := cli(t, "", "read", "s", "--dir", dir); code != exitOK || out != "d\ne\n" {
+		t.Fatalf("read after trim: exit %d, %q", code, out)
+	}
+	code, out, errs := cli(t, "", "fsck", "--dir", dir)
+	if code != exitOK || !strings.Contains(out, `stream "s": first readable record is 3 `) {
+		t.Fatalf("fsck after a trim inside a ref: exit %d\n%s%s", code, out, errs)
+	}
+}

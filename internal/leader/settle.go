@@ -40,6 +40,10 @@ type settleState struct {
 	known   bool // the cursor below is as the last pass left it
 	at      chain.Position
 	deleted chain.Position
+	// doomedDue is when the first settled object the last pass left
+	// doomed (waiting for its grace) may be deleted: a pass runs then even
+	// with nothing new to settle (zero: none waits).
+	doomedDue time.Time
 	// rounds: when the checkpoint reached each position (committed absorb
 	// rounds since this process began), for the settle lag.
 	rounds []roundMark
@@ -88,7 +92,7 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	upto := c.settleUpto()
-	if s.known && !s.at.Less(upto) && !s.deleted.Less(s.at) {
+	if s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) {
 		return
 	}
 	s.out, s.lastAt = true, c.now
@@ -108,10 +112,20 @@ func (c *Core) settleWake() time.Time {
 	if s.retryAt.After(due) {
 		due = s.retryAt
 	}
-	if s.known && !s.at.Less(c.settleUpto()) && !s.deleted.Less(s.at) {
-		return time.Time{} // nothing to do until a round commits
+	if s.idle(c.settleUpto()) {
+		if s.doomedDue.IsZero() {
+			return time.Time{} // nothing to do until a round commits
+		}
+		if s.doomedDue.After(due) {
+			due = s.doomedDue // only doomed objects to delete, once due
+		}
 	}
 	return due
+}
+
+// idle: the last pass settled and trimmed everything up to upto.
+func (s *settleState) idle(upto chain.Position) bool {
+	return s.known && !s.at.Less(upto) && !s.deleted.Less(s.at)
 }
 
 func (c *Core) onSettlePassed(ev SettlePassed) {
@@ -127,6 +141,7 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.rawBytes += r.RawBytes
 	s.storedBytes += r.StoredBytes
 	s.freedBytes += r.FreedBytes
+	s.doomedDue = r.DoomedDue
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
 		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
@@ -179,13 +194,17 @@ func (s *settleState) lag(now time.Time) time.Duration {
 
 // cutFloor is the oldest epoch whose cut the next epoch record must keep:
 // the checkpoint's (a walk needs it), or the trim cursor's deletes' if
-// older (settle needs it). Unknown cursor with settle on: keep them all.
+// older (settle needs it). An unknown cursor keeps them all, settlement on
+// or off: a star run with settlement off still has its cursor at the
+// start, and turning settlement on later (the upgrade path) needs the cut
+// of every epoch since (nextRecord bounds how many are kept).
 func (c *Core) cutFloor(cpEpoch uint64) uint64 {
-	if c.cfg.SettleInterval <= 0 {
-		return cpEpoch
-	}
-	if !c.st.known {
+	if c.cfg.SettleInterval <= 0 || !c.st.known {
 		return 0
 	}
 	return min(cpEpoch, c.st.deleted.Epoch)
 }
+
+// maxKeptCuts bounds the cuts an epoch record keeps for settlement (those
+// a walk needs are kept whatever their number): about 40 KiB of record.
+const maxKeptCuts = 1024

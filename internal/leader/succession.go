@@ -247,6 +247,14 @@ func (c *Core) nextRecord(s *succession) chain.EpochRecord {
 			cuts = append(cuts, k)
 		}
 	}
+	// Bounded: with settlement off the cursor never moves, so without a
+	// bound the record would grow with every open. The oldest cuts past
+	// the bound that no walk needs go; a settle pass re-derives a lost cut
+	// from the chain's slots (package settle), so this costs a fence of
+	// the epoch then, never a wrong cut.
+	for len(cuts) >= maxKeptCuts && cuts[0].Epoch < cpEpoch {
+		cuts = cuts[1:]
+	}
 	cuts = append(cuts, chain.Cut{Epoch: s.prev.Epoch, Slot: s.cut, Clean: s.clean})
 	return chain.EpochRecord{Owner: c.cfg.Owner, Window: c.cfg.Window, K: c.K(), W: c.cfg.W, Buckets: c.cfg.Buckets, Cuts: cuts}
 }

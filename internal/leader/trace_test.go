@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/settle"
 )
 
 // TestTraces runs the data-driven scripts in testdata: each command steps
@@ -29,7 +30,7 @@ import (
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
-//	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
+//	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
 //	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to doomed=key,key] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	tick +d
@@ -46,6 +47,7 @@ import (
 //	                      (round-done: every snapshot of the round's drop deleted)
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
+//	settle-passed [at=E.N deleted=E.N doomed-due=+d]   (new settle=interval turns settlement on)
 //	epoch-sealed | epoch-seal-failed
 //	checkpoint-read [owner= epoch=]   (the result of the last seal check asked: the
 //	                                   checkpoint sealed by owner for epoch)
@@ -98,6 +100,17 @@ func (h *harness) run(d *datadriven.TestData) string {
 		}
 		if d.HasArg("k") {
 			rec.K = int(h.u64(d, "k", 0))
+		}
+		if cuts := h.str(d, "cuts", ""); cuts != "" { // cuts=1@4/2@7
+			for _, c := range strings.Split(cuts, "/") {
+				e, slot, _ := strings.Cut(c, "@")
+				ev, err1 := strconv.ParseUint(e, 10, 64)
+				sv, err2 := strconv.ParseUint(slot, 10, 64)
+				if err1 != nil || err2 != nil {
+					d.Fatalf(h.t, "cuts: %q is not epoch@slot", c)
+				}
+				rec.Cuts = append(rec.Cuts, chain.Cut{Epoch: ev, Slot: sv})
+			}
 		}
 		h.step(EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch))})
 	case "first-minted":
@@ -205,6 +218,16 @@ func (h *harness) run(d *datadriven.TestData) string {
 			ev.Slots = append(ev.Slots, s)
 		}
 		h.step(ev)
+	case "settle-passed":
+		res := settle.Result{Trim: chain.TrimCursor{At: h.pos(d, "at"), Deleted: h.pos(d, "deleted")}}
+		if due := h.str(d, "doomed-due", ""); due != "" {
+			dur, err := time.ParseDuration(strings.TrimPrefix(due, "+"))
+			if err != nil {
+				d.Fatalf(h.t, "doomed-due: %v", err)
+			}
+			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
+		}
+		h.step(SettlePassed{Result: res})
 	case "round-done":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Dropped: h.round.Drop})
 	case "round-failed":
@@ -253,7 +276,8 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		MaxBatchBytes: 16, CommitDeadline: h.dur(d, "commit", time.Second), StragglerTimeout: h.dur(d, "straggle", 5*time.Second),
 		BacklogFlights: int(h.u64(d, "backlog", 16)), BacklogBytes: int64(h.u64(d, "backlog-bytes", 1<<20)),
 		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8)),
-		RefuseLiveOwner: d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0)}
+		RefuseLiveOwner: d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0),
+		SettleInterval: h.dur(d, "settle", 0)}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
 	h.renders = map[UploadID][]*Batch{}
@@ -437,6 +461,8 @@ func (h *harness) request(r Request) string {
 		return fmt.Sprintf("seal for=%d at=%s", r.Epoch+1, r.EpochVersion)
 	case Fence:
 		return fmt.Sprintf("fence e=%d from=%d window=%d", r.Epoch, r.From, r.Window)
+	case Settle:
+		return fmt.Sprintf("settle upto=%d.%d checkpoint=%d.%d", r.Upto.Epoch, r.Upto.Next, r.Checkpoint.Epoch, r.Checkpoint.Next)
 	case Mint:
 		var cuts []string
 		for _, k := range r.Next.Cuts {
@@ -487,6 +513,18 @@ func (h *harness) u64(d *datadriven.TestData, key string, def uint64) uint64 {
 		}
 	}
 	return def
+}
+
+// pos parses key=EPOCH.NEXT (default: the chain's start).
+func (h *harness) pos(d *datadriven.TestData, key string) chain.Position {
+	v := h.str(d, key, "1.0")
+	e, n, _ := strings.Cut(v, ".")
+	ev, err1 := strconv.ParseUint(e, 10, 64)
+	nv, err2 := strconv.ParseUint(n, 10, 64)
+	if err1 != nil || err2 != nil {
+		d.Fatalf(h.t, "%s: %q is not EPOCH.NEXT", key, v)
+	}
+	return chain.Position{Epoch: ev, Next: nv}
 }
 
 func (h *harness) str(d *datadriven.TestData, key, def string) string {
