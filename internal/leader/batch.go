@@ -204,6 +204,9 @@ func (st *Stream) Index() []*Batch { return append([]*Batch(nil), st.entries...)
 // this chain's absorb writes no more of its refs.
 func (st *Stream) Drained() bool { return st.seq.Next == st.IndexStart() }
 
+// Retired reports whether the stream was retired (Core.Retire).
+func (st *Stream) Retired() bool { return st.retired }
+
 // IndexStart is the first sequence number the flight index serves: below
 // it, records are read from history (refs).
 func (st *Stream) IndexStart() uint64 {
