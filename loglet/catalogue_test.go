@@ -11,6 +11,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // heldGet is a metastore that, once armed, holds the answer of the first
@@ -228,4 +229,98 @@ func TestAmbiguousDeleteStreamReclaims(t *testing.T) {
 		t.Fatalf("DeleteStream whose Commit applied and reported failure, the record then read gone: %v, want nil", err)
 	}
 	deletedLeft(t, w.meta, e, "after the ambiguous delete learned it applied")
+}
+
+// heldPut is a bucket that, once armed, holds the first PUT of a chain
+// slot until release.
+type heldPut struct {
+	objstore.Store
+	mu            sync.Mutex
+	armed         bool
+	held, release chan struct{}
+}
+
+func (h *heldPut) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.held, h.release = true, make(chan struct{}), make(chan struct{})
+}
+
+func (h *heldPut) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	h.mu.Lock()
+	hold := h.armed && strings.HasPrefix(key, "chains/")
+	if hold {
+		h.armed = false
+	}
+	h.mu.Unlock()
+	if hold {
+		close(h.held)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.Store.PutIfAbsent(ctx, key, body)
+}
+
+// committed is a metastore that closes done once a Commit touching key
+// has applied.
+type committed struct {
+	metastore.Store
+	key  string
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *committed) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
+	vs, err := c.Store.Commit(ctx, ops)
+	if err == nil && slices.ContainsFunc(ops, func(op metastore.Op) bool { return op.Key == c.key }) {
+		c.once.Do(func() { close(c.done) })
+	}
+	return vs, err
+}
+
+// TestDeleteStreamWaitsForTheAppendsAdmittedBeforeIt (item 1): an append
+// admitted before the delete took effect is ordered before it and keeps
+// its course (acked), and DeleteStream returns only once it has its
+// outcome: no ack for the incarnation follows DeleteStream's return.
+func TestDeleteStreamWaitsForTheAppendsAdmittedBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	put := &heldPut{}
+	sig := &committed{key: chain.StreamRecordKey("x"), done: make(chan struct{})}
+	p1, err := w.open("p1", func(c *Config) {
+		put.Store = c.Standard.Buckets[0]
+		c.Standard.Buckets = []objstore.Store{put}
+		sig.Store = c.Meta
+		c.Meta = sig
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "x", StreamOptions{Class: Standard}); err != nil {
+		t.Fatal(err)
+	}
+	acked := p1.star.Stats().Standard.AckedBatches
+	put.arm()
+	racer := make(chan error, 1)
+	go func() {
+		_, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("admitted before the delete")}}})
+		racer <- err
+	}()
+	<-put.held // admitted: its flight's PUT is under way
+	go func() {
+		<-sig.done // the delete has committed: let the flight land
+		close(put.release)
+	}()
+	if err := p1.star.DeleteStream(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := p1.star.Stats().Standard.AckedBatches; got != acked+1 {
+		t.Errorf("DeleteStream returned with %d batches acked, want %d: the append admitted before it had no outcome yet", got, acked+1)
+	}
+	if err := <-racer; err != nil {
+		t.Errorf("append admitted before the delete: %v, want acked (it is ordered before the delete)", err)
+	}
 }
