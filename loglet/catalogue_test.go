@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -54,53 +55,76 @@ func (h *heldGet) Get(ctx context.Context, key string) (metastore.Item, error) {
 // record just before DeleteStream committed must not put the deleted
 // incarnation back in the cache once DeleteStream has returned. Before, it
 // did: appends made after DeleteStream returned were acked into the deleted
-// incarnation, which nothing can read and whose data is reclaimed.
+// incarnation, which nothing can read and whose data is reclaimed. With
+// CreateOnAppend, such an append creates the name afresh instead.
 func TestNoAckIntoAnIncarnationDeletedBefore(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t)
-	held := &heldGet{}
-	p1, err := w.open("p1", func(c *Config) {
-		c.CreateOnAppend = false // an append after the delete must not create the name afresh
-		held.Store = c.Meta
-		c.Meta = held
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The stream lives on s1 but is created (after s1's leader opened) by a
-	// process leading s2, so s1's leader has not cached it: its first
-	// append misses.
-	p0, err := w.open("p0", func(c *Config) { c.Star, c.Stars = "s2", []string{"s1", "s2"} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p0.star.CreateStream(ctx, "x", StreamOptions{Class: Standard, Star: "s1"}); err != nil {
-		t.Fatal(err)
-	}
-	held.arm(chain.StreamRecordKey("x"))
-	racer := make(chan error, 1)
-	go func() {
-		_, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("racing the delete")}}})
-		racer <- err
-	}()
-	select {
-	case <-held.read: // the lookup read the record: the delete has not committed
-	case err := <-racer:
-		t.Fatalf("the append did not look the stream up: %v", err)
-	}
-	if err := p1.star.DeleteStream(ctx, "x"); err != nil {
-		t.Fatal(err)
-	}
-	close(held.release) // DeleteStream has returned; now the lookup goes on
-	if err := <-racer; !errors.Is(err, ErrStreamNotFound) {
-		t.Errorf("append whose lookup raced DeleteStream and was admitted after it returned: %v, want ErrStreamNotFound", err)
-	}
-	ack, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("after the delete")}}})
-	if !errors.Is(err, ErrStreamNotFound) {
-		t.Fatalf("append made after DeleteStream returned: ack %+v, err %v, want ErrStreamNotFound (acked into the deleted incarnation)", ack, err)
-	}
-	if _, err := p1.star.CheckTail(ctx, "x"); !errors.Is(err, ErrStreamNotFound) {
-		t.Fatalf("CheckTail after the delete: %v, want ErrStreamNotFound", err)
+	for _, create := range []bool{false, true} {
+		t.Run(fmt.Sprintf("create-on-append=%v", create), func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t)
+			held := &heldGet{}
+			p1, err := w.open("p1", func(c *Config) {
+				c.CreateOnAppend = create
+				held.Store = c.Meta
+				c.Meta = held
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The stream lives on s1 but is created (after s1's leader
+			// opened) by a process leading s2, so s1's leader has not
+			// cached it: its first append misses.
+			p0, err := w.open("p0", func(c *Config) { c.Star, c.Stars = "s2", []string{"s1", "s2"} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p0.star.CreateStream(ctx, "x", StreamOptions{Class: Standard, Star: "s1"}); err != nil {
+				t.Fatal(err)
+			}
+			old := streamID(t, w.meta, "x")
+			held.arm(chain.StreamRecordKey("x"))
+			racer := make(chan error, 1)
+			go func() {
+				_, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("racing the delete")}}})
+				racer <- err
+			}()
+			select {
+			case <-held.read: // the lookup read the record: the delete has not committed
+			case err := <-racer:
+				t.Fatalf("the append did not look the stream up: %v", err)
+			}
+			if err := p1.star.DeleteStream(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			close(held.release) // DeleteStream has returned; now the lookup goes on
+			err = <-racer
+			ack, err2 := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("after the delete")}}})
+			if !create {
+				if !errors.Is(err, ErrStreamNotFound) {
+					t.Errorf("append whose lookup raced DeleteStream and was admitted after it returned: %v, want ErrStreamNotFound", err)
+				}
+				if !errors.Is(err2, ErrStreamNotFound) {
+					t.Fatalf("append made after DeleteStream returned: ack %+v, err %v, want ErrStreamNotFound (acked into the deleted incarnation)", ack, err2)
+				}
+				if _, err := p1.star.CheckTail(ctx, "x"); !errors.Is(err, ErrStreamNotFound) {
+					t.Fatalf("CheckTail after the delete: %v, want ErrStreamNotFound", err)
+				}
+				return
+			}
+			if err != nil || err2 != nil {
+				t.Fatalf("appends after the delete, creating the name afresh: %v, %v", err, err2)
+			}
+			it, err := w.meta.Get(ctx, chain.StreamRecordKey("x"))
+			if err != nil {
+				t.Fatalf("the appends after the delete were acked, but the name has no record: %v (acked into the deleted incarnation)", err)
+			}
+			if rec, _, err := decodeStreamRecord(it); err != nil || rec.id() == old {
+				t.Fatalf("record after the delete: %+v %v, want a new incarnation", rec, err)
+			}
+			if res, err := p1.star.Read(ctx, "x", ReadQuery{Start: AtSeq(0)}); err != nil || len(res.Records) != 2 {
+				t.Fatalf("the new incarnation holds %d records (%v), want both appends", len(res.Records), err)
+			}
+		})
 	}
 }
 

@@ -467,9 +467,17 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 			return nil, nl
 		}
 		// The record may be deleted by now: cache refuses an incarnation
-		// a DeleteStream retired (see catalogue.go).
+		// a DeleteStream retired (see catalogue.go). An append that may
+		// create the stream then creates the name afresh, as if the read
+		// had come after the delete.
 		if st, err = s.cache(rec, c); err != nil {
-			return nil, err
+			if !create || !errors.Is(err, ErrStreamNotFound) {
+				return nil, err
+			}
+			if _, err := s.CreateStream(ctx, name, StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}); err != nil && !errors.Is(err, ErrStreamExists) {
+				return nil, err
+			}
+			return s.lookup(ctx, name, false)
 		}
 	}
 	if st.lane == nil {
