@@ -194,6 +194,23 @@ func StreamNameKey(name string) string { return NameIndexPrefix + name }
 // NameIndexPrefix prefixes every key of the stream name index.
 const NameIndexPrefix = "names/"
 
+// DeletedPrefix prefixes every deleted-incarnation marker: DeleteStream
+// writes one in the Commit that deletes the stream record, and the star's
+// leader deletes it once every ref of the incarnation is reclaimed and its
+// chain will write no more (so a crash, an ambiguous delete or refs absorbed
+// after the delete are all reclaimed). Its value is the deleted record.
+const DeletedPrefix = "deleted/"
+
+// DeletedNamePrefix prefixes the deleted-incarnation markers of one name.
+func DeletedNamePrefix(name string) string { return DeletedPrefix + StreamKey(name) + "/" }
+
+// DeletedKey is the metastore key of the deleted-incarnation marker of the
+// stream whose ID is id (an incarnation-less stream's ends in "/").
+func DeletedKey(id string) string {
+	name, inc := SplitStreamID(id)
+	return DeletedNamePrefix(name) + inc
+}
+
 // Streams have incarnations (DESIGN.md): a stream record carries an
 // incarnation minted at creation, and everything derived from the stream
 // (frames in bundles, refs, tails) is keyed by the stream's ID, its name
@@ -309,7 +326,7 @@ func ValidateStreamKeys(name string) error {
 	if n := len(longest); n > metastore.MaxKeyLen {
 		return fmt.Errorf("%w: stream name of %d bytes makes ref keys of %d bytes, over the metastore's %d (escaped, a name may take up to 3 bytes a byte)", ErrInvalidName, len(name), n, metastore.MaxKeyLen)
 	}
-	if n := max(len(StreamRecordKey(name)), len(StreamNameKey(name))); n > metastore.MaxKeyLen {
+	if n := max(len(StreamRecordKey(name)), len(StreamNameKey(name)), len(DeletedKey(id))); n > metastore.MaxKeyLen {
 		return fmt.Errorf("%w: stream name of %d bytes makes a record key of %d bytes, over the metastore's %d", ErrInvalidName, len(name), n, metastore.MaxKeyLen)
 	}
 	if n := len(SettledKey(id, ^uint64(0), ^uint64(0))); n > objstore.MaxKeyLen {

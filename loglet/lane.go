@@ -495,6 +495,8 @@ func (l *lane) admitError(stream string, err error) error {
 		return l.fateError(stream, de.Fate)
 	case errors.Is(err, leader.ErrClosed):
 		return notCommitted(ErrClosed)
+	case errors.Is(err, leader.ErrRetired):
+		return notCommitted(fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, nameOfID(stream)))
 	}
 	return notCommitted(err)
 }

@@ -375,9 +375,9 @@ func TestDeleteAppliedThenFailedForgetsTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendBodies(t, p1.star, "a", "old-0", "old-1")
-	p1.meta.SetAmbiguousRate(1)
+	ambiguousDelete(p1.meta, "a") // DeleteStream re-reads the record after a failed Commit: fail that too
 	err = p1.star.DeleteStream(ctx, "a")
-	p1.meta.SetAmbiguousRate(0)
+	p1.meta.SetHook(nil)
 	if err == nil {
 		t.Fatal("DeleteStream over an ambiguous metastore reported success")
 	}

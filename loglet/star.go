@@ -264,11 +264,11 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			if rec.Star != s.cfg.Star {
 				continue
 			}
-			st := s.newStreamState(rec, c)
-			// The chains serve already: a settle pass may look a stream up.
-			s.mu.Lock()
-			s.streams[rec.Name] = st
-			s.mu.Unlock()
+			// The chains serve already: a settle pass may look a stream
+			// up. (Nothing is retired yet: no delete has run here.)
+			if _, err := s.cache(rec, c); err != nil && !errors.Is(err, ErrStreamNotFound) {
+				return err
+			}
 		}
 		if len(items) < 1000 {
 			return nil
@@ -367,63 +367,11 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	}
 	info := StreamInfo{Name: name, Class: opts.Class, Star: star, Incarnation: rec.Incarnation, Retention: rec.retention()}
 	if star == s.cfg.Star {
-		s.mu.Lock()
-		if old, ok := s.streams[name]; !ok || old.id != rec.id() {
-			s.streams[name] = s.newStreamState(rec, opts.Class)
-		}
-		s.mu.Unlock()
+		// Refused only if a DeleteStream of this very incarnation ran
+		// meanwhile: created, then deleted.
+		s.cache(rec, opts.Class)
 	}
 	return info, nil
-}
-
-// DeleteStream removes a stream's record: the incarnation is unreadable at
-// once (a name created again is a fresh stream), and appends to it fail.
-// Then it reclaims the incarnation's data: every ref of it, and the settled
-// objects they point at (chain slots are shared between streams: the
-// settler reclaims them). DeleteStream returns nil once the record is
-// deleted, whether or not the reclaim finished: a failed reclaim is logged
-// and retried by this star's retention pass while it runs (what is left
-// is unreadable, and belongs to no live incarnation).
-func (s *Star) DeleteStream(ctx context.Context, name string) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	if s.isClosed() {
-		return fmt.Errorf("loglet: delete stream %q: %w", name, ErrClosed)
-	}
-	// Whatever the outcome, forget the cached stream: a delete whose
-	// Commit failed may have applied (ambiguous), and its retry then finds
-	// the record gone; a cached entry would go on serving the deleted
-	// incarnation. The next lookup reads the record again (the stream's
-	// sequencing lives in the chain's core, keyed by incarnation, so
-	// nothing is lost if the delete did not apply).
-	defer func() {
-		s.mu.Lock()
-		if st := s.streams[name]; st != nil {
-			st.dropped() // its read sessions end
-		}
-		delete(s.streams, name)
-		s.mu.Unlock()
-	}()
-	key := chain.StreamRecordKey(name)
-	it, err := s.cfg.Meta.Get(ctx, key)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return fmt.Errorf("%w: %q", ErrStreamNotFound, name)
-	}
-	if err != nil {
-		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
-	}
-	if _, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
-		{Kind: metastore.OpDelete, Key: key, Expect: it.Version},
-		{Kind: metastore.OpDelete, Key: chain.StreamNameKey(name), Expect: metastore.AnyVersion},
-	}); err != nil {
-		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
-	}
-	if rec, _, err := decodeStreamRecord(it); err == nil {
-		s.trims.forget(rec.id())
-		s.reclaimOrRetry(ctx, rec.id(), ^uint64(0))
-	}
-	return nil
 }
 
 // ListOptions bound a ListStreams page.
@@ -518,12 +466,19 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 			}
 			return nil, nl
 		}
-		s.mu.Lock()
-		if st, ok = s.streams[name]; !ok || st.id != rec.id() {
-			st = s.newStreamState(rec, c)
-			s.streams[name] = st
+		// The record may be deleted by now: cache refuses an incarnation
+		// a DeleteStream retired (see catalogue.go). An append that may
+		// create the stream then creates the name afresh, as if the read
+		// had come after the delete.
+		if st, err = s.cache(rec, c); err != nil {
+			if !create || !errors.Is(err, ErrStreamNotFound) {
+				return nil, err
+			}
+			if _, err := s.CreateStream(ctx, name, StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}); err != nil && !errors.Is(err, ErrStreamExists) {
+				return nil, err
+			}
+			return s.lookup(ctx, name, false)
 		}
-		s.mu.Unlock()
 	}
 	if st.lane == nil {
 		return nil, fmt.Errorf("%w: stream %q is %s", ErrClassDisabled, name, st.class)
@@ -533,16 +488,21 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 
 // newStreamState binds a stream's incarnation to its class's lane (nil if
 // the class is disabled here), at its state in the lane's core (keyed by the
-// stream's ID: a new incarnation starts at seq 0).
-func (s *Star) newStreamState(rec streamRecord, c Class) *streamState {
-	st := &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c], gone: make(chan struct{})}
-	s.trims.observe(rec, time.Now())
+// stream's ID: a new incarnation starts at seq 0). retired reports that the
+// core retired the incarnation (a DeleteStream): the state must not be
+// served. Only cache calls it, under s.mu.
+func (s *Star) newStreamState(rec streamRecord, c Class) (st *streamState, retired bool) {
+	st = &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c], gone: make(chan struct{})}
 	if l := st.lane; l != nil {
 		l.mu.Lock()
 		st.core = l.core.Stream(st.id)
+		retired = st.core.Retired()
 		l.mu.Unlock()
 	}
-	return st
+	if !retired {
+		s.trims.observe(rec, time.Now())
+	}
+	return st, retired
 }
 
 // submit validates, encodes, reserves pool budget for and admits b. After it

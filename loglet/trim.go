@@ -24,7 +24,8 @@ import (
 // deleted here: the settler repoints what is live and trims the slots. A
 // reclaim that fails leaves a correct state (the records are unreadable
 // already) and is retried by the next Trim of the stream, or by the
-// leader's retention pass, which retries every failed reclaim.
+// leader's retention pass, which retries every failed reclaim. A deleted
+// incarnation's reclaim works off its durable marker (catalogue.go).
 
 // Retention bounds what a stream keeps (StreamOptions.Retention). The
 // leader's retention pass (every RetentionInterval, default a minute)
@@ -65,7 +66,7 @@ const trimRefresh = 5 * time.Second
 type trims struct {
 	mu      sync.Mutex
 	byID    map[string]*trimEntry
-	pending map[string]uint64 // stream ID → reclaim up to (^0: the whole deleted incarnation)
+	pending map[string]uint64 // stream ID → reclaim up to (a trim's; a delete's are its marker's)
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -356,10 +357,15 @@ func (s *Star) stopRetention() {
 	}
 }
 
-// runRetention is one retention pass as of now: it retries failed reclaims,
-// then trims every stream of this star that has retention, by age and by
-// bytes (see Retention). Errors are logged; the next pass tries again.
+// runRetention is one retention pass as of now: it finishes the deletes of
+// this star's streams (their markers: see catalogue.go), retries failed
+// reclaims, then trims every stream of this star that has retention, by age
+// and by bytes (see Retention). Errors are logged; the next pass tries
+// again.
 func (s *Star) runRetention(ctx context.Context, now time.Time) {
+	if !s.isClosed() {
+		s.finishDeletes(ctx, chain.DeletedPrefix, true)
+	}
 	s.trims.mu.Lock()
 	pending := make(map[string]uint64, len(s.trims.pending))
 	for id, upTo := range s.trims.pending {

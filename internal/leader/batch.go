@@ -134,6 +134,9 @@ type Deposed struct {
 var (
 	// ErrClosed: the chain is closing; nothing more is admitted.
 	ErrClosed = errors.New("leader: closed")
+	// ErrRetired: the stream was retired (Core.Retire: its incarnation
+	// was deleted); nothing more of it is admitted.
+	ErrRetired = errors.New("leader: stream retired")
 	// ErrDeposed: a successor has sealed the checkpoint or minted a later
 	// epoch; this process no longer leads the chain.
 	ErrDeposed = errors.New("leader: deposed")
@@ -177,6 +180,7 @@ type Stream struct {
 	entries []*Batch // the flight index, in sequence order
 	bytes   int64    // payload bytes in entries
 	noted   bool     // in the current Ready's Released
+	retired bool     // Core.Retire: admission refuses it for good
 }
 
 // Name is the stream's name.
@@ -195,6 +199,15 @@ func (st *Stream) Durable() Tail { return st.durable }
 // sequence order. The slice is the caller's; the batches' payloads are
 // immutable, so they may be decoded without the lock.
 func (st *Stream) Index() []*Batch { return append([]*Batch(nil), st.entries...) }
+
+// Drained reports whether nothing admitted to the stream is left for this
+// chain to write: every batch is released and absorbed (none waits for its
+// outcome, none is in the flight index). Once a retired stream is drained,
+// this chain's absorb writes no more of its refs.
+func (st *Stream) Drained() bool { return st.seq.Next == st.IndexStart() }
+
+// Retired reports whether the stream was retired (Core.Retire).
+func (st *Stream) Retired() bool { return st.retired }
 
 // IndexStart is the first sequence number the flight index serves: below
 // it, records are read from history (refs).

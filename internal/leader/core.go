@@ -193,6 +193,17 @@ func (c *Core) Stream(name string) *Stream {
 	return st
 }
 
+// Retire ends admission to stream name for good: its incarnation was
+// deleted, and an ack must never go to it after the deletion. Every later
+// Admit of it fails with ErrRetired. Batches admitted before keep their
+// course (acked when durable, like any), and are absorbed; Drained on the
+// stream returned says when that is done. Retiring twice is a no-op.
+func (c *Core) Retire(name string) *Stream {
+	st := c.Stream(name)
+	st.retired = true
+	return st
+}
+
 // Dead returns why the chain no longer serves, or nil while it does (or is
 // still opening).
 func (c *Core) Dead() *Fate {
@@ -208,8 +219,8 @@ func (c *Core) Dead() *Fate {
 // budget) and pushes it to the pool. recs are its records, needed only if
 // their timestamps must be re-stamped to keep the stream's order
 // (monotone false, or the first timestamp below the stream's last). On
-// error nothing was admitted: a *MismatchError, ErrClosed, or a
-// *DeadError.
+// error nothing was admitted: a *MismatchError, ErrClosed, ErrRetired, or
+// a *DeadError.
 func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uint64, monotone bool) error {
 	c.advanceClock(now)
 	switch {
@@ -226,6 +237,9 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 		return fmt.Errorf("%w: the chain is still opening", ErrClosed)
 	}
 	st := b.Stream
+	if st.retired {
+		return ErrRetired
+	}
 	start, err := st.seq.Assign(b.Count, match)
 	if err != nil {
 		return &MismatchError{Expected: *match, Tail: st.Assigned()}

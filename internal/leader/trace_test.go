@@ -33,6 +33,7 @@ import (
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
 //	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to doomed=key,key] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
+//	retire STREAM | drained STREAM   (the stream's incarnation was deleted; is it all absorbed?)
 //	tick +d
 //	rendered e= s= | render-failed e= s=
 //	copy e= s= b= ours|ghost|foreign|failed|refused   (or: copies e= s= ours ours failed)
@@ -142,6 +143,14 @@ func (h *harness) run(d *datadriven.TestData) string {
 			out += h.admit(d, args)
 		}
 		return out + h.ready()
+	case "retire", "drained":
+		name := d.CmdArgs[0].Key
+		st := h.streams[name]
+		if d.Cmd == "retire" {
+			st = h.c.Retire(name)
+			h.streams[name] = st
+		}
+		return fmt.Sprintf("%s drained=%v\n", name, st.Drained()) + h.ready()
 	case "tick":
 		h.advance(d)
 		h.step(Tick{})
