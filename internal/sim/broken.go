@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/keyed"
@@ -239,4 +240,34 @@ func (s *conflictingMeta) Commit(ctx context.Context, ops []metastore.Op) ([]met
 		return nil, fmt.Errorf("sim: retried commit found its first attempt: %w", metastore.ErrConflict)
 	}
 	return vs, err
+}
+
+// lateReplies delays the reply of each stream-record read (plan.deleteRaces)
+// by up to max after the read was served, as a network does: the value
+// read may be stale by the time the caller acts on it. (The FaultStore's
+// latency comes before a call is served, so on its own it never opens
+// this window.) The delay is keyed like every other fault draw.
+type lateReplies struct {
+	metastore.Store
+	max   time.Duration
+	mu    sync.Mutex
+	draws *keyed.Source
+}
+
+func (s *lateReplies) Get(ctx context.Context, key string) (metastore.Item, error) {
+	it, err := s.Store.Get(ctx, key)
+	if !strings.HasPrefix(key, "streams/") {
+		return it, err
+	}
+	s.mu.Lock()
+	d := nsUpTo(s.draws.Rand("late", key), s.max)
+	s.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return it, err
+	case <-ctx.Done():
+		return metastore.Item{}, fmt.Errorf("sim: reply of Get %q: %w", key, ctx.Err())
+	}
 }

@@ -205,6 +205,9 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 			trim = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
 		}
 		w.trimCursor[c] = trim
+		if pe := w.preludeEpoch[c]; pe > 0 && w.p.settleEvery > 0 && trim.At.Less(chain.Position{Epoch: pe + 1}) {
+			bad("%s: settlement was switched on after %d opens without it and never passed their epochs: the trim cursor is at %+v after 90 healed seconds (the prelude's last epoch was %d)", c, w.p.preludeOpens, trim.At, pe)
+		}
 		w.res.Epochs += int(rec.Epoch)
 		recorded := append([]chain.Cut(nil), rec.Cuts...)
 		if rec.Seal == nil || rec.Seal.Epoch != rec.Epoch {

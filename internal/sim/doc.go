@@ -86,6 +86,18 @@
 // the faults are healed, 90 virtual seconds let every batch settle, the
 // leader reads every stream, and the star is Closed.
 //
+// The lifecycle races (issue 22), each drawn per seed from a stream of
+// its own: on a quarter of the seeds that settle, three to five processes
+// first open the star, append and close it with settlement off (the
+// prelude), so the main run switches settlement on for a star with several
+// epochs behind its trim cursor; on half the seeds with a neighbour star,
+// a lifer sometimes has an incarnation created through the neighbour and
+// deleted through the leader while two to six racers append to it there
+// (their first appends are cache-miss lookups; stream-record reads reply
+// late, as over a network, so a lookup can act on a record the delete
+// has just removed); on half the seeds that trim, one to three consumer
+// groups follow trimmed and retained streams, acknowledging as they go.
+//
 // # The checker
 //
 // A seed fails on any of:
@@ -126,6 +138,11 @@
 //     a read begun after a Trim returned that holds a record below the trim
 //     point it left (a Reader's session: after 5 s), a final trim point
 //     outside what the Trim calls left and asked for;
+//   - the lifecycle races: an append begun after DeleteStream returned
+//     that is acked (into the deleted incarnation); a consumer group's
+//     open, Recv or Ack failing ErrStreamNotFound on a stream never
+//     deleted, or its committed offset moving back; a trim cursor still
+//     inside the prelude's epochs after the 90 healed seconds;
 //   - a Stats sample with the pool over its budget, the backlog over its
 //     flights or bytes, or the window over its size;
 //   - per-stream histories not linearizable (porcupine) against an

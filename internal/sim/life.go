@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
@@ -169,6 +170,12 @@ func (l *lifer) bad(format string, args ...any) {
 // deleted) for the final check.
 func (l *lifer) run(ctx context.Context) {
 	for gens := 3 + l.rng.IntN(4); ctx.Err() == nil && l.gen < gens; {
+		if l.w.p.deleteRaces && l.w.nb != nil && l.rng.IntN(3) == 0 {
+			if !l.raceDelete(ctx) {
+				return
+			}
+			continue
+		}
 		l.gen++
 		l.onNb = l.w.nb != nil && l.rng.IntN(3) == 0
 		if !l.create() {
@@ -219,10 +226,16 @@ func (l *lifer) create() bool {
 	if l.onNb {
 		star = neighbourName
 	}
+	return l.createThrough(l.serving, star)
+}
+
+// createThrough creates the lifer's next incarnation on star through the
+// process via returns at each attempt.
+func (l *lifer) createThrough(via func() *loglet.Star, star string) bool {
 	c := chain.Classes[l.rng.IntN(2)]
 	failed := false
 	ok := l.retry("create", func(ctx context.Context, _ int) (bool, error) {
-		_, err := l.serving().CreateStream(ctx, l.name, loglet.StreamOptions{Class: c, Star: star})
+		_, err := via().CreateStream(ctx, l.name, loglet.StreamOptions{Class: c, Star: star})
 		switch {
 		case err == nil, failed && errors.Is(err, loglet.ErrStreamExists):
 			return true, nil // (exists: an earlier attempt applied)
@@ -262,6 +275,70 @@ func (l *lifer) delete() bool {
 		l.w.smu.Lock()
 		l.w.res.Deletes++
 		l.w.smu.Unlock()
+	}
+	return ok
+}
+
+// raceDelete lives one incarnation only to delete it under racing appends
+// (plan.deleteRaces): the neighbour creates it on the main star, so the
+// leader has never looked it up, and while racers append to it through the
+// leader (their first appends are cache misses, each a stream-record read),
+// the lifer deletes it through the leader. An append begun after
+// DeleteStream returned must never be acked: nothing can ever read it
+// (the incarnation is gone), so an ack would be a lie. The racers stop
+// before the lifer goes on, so no later incarnation meets them.
+func (l *lifer) raceDelete(ctx context.Context) bool {
+	l.gen++
+	l.onNb = false
+	if !l.createThrough(func() *loglet.Star { return l.w.nb }, starName) {
+		return false
+	}
+	l.w.smu.Lock()
+	l.w.res.Incarnations++
+	l.w.smu.Unlock()
+	var deleted atomic.Bool
+	var wg sync.WaitGroup
+	racers := 2 + l.rng.IntN(5)
+	// Spread the racers' first lookups over the delete's own metastore
+	// calls (a Get and a Commit), so some are in flight as it returns.
+	spread := 4*l.w.p.metaLat + 2*time.Millisecond
+	for r := 0; r < racers; r++ {
+		rng := rand.New(rand.NewPCG(l.w.o.Seed, uint64(l.id*1000+l.gen*10+r)+0x7ace))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			after := 0 // appends begun after the delete returned
+			sleepCtx(ctx, nsUpTo(rng, spread))
+			for k := 0; after < 2 && k < 50 && ctx.Err() == nil; k++ {
+				late := deleted.Load()
+				if late {
+					after++
+				}
+				body := fmt.Appendf(nil, "life%d.g%d.race%d.r%d|", l.id, l.gen, r, k)
+				actx, cancel := context.WithTimeout(ctx, time.Minute)
+				ack, err := l.w.currentLeader().star.Append(actx, l.name, loglet.Batch{Records: []loglet.Record{{Body: body}}})
+				cancel()
+				l.w.smu.Lock()
+				l.w.res.RaceAppends++
+				l.w.smu.Unlock()
+				if err == nil && late {
+					l.bad("racer %d: an append begun after DeleteStream returned was acked into the deleted incarnation at [%d, %d)", r, ack.Start, ack.End)
+				}
+				sleepCtx(ctx, nsUpTo(rng, 3*time.Millisecond))
+			}
+		}()
+	}
+	sleepCtx(ctx, nsUpTo(l.rng, spread/2))
+	ok := l.delete()
+	if ok {
+		deleted.Store(true)
+		l.w.smu.Lock()
+		l.w.res.DeleteRaces++
+		l.w.smu.Unlock()
+	}
+	wg.Wait()
+	if ok {
+		l.checkGone()
 	}
 	return ok
 }

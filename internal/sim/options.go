@@ -198,6 +198,19 @@ type plan struct {
 	// so that takeovers and halt recoveries also fence and walk a slot or
 	// a few at a time.
 	readAhead int
+
+	// The lifecycle races (issue 22), drawn from a sixth stream:
+	// preludeOpens processes open, append and close the star one after
+	// another with settlement off before the main run (whose processes
+	// settle): settlement switched on for a star with several epochs of
+	// history. deleteRaces: a lifer's incarnation is sometimes created
+	// through the neighbour and deleted through the leader while racers
+	// append to it there (cache-miss lookups racing the delete).
+	// groups: consumer-group sessions follow trimmed and retained
+	// streams and acknowledge across every trim.
+	preludeOpens int
+	deleteRaces  bool
+	groups       int
 }
 
 type window struct{ at, dur time.Duration }
@@ -340,8 +353,17 @@ func drawPlan(o Options) plan {
 	if r7.IntN(3) == 0 {
 		p.readAhead = 1 + r7.IntN(8)
 	}
+	r8 := rand.New(rand.NewPCG(o.Seed, 0x22a1))
+	if p.settleEvery > 0 && r8.IntN(4) == 0 {
+		p.preludeOpens = 3 + r8.IntN(3)
+	}
+	p.deleteRaces = p.neighbour && r8.IntN(2) == 0
+	if (p.trimmed > 0 || p.retained > 0) && r8.IntN(2) == 0 {
+		p.groups = 1 + r8.IntN(3)
+	}
 	if o.NoSettle {
 		p.settleEvery = 0
+		p.preludeOpens = 0
 	}
 	if o.NoTrim {
 		p.trimmed, p.retained = 0, 0
@@ -427,6 +449,15 @@ func (p plan) String() string {
 	}
 	if p.trimmed > 0 {
 		fmt.Fprintf(&b, "; trim %d streams every ~%v", p.trimmed, p.trimEvery)
+	}
+	if p.preludeOpens > 0 {
+		fmt.Fprintf(&b, "; %d opens with settlement off first", p.preludeOpens)
+	}
+	if p.deleteRaces {
+		b.WriteString("; deletes race cache-miss appends")
+	}
+	if p.groups > 0 {
+		fmt.Fprintf(&b, "; %d consumer groups across trims", p.groups)
 	}
 	return b.String()
 }

@@ -54,6 +54,9 @@ type Result struct {
 	ZombieAppends                int // appends sent to a deposed or crashed process after the takeover
 	CrowdStreams                 int // streams created mid-run and appended once
 	Incarnations, Deletes        int // lifers' streams created and deleted
+	PreludeOpens                 int // processes that opened and closed the star with settlement off before the main run
+	DeleteRaces, RaceAppends     int // deletes raced by cache-miss appends, and those appends
+	GroupAcks, GroupTrimmedAcks  int // consumer-group Acks that committed, and of those, after a trim of their stream
 	BareReads, BareReadErrors    int // calls of the Reader over the healthy stores, and how many failed
 	SnapshotsDamaged             int // tails snapshots damaged in every copy
 	// Settlement and trim.
@@ -159,12 +162,17 @@ type world struct {
 	// blocked and the bubble's clock runs): lifers delete holding it, and
 	// a takeover holds it while it Opens its successor and makes it the
 	// leader (see lifer.delete).
-	lifeLock   chan struct{}
-	fenced     *fenceRecord
-	trimCursor [2]chain.TrimCursor // each chain's trim cursor at the end (checkChains)
-	stale      metastore.Store     // StaleReader: the frozen view every Reader uses
-	corrupted  map[string]bool     // slot keys with a corrupted copy (at most one each)
-	present    map[uint32]uint64   // op -> seq of its first record in the final state
+	lifeLock chan struct{}
+	// settleOff: processes opened now do not settle (the prelude).
+	settleOff bool
+	// preludeEpoch: each chain's epoch when the prelude ended (0: no
+	// prelude); settlement must get past it.
+	preludeEpoch [2]uint64
+	fenced       *fenceRecord
+	trimCursor   [2]chain.TrimCursor // each chain's trim cursor at the end (checkChains)
+	stale        metastore.Store     // StaleReader: the frozen view every Reader uses
+	corrupted    map[string]bool     // slot keys with a corrupted copy (at most one each)
+	present      map[uint32]uint64   // op -> seq of its first record in the final state
 }
 
 // process is one leader process: its view of the stores (fault wrappers)
@@ -218,13 +226,18 @@ func run(o Options) *Result {
 	start := time.Now()
 	w.build()
 	ctx := context.Background()
+	if !w.prelude(ctx) {
+		return w.res
+	}
 	proc, err := w.open(ctx)
 	if err != nil {
 		w.res.Violations = append(w.res.Violations, fmt.Sprintf("open: %v", err))
 		return w.res
 	}
 	w.leader = proc
-	w.createStreams(ctx, proc)
+	if w.p.preludeOpens == 0 {
+		w.createStreams(ctx, proc)
+	}
 	w.setFaults(proc, true)
 	if p.neighbour {
 		if err := w.openNeighbour(ctx); err != nil {
@@ -243,6 +256,13 @@ func run(o Options) *Result {
 		w.trimmer(runCtx)
 	}()
 	w.startReaders(proc)
+	for i := 0; i < p.groups; i++ {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			w.grouper(runCtx, i)
+		}()
+	}
 
 	prods := make([]*producer, p.producers)
 	for i := range prods {
@@ -389,7 +409,11 @@ func (w *world) open(ctx context.Context) (*process, error) {
 		}
 	}
 	pr.cm = &conflictingMeta{Store: sealWatch{Store: w.metaBkt, o: w.obs, writer: fmt.Sprintf("proc-%d", n)}, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0xc0f1)}
-	pr.mf = metastore.WithFaults(pr.cm, w.o.Seed*1000+uint64(n))
+	var inner metastore.Store = pr.cm
+	if w.p.deleteRaces {
+		inner = &lateReplies{Store: pr.cm, max: 4*w.p.metaLat + 3*time.Millisecond, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0x1a7e)}
+	}
+	pr.mf = metastore.WithFaults(inner, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
 		med, p99 := w.p.metaLat, 8*w.p.metaLat
 		ln := objstore.LogNormal(med, p99)
@@ -422,6 +446,9 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 		ReaderPollInterval: 50 * time.Millisecond,
 		Logger:             slog.New(logWatch{w: w}),
 		CoarseWakeups:      true, // a bubble's clock stops while a goroutine is in nanosleep
+	}
+	if w.settleOff {
+		cfg.SettleInterval = 0
 	}
 	for c := range fs {
 		cc := loglet.ClassConfig{
@@ -902,4 +929,55 @@ func selectDone(chans []<-chan struct{}, timeout <-chan time.Time) int {
 		return -1
 	}
 	return i
+}
+
+// prelude is the upgrade path (plan.preludeOpens): before the main run,
+// processes open the star one after another with settlement off, append to
+// the shared streams and close cleanly, so the main run's processes, which
+// settle, switch settlement on for a star with several epochs of history
+// behind its trim cursor. Its appends are history like any other: every
+// check of the final state covers them. It reports false (with a
+// violation) if a prelude process could not open.
+func (w *world) prelude(ctx context.Context) bool {
+	if w.p.preludeOpens == 0 {
+		return true
+	}
+	rng := rand.New(rand.NewPCG(w.o.Seed, 0x9e1d))
+	w.settleOff = true
+	defer func() { w.settleOff = false }()
+	for i := 0; i < w.p.preludeOpens; i++ {
+		pr, err := w.open(ctx)
+		if err != nil {
+			w.res.Violations = append(w.res.Violations, fmt.Sprintf("prelude open %d: %v", i, err))
+			return false
+		}
+		if i == 0 {
+			w.createStreams(ctx, pr)
+		}
+		for _, c := range chain.Classes {
+			for _, stream := range w.streams[c] {
+				for b, n := 0, 1+rng.IntN(3); b < n; b++ {
+					recs := []loglet.Record{{Body: fmt.Appendf(nil, "prelude%d.%s.%d", i, stream, b)}}
+					op := w.h.newAppend(20000+i, pr.n, stream, recs, nil)
+					actx, cancel := context.WithTimeout(ctx, time.Minute)
+					ack, err := pr.star.Append(actx, stream, loglet.Batch{Records: op.recs})
+					cancel()
+					w.h.finish(op, ack, err)
+				}
+			}
+		}
+		w.closeStar(pr.star, fmt.Sprintf("proc-%d (prelude)", pr.n))
+		w.smu.Lock()
+		w.res.PreludeOpens++
+		w.smu.Unlock()
+	}
+	for _, c := range chain.Classes {
+		rec, _, err := chain.ReadEpoch(ctx, w.meta, starName, c)
+		if err != nil {
+			w.res.Violations = append(w.res.Violations, fmt.Sprintf("prelude: read the %s epoch record: %v", c, err))
+			return false
+		}
+		w.preludeEpoch[c] = rec.Epoch
+	}
+	return true
 }

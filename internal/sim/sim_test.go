@@ -115,7 +115,7 @@ func TestSim(t *testing.T) {
 	start := time.Now()
 	var sim time.Duration
 	var tot Result
-	failed, settledCrashes := 0, 0
+	failed, settledCrashes, upgraded, upgradedSettled := 0, 0, 0, 0
 	for s := first; s < first+uint64(n); s++ {
 		o := Options{Seed: s, Scenarios: scenarios(t, s), NoSettle: *flagNoSettle, NoTrim: *flagNoTrim}
 		if *flagLog {
@@ -176,6 +176,17 @@ func TestSim(t *testing.T) {
 		if r.SettlePasses > 0 && r.Crashes > 0 {
 			settledCrashes++
 		}
+		tot.PreludeOpens += r.PreludeOpens
+		if r.PreludeOpens > 0 {
+			upgraded++
+			if r.SettlePasses > r.SettleFailures {
+				upgradedSettled++
+			}
+		}
+		tot.DeleteRaces += r.DeleteRaces
+		tot.RaceAppends += r.RaceAppends
+		tot.GroupAcks += r.GroupAcks
+		tot.GroupTrimmedAcks += r.GroupTrimmedAcks
 		add(&tot.Injected, r.Injected)
 		tot.MetaInjected.Failed += r.MetaInjected.Failed
 		tot.MetaInjected.Ambiguous += r.MetaInjected.Ambiguous
@@ -184,6 +195,8 @@ func TestSim(t *testing.T) {
 	t.Logf("readers over the healthy stores: %d calls, %d failed; tails snapshots damaged in every copy: %d", tot.BareReads, tot.BareReadErrors, tot.SnapshotsDamaged)
 	t.Logf("settlement: passes %d (failed %d), settled objects %d, refs repointed %d (the observer checked %d overwrites; %d merged refs' objects already reclaimed by a trim or delete), refs reclaimed %d, slot copies deleted %d, slots below the trim cursors %d (copies left there %d); crash seeds that settled %d; trims %d (and %d by retention); live refs read back at the end %d (settled %d), settled objects under-replicated %d",
 		tot.SettlePasses, tot.SettleFailures, tot.SettledObjects, tot.Repointed, tot.Repoints, tot.ReclaimRaces, tot.Reclaimed, tot.DeletedCopies, tot.SlotsTrimmed, tot.LeftoverCopies, settledCrashes, tot.Trims, tot.RetentionTrims, tot.RefsChecked, tot.SettledRefs, tot.UnderReplicated)
+	t.Logf("lifecycle races: %d seeds switched settlement on after %d opens without it (%d of them settled); %d deletes raced by %d cache-miss appends; %d consumer-group acks committed, %d of them on a trimmed stream",
+		upgraded, tot.PreludeOpens, upgradedSettled, tot.DeleteRaces, tot.RaceAppends, tot.GroupAcks, tot.GroupTrimmedAcks)
 	t.Logf("binding seal: successor Open retries %d (of which ErrTakeoverLost %d), seals %d, writes that broke the seal %d", tot.OpenRetries, tot.OpenLost, tot.Seals, tot.SealViolations)
 	t.Logf("%d seeds from %d (%d failed): %v simulated in %v wall; appends %d (acked %d, not committed %d, unknown %d of which present %d), reads %d, halts %d, zone downs %d, corrupted copies %d; injected %+v; metastore failed %d ambiguous %d delayed %d; takeovers %d (Open retries %d), crashes %d, outages %d, harness fences %d, epochs %d, slots checked committed %d, beyond-cut seqs %d, zombie appends %d, metastore applied-then-conflict %d",
 		n, first, failed, sim, time.Since(start), tot.Appends, tot.Acked, tot.NotCommitted, tot.Unknown, tot.UnknownPresent, tot.Reads, tot.Halts, tot.ZoneDowns, tot.Corrupted,
