@@ -544,6 +544,8 @@ func (c *Config) validate() error {
 	}
 	if c.Meta == nil {
 		errs = append(errs, errors.New("loglet: Meta (the metastore) is required"))
+	} else if n := metastore.MaxCommitOps(c.Meta); n > 0 && n < metastore.MinCommitOps {
+		errs = append(errs, fmt.Errorf("loglet: the metastore takes %d ops per Commit: want at least metastore.MinCommitOps (%d)", n, metastore.MinCommitOps))
 	}
 	if len(c.Standard.Buckets) == 0 && len(c.Express.Buckets) == 0 {
 		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Buckets or Express.Buckets"))

@@ -164,10 +164,18 @@ type Watcher interface {
 
 // CommitLimiter is implemented by backends whose transactions hold a limited
 // number of ops (etcd's --max-txn-ops). Callers split work to fit; a Store
-// without it takes any number.
+// without it takes any number. A limit below MinCommitOps is refused by the
+// loglet's Open: some of its Commits cannot be split (a stream's delete is
+// three ops that must apply together).
 type CommitLimiter interface {
 	MaxCommitOps() int
 }
+
+// MinCommitOps is the fewest ops per Commit a backend must take (etcd's
+// default --max-txn-ops is 128): the loglet's largest Commit that cannot
+// be split (DeleteStream: the stream record, its name-index entry and its
+// deleted-incarnation marker) plus one.
+const MinCommitOps = 4
 
 // MaxCommitOps returns s's limit on ops per Commit, or 0 for no limit.
 func MaxCommitOps(s Store) int {

@@ -254,6 +254,13 @@ type lateReplies struct {
 	draws *keyed.Source
 }
 
+// MaxCommitOps, MaxCommitBytes and OpBytes pass the limits of the store
+// below through: a wrapper that hid them would have the absorb and settle
+// plan Commits the store then refuses.
+func (s *lateReplies) MaxCommitOps() int           { return metastore.MaxCommitOps(s.Store) }
+func (s *lateReplies) MaxCommitBytes() int         { return metastore.MaxCommitBytes(s.Store) }
+func (s *lateReplies) OpBytes(op metastore.Op) int { return metastore.OpBytes(s.Store, op) }
+
 func (s *lateReplies) Get(ctx context.Context, key string) (metastore.Item, error) {
 	it, err := s.Store.Get(ctx, key)
 	if !strings.HasPrefix(key, "streams/") {

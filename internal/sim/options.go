@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -294,6 +295,11 @@ func drawPlan(o Options) plan {
 		if r2.IntN(2) == 0 {
 			p.commitLimit = 2 + r2.IntN(6)
 		}
+	}
+	if p.commitLimit > 0 {
+		// Drawn as 2-7 before Open refused limits below MinCommitOps;
+		// clamped rather than redrawn, so the draws after it are unchanged.
+		p.commitLimit = max(p.commitLimit, metastore.MinCommitOps)
 	}
 	if o.Broken.CommitLimit > 0 {
 		p.commitLimit = o.Broken.CommitLimit

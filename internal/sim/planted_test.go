@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flightlog/flightlog/internal/invariants"
+	"github.com/flightlog/flightlog/metastore"
 )
 
 // plantedSeeds is how many seeds a planted bug gets to show itself: the
@@ -96,7 +97,7 @@ func TestPlantedMirrorFence(t *testing.T) {
 func TestPlantedRefOverwrite(t *testing.T) {
 	invariants.AbsorbOverwritesRefs.Set(true)
 	defer invariants.ResetPlanted()
-	expectCaught(t, "absorb overwriting refs", Options{Broken: Broken{CommitLimit: 3}, NoLinearizability: true}, true)
+	expectCaught(t, "absorb overwriting refs", Options{Broken: Broken{CommitLimit: metastore.MinCommitOps}, NoLinearizability: true}, true)
 }
 
 // TestPlantedOutOfOrderRelease: loglet's planted bug that acks a flight as

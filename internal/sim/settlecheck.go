@@ -2,9 +2,11 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -12,6 +14,7 @@ import (
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/settle"
 )
 
 // Settlement and stream trim, as the checker sees them (DESIGN.md,
@@ -392,4 +395,109 @@ func (w *world) settleSummary() {
 	w.res.RetentionTrims = w.h.retentionTrims
 	w.h.mu.Unlock()
 	w.obs.mu.Unlock()
+}
+
+// checkSettledLeaks, after every process has closed: each settled object
+// in the Standard buckets is pointed at by a ref, or named by a marker a
+// settle pass works off (doomed, pending, deleting: settle.MarkedObjects),
+// or belongs to a deleted incarnation whose reclaim is still pending (its
+// marker under chain.DeletedPrefix). Anything else is a leak nothing
+// would ever delete. And a doomed object whose grace ran out well before
+// the 90 healed seconds ended is deleted: passes run when one falls due,
+// idle or not. (The grace is settle.DefaultDoomedGrace: the simulation
+// does not override it.)
+func (w *world) checkSettledLeaks(ctx context.Context, healedAt time.Time) {
+	bad := w.h.violation
+	referenced := map[string]bool{}
+	for after := ""; ; {
+		items, err := w.meta.Scan(ctx, "refs/", after, 512)
+		if err != nil {
+			bad("settled leaks: scan refs: %v", err)
+			return
+		}
+		for _, it := range items {
+			if sr, err := absorb.DecodeRef(it.Value); err == nil {
+				for _, e := range sr.Extents {
+					referenced[e.Key] = true
+				}
+			}
+		}
+		if len(items) < 512 {
+			break
+		}
+		after = items[len(items)-1].Key
+	}
+	marked, err := settle.MarkedObjects(ctx, w.meta)
+	if err != nil {
+		bad("settled leaks: the settle markers: %v", err)
+		return
+	}
+	deleted := map[string]bool{} // settled-object prefixes of incarnations whose reclaim is pending
+	for after := ""; ; {
+		items, err := w.meta.Scan(ctx, chain.DeletedPrefix, after, 512)
+		if err != nil {
+			bad("settled leaks: scan the deleted-incarnation markers: %v", err)
+			return
+		}
+		for _, it := range items {
+			var rec simStreamRecord
+			if json.Unmarshal(it.Value, &rec) == nil {
+				deleted[chain.SettledPrefixKey(rec.id())] = true
+			}
+		}
+		if len(items) < 512 {
+			break
+		}
+		after = items[len(items)-1].Key
+	}
+	n := 0
+	for i, m := range w.mems[loglet.Standard] {
+		for _, key := range m.Keys() {
+			if !chain.IsSettledKey(key) || referenced[key] || marked[key] {
+				continue
+			}
+			pending := false
+			for p := range deleted {
+				if strings.HasPrefix(key, p) {
+					pending = true
+					break
+				}
+			}
+			if pending {
+				continue
+			}
+			if n++; n <= 5 {
+				bad("settled object %s in standard bucket %d: no ref points at it and no marker names it (a leak nothing reclaims)", key, i)
+			}
+		}
+	}
+	w.res.LeakedObjects = n
+	grace := settle.DefaultDoomedGrace.Milliseconds()
+	late := 0
+	for after := ""; ; {
+		items, err := w.meta.Scan(ctx, "stars/", after, 512)
+		if err != nil {
+			bad("settled leaks: scan the doomed markers: %v", err)
+			return
+		}
+		for _, it := range items {
+			var d struct {
+				Key string `json:"key"`
+				At  int64  `json:"at_ms"`
+				Ref string `json:"ref,omitempty"`
+			}
+			if !strings.Contains(it.Key, "/doomed/") || json.Unmarshal(it.Value, &d) != nil || d.Ref != "" {
+				continue
+			}
+			if due := d.At + grace; due+20_000 < healedAt.UnixMilli() {
+				if late++; late <= 5 {
+					bad("doomed settled object %s was due at %v, %v before the healed idle ended, and is still there", d.Key, time.UnixMilli(due).UTC(), healedAt.Sub(time.UnixMilli(due)))
+				}
+			}
+		}
+		if len(items) < 512 {
+			break
+		}
+		after = items[len(items)-1].Key
+	}
 }

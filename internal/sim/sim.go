@@ -70,6 +70,7 @@ type Result struct {
 	Repoints                             int    // ref overwrites the observer checked (records equal)
 	ReclaimRaces                         int    // refs settle merged away whose objects a Trim or DeleteStream had reclaimed (records unreadable anyway)
 	UnderReplicated                      int    // settled objects with fewer than K copies at the end
+	LeakedObjects                        int    // settled objects no ref points at and no marker names, at the end
 	LeftoverCopies                       int    // copies of committed slots still present below the trim cursors' Deleted
 	Linearizability                      string // "ok", "skipped", "inconclusive (timeout)" or the failure
 	linOps                               []porcupine.Operation
@@ -288,6 +289,7 @@ func run(o Options) *Result {
 		w.setFaults(pr, false)
 	}
 	time.Sleep(90 * time.Second)
+	healedAt := time.Now()
 	leader := w.currentLeader()
 	final := w.finalLeaderReads(ctx, leader)
 	st := leader.star.Stats()
@@ -307,6 +309,7 @@ func run(o Options) *Result {
 	after := leader.star.Stats()
 	w.check(ctx, leader, final, st, after)
 	w.checkLifers(ctx)
+	w.checkSettledLeaks(ctx, healedAt)
 	w.res.SimTime = time.Since(start)
 	w.summarize(after)
 	w.settleSummary()
