@@ -561,6 +561,9 @@ func (w *world) trimmer(ctx context.Context) {
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := pr.star.Trim(tctx, stream, seq)
 		cancel()
+		if hk := w.o.hooks; err == nil && hk != nil && hk.afterTrim != nil {
+			hk.afterTrim(w, pr, stream, seq)
+		}
 		actual := uint64(0)
 		if err == nil {
 			var rerr error
@@ -573,6 +576,9 @@ func (w *world) trimmer(ctx context.Context) {
 			w.smu.Unlock()
 		}
 		w.h.trimEnd(i, err, actual)
+		if hk := w.o.hooks; err == nil && hk != nil && hk.trimDone != nil {
+			hk.trimDone(w, pr, stream, seq)
+		}
 		<-w.lifeLock
 	}
 }
