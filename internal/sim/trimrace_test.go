@@ -14,14 +14,17 @@ import (
 // made seed 140 fail about one run in six under load: "leader1 read of
 // express-0 returned seq 110, below the trim point 117 a Trim (to 110) had
 // left before the read began". A retention pass raised the trim point of a
-// retained stream just after a Trim of it returned and before the trimmer
-// read the trim point back, so the checker held the reads that began after
-// the Trim to the retention pass's point; a leader's reads are held to it
-// only once the pass has updated the leader's cache (which it does after
-// its write), so a read from the Trim's point was right and the checker
-// wrong. Here the hook raises the trim point there (through the observed
-// metastore, as a retention pass's write), and then reads from the Trim's
-// point through the leader, whose cache has only the Trim's.
+// retained stream after a Trim of it had written its own and before the
+// trimmer read the trim point back (the debug trace of a failing run: the
+// Trim's write at tick 2050, the pass's at 2065, the read-back before
+// 2085), so the checker held the reads that began after the Trim to the
+// pass's point. A leader's reads are held to a pass's point only once the
+// pass has updated the leader's cache, after its write returns (after an
+// ambiguous write, at the next 5 s refresh), so a read from the Trim's
+// point was right and the checker wrong. Here the hook raises the trim
+// point just after the Trim returned (through the observed metastore, as a
+// retention pass's write), and then reads from the Trim's point through
+// the leader, whose cache has only the Trim's.
 func TestTrimRacesRetention(t *testing.T) {
 	const seed = 140
 	var (
