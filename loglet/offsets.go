@@ -24,11 +24,15 @@ import (
 // incarnation fails (ErrStreamNotFound) instead of moving the new one.
 //
 // Every commit is a compare-and-swap on the offset's metastore version, in
-// the same metastore Commit that checks the stream record is still the one
-// the offset was read against. So a commit that races another committer is
-// seen (*OffsetConflictError, with the offset that won), and so is one that
-// would go backwards (ErrOffsetBackwards): nothing is written in either
-// case.
+// the same metastore Commit that checks the stream is still the incarnation
+// the offset belongs to: it expects the stream record's version, as last
+// read with that incarnation. A Trim or a retention pass rewrites the record
+// (its trim point) without changing the incarnation; a commit that finds the
+// record moved re-reads it and, if the incarnation is the same, commits again
+// expecting the version it read (ErrStreamNotFound if not). So a commit that
+// races another committer is seen (*OffsetConflictError, with the offset
+// that won), and so is one that would go backwards (ErrOffsetBackwards):
+// nothing is written in either case; a trim is not a conflict.
 
 // Errors of consumer offsets, matched with errors.Is.
 var (
@@ -115,8 +119,9 @@ type Offset struct {
 	// when the group has committed nothing on this incarnation).
 	Version metastore.Version
 
-	// record is the version of the stream record the offset was read
-	// against: a commit checks it still holds.
+	// record is the version of the stream record, of this incarnation,
+	// as last read: a commit expects it, and re-reads the record (a trim
+	// moved it) when it no longer holds.
 	record metastore.Version
 }
 
@@ -231,10 +236,12 @@ func (o *Offsets) read(ctx context.Context, group, stream, inc string, rv metast
 // ErrOffsetBackwards if next < prev.Next, with an *OffsetConflictError
 // (ErrOffsetConflict) if the offset is no longer prev (another committer
 // won; the error holds the offset now), and with ErrStreamNotFound if the
-// stream was deleted (and maybe created again) since prev was read. Any
-// other error is the metastore's and may be ambiguous; Commit resolves it
-// by re-reading where it can (a write of its own that applied is success).
-// Committing prev.Next again is allowed (it refreshes the version).
+// stream was deleted (and maybe created again) since prev was read. A Trim
+// or retention pass since prev was read is none of these: the stream is
+// the same incarnation, and the commit applies. Any other error is the
+// metastore's and may be ambiguous; Commit resolves it by re-reading where
+// it can (a write of its own that applied is success). Committing prev.Next
+// again is allowed (it refreshes the version).
 func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset, error) {
 	if ctx == nil {
 		return Offset{}, ErrNilContext
@@ -248,28 +255,53 @@ func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset,
 	if next < prev.Next {
 		return Offset{}, fmt.Errorf("%w: group %q on stream %q: %d is below the committed %d", ErrOffsetBackwards, prev.Group, prev.Stream, next, prev.Next)
 	}
-	val := offsetValue{Next: next, Owner: o.owner, Nonce: envelope.NewNonce().String(), CommittedMs: time.Now().UnixMilli()}
-	body, err := json.Marshal(val)
-	if err != nil {
-		return Offset{}, fmt.Errorf("loglet: encode offset: %w", err)
-	}
 	key := OffsetKey(prev.Group, prev.Stream, prev.Incarnation)
-	vs, err := o.meta.Commit(ctx, []metastore.Op{
-		{Kind: metastore.OpCheck, Key: chain.StreamRecordKey(prev.Stream), Expect: prev.record},
-		{Kind: metastore.OpPut, Key: key, Value: body, Expect: prev.Version},
-	})
-	if err == nil {
-		out := prev
-		out.Next, out.Version = next, vs[1]
-		return out, nil
+	for attempt := 1; ; attempt++ {
+		val := offsetValue{Next: next, Owner: o.owner, Nonce: envelope.NewNonce().String(), CommittedMs: time.Now().UnixMilli()}
+		body, err := json.Marshal(val)
+		if err != nil {
+			return Offset{}, fmt.Errorf("loglet: encode offset: %w", err)
+		}
+		// The record's version stands for the incarnation: it was read
+		// with prev's incarnation, and incarnations are never reused, so
+		// while it holds the stream is the life the offset belongs to.
+		vs, err := o.meta.Commit(ctx, []metastore.Op{
+			{Kind: metastore.OpCheck, Key: chain.StreamRecordKey(prev.Stream), Expect: prev.record},
+			{Kind: metastore.OpPut, Key: key, Value: body, Expect: prev.Version},
+		})
+		if err == nil {
+			out := prev
+			out.Next, out.Version = next, vs[1]
+			return out, nil
+		}
+		out, retry, err := o.resolve(ctx, prev, val.Nonce, err)
+		if retry == "" {
+			return out, err
+		}
+		// The record moved under the same incarnation (a trim): commit
+		// again against the version just read.
+		if attempt >= maxTrimRetries {
+			return Offset{}, fmt.Errorf("loglet: commit offset of group %q on stream %q: the stream record changed under %d attempts: %w", prev.Group, prev.Stream, attempt, err)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return Offset{}, cerr
+		}
+		prev.record = retry
 	}
-	return o.resolve(ctx, prev, val.Nonce, err)
 }
 
+// maxTrimRetries bounds the commits of one offset that a trim's rewrite of
+// the stream record can send back to retry (each trim moves the record
+// once; a trim point only grows).
+const maxTrimRetries = 8
+
 // resolve learns what a failed commit of prev (writing nonce) did: a write
-// of its own that applied is success; a stream record that moved is
-// ErrStreamNotFound; another offset is a conflict; else the error stands.
-func (o *Offsets) resolve(ctx context.Context, prev Offset, nonce string, cerr error) (Offset, error) {
+// of its own that applied is success; a stream that is no longer prev's
+// incarnation is ErrStreamNotFound; another offset is a conflict. When the
+// offset is still prev and only the stream record moved (a trim rewrote it,
+// same incarnation) it returns the record's version to retry against, with
+// the commit's error. Else the error stands.
+func (o *Offsets) resolve(ctx context.Context, prev Offset, nonce string, cerr error) (Offset, metastore.Version, error) {
 	what := fmt.Sprintf("group %q on stream %q", prev.Group, prev.Stream)
 	it, gerr := o.meta.Get(ctx, OffsetKey(prev.Group, prev.Stream, prev.Incarnation))
 	if gerr == nil {
@@ -277,26 +309,29 @@ func (o *Offsets) resolve(ctx context.Context, prev Offset, nonce string, cerr e
 		if json.Unmarshal(it.Value, &v) == nil && v.Nonce == nonce {
 			out := prev
 			out.Next, out.Version = v.Next, it.Version
-			return out, nil // ours: the "failure" applied
+			return out, "", nil // ours: the "failure" applied
 		}
 	} else if !errors.Is(gerr, metastore.ErrNotFound) {
-		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, cerr, gerr)
+		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, cerr, gerr)
 	}
 	if !errors.Is(cerr, metastore.ErrConflict) {
-		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w", what, cerr)
+		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w", what, cerr)
 	}
-	_, rv, rerr := o.record(ctx, prev.Stream)
-	if errors.Is(rerr, ErrStreamNotFound) || rerr == nil && rv != prev.record {
-		return Offset{}, fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", ErrStreamNotFound, prev.Stream, prev.Group)
+	rec, rv, rerr := o.record(ctx, prev.Stream)
+	if errors.Is(rerr, ErrStreamNotFound) || rerr == nil && rec.Incarnation != prev.Incarnation {
+		return Offset{}, "", fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", ErrStreamNotFound, prev.Stream, prev.Group)
 	}
 	if rerr != nil {
-		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and re-reading the stream failed: %v)", what, cerr, rerr)
+		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w (and re-reading the stream failed: %v)", what, cerr, rerr)
 	}
 	cur, err := o.read(ctx, prev.Group, prev.Stream, prev.Incarnation, rv)
 	if err != nil {
-		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and re-reading it failed: %v)", what, cerr, err)
+		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w (and re-reading it failed: %v)", what, cerr, err)
 	}
-	return Offset{}, &OffsetConflictError{Current: cur}
+	if cur.Version == prev.Version && rv != prev.record {
+		return Offset{}, rv, cerr // only the record moved: same incarnation, retry
+	}
+	return Offset{}, "", &OffsetConflictError{Current: cur}
 }
 
 // Delete removes the group's offset prev (as Get or Commit returned it),

@@ -66,11 +66,19 @@ type tailOp struct {
 }
 
 // trimOp is one Star.Trim call: the seq asked for, and (when it returned
-// nil) the trim point the stream record carried after it.
+// nil) the trim point it left and the one the stream record carried just
+// after.
 type trimOp struct {
-	stream    string
-	seq       uint64
-	ok        bool   // returned nil: the trim point is at least actual
+	stream string
+	seq    uint64
+	ok     bool // returned nil: the trim point is at least actual
+	// left (ok) is the trim point the Trim itself left, which the
+	// leader's reads are held to from its return: the seq asked for,
+	// clamped as the record read back says, and at least the point the
+	// record had before the call. actual may be more: a retention pass can
+	// raise the point between the Trim's return and the read-back, and
+	// reads are not held to a pass's point at once (observedTrim).
+	left      uint64
 	actual    uint64 // ok: the stream record's trim point just after
 	call, ret int64
 	retAt     time.Time // virtual time of the return
@@ -267,7 +275,7 @@ func (h *history) observedTrim(stream string, seq uint64) {
 	call := h.tick()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.trims = append(h.trims, trimOp{stream: stream, seq: seq, call: call, ret: math.MaxInt64, ok: true, actual: seq})
+	h.trims = append(h.trims, trimOp{stream: stream, seq: seq, call: call, ret: math.MaxInt64, ok: true, left: seq, actual: seq})
 	h.retentionTrims++
 }
 
@@ -280,12 +288,12 @@ func (h *history) trimStart(stream string, seq uint64) int {
 	return len(h.trims) - 1
 }
 
-func (h *history) trimEnd(i int, err error, actual uint64) {
+func (h *history) trimEnd(i int, err error, left, actual uint64) {
 	ret := h.tick()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := &h.trims[i]
-	t.ret, t.retAt, t.err, t.ok, t.actual = ret, time.Now(), err, err == nil, actual
+	t.ret, t.retAt, t.err, t.ok, t.left, t.actual = ret, time.Now(), err, err == nil, left, actual
 }
 
 func (h *history) observeTail(who, stream string, t uint64, lower bool, call int64) {

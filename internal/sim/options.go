@@ -136,6 +136,23 @@ type Options struct {
 	// NoSettle and NoTrim switch settlement and the trimmer off whatever
 	// the seed draws (triage: does a failure need them?).
 	NoSettle, NoTrim bool
+
+	// hooks force interleavings the scheduler only rarely makes (tests
+	// of this package; nil: none).
+	hooks *hooks
+}
+
+// hooks are points in the workload where a test forces an interleaving.
+// Each runs in the workload's goroutine, so what it does happens there, in
+// that order, whatever the scheduler would have done.
+type hooks struct {
+	// afterTrim runs in the trimmer after a Trim of stream to seq on pr
+	// returned nil, before the trimmer reads the trim point back (holding
+	// w.lifeLock, so pr stays the leader).
+	afterTrim func(w *world, pr *process, stream string, seq uint64)
+	// trimDone runs in the trimmer after it recorded that Trim's outcome,
+	// still holding w.lifeLock.
+	trimDone func(w *world, pr *process, stream string, seq uint64)
 }
 
 // plan is everything a seed decides before the run starts: sizes, the

@@ -303,9 +303,10 @@ func (w *world) checkRefs(ctx context.Context, byID map[string][]loglet.Sequence
 }
 
 // checkTrims: no read that began after a Trim returned holds a record
-// below the trim point it left. A Reader's session re-reads the stream
-// record at most every 5 s while it reads (README, "Trim and retention"),
-// so its reads get that long.
+// below the trim point it left (trimOp.left: not what the record holds
+// after it, which a retention pass may have raised meanwhile). A Reader's
+// session re-reads the stream record at most every 5 s while it reads
+// (README, "Trim and retention"), so its reads get that long.
 func (w *world) checkTrims(reads []readOp) {
 	w.h.mu.Lock()
 	trims := slices.Clone(w.h.trims)
@@ -322,14 +323,14 @@ func (w *world) checkTrims(reads []readOp) {
 			continue
 		}
 		for _, t := range by[r.stream] {
-			if t.ret >= r.call || r.from >= t.actual {
+			if t.ret >= r.call || r.from >= t.left {
 				continue
 			}
 			if r.who == "reader-session" && r.at.Sub(t.retAt) < 5*time.Second+time.Second {
 				continue
 			}
 			if n++; n <= 5 {
-				w.h.violation("%s read of %s returned seq %d, below the trim point %d a Trim (to %d) had left before the read began", r.who, r.stream, r.from, t.actual, t.seq)
+				w.h.violation("%s read of %s returned seq %d, below the trim point %d a Trim (to %d) had left before the read began", r.who, r.stream, r.from, t.left, t.seq)
 			}
 			break
 		}

@@ -558,21 +558,44 @@ func (w *world) trimmer(ctx context.Context) {
 		w.lifeLock <- struct{}{}
 		pr := w.currentLeader()
 		i := w.h.trimStart(stream, seq)
+		// The trim point before the call: the Trim reads the record, so
+		// its process's reads are held to at least this once it returns.
+		before, berr := w.trimSeqOf(context.Background(), stream)
+		if berr != nil {
+			w.h.violation("trim %s to %d: read the stream record first: %v", stream, seq, berr)
+		}
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := pr.star.Trim(tctx, stream, seq)
 		cancel()
-		actual := uint64(0)
+		if hk := w.o.hooks; err == nil && hk != nil && hk.afterTrim != nil {
+			hk.afterTrim(w, pr, stream, seq)
+		}
+		actual, left := uint64(0), uint64(0)
 		if err == nil {
 			var rerr error
 			if actual, rerr = w.trimSeqOf(context.Background(), stream); rerr != nil {
 				w.h.violation("trim %s to %d: read the stream record back: %v", stream, seq, rerr)
 			}
+			// What the Trim left: seq, unless the record says it was
+			// clamped to the tail (below seq), and never less than the
+			// point it found. Not actual itself: a retention pass may
+			// have raised the record between the Trim's return and this
+			// read-back (seed 140), and the leader's reads are held to a
+			// pass's point only once the pass has updated its cache. (A
+			// clamped Trim whose record a pass raised meanwhile would
+			// hold reads a little too high; the trimmer asks at or below
+			// what is acked, which the leader's durable tail covers, so
+			// its Trims are not clamped.)
+			left = max(min(seq, actual), before)
 			point[stream] = actual
 			w.smu.Lock()
 			w.res.Trims++
 			w.smu.Unlock()
 		}
-		w.h.trimEnd(i, err, actual)
+		w.h.trimEnd(i, err, left, actual)
+		if hk := w.o.hooks; err == nil && hk != nil && hk.trimDone != nil {
+			hk.trimDone(w, pr, stream, seq)
+		}
 		<-w.lifeLock
 	}
 }
