@@ -44,6 +44,10 @@ type settleState struct {
 	// doomed (waiting for its grace) may be deleted: a pass runs then even
 	// with nothing new to settle (zero: none waits).
 	doomedDue time.Time
+	// retry: the last pass failed; the next runs at retryAt whether or
+	// not anything looks left to do (a failed pass may have stopped
+	// before its deletes, or before it learnt what waits).
+	retry bool
 	// rounds: when the checkpoint reached each position (committed absorb
 	// rounds since this process began), for the settle lag.
 	rounds []roundMark
@@ -92,7 +96,7 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	upto := c.settleUpto()
-	if s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) {
+	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) {
 		return
 	}
 	s.out, s.lastAt = true, c.now
@@ -112,7 +116,7 @@ func (c *Core) settleWake() time.Time {
 	if s.retryAt.After(due) {
 		due = s.retryAt
 	}
-	if s.idle(c.settleUpto()) {
+	if !s.retry && s.idle(c.settleUpto()) {
 		if s.doomedDue.IsZero() {
 			return time.Time{} // nothing to do until a round commits
 		}
@@ -141,7 +145,13 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.rawBytes += r.RawBytes
 	s.storedBytes += r.StoredBytes
 	s.freedBytes += r.FreedBytes
-	s.doomedDue = r.DoomedDue
+	if ev.Err == nil || !r.DoomedDue.IsZero() {
+		// A failed pass may have stopped before it looked at the doomed
+		// objects: what the last pass learnt stands (the retry runs, idle
+		// or not, and learns again).
+		s.doomedDue = r.DoomedDue
+	}
+	s.retry = ev.Err != nil
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
 		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {

@@ -49,6 +49,7 @@ import (
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
 //	settle-passed [at=E.N deleted=E.N doomed-due=+d]   (new settle=interval turns settlement on)
+//	settle-failed         (a pass that failed before it learnt anything)
 //	epoch-sealed | epoch-seal-failed
 //	checkpoint-read [owner= epoch=]   (the result of the last seal check asked: the
 //	                                   checkpoint sealed by owner for epoch)
@@ -237,6 +238,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
 		}
 		h.step(SettlePassed{Result: res})
+	case "settle-failed":
+		// A pass that failed before it got anywhere: an empty Result.
+		h.step(SettlePassed{Err: errors.New("metastore: unavailable")})
 	case "round-done":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Dropped: h.round.Drop})
 	case "round-failed":
