@@ -37,3 +37,26 @@ func TestNextRecordBoundsTheCutsKept(t *testing.T) {
 		t.Fatalf("with the checkpoint at epoch 10: %d cuts from epoch %d, want every one from 10", len(rec.Cuts), rec.Cuts[0].Epoch)
 	}
 }
+
+// TestNextRecordKeepsTheLatestCuts: once settlement has passed old epochs
+// (their cuts below the floor go), the cuts of the last deposedCuts epochs
+// stay all the same, so a leader deposed that recently learns its own cut
+// when it comes back, and which of its flights are not committed.
+func TestNextRecordKeepsTheLatestCuts(t *testing.T) {
+	c := New(Config{Star: "s", Class: chain.Express, Owner: "p1", Buckets: []string{"b0", "b1", "b2"}, W: 2, Window: 4, SettleInterval: time.Second}, time.Unix(1_000_000, 0))
+	const n = 40
+	c.st.known = true
+	c.st.at, c.st.deleted = chain.Position{Epoch: n, Next: 3}, chain.Position{Epoch: n, Next: 3}
+	var prev []chain.Cut
+	for e := uint64(1); e < n; e++ {
+		prev = append(prev, chain.Cut{Epoch: e, Slot: e})
+	}
+	s := &succession{kind: takeover, prev: chain.EpochRecord{Epoch: n, Cuts: prev}, cut: 7, cp: absorb.Checkpoint{Epoch: n}}
+	rec := c.nextRecord(s)
+	if len(rec.Cuts) != deposedCuts {
+		t.Fatalf("%d cuts kept (%v), want the last %d epochs'", len(rec.Cuts), rec.Cuts, deposedCuts)
+	}
+	if first := rec.Cuts[0].Epoch; first != n-deposedCuts+1 {
+		t.Fatalf("the oldest cut kept is epoch %d, want %d", first, n-deposedCuts+1)
+	}
+}

@@ -233,6 +233,12 @@ func (c *Core) uploadsDrained() bool {
 	return true
 }
 
+// deposedCuts is how many of the latest epochs' cuts an epoch record keeps
+// even once settlement has passed them (nextRecord): a leader deposed at
+// most that many epochs ago still learns its cut when it fences its own
+// epoch, and so which of its unreleased flights are not committed.
+const deposedCuts = 16
+
 // nextRecord is the epoch record the mint writes: this owner's, with the
 // cuts a walk from the checkpoint still needs and the cut just found.
 func (c *Core) nextRecord(s *succession) chain.EpochRecord {
@@ -243,7 +249,11 @@ func (c *Core) nextRecord(s *succession) chain.EpochRecord {
 	var cuts []chain.Cut
 	floor := c.cutFloor(cpEpoch)
 	for _, k := range s.prev.Cuts {
-		if k.Epoch >= floor {
+		// The cuts of the last deposedCuts epochs stay whatever the floor:
+		// a deposed leader that comes back (a partition heals) fences its
+		// own epoch from the records, and with its cut there it knows which
+		// of its flights are committed; without, they end outcome unknown.
+		if k.Epoch >= floor || k.Epoch+deposedCuts > s.prev.Epoch {
 			cuts = append(cuts, k)
 		}
 	}

@@ -24,6 +24,15 @@ import (
 // retried for ever: the incumbent never learnt it was deposed and its
 // appends never got an outcome.
 func TestDeposedFenceOfSettledEpoch(t *testing.T) {
+	t.Run("cut-lost", func(t *testing.T) { deposedFenceOfSettledEpoch(t, false) })
+	t.Run("cut-kept", func(t *testing.T) { deposedFenceOfSettledEpoch(t, true) })
+}
+
+// deposedFenceOfSettledEpoch is TestDeposedFenceOfSettledEpoch. keepCut:
+// epoch 3's record still carries epoch 1's cut, as a successor's does for
+// the last deposedCuts epochs whatever settlement did: then the incumbent
+// learns its unreleased batch (at the cut) is definitely not committed.
+func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
 	cfg := coreConfig(64<<10, leader.DefaultFrameLimits(4<<20))
@@ -116,7 +125,9 @@ func TestDeposedFenceOfSettledEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 		three := two
-		three.Cuts = nil
+		if !keepCut {
+			three.Cuts = nil
+		}
 		if _, _, err := chain.MintNext(ctx, ms, cfg.Star, cfg.Class, rec, ver, three); err != nil {
 			t.Fatal(err)
 		}
@@ -152,9 +163,15 @@ func TestDeposedFenceOfSettledEpoch(t *testing.T) {
 	if a.Fate.Kind != leader.Acked {
 		t.Fatalf("acked batch became %v", a.Fate.Kind)
 	}
-	// The successor's cut is lost: slot 1 may be below it (committed)
-	// or not. Never not committed.
-	if b.Fate.Kind != leader.OutcomeUnknown || !errors.Is(b.Fate.Cause, leader.ErrDeposed) || b.Fate.Deposed == nil {
+	if keepCut {
+		// Epoch 1's cut, slot 1, is recorded: the unreleased batch's
+		// slot is at it, so definitely not committed.
+		if b.Fate.Kind != leader.NotCommitted || b.Fate.Deposed == nil {
+			t.Fatalf("unreleased batch: %v (%v), want not committed, deposed", b.Fate.Kind, b.Fate.Cause)
+		}
+	} else if b.Fate.Kind != leader.OutcomeUnknown || !errors.Is(b.Fate.Cause, leader.ErrDeposed) || b.Fate.Deposed == nil {
+		// The successor's cut is lost: slot 1 may be below it (committed)
+		// or not. Never not committed.
 		t.Fatalf("unreleased batch: %v (%v), want outcome unknown, deposed", b.Fate.Kind, b.Fate.Cause)
 	}
 	if len(outcomes) != 2 || outcomes[0] != a || outcomes[1] != b {
