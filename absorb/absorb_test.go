@@ -399,3 +399,58 @@ func TestCommitRecordsDoomedSnapshots(t *testing.T) {
 		t.Fatalf("a refused round wrote a ref: %v", err)
 	}
 }
+
+// TestUncommittedSnapshots: the snapshots of the rounds from a checkpoint
+// are found by point lookups at TailsRoundKey of the checkpoint's position,
+// for each writer from the checkpoint's epoch to the latest one, plan after
+// plan while some bucket holds one; a copy in one bucket is enough; another
+// position's is not theirs. A bucket that cannot answer leaves the key it
+// was asked about among those returned, with the error.
+func TestUncommittedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	mems := []*objstore.Mem{objstore.NewMem(), objstore.NewMem(), objstore.NewMem()}
+	faulty := objstore.WithFaults(mems[0], 1)
+	stores := []objstore.Store{faulty, mems[1], mems[2]}
+	cp := Checkpoint{Epoch: 2, Next: 7, OwnerEpoch: 3}
+	key := func(writer, plan uint64) string { return TailsRoundKey("s", chain.Standard, 2, 7, writer, plan) }
+	put := func(m *objstore.Mem, key string) {
+		if err := m.PutIfAbsent(ctx, key, EncodeTails(Tails{Epoch: 2, Next: 9})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp); err != nil || len(got) != 0 {
+		t.Fatalf("nothing written: found %v, %v", got, err)
+	}
+	put(mems[1], key(3, 0))
+	put(mems[0], key(3, 1))
+	put(mems[2], key(3, 3)) // plan 2 never written: plan 3 is not looked for
+	put(mems[2], key(2, 0))
+	put(mems[1], key(4, 0)) // past the checkpoint's seal: only a later one's
+	put(mems[2], key(1, 0)) // before the checkpoint's epoch: none
+	put(mems[2], TailsRoundKey("s", chain.Standard, 2, 8, 3, 0))
+	got, err := UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp)
+	if want := []string{key(3, 0), key(3, 1), key(2, 0)}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, %v: want %v", got, err, want)
+	}
+	got, err = UncommittedSnapshots(ctx, stores, "s", chain.Standard, Checkpoint{Epoch: 2, Next: 7, OwnerEpoch: 4})
+	if want := []string{key(4, 0), key(3, 0), key(3, 1), key(2, 0)}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, %v: want %v", got, err, want)
+	}
+	faulty.SetHook(func(op objstore.Op, k string) objstore.Fault {
+		if op == objstore.OpGet && k == key(3, 2) {
+			return objstore.Fault{Err: errors.New("test: bucket down")}
+		}
+		return objstore.Fault{}
+	})
+	got, err = UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp)
+	if want := []string{key(3, 0), key(3, 1), key(3, 2), key(2, 0)}; err == nil || !strings.HasPrefix(err.Error(), "absorb: ") || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, %v: want %v and an error", got, err, want)
+	}
+	// Takeovers in quick succession: only the newest writers are looked for.
+	far := Checkpoint{Epoch: 2, Next: 7, OwnerEpoch: 2 + MaxUncommittedWriters}
+	faulty.SetHook(nil)
+	got, _ = UncommittedSnapshots(ctx, stores, "s", chain.Standard, far)
+	if want := []string{key(4, 0), key(3, 0), key(3, 1)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v: want %v", got, want)
+	}
+}
