@@ -123,6 +123,10 @@ type Probe struct {
 // its base if it is one (absorb.ReadTails); with Rebuild, for the tails as
 // of Checkpoint computed from the refs instead (absorb.RebuildTails: the
 // snapshot is damaged or missing). → TailsRead.
+// Either way it also looks up the snapshots the round after Checkpoint (a
+// predecessor's, as found at the seal) may have written and never
+// committed (absorb.UncommittedSnapshots), and reports them in
+// TailsRead.Orphans.
 type ReadTails struct {
 	Key        string
 	Rebuild    bool
@@ -267,7 +271,8 @@ type Probed struct {
 // TailsRead is ReadTails' result.
 type TailsRead struct {
 	Tails   absorb.Tails
-	Rebuilt bool // computed from the refs (ReadTails.Rebuild)
+	Rebuilt bool     // computed from the refs (ReadTails.Rebuild)
+	Orphans []string // snapshots written by a round never committed
 	Err     error
 }
 

@@ -40,7 +40,7 @@ import (
 //	fence-cut-lost e= owner= epoch=   (settled away by owner's epoch, its cut recorded nowhere)
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
-//	tails-read            (input: stream=next ...)
+//	tails-read [orphans=key,key damaged=1]   (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by= | round-too-large
 //	                      (round-done: every snapshot of the round's drop deleted)
@@ -187,7 +187,14 @@ func (h *harness) run(d *datadriven.TestData) string {
 			n, _ := strconv.ParseUint(v, 10, 64)
 			t.Streams[name] = absorb.StreamTail{Next: n}
 		}
-		h.step(TailsRead{Tails: t})
+		ev := TailsRead{Tails: t}
+		if o := h.str(d, "orphans", ""); o != "" {
+			ev.Orphans = strings.Split(o, ",")
+		}
+		if h.str(d, "damaged", "") != "" {
+			ev.Err = fmt.Errorf("absorb: tails snapshot: %w", absorb.ErrCorrupt)
+		}
+		h.step(ev)
 	case "walked":
 		e := h.u64(d, "e", 1)
 		ev := Walked{Epoch: e, Next: h.u64(d, "next", 0)}
@@ -446,7 +453,14 @@ func (h *harness) request(r Request) string {
 	case Probe:
 		return fmt.Sprintf("probe e=%d cut=%d window=%d", r.Epoch, r.Cut, r.Window)
 	case ReadTails:
-		return fmt.Sprintf("read-tails %s", r.Key)
+		out := "read-tails"
+		if r.Key != "" {
+			out += " " + r.Key
+		}
+		if r.Rebuild {
+			out += " rebuild"
+		}
+		return out
 	case ReadCheckpoint:
 		h.checkEpoch = r.Epoch
 		return "read-checkpoint"
