@@ -355,7 +355,7 @@ func TestCommitRecordsDoomedSnapshots(t *testing.T) {
 	}
 	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
 	doomed := []string{"snap-1", "snap-2"}
-	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap-3", doomed); err != nil {
+	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap-3", "", doomed); err != nil {
 		t.Fatal(err)
 	}
 	doomed[0] = "changed by the caller"
@@ -389,7 +389,7 @@ func TestCommitRecordsDoomedSnapshots(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprint("snap-", i)
 	}
-	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap", many); err == nil || !strings.HasPrefix(err.Error(), "absorb: ") {
+	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap", "", many); err == nil || !strings.HasPrefix(err.Error(), "absorb: ") {
 		t.Fatalf("%d doomed snapshots: %v, want an error", len(many), err)
 	}
 	if cp, _, _ := ReadCheckpoint(ctx, ms2, "s", chain.Standard); cp.Next != 0 || cp.Tails != "" {
@@ -452,5 +452,48 @@ func TestUncommittedSnapshots(t *testing.T) {
 	got, _ = UncommittedSnapshots(ctx, stores, "s", chain.Standard, far)
 	if want := []string{key(4, 0), key(3, 0), key(3, 1)}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("found %v: want %v", got, want)
+	}
+}
+
+// TestCommitRecordsTailsBase: the checkpoint a round advances records the
+// base its snapshot is a delta over, so a successor that cannot read the
+// delta still knows the base (and deletes it); the seal keeps it; a full
+// snapshot, or a Commit that is not told, records none.
+func TestCommitRecordsTailsBase(t *testing.T) {
+	ctx := context.Background()
+	ms := metastore.NewMem()
+	cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "delta", "full", nil); err != nil {
+		t.Fatal(err)
+	}
+	epKey := chain.EpochKey("s", chain.Standard)
+	ev, err := ms.Put(ctx, epKey, []byte(`{"epoch":1}`), metastore.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := SealCheckpoint(ctx, ms, "s", chain.Standard, "next", 2, ev); err != nil || found.Tails != "delta" || found.TailsBase != "full" {
+		t.Fatalf("seal found %+v %v: want delta over full", found, err)
+	}
+	if cp, _, _ := ReadCheckpoint(ctx, ms, "s", chain.Standard); cp.TailsBase != "full" || cp.Owner != "next" {
+		t.Fatalf("sealed checkpoint %+v: the base must stay", cp)
+	}
+
+	ms2 := metastore.NewMem()
+	cm2, err := InitCheckpoint(ctx, ms2, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "delta", "full", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cm2.Commit(ctx, Round{Epoch: 1, From: 7, To: 7}, nil, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if cp := cm2.Checkpoint(); cp.TailsBase != "" {
+		t.Fatalf("Commit kept the base of another snapshot: %+v", cp)
 	}
 }

@@ -115,6 +115,12 @@ type Checkpoint struct {
 	// Tails is the object key of the snapshot of stream tails as of
 	// (Epoch, Next), in the class's bucket set; "" if no stream has a tail.
 	Tails string `json:"tails,omitempty"`
+	// TailsBase is the key of the full snapshot Tails is a delta over (""
+	// if Tails is a full snapshot, or the checkpoint was written by a
+	// version that did not record it): a successor that cannot read Tails,
+	// and so never learns its base, still deletes that base once it has
+	// written a full snapshot of its own.
+	TailsBase string `json:"tails_base,omitempty"`
 	// Doomed lists tails snapshots no longer needed (superseded, or
 	// written by a round that never committed) and not yet known deleted
 	// from every bucket: the owner deletes them a while later, and a

@@ -384,7 +384,11 @@ func (c *Core) sendRound() {
 	a.commitStart, a.lastAt = c.now, c.now
 	p.doomed = c.doomedList(p)
 	p.drop = a.dueDrops()
-	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, Doomed: p.doomed, Drop: p.drop})
+	base := a.base
+	if p.full {
+		base = ""
+	}
+	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Snapshot: p.snap, Doomed: p.doomed, Drop: p.drop})
 }
 
 // onRoundDone advances the checkpoint after a committed round, or backs off

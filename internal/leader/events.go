@@ -142,19 +142,21 @@ type Walk struct {
 }
 
 // CommitRound asks to write an absorb round: the tails snapshot (Snapshot
-// at SnapshotKey), then refs and the checkpoint in one Commit where the
-// backend allows (Committer.CommitDooming: the checkpoint records Doomed,
-// the snapshots no longer needed and not yet deleted, Drop among them),
-// then the deletion of the snapshots in Drop from every bucket. →
+// at SnapshotKey, a delta over SnapshotBase if that is set), then refs and
+// the checkpoint in one Commit where the backend allows
+// (Committer.CommitDooming: the checkpoint records SnapshotBase, and
+// Doomed, the snapshots no longer needed and not yet deleted, Drop among
+// them), then the deletion of the snapshots in Drop from every bucket. →
 // RoundDone.
 type CommitRound struct {
-	Committer   *absorb.Committer
-	Round       absorb.Round
-	Refs        []absorb.SpanRef
-	SnapshotKey string
-	Snapshot    []byte
-	Doomed      []string
-	Drop        []string
+	Committer    *absorb.Committer
+	Round        absorb.Round
+	Refs         []absorb.SpanRef
+	SnapshotKey  string
+	SnapshotBase string
+	Snapshot     []byte
+	Doomed       []string
+	Drop         []string
 }
 
 // SealEpoch asks to record a clean seal of Record's epoch at Cut, in one

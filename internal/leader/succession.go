@@ -567,13 +567,15 @@ func (s *succession) startWalk(c *Core) {
 	// What its predecessors doomed and had not deleted is this owner's to
 	// delete (oldest first: past the bound, the oldest go first), and the
 	// predecessor's snapshots are superseded once this owner commits its
-	// own (a full one first: it has no base of its own yet). What the
+	// own (a full one first: it has no base of its own yet): the base the
+	// checkpoint records too, which a damaged delta cannot name. What the
 	// predecessor's last round wrote and never committed is named by
 	// nothing: doomed as well.
 	for _, k := range cp.Doomed {
 		c.ab.doom(k)
 	}
 	c.ab.doom(cp.Tails)
+	c.ab.doom(cp.TailsBase)
 	c.ab.doom(s.inheritedBase)
 	for _, k := range s.orphans {
 		c.ab.doom(k)

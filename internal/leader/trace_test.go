@@ -30,7 +30,7 @@ import (
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=]
-//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to doomed=key,key] | seal-moved
+//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key base=key pending=from-to doomed=key,key] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	tick +d
 //	rendered e= s= | render-failed e= s=
@@ -106,7 +106,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "first-mint-taken":
 		h.step(FirstMinted{Err: fmt.Errorf("chain: mint first epoch: %w", chain.ErrEpochTaken)})
 	case "sealed":
-		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", "")}
+		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", ""), TailsBase: h.str(d, "base", "")}
 		if doomed := h.str(d, "doomed", ""); doomed != "" {
 			cp.Doomed = strings.Split(doomed, ",")
 		}

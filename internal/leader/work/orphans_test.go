@@ -2,6 +2,7 @@ package work
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,41 @@ func TestSuccessorDeletesRefusedRoundsUncommittedSnapshots(t *testing.T) {
 	r.checkTails("the successor")
 	r.checkGone("the refused round's tails snapshot", refused[0])
 	r.checkGone("the crashed round's tails snapshot", orphan)
+}
+
+// TestTakeoverDeletesTheBaseOfADamagedDelta: the checkpoint's tails
+// snapshot is a delta, damaged in every bucket; the successor rebuilds the
+// tails from the refs, so it never reads the delta's base. The checkpoint
+// records that base, and the successor deletes it with the rest of its
+// predecessor's snapshots. Before, nothing named it any more: it stayed in
+// every bucket for ever.
+func TestTakeoverDeletesTheBaseOfADamagedDelta(t *testing.T) {
+	r := newChainRig(t, metastore.NewMem(), nil)
+	p := r.open()
+	p.append(manyStreams...) // a base deltas are small against
+	p.rounds(3)
+	p.close()
+	cp := r.checkpoint()
+	delta, err := absorb.ReadSnapshot(r.ctx, r.stores(), cp.Tails)
+	if err != nil || delta.Base == "" {
+		t.Fatalf("the checkpoint's snapshot %s: %+v, %v: want a delta", cp.Tails, delta, err)
+	}
+	for i, b := range r.buckets {
+		if err := b.Corrupt(cp.Tails, 1); err != nil {
+			t.Fatalf("bucket %d: %v", i, err)
+		}
+	}
+	q := r.open()
+	if n := q.c.Stats(r.now).TailsRebuilds; n != 1 {
+		t.Fatalf("the successor rebuilt the tails %d times, want 1", n)
+	}
+	q.rounds(keepRounds)
+	r.checkTails("the successor")
+	r.checkGone("the damaged delta", cp.Tails)
+	r.checkGone("the damaged delta's base", delta.Base)
+	if t.Failed() {
+		t.Logf("left: %s", strings.Join(r.snapshotKeys(0), " "))
+	}
 }
 
 // keepRounds is more rounds than a superseded snapshot is kept for

@@ -281,7 +281,7 @@ func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.St
 	if err := absorb.PutSnapshot(ctx, stores, w, r.SnapshotKey, r.Snapshot); err != nil {
 		return nil, err
 	}
-	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.Doomed); err != nil {
+	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed); err != nil {
 		return nil, err
 	}
 	var dropped []string
