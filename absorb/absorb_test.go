@@ -355,7 +355,7 @@ func TestCommitRecordsDoomedSnapshots(t *testing.T) {
 	}
 	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
 	doomed := []string{"snap-1", "snap-2"}
-	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap-3", doomed); err != nil {
+	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap-3", "", doomed); err != nil {
 		t.Fatal(err)
 	}
 	doomed[0] = "changed by the caller"
@@ -389,7 +389,7 @@ func TestCommitRecordsDoomedSnapshots(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprint("snap-", i)
 	}
-	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap", many); err == nil || !strings.HasPrefix(err.Error(), "absorb: ") {
+	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "snap", "", many); err == nil || !strings.HasPrefix(err.Error(), "absorb: ") {
 		t.Fatalf("%d doomed snapshots: %v, want an error", len(many), err)
 	}
 	if cp, _, _ := ReadCheckpoint(ctx, ms2, "s", chain.Standard); cp.Next != 0 || cp.Tails != "" {
@@ -397,5 +397,103 @@ func TestCommitRecordsDoomedSnapshots(t *testing.T) {
 	}
 	if _, err := ms2.Get(ctx, refs[0].Key()); !errors.Is(err, metastore.ErrNotFound) {
 		t.Fatalf("a refused round wrote a ref: %v", err)
+	}
+}
+
+// TestUncommittedSnapshots: the snapshots of the rounds from a checkpoint
+// are found by point lookups at TailsRoundKey of the checkpoint's position,
+// for each writer from the checkpoint's epoch to the latest one, plan after
+// plan while some bucket holds one; a copy in one bucket is enough; another
+// position's is not theirs. A bucket that cannot answer leaves the key it
+// was asked about among those returned, with the error.
+func TestUncommittedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	mems := []*objstore.Mem{objstore.NewMem(), objstore.NewMem(), objstore.NewMem()}
+	faulty := objstore.WithFaults(mems[0], 1)
+	stores := []objstore.Store{faulty, mems[1], mems[2]}
+	cp := Checkpoint{Epoch: 2, Next: 7, OwnerEpoch: 3}
+	key := func(writer, plan uint64) string { return TailsRoundKey("s", chain.Standard, 2, 7, writer, plan) }
+	put := func(m *objstore.Mem, key string) {
+		if err := m.PutIfAbsent(ctx, key, EncodeTails(Tails{Epoch: 2, Next: 9})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp); err != nil || len(got) != 0 {
+		t.Fatalf("nothing written: found %v, %v", got, err)
+	}
+	put(mems[1], key(3, 0))
+	put(mems[0], key(3, 1))
+	put(mems[2], key(3, 3)) // plan 2 never written: plan 3 is not looked for
+	put(mems[2], key(2, 0))
+	put(mems[1], key(4, 0)) // past the checkpoint's seal: only a later one's
+	put(mems[2], key(1, 0)) // before the checkpoint's epoch: none
+	put(mems[2], TailsRoundKey("s", chain.Standard, 2, 8, 3, 0))
+	got, err := UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp)
+	if want := []string{key(3, 0), key(3, 1), key(2, 0)}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, %v: want %v", got, err, want)
+	}
+	got, err = UncommittedSnapshots(ctx, stores, "s", chain.Standard, Checkpoint{Epoch: 2, Next: 7, OwnerEpoch: 4})
+	if want := []string{key(4, 0), key(3, 0), key(3, 1), key(2, 0)}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, %v: want %v", got, err, want)
+	}
+	faulty.SetHook(func(op objstore.Op, k string) objstore.Fault {
+		if op == objstore.OpGet && k == key(3, 2) {
+			return objstore.Fault{Err: errors.New("test: bucket down")}
+		}
+		return objstore.Fault{}
+	})
+	got, err = UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp)
+	if want := []string{key(3, 0), key(3, 1), key(3, 2), key(2, 0)}; err == nil || !strings.HasPrefix(err.Error(), "absorb: ") || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, %v: want %v and an error", got, err, want)
+	}
+	// Takeovers in quick succession: only the newest writers are looked for.
+	far := Checkpoint{Epoch: 2, Next: 7, OwnerEpoch: 2 + MaxUncommittedWriters}
+	faulty.SetHook(nil)
+	got, _ = UncommittedSnapshots(ctx, stores, "s", chain.Standard, far)
+	if want := []string{key(4, 0), key(3, 0), key(3, 1)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v: want %v", got, want)
+	}
+}
+
+// TestCommitRecordsTailsBase: the checkpoint a round advances records the
+// base its snapshot is a delta over, so a successor that cannot read the
+// delta still knows the base (and deletes it); the seal keeps it; a full
+// snapshot, or a Commit that is not told, records none.
+func TestCommitRecordsTailsBase(t *testing.T) {
+	ctx := context.Background()
+	ms := metastore.NewMem()
+	cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _ := Plan("standard", "w", slots(), map[string]StreamTail{})
+	if err := cm.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "delta", "full", nil); err != nil {
+		t.Fatal(err)
+	}
+	epKey := chain.EpochKey("s", chain.Standard)
+	ev, err := ms.Put(ctx, epKey, []byte(`{"epoch":1}`), metastore.NoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := SealCheckpoint(ctx, ms, "s", chain.Standard, "next", 2, ev); err != nil || found.Tails != "delta" || found.TailsBase != "full" {
+		t.Fatalf("seal found %+v %v: want delta over full", found, err)
+	}
+	if cp, _, _ := ReadCheckpoint(ctx, ms, "s", chain.Standard); cp.TailsBase != "full" || cp.Owner != "next" {
+		t.Fatalf("sealed checkpoint %+v: the base must stay", cp)
+	}
+
+	ms2 := metastore.NewMem()
+	cm2, err := InitCheckpoint(ctx, ms2, "s", chain.Standard, "me", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cm2.CommitDooming(ctx, Round{Epoch: 1, From: 4, To: 7}, refs, "delta", "full", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cm2.Commit(ctx, Round{Epoch: 1, From: 7, To: 7}, nil, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if cp := cm2.Checkpoint(); cp.TailsBase != "" {
+		t.Fatalf("Commit kept the base of another snapshot: %+v", cp)
 	}
 }

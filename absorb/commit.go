@@ -119,24 +119,27 @@ func (c *Committer) Checkpoint() Checkpoint { return c.cp }
 // over fewer slots. Any other error leaves the round to be retried with the
 // same arguments: a retry is idempotent.
 //
-// The checkpoint keeps its list of doomed snapshots (Checkpoint.Doomed);
-// CommitDooming replaces it.
+// The checkpoint keeps its list of doomed snapshots (Checkpoint.Doomed)
+// and records no base for tailsKey (Checkpoint.TailsBase); CommitDooming
+// sets both.
 func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tailsKey string) error {
-	return c.CommitDooming(ctx, round, refs, tailsKey, c.cp.Doomed)
+	return c.CommitDooming(ctx, round, refs, tailsKey, "", c.cp.Doomed)
 }
 
-// CommitDooming is Commit, the checkpoint it advances recording doomed as
-// its list of tails snapshots no longer needed and not yet deleted from
-// every bucket (Checkpoint.Doomed): so the list is durable as soon as the
-// round that supersedes them is, and a successor deletes what its
-// predecessor could not. More than MaxDoomedSnapshots is refused before
+// CommitDooming is Commit, the checkpoint it advances recording tailsBase
+// as the full snapshot tailsKey is a delta over ("" for a full snapshot:
+// Checkpoint.TailsBase), and doomed as its list of tails snapshots no
+// longer needed and not yet deleted from every bucket (Checkpoint.Doomed):
+// so the list is durable as soon as the round that supersedes them is, and
+// a successor deletes what its predecessor could not, the base of a delta
+// it cannot read included. More than MaxDoomedSnapshots is refused before
 // anything is written.
-func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanRef, tailsKey string, doomed []string) error {
+func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanRef, tailsKey, tailsBase string, doomed []string) error {
 	if len(doomed) > MaxDoomedSnapshots {
 		return fmt.Errorf("absorb: commit round [%d, %d): %d doomed snapshots, over the checkpoint's bound of %d", round.From, round.To, len(doomed), MaxDoomedSnapshots)
 	}
 	next := c.cp
-	next.Epoch, next.Next, next.Pending, next.Tails = round.Epoch, round.To, nil, tailsKey
+	next.Epoch, next.Next, next.Pending, next.Tails, next.TailsBase = round.Epoch, round.To, nil, tailsKey, tailsBase
 	next.Doomed = slices.Clone(doomed)
 	next.Counter = c.cp.Counter + 1
 	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)

@@ -6,9 +6,11 @@
 //   - The formats of what the absorb writes: SpanRef (one per stream per
 //     round, at refs/<stream-key>/<end-seq>), the Checkpoint (everything
 //     before (Epoch, Next) is absorbed; who sealed it; the pending round; a
-//     pointer to the tails snapshot; the snapshots no longer needed and not
-//     yet deleted, so a successor deletes what its predecessor could not),
-//     and the tails snapshot object.
+//     pointer to the tails snapshot and to its base; the snapshots no
+//     longer needed and not yet deleted, so a successor deletes what its
+//     predecessor could not), and the tails snapshot object, keyed by the
+//     checkpoint its round advances from (TailsRoundKey), so a successor
+//     finds one whose round never committed (UncommittedSnapshots).
 //   - The round: Plan is a pure function from the released slots of a
 //     deterministic range [a, b) to the refs of that range; Round writes them
 //     and advances the checkpoint in one atomic metastore Commit (split to

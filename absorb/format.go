@@ -115,6 +115,12 @@ type Checkpoint struct {
 	// Tails is the object key of the snapshot of stream tails as of
 	// (Epoch, Next), in the class's bucket set; "" if no stream has a tail.
 	Tails string `json:"tails,omitempty"`
+	// TailsBase is the key of the full snapshot Tails is a delta over (""
+	// if Tails is a full snapshot, or the checkpoint was written by a
+	// version that did not record it): a successor that cannot read Tails,
+	// and so never learns its base, still deletes that base once it has
+	// written a full snapshot of its own.
+	TailsBase string `json:"tails_base,omitempty"`
 	// Doomed lists tails snapshots no longer needed (superseded, or
 	// written by a round that never committed) and not yet known deleted
 	// from every bucket: the owner deletes them a while later, and a
@@ -163,7 +169,9 @@ type Tails struct {
 // predecessor's pending round (the same position) writes its own full
 // snapshot beside the predecessor's delta, never adopts that delta as its
 // base (PutSnapshot takes an existing object of the same content as its
-// own). It is TailsPlanKey's plan 0.
+// own). It is TailsPlanKey's plan 0. This is the layout of older
+// versions, still read (a checkpoint names its snapshot's key in full);
+// rounds now write under TailsRoundKey.
 func TailsKey(star string, c chain.Class, epoch, next, writer uint64) string {
 	return TailsPlanKey(star, c, epoch, next, writer, 0)
 }
@@ -181,6 +189,27 @@ func TailsPlanKey(star string, c chain.Class, epoch, next, writer, plan uint64) 
 		return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d", star, c, epoch, next, writer)
 	}
 	return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d.r%d", star, c, epoch, next, writer, plan)
+}
+
+// TailsRoundKey is the object key of the tails snapshot a round writes,
+// keyed by what a successor knows, not by where the round ends: the
+// checkpoint the round advances from, (fromEpoch, fromNext), the epoch of
+// the writer that planned it, and the plan-th plan of a round from that
+// checkpoint (0 first; a round the metastore refused is planned again, in
+// fewer slots, under the next plan, so its replacement never takes the
+// refused round's object for its own). A writer that crashes, or is
+// sealed, between the snapshot's PUT and its round's Commit leaves an
+// object no checkpoint names: its successor, knowing the checkpoint and
+// the writer's epoch, finds it by point lookups (plan 0, 1, ... while
+// there is one) and deletes it; no listing is needed.
+//
+// The key does not name the snapshot's own position (the round's end,
+// which only the Commit records): the snapshot holds it (Tails.Epoch,
+// Tails.Next). Keys of the older layout (TailsKey, TailsPlanKey) are
+// still read: a checkpoint names its snapshot's key, and a delta its
+// base's, in full.
+func TailsRoundKey(star string, c chain.Class, fromEpoch, fromNext, writer, plan uint64) string {
+	return fmt.Sprintf("snapshots/%s/%s/from/%020d/%020d.%d.p%d", star, c, fromEpoch, fromNext, writer, plan)
 }
 
 // MaxDoomedSnapshots bounds Checkpoint.Doomed: the checkpoint is written

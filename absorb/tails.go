@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sync"
 
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -109,4 +110,76 @@ func (c *TailsCache) snapshot(ctx context.Context, stores []objstore.Store, key 
 		}
 	}
 	return t, nil
+}
+
+// maxPlans bounds the plans of one round UncommittedSnapshots looks for:
+// a refused round is planned again over half its slots, so no writer gets
+// near it.
+const maxPlans = 64
+
+// MaxUncommittedWriters bounds the writers UncommittedSnapshots looks for
+// (the newest): only takeovers in quick succession, none of which commits
+// a round, put more epochs between the checkpoint and the latest one.
+const MaxUncommittedWriters = 8
+
+// UncommittedSnapshots finds, by point lookups, the tails snapshots that
+// rounds from checkpoint cp (as a successor found it at the seal) wrote
+// and never committed: a crash, or a seal, stopped them between the
+// snapshot's PUT and the Commit, so no checkpoint names them. They are at
+// TailsRoundKey of cp's position, for each writer that may have planned a
+// round from there, plan 0, 1, .... A writer is the epoch of a leader that
+// absorbed from cp, so at least cp.Epoch, and that held the checkpoint's
+// seal at that epoch (a seal only goes up), so at most cp.OwnerEpoch:
+// those are looked for, newest first, at most MaxUncommittedWriters. A
+// round is planned again (the next plan) only after its snapshot was
+// written and the metastore refused the round, so the lookups of a writer
+// stop at the first plan no bucket holds. A key that some bucket could not
+// be asked about, and no other holds, is returned too (deleting a missing
+// key is harmless), with the error. Nothing is deleted here.
+func UncommittedSnapshots(ctx context.Context, stores []objstore.Store, star string, c chain.Class, cp Checkpoint) ([]string, error) {
+	top := cp.OwnerEpoch
+	var out []string
+	var errs []error
+	for w := top; w >= cp.Epoch && w > 0 && top-w < MaxUncommittedWriters; w-- {
+		for plan := uint64(0); plan < maxPlans; plan++ {
+			key := TailsRoundKey(star, c, cp.Epoch, cp.Next, w, plan)
+			found, err := anyHolds(ctx, stores, key)
+			if found || err != nil {
+				out = append(out, key)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("absorb: look up uncommitted tails snapshot %s: %w", key, err))
+			}
+			if !found {
+				break
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// anyHolds reports whether some store holds key (asked in parallel); err
+// joins the errors of the stores that could not answer, when none holds it.
+func anyHolds(ctx context.Context, stores []objstore.Store, key string) (bool, error) {
+	errs := make(chan error, len(stores))
+	for _, s := range stores {
+		go func() {
+			_, err := s.Get(ctx, key, 0, 0)
+			errs <- err
+		}()
+	}
+	var failed []error
+	found := false
+	for range stores {
+		switch err := <-errs; {
+		case err == nil:
+			found = true
+		case !errors.Is(err, objstore.ErrNotFound):
+			failed = append(failed, err)
+		}
+	}
+	if found {
+		return true, nil
+	}
+	return false, errors.Join(failed...)
 }

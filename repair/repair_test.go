@@ -474,3 +474,36 @@ func TestRepairSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairSnapshotsRebuildsABaseOfTheRoundKeyLayout: the keys rounds
+// write (absorb.TailsRoundKey) name the checkpoint a round advanced from,
+// not the snapshot's position. A delta's base, damaged in every copy, is
+// rebuilt from the refs as of the checkpoint, and the delta reads over it
+// as the tails were.
+func TestRepairSnapshotsRebuildsABaseOfTheRoundKeyLayout(t *testing.T) {
+	ctx := context.Background()
+	h, cp, want := snapHarness(t, 3)
+	baseKey := absorb.TailsRoundKey(star, chain.Express, cp.Epoch, 1, cp.Epoch, 0)
+	deltaKey := absorb.TailsRoundKey(star, chain.Express, cp.Epoch, 3, cp.Epoch, 0)
+	var x string
+	for id := range want.Streams {
+		if x == "" || id < x {
+			x = id
+		}
+	}
+	delta := absorb.Tails{Epoch: cp.Epoch, Next: cp.Next, Streams: map[string]absorb.StreamTail{x: want.Streams[x]}, Base: baseKey}
+	for i := range h.stores {
+		h.put(i, deltaKey, absorb.EncodeTails(delta))
+		h.put(i, baseKey, []byte("damaged"))
+	}
+	cp.Tails = deltaKey
+	h.record(cp.Epoch, nil, cp)
+	res, err := h.c.RepairSnapshots(ctx)
+	if err != nil || len(res) != 1 || !res[0].Report.Base || !res[0].Rebuilt || !res[0].Complete() {
+		t.Fatalf("%+v %v: want the base rebuilt", res, err)
+	}
+	got, err := absorb.ReadTails(ctx, h.stores, deltaKey)
+	if err != nil || fmt.Sprint(got.Streams) != fmt.Sprint(want.Streams) {
+		t.Fatalf("tails read over the rebuilt base %+v %v, want %+v", got, err, want)
+	}
+}

@@ -173,11 +173,15 @@ func (c Chain) RepairSnapshots(ctx context.Context) ([]SnapshotResult, error) {
 			}
 			epoch, next, ok := parseTailsKey(rep.Key)
 			if !ok {
-				if rep.Base {
-					res.Refused = "its key does not name its position, so it cannot be rebuilt"
-					out = append(out, res)
-					continue
-				}
+				// A key of the layout rounds write now
+				// (absorb.TailsRoundKey) names the checkpoint its round
+				// advanced from, not the snapshot's own position. The
+				// checkpoint's snapshot is as of the checkpoint; a base
+				// rebuilt as of the checkpoint too reads the same under
+				// the delta the checkpoint names, and under any later
+				// delta over it: a delta holds every stream changed
+				// since its base was written, and every other stream
+				// has the same tail at both positions.
 				epoch, next = cp.Epoch, cp.Next
 			}
 			t, err := c.RebuildTails(ctx, epoch, next)
@@ -258,7 +262,8 @@ func (c Chain) recopySnapshot(ctx context.Context, b objstore.Store, rep Snapsho
 	}
 }
 
-// parseTailsKey returns the position absorb.TailsKey put in key.
+// parseTailsKey returns the position absorb.TailsKey put in key (the
+// layout of older versions: ok is false for absorb.TailsRoundKey's).
 func parseTailsKey(key string) (epoch, next uint64, ok bool) {
 	p := strings.Split(key, "/")
 	if len(p) != 5 || p[0] != "snapshots" {

@@ -42,9 +42,10 @@ type absorbState struct {
 	doomed               []doomedSnapshot    // snapshots no longer needed, deleted a while later (oldest first)
 	roundNo              uint64              // rounds committed
 	snapBytes, fullSnaps uint64
-	// plan numbers this writer's plans of rounds (absorb.TailsPlanKey): it
-	// moves on when a refused round is planned again, so the new rounds'
-	// snapshots never take the refused round's object for their own.
+	// plan numbers this writer's plans of the round from the checkpoint
+	// (absorb.TailsRoundKey): it moves on when a refused round is planned
+	// again, so the new round's snapshot never takes the refused round's
+	// object for its own, and starts again at 0 when the checkpoint moves.
 	plan uint64
 
 	rounds, refs, failures, requests uint64
@@ -184,7 +185,10 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	if err != nil {
 		return err
 	}
-	key := absorb.TailsPlanKey(c.cfg.Star, c.cfg.Class, round.Epoch, round.To, c.rec.Epoch, a.plan)
+	// Keyed by the checkpoint the round advances from, not by its end: a
+	// successor finds the snapshot if a crash or its seal stops the round
+	// between the snapshot's PUT and the Commit (absorb.UncommittedSnapshots).
+	key := absorb.TailsRoundKey(c.cfg.Star, c.cfg.Class, a.cpEpoch, a.cpNext, c.rec.Epoch, a.plan)
 	snap, full := c.snapshotOf(round, refs)
 	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now, undo: undo}
 	return nil
@@ -223,8 +227,8 @@ func (c *Core) roundRefused(p *plannedRound, err error) {
 	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact {
 		c.unplan()
 		// Its snapshot was written before the metastore refused the round:
-		// nothing names it. The smaller rounds take keys of a new plan,
-		// the last of them ending where this one did.
+		// nothing names it. The smaller round from the same checkpoint
+		// takes the key of the next plan.
 		a.doom(p.snapKey)
 		a.plan++
 		a.maxSlots = max(1, p.slots/2)
@@ -356,6 +360,7 @@ func (c *Core) doomedList(p *plannedRound) []string {
 func (a *absorbState) snapshotCommitted(p *plannedRound, dropped []string) {
 	sup := a.superseded(p)
 	a.snapshot = p.snapKey
+	a.plan = 0 // the next round's checkpoint is another: its keys are new
 	a.roundNo++
 	a.snapBytes += uint64(len(p.snap))
 	if p.full {
@@ -379,7 +384,11 @@ func (c *Core) sendRound() {
 	a.commitStart, a.lastAt = c.now, c.now
 	p.doomed = c.doomedList(p)
 	p.drop = a.dueDrops()
-	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, Snapshot: p.snap, Doomed: p.doomed, Drop: p.drop})
+	base := a.base
+	if p.full {
+		base = ""
+	}
+	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Snapshot: p.snap, Doomed: p.doomed, Drop: p.drop})
 }
 
 // onRoundDone advances the checkpoint after a committed round, or backs off

@@ -123,6 +123,10 @@ type Probe struct {
 // its base if it is one (absorb.ReadTails); with Rebuild, for the tails as
 // of Checkpoint computed from the refs instead (absorb.RebuildTails: the
 // snapshot is damaged or missing). → TailsRead.
+// Either way it also looks up the snapshots the round after Checkpoint (a
+// predecessor's, as found at the seal) may have written and never
+// committed (absorb.UncommittedSnapshots), and reports them in
+// TailsRead.Orphans.
 type ReadTails struct {
 	Key        string
 	Rebuild    bool
@@ -138,19 +142,21 @@ type Walk struct {
 }
 
 // CommitRound asks to write an absorb round: the tails snapshot (Snapshot
-// at SnapshotKey), then refs and the checkpoint in one Commit where the
-// backend allows (Committer.CommitDooming: the checkpoint records Doomed,
-// the snapshots no longer needed and not yet deleted, Drop among them),
-// then the deletion of the snapshots in Drop from every bucket. →
+// at SnapshotKey, a delta over SnapshotBase if that is set), then refs and
+// the checkpoint in one Commit where the backend allows
+// (Committer.CommitDooming: the checkpoint records SnapshotBase, and
+// Doomed, the snapshots no longer needed and not yet deleted, Drop among
+// them), then the deletion of the snapshots in Drop from every bucket. →
 // RoundDone.
 type CommitRound struct {
-	Committer   *absorb.Committer
-	Round       absorb.Round
-	Refs        []absorb.SpanRef
-	SnapshotKey string
-	Snapshot    []byte
-	Doomed      []string
-	Drop        []string
+	Committer    *absorb.Committer
+	Round        absorb.Round
+	Refs         []absorb.SpanRef
+	SnapshotKey  string
+	SnapshotBase string
+	Snapshot     []byte
+	Doomed       []string
+	Drop         []string
 }
 
 // SealEpoch asks to record a clean seal of Record's epoch at Cut, in one
@@ -267,7 +273,8 @@ type Probed struct {
 // TailsRead is ReadTails' result.
 type TailsRead struct {
 	Tails   absorb.Tails
-	Rebuilt bool // computed from the refs (ReadTails.Rebuild)
+	Rebuilt bool     // computed from the refs (ReadTails.Rebuild)
+	Orphans []string // snapshots written by a round never committed
 	Err     error
 }
 

@@ -104,7 +104,8 @@ type succession struct {
 	rebuild       bool // the checkpoint's tails snapshot is damaged: rebuild from refs
 	walks         []walkRange
 	walked        uint64
-	inheritedBase string // the base of the predecessor's last snapshot
+	inheritedBase string   // the base of the predecessor's last snapshot
+	orphans       []string // snapshots of a round the predecessor never committed
 }
 
 type walkRange struct {
@@ -503,11 +504,10 @@ func (s *succession) onMinted(c *Core, ev Minted) {
 		c.republish(s)
 		return
 	}
-	if s.cp.Tails != "" {
-		s.advance(stepReadTails)
-		return
-	}
-	s.startWalk(c)
+	// The tails read also finds what the predecessor's last round wrote
+	// and never committed: even a chain whose checkpoint names no snapshot
+	// yet may have one.
+	s.advance(stepReadTails)
 }
 
 // deposedFate is the fate of what a deposed incumbent still holds: past the
@@ -542,6 +542,11 @@ func (c *Core) onProbed(ev Probed) {
 
 func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 	s.out = false
+	for _, k := range ev.Orphans {
+		if !slices.Contains(s.orphans, k) {
+			s.orphans = append(s.orphans, k)
+		}
+	}
 	if s.refusedForGood(c, "the tails read", ev.Err) {
 		return
 	}
@@ -580,12 +585,19 @@ func (s *succession) startWalk(c *Core) {
 	// What its predecessors doomed and had not deleted is this owner's to
 	// delete (oldest first: past the bound, the oldest go first), and the
 	// predecessor's snapshots are superseded once this owner commits its
-	// own (a full one first: it has no base of its own yet).
+	// own (a full one first: it has no base of its own yet): the base the
+	// checkpoint records too, which a damaged delta cannot name. What the
+	// predecessor's last round wrote and never committed is named by
+	// nothing: doomed as well.
 	for _, k := range cp.Doomed {
 		c.ab.doom(k)
 	}
 	c.ab.doom(cp.Tails)
+	c.ab.doom(cp.TailsBase)
 	c.ab.doom(s.inheritedBase)
+	for _, k := range s.orphans {
+		c.ab.doom(k)
+	}
 	pos := struct{ epoch, next uint64 }{cp.Epoch, cp.Next}
 	if p := cp.Pending; p != nil {
 		s.walks = append(s.walks, walkRange{epoch: p.Epoch, from: p.From, to: p.To, exact: true})

@@ -31,7 +31,7 @@ import (
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
 //	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
-//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key pending=from-to doomed=key,key] | seal-moved
+//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key base=key pending=from-to doomed=key,key] | seal-moved
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	retire STREAM | drained STREAM   (the stream's incarnation was deleted; is it all absorbed?)
 //	tick +d
@@ -42,7 +42,7 @@ import (
 //	fence-cut-lost e= owner= epoch=   (settled away by owner's epoch, its cut recorded nowhere)
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
-//	tails-read            (input: stream=next ...)
+//	tails-read [orphans=key,key damaged=1]   (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by= | round-too-large
 //	                      (round-done: every snapshot of the round's drop deleted)
@@ -121,7 +121,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "first-mint-taken":
 		h.step(FirstMinted{Err: fmt.Errorf("chain: mint first epoch: %w", chain.ErrEpochTaken)})
 	case "sealed":
-		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", "")}
+		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", ""), TailsBase: h.str(d, "base", "")}
 		if doomed := h.str(d, "doomed", ""); doomed != "" {
 			cp.Doomed = strings.Split(doomed, ",")
 		}
@@ -210,7 +210,14 @@ func (h *harness) run(d *datadriven.TestData) string {
 			n, _ := strconv.ParseUint(v, 10, 64)
 			t.Streams[name] = absorb.StreamTail{Next: n}
 		}
-		h.step(TailsRead{Tails: t})
+		ev := TailsRead{Tails: t}
+		if o := h.str(d, "orphans", ""); o != "" {
+			ev.Orphans = strings.Split(o, ",")
+		}
+		if h.str(d, "damaged", "") != "" {
+			ev.Err = fmt.Errorf("absorb: tails snapshot: %w", absorb.ErrCorrupt)
+		}
+		h.step(ev)
 	case "walked":
 		e := h.u64(d, "e", 1)
 		ev := Walked{Epoch: e, Next: h.u64(d, "next", 0)}
@@ -485,7 +492,14 @@ func (h *harness) request(r Request) string {
 	case Probe:
 		return fmt.Sprintf("probe e=%d cut=%d window=%d", r.Epoch, r.Cut, r.Window)
 	case ReadTails:
-		return fmt.Sprintf("read-tails %s", r.Key)
+		out := "read-tails"
+		if r.Key != "" {
+			out += " " + r.Key
+		}
+		if r.Rebuild {
+			out += " rebuild"
+		}
+		return out
 	case ReadCheckpoint:
 		h.checkEpoch = r.Epoch
 		return "read-checkpoint"

@@ -136,12 +136,19 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 		res, err := chain.GarbageProbe(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.Cut, r.Window, envelope.NewNonce())
 		return leader.Probed{Epoch: r.Epoch, Result: res, Err: err}
 	case leader.ReadTails:
+		// What the predecessor's last round wrote and never committed is
+		// garbage collection: a failed lookup leaves it behind, never
+		// fails the takeover.
+		orphans, _ := absorb.UncommittedSnapshots(ctx, e.Buckets, e.Star, e.Class, r.Checkpoint)
 		if r.Rebuild {
 			t, err := absorb.RebuildTails(ctx, e.Meta, e.Star, e.Class, r.Checkpoint)
-			return leader.TailsRead{Tails: t, Rebuilt: true, Err: err}
+			return leader.TailsRead{Tails: t, Rebuilt: true, Orphans: orphans, Err: err}
+		}
+		if r.Key == "" {
+			return leader.TailsRead{Orphans: orphans}
 		}
 		t, err := absorb.ReadTails(ctx, e.Buckets, r.Key)
-		return leader.TailsRead{Tails: t, Err: err}
+		return leader.TailsRead{Tails: t, Orphans: orphans, Err: err}
 	case leader.Walk:
 		return e.walk(ctx, r)
 	case leader.CommitRound:
@@ -274,7 +281,7 @@ func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.St
 	if err := absorb.PutSnapshot(ctx, stores, w, r.SnapshotKey, r.Snapshot); err != nil {
 		return nil, err
 	}
-	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.Doomed); err != nil {
+	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed); err != nil {
 		return nil, err
 	}
 	var dropped []string
