@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,9 +86,24 @@ func runSeed(t *testing.T, o Options) *Result {
 		return r
 	case <-time.After(seedWall):
 		r := &Result{Seed: o.Seed, Plan: drawPlan(o).String() + "; " + o.Scenarios.String()}
-		r.Violations = append(r.Violations, fmt.Sprintf("[hang] the simulation did not finish within %v of wall time", seedWall))
+		r.Violations = append(r.Violations, fmt.Sprintf("[hang] the simulation did not finish within %v of wall time%s", seedWall, dumpGoroutines(o.Seed)))
 		return r
 	}
+}
+
+// dumpGoroutines writes every goroutine's stack to a file, for a seed that
+// hung, and says where (a hang is rare and timing-dependent: the stacks
+// are what is left to read).
+func dumpGoroutines(seed uint64) string {
+	f, err := os.CreateTemp("", fmt.Sprintf("sim-hang-seed%d-*.txt", seed))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return ""
+	}
+	return "; every goroutine's stack is in " + f.Name()
 }
 
 // scenarios is TestSim's scenario for a seed, as -sim.scenario says.
