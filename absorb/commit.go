@@ -18,6 +18,13 @@ import (
 // this one): a successor has taken the chain, and this leader must stop.
 var ErrDeposed = errors.New("absorb: deposed: the checkpoint is sealed by another owner")
 
+// ErrSnapshotTaken is what a round's Commit fails with when its tails
+// snapshot's key already holds an object that does not stand for the
+// snapshot (another content, or damaged): a PutIfAbsent cannot replace it,
+// so the round must write its snapshot under another key. It also matches
+// objstore.ErrExists.
+var ErrSnapshotTaken = errors.New("absorb: the tails snapshot's key holds another object")
+
 // SealedError is the ErrDeposed a committer returns when it finds the
 // checkpoint carrying a seal other than its own: who sealed it, for which
 // epoch.
@@ -425,7 +432,7 @@ func sameSnapshot(ctx context.Context, s objstore.Store, key string, body []byte
 	if werr == nil && herr == nil && have.Base == "" && have.Epoch == want.Epoch && have.Next == want.Next {
 		return nil
 	}
-	return fmt.Errorf("absorb: tails snapshot %s exists with other content (%d bytes, not the %d written): %w", key, len(got), len(body), objstore.ErrExists)
+	return fmt.Errorf("%w: tails snapshot %s exists with other content (%d bytes, not the %d written): %w", ErrSnapshotTaken, key, len(got), len(body), objstore.ErrExists)
 }
 
 // ReadSnapshot reads a tails snapshot from the first bucket holding a good

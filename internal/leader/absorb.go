@@ -413,6 +413,17 @@ func (c *Core) onRoundDone(ev RoundDone) {
 			c.roundRefused(p, ev.Err)
 			return
 		}
+		if errors.Is(ev.Err, absorb.ErrSnapshotTaken) {
+			// The snapshot's key holds an object that is not this round's
+			// snapshot (one damaged after an earlier attempt wrote it, say),
+			// and a PutIfAbsent never replaces it: the round writes the same
+			// snapshot under the next plan's key, and the object there is
+			// doomed. Retrying the same key would fail for ever.
+			a.doom(p.snapKey)
+			a.plan++
+			p.snapKey = absorb.TailsRoundKey(c.cfg.Star, c.cfg.Class, a.cpEpoch, a.cpNext, c.rec.Epoch, a.plan)
+			c.logf(slog.LevelWarn, "tails snapshot key taken by another object; writing the snapshot under a new key", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), slog.String("key", p.snapKey), attrE(ev.Err))
+		}
 		if a.backoff == 0 {
 			c.logf(slog.LevelWarn, "absorb round failed; retrying", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrE(ev.Err))
 		}

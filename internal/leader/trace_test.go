@@ -45,6 +45,7 @@ import (
 //	tails-read [orphans=key,key damaged=1]   (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
 //	round-done | round-failed | round-deposed by= | round-too-large
+//	round-snapshot-taken  (the snapshot's key holds another object)
 //	                      (round-done: every snapshot of the round's drop deleted)
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
@@ -252,6 +253,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(RoundDone{Round: h.c.ab.planned.round, Dropped: h.round.Drop})
 	case "round-failed":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: errors.New("metastore: unavailable")})
+	case "round-snapshot-taken":
+		h.step(RoundDone{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: tails snapshot %s: 0 of 1 copies: %w", h.c.ab.planned.snapKey, absorb.ErrSnapshotTaken)})
 	case "round-too-large":
 		h.step(RoundDone{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: ref too large: %w", metastore.ErrTooLarge)})
 	case "round-deposed":
