@@ -62,7 +62,14 @@ func (w *world) grouper(ctx context.Context, i int) {
 					bad("Recv: %v, though the stream was never deleted", err)
 					return
 				}
-				break // a takeover, a fault, a quiet stream: open again
+				// A takeover, a fault, a quiet stream, a read below a trim
+				// point this process learns late: back off, then open
+				// again. (Without the pause, a seed with no metastore
+				// latency spun here without letting virtual time move.)
+				if !sleepCtx(ctx, nsUpTo(rng, 100*time.Millisecond)) {
+					return
+				}
+				break
 			}
 			trimmed, _ := w.trimSeqOf(ctx, stream) // the trim point as the Ack begins
 			seq := recs[rng.IntN(len(recs))].Seq
