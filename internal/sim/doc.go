@@ -143,6 +143,11 @@
 //     open, Recv or Ack failing ErrStreamNotFound on a stream never
 //     deleted, or its committed offset moving back; a trim cursor still
 //     inside the prelude's epochs after the 90 healed seconds;
+//   - after every process closed: a settled object in the Standard buckets
+//     that no ref points at and no settle marker or deleted-incarnation
+//     marker names (a leak nothing reclaims), or a doomed object still
+//     there well after its grace ran out (passes run when one falls due,
+//     idle or not);
 //   - a Stats sample with the pool over its budget, the backlog over its
 //     flights or bytes, or the window over its size;
 //   - per-stream histories not linearizable (porcupine) against an
