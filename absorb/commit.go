@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/invariants"
@@ -395,9 +396,24 @@ func (c *Committer) missingRefs(ctx context.Context, refs []SpanRef, ops []metas
 // under the same key: a bug) fails that copy, never passes for written:
 // the checkpoint that names the key must name what the round wrote.
 func PutSnapshot(ctx context.Context, stores []objstore.Store, w int, key string, body []byte) error {
+	return PutSnapshotTracked(ctx, stores, w, key, body, nil)
+}
+
+// PutSnapshotTracked is PutSnapshot whose copies still being written when
+// it returns (those past the W-th) are counted in bg (nil: not counted),
+// so that a caller stopping can wait until every copy's PUT has returned:
+// a copy written after its process stopped surprises whoever cleans the
+// store up after it (a test's temporary directory).
+func PutSnapshotTracked(ctx context.Context, stores []objstore.Store, w int, key string, body []byte, bg *sync.WaitGroup) error {
 	errs := make(chan error, len(stores))
+	if bg != nil {
+		bg.Add(len(stores))
+	}
 	for _, s := range stores {
 		go func() {
+			if bg != nil {
+				defer bg.Done()
+			}
 			err := s.PutIfAbsent(ctx, key, body)
 			if errors.Is(err, objstore.ErrExists) {
 				err = sameSnapshot(ctx, s, key, body)

@@ -47,6 +47,9 @@ type lane struct {
 	stopped chan struct{}      // closed when the loop exits
 	opened  chan leader.Opened // the opening's result, once
 	workers sync.WaitGroup
+	// background counts the writes workers leave running past their
+	// events (work.Env.Background): waited for at stop, after the workers.
+	background sync.WaitGroup
 
 	// Loop goroutine only: the cancel functions of each upload's copies.
 	copies map[leader.UploadID]*copyWorkers
@@ -82,6 +85,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		opened:  make(chan leader.Opened, 1),
 		copies:  map[leader.UploadID]*copyWorkers{},
 	}
+	l.env.Background = &l.background
 	l.core = leader.New(leader.Config{
 		Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.BucketNames, W: cfg.W,
 		Window: cfg.ParallelUploads, FlushDeadline: cfg.FlushDeadline, FlightBytes: int64(cfg.FlightBytes),
@@ -590,7 +594,7 @@ func (l *lane) close(ctx context.Context) error {
 	}
 	l.cancel()
 	done := make(chan struct{})
-	go func() { l.workers.Wait(); close(done) }()
+	go func() { l.workers.Wait(); l.background.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -615,6 +619,7 @@ func (l *lane) crash() {
 	l.abort(errors.New("crashed"))
 	<-l.stopped
 	l.workers.Wait()
+	l.background.Wait()
 }
 
 // snapshot returns the chain's figures.

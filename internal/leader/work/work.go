@@ -24,6 +24,11 @@ import (
 
 // Env is what the workers of one chain need: its stores and settings.
 type Env struct {
+	// Background, if set, counts the writes a request leaves running
+	// after its event is returned (a tails snapshot's copies past the
+	// W-th): the shell waits for it when it stops, as for its workers.
+	Background *sync.WaitGroup
+
 	Star    string
 	Class   chain.Class
 	Owner   string
@@ -152,7 +157,7 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 	case leader.Walk:
 		return e.walk(ctx, r)
 	case leader.CommitRound:
-		dropped, err := commitRound(ctx, r, e.Buckets, e.W)
+		dropped, err := commitRound(ctx, r, e.Buckets, e.W, e.Background)
 		return leader.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Dropped: dropped, Err: err}
 	case leader.SealEpoch:
 		v, err := r.Committer.SealEpoch(ctx, r.Record, r.Version, r.Cut)
@@ -277,8 +282,8 @@ func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 // returns those deleted from every bucket. A delete that fails is not the
 // round's failure: the snapshot stays doomed (in the checkpoint too), and
 // a later round, or a successor, tries again.
-func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int) ([]string, error) {
-	if err := absorb.PutSnapshot(ctx, stores, w, r.SnapshotKey, r.Snapshot); err != nil {
+func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int, bg *sync.WaitGroup) ([]string, error) {
+	if err := absorb.PutSnapshotTracked(ctx, stores, w, r.SnapshotKey, r.Snapshot, bg); err != nil {
 		return nil, err
 	}
 	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed); err != nil {
