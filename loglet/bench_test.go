@@ -13,8 +13,8 @@ import (
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/histogram"
-	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/internal/stages"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -199,7 +199,7 @@ type runResult struct {
 // tracedBatch is one acked batch of the write path: its flight's trace,
 // when it was submitted, and when its producer saw the ack.
 type tracedBatch struct {
-	flight          *leader.FlightTrace
+	flight          *chaincore.FlightTrace
 	submitted, seen time.Time
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -17,7 +17,7 @@ import (
 // s.mu), so appends to known streams never touch the metastore. Every
 // insert into that cache goes through cache, and every deletion through
 // retire, under one rule: an incarnation retired by a deletion is never
-// served again. retire marks it in its chain's core (leader.Core.Retire:
+// served again. retire marks it in its chain's core (chaincore.Core.Retire:
 // admission refuses it from then on, under the lane's lock, whoever holds
 // its state) and drops it from the cache, both under s.mu; cache refuses a
 // retired incarnation under the same lock. So once DeleteStream returns, no
@@ -56,7 +56,7 @@ func (s *Star) cache(rec streamRecord, c Class) (*streamState, error) {
 // end), together under s.mu. It returns the incarnation's state in the
 // core and the tail admission had reached (what was admitted before the
 // retire), or nil if no lane of this process serves it.
-func (s *Star) retire(rec streamRecord, c Class) (*leader.Stream, uint64) {
+func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.streams[rec.Name]; st != nil && st.id == rec.id() {
@@ -245,7 +245,7 @@ func (s *Star) finishDelete(ctx context.Context, marker metastore.Item) error {
 // awaitReleased waits until every batch of st admitted below seq has its
 // outcome (the stream's durable tail reaches seq, or the chain stops
 // serving), or ctx ends.
-func (l *lane) awaitReleased(ctx context.Context, st *leader.Stream, seq uint64) error {
+func (l *lane) awaitReleased(ctx context.Context, st *chaincore.Stream, seq uint64) error {
 	for seq > 0 {
 		ch := l.changed(st, seq-1)
 		if ch == nil {
@@ -261,8 +261,8 @@ func (l *lane) awaitReleased(ctx context.Context, st *leader.Stream, seq uint64)
 }
 
 // drained reports whether this lane serves and its core will write no more
-// refs of st (leader.Stream.Drained).
-func (l *lane) drained(st *leader.Stream) bool {
+// refs of st (chaincore.Stream.Drained).
+func (l *lane) drained(st *chaincore.Stream) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dead == nil && st.Drained()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -199,21 +199,21 @@ type FenceOverride uint8
 
 const (
 	// FenceStrict decides by the rule alone (the default).
-	FenceStrict FenceOverride = FenceOverride(leader.FenceStrict)
+	FenceStrict FenceOverride = FenceOverride(chaincore.FenceStrict)
 	// FenceAcceptReadable decides committed an undecidable slot holding
 	// at least one readable, checksummed flight copy. Use it when buckets
 	// are lost for good: it may call committed a slot whose unreachable
 	// buckets hold poison.
-	FenceAcceptReadable FenceOverride = FenceOverride(leader.FenceAcceptReadable)
+	FenceAcceptReadable FenceOverride = FenceOverride(chaincore.FenceAcceptReadable)
 	// FenceDiscardUnreadable also decides dead an undecidable slot none of
 	// whose reachable copies is a readable flight (corrupt envelopes count
 	// as poison). The slot's records are lost, and so are those of every
 	// later slot of the epoch, acked or not (the cut is the first dead
 	// slot). Use it only for damage nothing can repair: run fsck first.
-	FenceDiscardUnreadable FenceOverride = FenceOverride(leader.FenceDiscardUnreadable)
+	FenceDiscardUnreadable FenceOverride = FenceOverride(chaincore.FenceDiscardUnreadable)
 )
 
-func (o FenceOverride) String() string { return leader.FenceOverride(o).String() }
+func (o FenceOverride) String() string { return chaincore.FenceOverride(o).String() }
 
 // ParseFenceOverride parses "strict", "accept-readable" or
 // "discard-unreadable".

@@ -17,7 +17,7 @@
 //
 // # A chain's runtime: a pure core and a thin shell
 //
-// Every decision of a chain is made by its core (internal/leader, after
+// Every decision of a chain is made by its core (loglet/internal/chaincore, after
 // etcd-raft's RawNode): admission and sequencing, the cut, the claim and
 // window, release in slot order, each batch's outcome in order, halts, the
 // succession protocol, absorb pacing, the backlog and its stall diagnosis,
@@ -29,7 +29,7 @@
 //     blocks at the budget).
 //  2. One goroutine takes the core's Ready (and Advances it) under the lock,
 //     then executes it outside: one worker per request
-//     (internal/leader/work: one I/O call, one event back), cancellations,
+//     (loglet/internal/work: one I/O call, one event back), cancellations,
 //     pool budget returned, outcomes delivered in the order decided, read
 //     sessions woken, logs emitted.
 //  3. It waits for the next event or the core's wake-up time and steps it

@@ -8,7 +8,7 @@ import (
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/invariants"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 )
 
 // streamState is one stream this process leads: its name and class, its
@@ -19,7 +19,7 @@ type streamState struct {
 	id    string // chain.StreamID: name and incarnation
 	class Class
 	lane  *lane
-	core  *leader.Stream
+	core  *chaincore.Stream
 
 	goneOnce sync.Once
 	gone     chan struct{} // closed when DeleteStream drops this incarnation
@@ -35,7 +35,7 @@ func (st *streamState) dropped() {
 // without the lane lock), the first sequence number they serve, and the
 // durable tail.
 type indexView struct {
-	entries []*leader.Batch
+	entries []*chaincore.Batch
 	start   uint64
 	durable Tail
 }
@@ -112,4 +112,4 @@ func (v indexView) minTimestamp() int64 {
 	return v.entries[0].MinTS
 }
 
-func durableTail(t leader.Tail) Tail { return Tail{Seq: t.Seq, Timestamp: t.Timestamp} }
+func durableTail(t chaincore.Tail) Tail { return Tail{Seq: t.Seq, Timestamp: t.Timestamp} }

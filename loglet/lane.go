@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/leader"
-	"github.com/flightlog/flightlog/internal/leader/work"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
+	"github.com/flightlog/flightlog/loglet/internal/work"
 	"github.com/flightlog/flightlog/pool"
 )
 
 // lane is the shell of one chain (star, class), after CockroachDB driving
-// raft's RawNode under one mutex: the chain's pure core (internal/leader)
+// raft's RawNode under one mutex: the chain's pure core (loglet/internal/chaincore)
 // under one lock, one goroutine that executes each Ready, and one worker
 // per request (one I/O call, one event back). The shell makes no decision:
 // admission, the cut, the claim, the release order, halts, succession,
@@ -35,24 +35,24 @@ type lane struct {
 	precompressSkipped atomic.Uint64
 
 	mu      sync.Mutex
-	core    *leader.Core
-	wake    time.Time                        // the loop's armed wake-up
-	dead    *leader.Fate                     // the chain stopped serving (Ready.Dead)
-	waiters map[*leader.Stream]chan struct{} // closed at the stream's next release
+	core    *chaincore.Core
+	wake    time.Time                           // the loop's armed wake-up
+	dead    *chaincore.Fate                     // the chain stopped serving (Ready.Dead)
+	waiters map[*chaincore.Stream]chan struct{} // closed at the stream's next release
 
 	kick    chan struct{} // capacity 1: the core has something for the loop
-	events  chan leader.Event
+	events  chan chaincore.Event
 	ctx     context.Context // the workers' context, cancelled when the loop stops
 	cancel  context.CancelFunc
-	stopped chan struct{}      // closed when the loop exits
-	opened  chan leader.Opened // the opening's result, once
+	stopped chan struct{}         // closed when the loop exits
+	opened  chan chaincore.Opened // the opening's result, once
 	workers sync.WaitGroup
 	// background counts the writes workers leave running past their
 	// events (work.Env.Background): waited for at stop, after the workers.
 	background sync.WaitGroup
 
 	// Loop goroutine only: the cancel functions of each upload's copies.
-	copies map[leader.UploadID]*copyWorkers
+	copies map[chaincore.UploadID]*copyWorkers
 
 	// Loop goroutine only: the wake-ups precise sleepers are out for.
 	sleepers []time.Time
@@ -74,22 +74,22 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		log:    s.log.With("star", s.cfg.Star, "class", class.String()),
 		budget: pool.NewBudget(int64(cfg.MemoryBufferMiB) << 20),
 		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.Buckets, Names: cfg.BucketNames,
-			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, ReadAhead: cfg.ReadAhead, Frames: leader.DefaultFrameLimits(int64(cfg.FrameBytes)),
+			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, ReadAhead: cfg.ReadAhead, Frames: chaincore.DefaultFrameLimits(int64(cfg.FrameBytes)),
 			Settled: s.cfg.Standard.Buckets, Liveness: s.streamLiveness, SettleTimeout: settlePassTimeout, SettleGrace: s.cfg.doomedGrace},
-		waiters: map[*leader.Stream]chan struct{}{},
+		waiters: map[*chaincore.Stream]chan struct{}{},
 		kick:    make(chan struct{}, 1),
 		wakes:   make(chan time.Time, maxSleepers),
-		events:  make(chan leader.Event, 256),
+		events:  make(chan chaincore.Event, 256),
 		ctx:     ctx, cancel: cancel,
 		stopped: make(chan struct{}),
-		opened:  make(chan leader.Opened, 1),
-		copies:  map[leader.UploadID]*copyWorkers{},
+		opened:  make(chan chaincore.Opened, 1),
+		copies:  map[chaincore.UploadID]*copyWorkers{},
 	}
 	l.env.Background = &l.background
-	l.core = leader.New(leader.Config{
+	l.core = chaincore.New(chaincore.Config{
 		Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.BucketNames, W: cfg.W,
 		Window: cfg.ParallelUploads, FlushDeadline: cfg.FlushDeadline, FlightBytes: int64(cfg.FlightBytes),
-		Frames:        leader.DefaultFrameLimits(int64(cfg.FrameBytes)),
+		Frames:        chaincore.DefaultFrameLimits(int64(cfg.FrameBytes)),
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
@@ -98,7 +98,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
 		FencePatience:     max(0, s.cfg.FencePatience),
-		FenceOverride:     leader.FenceOverride(cfg.FenceOverride),
+		FenceOverride:     chaincore.FenceOverride(cfg.FenceOverride),
 		SettleInterval:    s.settleInterval(),
 	}, time.Now())
 	go l.run()
@@ -111,7 +111,7 @@ const settlePassTimeout = time.Minute
 
 // awaitOpen waits until the chain serves or its opening fails; if ctx ends
 // first the opening is abandoned.
-func (l *lane) awaitOpen(ctx context.Context) (leader.Opened, error) {
+func (l *lane) awaitOpen(ctx context.Context) (chaincore.Opened, error) {
 	select {
 	case o := <-l.opened:
 		return o, o.Err
@@ -134,8 +134,8 @@ func (l *lane) run() {
 	defer close(l.stopped)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var next leader.Event     // what the wait brought, stepped at the next turn
-	var inline []leader.Event // events of renders done on this goroutine
+	var next chaincore.Event     // what the wait brought, stepped at the next turn
+	var inline []chaincore.Event // events of renders done on this goroutine
 	for {
 		l.mu.Lock()
 		l.stepLocked(inline, next)
@@ -172,9 +172,9 @@ func (l *lane) run() {
 		case next = <-l.events:
 		case at := <-l.wakes:
 			l.sleepers = slices.DeleteFunc(l.sleepers, func(t time.Time) bool { return t.Equal(at) })
-			next = leader.Tick{}
+			next = chaincore.Tick{}
 		case <-timer.C:
-			next = leader.Tick{}
+			next = chaincore.Tick{}
 		case <-l.kick:
 		}
 	}
@@ -183,7 +183,7 @@ func (l *lane) run() {
 // releasedLocked takes the channels of the readers waiting on the streams
 // rd released (all of them once the chain stopped serving), for execute to
 // close after the outcomes. Lane lock held.
-func (l *lane) releasedLocked(rd leader.Ready) []chan struct{} {
+func (l *lane) releasedLocked(rd chaincore.Ready) []chan struct{} {
 	var out []chan struct{}
 	for _, st := range rd.Released {
 		if ch := l.waiters[st]; ch != nil {
@@ -241,7 +241,7 @@ const maxStepBatch = 64
 
 // stepLocked applies the inline renders' events, then ev and every event
 // already waiting (up to maxStepBatch), to the core. Lane lock held.
-func (l *lane) stepLocked(inline []leader.Event, ev leader.Event) {
+func (l *lane) stepLocked(inline []chaincore.Event, ev chaincore.Event) {
 	if len(inline) == 0 && ev == nil {
 		return
 	}
@@ -265,8 +265,8 @@ func (l *lane) stepLocked(inline []leader.Event, ev leader.Event) {
 
 // forgetCopy releases a returned copy worker's context once all of its
 // upload's copies have returned.
-func (l *lane) forgetCopy(ev leader.Event) {
-	cd, ok := ev.(leader.CopyDone)
+func (l *lane) forgetCopy(ev chaincore.Event) {
+	cd, ok := ev.(chaincore.CopyDone)
 	if !ok {
 		return
 	}
@@ -285,7 +285,7 @@ func (l *lane) forgetCopy(ev leader.Event) {
 // outcomes in order, readers' wake-ups, logs, the opening's result. A
 // render that only assembles (renderInline) is done here, last, and its
 // event returned for the loop to step.
-func (l *lane) execute(rd leader.Ready, readers []chan struct{}) (inline []leader.Event) {
+func (l *lane) execute(rd chaincore.Ready, readers []chan struct{}) (inline []chaincore.Event) {
 	for _, id := range rd.Cancels {
 		if w := l.copies[id]; w != nil {
 			for _, c := range w.cancel {
@@ -293,9 +293,9 @@ func (l *lane) execute(rd leader.Ready, readers []chan struct{}) (inline []leade
 			}
 		}
 	}
-	var renders []leader.Render
+	var renders []chaincore.Render
 	for _, req := range rd.Requests {
-		if r, ok := req.(leader.Render); ok && l.renderInline(r) {
+		if r, ok := req.(chaincore.Render); ok && l.renderInline(r) {
 			renders = append(renders, r)
 			continue
 		}
@@ -334,7 +334,7 @@ const inlineRenderBytes = 1 << 20
 // renderInline reports whether r only assembles: nothing to compress (the
 // codec is none, or every batch was compressed at admission) and at most
 // inlineRenderBytes.
-func (l *lane) renderInline(r leader.Render) bool {
+func (l *lane) renderInline(r chaincore.Render) bool {
 	n := 0
 	for _, b := range r.Batches {
 		if b.Stored != nil {
@@ -350,9 +350,9 @@ func (l *lane) renderInline(r leader.Render) bool {
 }
 
 // spawn starts one worker: one request, one event back.
-func (l *lane) spawn(req leader.Request) {
+func (l *lane) spawn(req chaincore.Request) {
 	ctx := l.ctx
-	if pc, ok := req.(leader.PutCopy); ok {
+	if pc, ok := req.(chaincore.PutCopy); ok {
 		c, cancel := context.WithCancel(l.ctx)
 		w := l.copies[pc.Upload]
 		if w == nil {
@@ -418,7 +418,7 @@ var compressScratch = sync.Pool{New: func() any { return new([]byte) }}
 // what is left of the budget, or producers at the budget each holding a
 // payload). Without it the batch is compressed at the claim, as a small
 // one is.
-func (l *lane) precompress(b *leader.Batch) {
+func (l *lane) precompress(b *chaincore.Batch) {
 	c := l.env.Codec
 	if c == envelope.CodecNone || l.cfg.PrecompressBytes < 0 || len(b.Payload) < l.cfg.PrecompressBytes {
 		return
@@ -472,7 +472,7 @@ func (s *slab) alloc(n int) []byte {
 
 // admit admits b, whose Charge the caller reserved, to the core. On error
 // nothing was admitted and the reservation is returned.
-func (l *lane) admit(ctx context.Context, b *leader.Batch, recs []Record, match *uint64, monotone bool) error {
+func (l *lane) admit(ctx context.Context, b *chaincore.Batch, recs []Record, match *uint64, monotone bool) error {
 	l.mu.Lock()
 	err := l.core.Admit(time.Now(), b, recs, match, monotone)
 	if err == nil {
@@ -490,36 +490,36 @@ func (l *lane) admit(ctx context.Context, b *leader.Batch, recs []Record, match 
 // stream is the stream's name (the core knows the stream by its ID, name
 // and incarnation: errors name it as the caller does).
 func (l *lane) admitError(stream string, err error) error {
-	var me *leader.MismatchError
-	var de *leader.DeadError
+	var me *chaincore.MismatchError
+	var de *chaincore.DeadError
 	switch {
 	case errors.As(err, &me):
 		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: durableTail(me.Tail)}
 	case errors.As(err, &de):
 		return l.fateError(stream, de.Fate)
-	case errors.Is(err, leader.ErrClosed):
+	case errors.Is(err, chaincore.ErrClosed):
 		return notCommitted(ErrClosed)
-	case errors.Is(err, leader.ErrRetired):
+	case errors.Is(err, chaincore.ErrRetired):
 		return notCommitted(fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, nameOfID(stream)))
 	}
 	return notCommitted(err)
 }
 
 // fateError is the error a batch's fate is reported as (nil when acked).
-func (l *lane) fateError(stream string, f leader.Fate) error {
+func (l *lane) fateError(stream string, f chaincore.Fate) error {
 	switch f.Kind {
-	case leader.Acked:
+	case chaincore.Acked:
 		return nil
-	case leader.NotCommitted:
+	case chaincore.NotCommitted:
 		if d := f.Deposed; d != nil {
 			return &NotLeaderError{Stream: stream, Star: l.star.cfg.Star, Leader: d.Leader, Epoch: d.Epoch, Cause: f.Cause}
 		}
-		if errors.Is(f.Cause, leader.ErrClosed) {
+		if errors.Is(f.Cause, chaincore.ErrClosed) {
 			return notCommitted(fmt.Errorf("%w: %v", ErrClosed, f.Cause))
 		}
 		return notCommitted(fmt.Errorf("%w: %w", ErrChainHalted, f.Cause))
 	}
-	if errors.Is(f.Cause, leader.ErrAborted) {
+	if errors.Is(f.Cause, chaincore.ErrAborted) {
 		return outcomeUnknown(fmt.Errorf("loglet: %s: %v", l.class, f.Cause))
 	}
 	// The cause is wrapped, not only printed: a producer can ask
@@ -528,8 +528,8 @@ func (l *lane) fateError(stream string, f leader.Fate) error {
 }
 
 // outcome returns a delivered batch's ack or error.
-func (l *lane) outcome(b *leader.Batch) (Ack, error) {
-	if b.Fate.Kind == leader.Acked {
+func (l *lane) outcome(b *chaincore.Batch) (Ack, error) {
+	if b.Fate.Kind == chaincore.Acked {
 		return Ack{Start: b.Ack.Start, End: b.Ack.End, Tail: durableTail(b.Ack.Tail)}, nil
 	}
 	return Ack{}, l.fateError(nameOfID(b.Stream.Name()), b.Fate)
@@ -537,7 +537,7 @@ func (l *lane) outcome(b *leader.Batch) (Ack, error) {
 
 // changed returns a channel closed at st's next release (or when the chain
 // stops serving), or nil if records at or past next are readable now.
-func (l *lane) changed(st *leader.Stream, next uint64) <-chan struct{} {
+func (l *lane) changed(st *chaincore.Stream, next uint64) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if st.Durable().Seq > next || l.dead != nil {
@@ -552,7 +552,7 @@ func (l *lane) changed(st *leader.Stream, next uint64) <-chan struct{} {
 }
 
 // deadFate returns why the chain stopped serving (nil while it serves).
-func (l *lane) deadFate() *leader.Fate {
+func (l *lane) deadFate() *chaincore.Fate {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dead

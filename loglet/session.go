@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 )
 
 // AppendSession pipelines appends to one stream: Submit returns as soon as
@@ -21,7 +21,7 @@ type AppendSession struct {
 	stream string
 
 	mu     sync.Mutex // serialises Submit and Close
-	last   *leader.Batch
+	last   *chaincore.Batch
 	lane   *lane // the lane of last
 	closed bool
 
@@ -45,7 +45,7 @@ func (a *AppendSession) failure() error {
 
 // AckFuture is the outcome of one submitted batch.
 type AckFuture struct {
-	p    *leader.Batch
+	p    *chaincore.Batch
 	lane *lane
 	sess *AppendSession
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/invariants"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -144,8 +144,8 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 // it checks), and the opening fails if a rival took the first meanwhile.
 // So two processes opening one star at once end with one of them holding
 // every chain, not with each holding one.
-func (s *Star) openChains(ctx context.Context) ([2]leader.Opened, error) {
-	var opened [2]leader.Opened
+func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, error) {
+	var opened [2]chaincore.Opened
 	var first Class
 	haveFirst, chains := false, 0
 	for _, c := range chain.Classes {
@@ -162,7 +162,7 @@ func (s *Star) openChains(ctx context.Context) ([2]leader.Opened, error) {
 			if err == nil {
 				break
 			}
-			if !haveFirst || !errors.Is(err, leader.ErrTakeoverLost) || attempt >= maxChainRetakes {
+			if !haveFirst || !errors.Is(err, chaincore.ErrTakeoverLost) || attempt >= maxChainRetakes {
 				return opened, s.openError(c, err)
 			}
 			held, herr := s.holds(ctx, first, opened[first].Epoch)
@@ -216,9 +216,9 @@ func (s *Star) holds(ctx context.Context, c Class, epoch uint64) (bool, error) {
 // openError turns a chain's opening failure into the loglet's error.
 func (s *Star) openError(c Class, err error) error {
 	switch {
-	case errors.Is(err, leader.ErrTakeoverLost):
+	case errors.Is(err, chaincore.ErrTakeoverLost):
 		return fmt.Errorf("%w: %s: %v", ErrTakeoverLost, c, err)
-	case errors.Is(err, leader.ErrLiveOwner):
+	case errors.Is(err, chaincore.ErrLiveOwner):
 		return fmt.Errorf("%w: %s: %v", ErrLiveOwner, c, err)
 	}
 	return err
@@ -234,7 +234,7 @@ func (s *Star) checkLiveOwner(ctx context.Context, c Class) error {
 	if err != nil {
 		return err
 	}
-	if leader.LiveOwner(rec, s.cfg.Owner) {
+	if chaincore.LiveOwner(rec, s.cfg.Owner) {
 		return fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)", ErrLiveOwner, s.cfg.Star, c, rec.Epoch, rec.Owner)
 	}
 	return nil
@@ -564,7 +564,7 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 	// from the lane's slab (issue 16: allocations per batch).
 	a := &admitted{}
 	p := &a.b
-	*p = leader.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
+	*p = chaincore.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
 	p.Payload = st.lane.slab.alloc(charge)
 	recs := b.Records
 	if !monotone {
@@ -591,7 +591,7 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 // admitted is a batch and the future that reports its outcome, allocated
 // together.
 type admitted struct {
-	b leader.Batch
+	b chaincore.Batch
 	f AckFuture
 }
 

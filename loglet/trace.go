@@ -3,8 +3,8 @@ package loglet
 import (
 	"time"
 
-	"github.com/flightlog/flightlog/internal/leader"
 	"github.com/flightlog/flightlog/internal/stages"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 )
 
 // WriteTrace is when one batch, and the flight it was written in, passed
@@ -71,7 +71,7 @@ func (f *AckFuture) Trace() (WriteTrace, bool) {
 	// closes Done after the decision: this read follows every write. A
 	// failed batch's flight may still have copies out that stamp it, so
 	// its trace is read under the lock the core is stepped with.
-	if f.p.Fate.Kind != leader.Acked {
+	if f.p.Fate.Kind != chaincore.Acked {
 		f.lane.mu.Lock()
 		defer f.lane.mu.Unlock()
 	}
@@ -83,7 +83,7 @@ func (f *AckFuture) Trace() (WriteTrace, bool) {
 
 // writeTrace is the trace of a batch submitted at submitted in the flight
 // ft traced.
-func writeTrace(submitted time.Time, ft *leader.FlightTrace) WriteTrace {
+func writeTrace(submitted time.Time, ft *chaincore.FlightTrace) WriteTrace {
 	return WriteTrace{
 		Submitted: submitted,
 		Epoch:     ft.Epoch, Slot: ft.Slot,

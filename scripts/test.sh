@@ -164,7 +164,7 @@ cd "$root"
 go test $race -count=1 "${args[@]}"
 
 # The full run also gives the simulation its larger seed budget: without the
-# race detector a seed is ~15x cheaper, so internal/sim runs seeds 1-300
+# race detector a seed is ~15x cheaper, so loglet/internal/sim runs seeds 1-300
 # (about 4 minutes on two cores) where the race run above ran 1-16.
 if ! $has_pkg; then
 	# Integrations with heavy dependencies live in modules of their own
@@ -177,8 +177,8 @@ if ! $has_pkg; then
 	done < <(find . -mindepth 2 -name go.mod -not -path './.git/*' | sort)
 fi
 if ! $has_pkg && [ -n "$race" ]; then
-	log "go test -count=1 ./internal/sim (the non-race seed budget)"
-	go test -count=1 ./internal/sim
+	log "go test -count=1 ./loglet/internal/sim (the non-race seed budget)"
+	go test -count=1 ./loglet/internal/sim
 	# Planted bugs and "cannot happen" assertions compile only with
 	# -tags invariants (internal/invariants): every planted bug must be
 	# caught, and the whole suite of the packages that hold them must pass
@@ -186,5 +186,5 @@ if ! $has_pkg && [ -n "$race" ]; then
 	log "go test -tags invariants (planted bugs, assertions)"
 	# The simulation's own seeds run once above; here its planted bugs and
 	# 100 seeds with the assertions on (SIM_SEEDS) keep the run short.
-	SIM_SEEDS=100 go test -count=1 -tags invariants ./internal/leader/... ./loglet ./absorb ./internal/sim
+	SIM_SEEDS=100 go test -count=1 -tags invariants ./loglet/internal/chaincore ./loglet/internal/work ./loglet ./absorb ./loglet/internal/sim
 fi

@@ -1,6 +1,6 @@
 package invariants
 
-// Planted bugs. Each names the invariant it breaks; internal/sim's
+// Planted bugs. Each names the invariant it breaks; loglet/internal/sim's
 // planted tests switch one on at a time and require the checker to catch it.
 var (
 	// ReleaseOutOfOrder acks a flight as soon as it reaches W copies,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -15,9 +15,9 @@ import (
 // next CommitRound: of that one it writes the tails snapshot, as the
 // worker does first, and the process dies before the round's Commit. It
 // records the snapshot's key in *key.
-func (p *rigProc) crashAfterSnapshot(key *string) func(leader.Request) bool {
-	return func(req leader.Request) bool {
-		cr, ok := req.(leader.CommitRound)
+func (p *rigProc) crashAfterSnapshot(key *string) func(chaincore.Request) bool {
+	return func(req chaincore.Request) bool {
+		cr, ok := req.(chaincore.CommitRound)
 		if !ok {
 			return true
 		}
@@ -42,7 +42,7 @@ func (p *rigProc) dies() {
 			p.r.t.Fatalf("%s: idle, not dead", p.env.Owner)
 		}
 		p.r.now = maxTime(p.r.now, wake)
-		p.c.Step(p.r.now, leader.Tick{})
+		p.c.Step(p.r.now, chaincore.Tick{})
 	}
 	p.r.t.Fatalf("%s: never died", p.env.Owner)
 }
@@ -97,7 +97,7 @@ func TestSuccessorDeletesUncommittedSnapshot(t *testing.T) {
 // and the successor deletes both.
 func TestSuccessorDeletesRefusedRoundsUncommittedSnapshots(t *testing.T) {
 	ms := &tooLarge{Store: metastore.NewMem(), maxExtents: 4}
-	r := newChainRig(t, ms, func(c *leader.Config) {
+	r := newChainRig(t, ms, func(c *chaincore.Config) {
 		c.AbsorbInterval = time.Second // rounds wait for the test's flights
 	})
 	p := r.open()
@@ -109,8 +109,8 @@ func TestSuccessorDeletesRefusedRoundsUncommittedSnapshots(t *testing.T) {
 	var refused []string
 	var orphan string
 	crash := p.crashAfterSnapshot(&orphan)
-	p.hold = func(req leader.Request) bool {
-		cr, ok := req.(leader.CommitRound)
+	p.hold = func(req chaincore.Request) bool {
+		cr, ok := req.(chaincore.CommitRound)
 		if !ok {
 			return true
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -30,7 +30,7 @@ type chainRig struct {
 	buckets []*objstore.Mem
 	faults  []*objstore.FaultStore // over buckets: what the cores use
 	meta    metastore.Store
-	cfg     leader.Config
+	cfg     chaincore.Config
 	next    map[string]uint64 // each stream's acked tail
 	owners  int
 }
@@ -38,16 +38,16 @@ type chainRig struct {
 // rigProc is one owner's core.
 type rigProc struct {
 	r       *chainRig
-	c       *leader.Core
+	c       *chaincore.Core
 	env     *Env
 	opened  bool
 	stopped bool
 	// hold, if set, is asked about each request before it runs: false
 	// keeps it back (the process died before doing it).
-	hold func(leader.Request) bool
+	hold func(chaincore.Request) bool
 }
 
-func newChainRig(t *testing.T, meta metastore.Store, tweak func(*leader.Config)) *chainRig {
+func newChainRig(t *testing.T, meta metastore.Store, tweak func(*chaincore.Config)) *chainRig {
 	r := &chainRig{t: t, ctx: context.Background(), now: time.Unix(1000, 0), meta: meta, next: map[string]uint64{}}
 	names := []string{"b0", "b1", "b2"}
 	for i := range names {
@@ -56,8 +56,8 @@ func newChainRig(t *testing.T, meta metastore.Store, tweak func(*leader.Config))
 	}
 	// W is K: a write returns once every copy is there, so nothing lands
 	// behind the test's back (a copy past W would, on its own goroutine).
-	r.cfg = leader.Config{Star: "s", Class: chain.Standard, Buckets: names, W: 3, Window: 16,
-		FlushDeadline: time.Millisecond, FlightBytes: 1 << 20, MaxBatchBytes: 1 << 20, Frames: leader.DefaultFrameLimits(4 << 20),
+	r.cfg = chaincore.Config{Star: "s", Class: chain.Standard, Buckets: names, W: 3, Window: 16,
+		FlushDeadline: time.Millisecond, FlightBytes: 1 << 20, MaxBatchBytes: 1 << 20, Frames: chaincore.DefaultFrameLimits(4 << 20),
 		CommitDeadline: time.Minute, StragglerTimeout: time.Minute, BacklogFlights: 1 << 20, BacklogBytes: 1 << 40,
 		AbsorbInterval: 10 * time.Millisecond, AbsorbMaxSlots: 8}
 	if tweak != nil {
@@ -83,7 +83,7 @@ func (r *chainRig) open() *rigProc {
 	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: r.stores(), Names: cfg.Buckets, W: cfg.W,
 		Meta: r.meta, Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return r.now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
-	p := &rigProc{r: r, c: leader.New(cfg, r.now), env: env}
+	p := &rigProc{r: r, c: chaincore.New(cfg, r.now), env: env}
 	p.until("opened", func() bool { return p.opened })
 	return p
 }
@@ -104,7 +104,7 @@ func (p *rigProc) step() bool {
 			p.r.t.Fatalf("%s: the chain stopped: %v", p.env.Owner, rd.Dead.Cause)
 		}
 		for _, b := range rd.Outcomes {
-			if b.Fate.Kind != leader.Acked {
+			if b.Fate.Kind != chaincore.Acked {
 				p.r.t.Fatalf("%s: a batch failed: %v", p.env.Owner, b.Fate.Cause)
 			}
 		}
@@ -139,7 +139,7 @@ func (p *rigProc) until(what string, cond func() bool) {
 			p.r.t.Fatalf("%s: stuck before %s", p.env.Owner, what)
 		}
 		p.r.now = maxTime(p.r.now, wake)
-		p.c.Step(p.r.now, leader.Tick{})
+		p.c.Step(p.r.now, chaincore.Tick{})
 	}
 	p.r.t.Fatalf("%s: never %s", p.env.Owner, what)
 }
@@ -161,7 +161,7 @@ func (p *rigProc) append(streams ...string) {
 		if err := p.c.Admit(p.r.now, b, nil, nil, true); err != nil {
 			p.r.t.Fatalf("%s: admit to %s: %v", p.env.Owner, name, err)
 		}
-		p.until("acked", func() bool { return b.Fate.Kind == leader.Acked })
+		p.until("acked", func() bool { return b.Fate.Kind == chaincore.Acked })
 		if b.Ack.Start != p.r.next[name] {
 			p.r.t.Fatalf("%s: %s acked at %d, want %d", p.env.Owner, name, b.Ack.Start, p.r.next[name])
 		}
@@ -366,7 +366,7 @@ func (m *tooLarge) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.
 func TestRefusedRoundReplannedWritesItsOwnSnapshot(t *testing.T) {
 	const every = 4
 	ms := &tooLarge{Store: metastore.NewMem(), maxExtents: 4}
-	r := newChainRig(t, ms, func(c *leader.Config) {
+	r := newChainRig(t, ms, func(c *chaincore.Config) {
 		c.TailsFullEvery = every
 		c.AbsorbInterval = time.Second // rounds wait for the test's flights
 	})

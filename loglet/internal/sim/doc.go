@@ -166,10 +166,10 @@
 //
 // # The core-level simulation
 //
-// RunCore (coresim.go) drives the chain's pure cores (internal/leader)
+// RunCore (coresim.go) drives the chain's pure cores (loglet/internal/chaincore)
 // directly, with no goroutine of its own and no real clock: one loop picks
 // the next thing to happen in virtual time (a request completing, executed
-// in line by internal/leader/work against objstore.Mem buckets and a
+// in line by loglet/internal/work against objstore.Mem buckets and a
 // metastore.Mem; a core's wake-up; an admit; a zone or the metastore going
 // down or up; a live takeover; a crash whose in-flight PUTs land later),
 // steps it into its core and executes the core's Ready. Every choice comes
@@ -183,15 +183,15 @@
 // byte, no not-committed batch anywhere); the planted bugs are caught there
 // too (coresim_planted_test.go, -tags invariants).
 //
-//	go test ./internal/sim -run '^TestCoreSim$' -v                       # seeds 1-256, each twice
-//	go test ./internal/sim -run '^TestCoreSim$' -sim.core.seed=7 -sim.core.trace -v   # one seed's trace
+//	go test ./loglet/internal/sim -run '^TestCoreSim$' -v                       # seeds 1-256, each twice
+//	go test ./loglet/internal/sim -run '^TestCoreSim$' -sim.core.seed=7 -sim.core.trace -v   # one seed's trace
 //
 // # Running, replaying, soaking
 //
-//	go test -race ./internal/sim     # seeds 1-16 (the race budget), ~20 s on 2 cores
-//	go test ./internal/sim           # seeds 1-500 (the non-race budget), ~30 s
-//	go test ./internal/sim -run '^TestSim$' -sim.seed=5 -sim.replays=50 -v   # replay one seed
-//	go test ./internal/sim -run '^TestSim$' -sim.seed=1001 -sim.seeds=5000 -v  # soak (or SIM_SEEDS)
+//	go test -race ./loglet/internal/sim     # seeds 1-16 (the race budget), ~20 s on 2 cores
+//	go test ./loglet/internal/sim           # seeds 1-500 (the non-race budget), ~30 s
+//	go test ./loglet/internal/sim -run '^TestSim$' -sim.seed=5 -sim.replays=50 -v   # replay one seed
+//	go test ./loglet/internal/sim -run '^TestSim$' -sim.seed=1001 -sim.seeds=5000 -v  # soak (or SIM_SEEDS)
 //
 // scripts/test.sh (CI) runs both budgets. Every failure prints the seed,
 // its plan and the replay command. -sim.v logs each seed's plan and what it
@@ -212,5 +212,5 @@
 // versions, and a Reader whose metastore view stops early. The switches
 // compile only with -tags invariants, and so do these tests:
 //
-//	go test -tags invariants ./internal/sim -run Planted -v
+//	go test -tags invariants ./loglet/internal/sim -run Planted -v
 package sim

@@ -3,7 +3,7 @@
 package sim
 
 // ciSeeds is the default seed budget without the race detector: `go test
-// ./internal/sim` runs seeds 1-300 in about 4 minutes on two cores (the
+// ./loglet/internal/sim` runs seeds 1-300 in about 4 minutes on two cores (the
 // workload walks a stream's whole life, reads and damage: a seed costs
 // about 0.8 s). CI runs this budget after the race run (scripts/test.sh);
 // soaks run thousands (README, Testing).

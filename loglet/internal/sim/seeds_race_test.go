@@ -3,7 +3,7 @@
 package sim
 
 // ciSeeds is the default seed budget of a race build: `go test -race
-// ./internal/sim` runs seeds 1-16 in about 20 s on two cores. (The race
+// ./loglet/internal/sim` runs seeds 1-16 in about 20 s on two cores. (The race
 // detector makes a seed ~15x slower; the non-race budget is larger.)
 const ciSeeds = 16
 

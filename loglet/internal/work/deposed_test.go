@@ -9,7 +9,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -35,16 +35,16 @@ func TestDeposedFenceOfSettledEpoch(t *testing.T) {
 func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
-	cfg := coreConfig(64<<10, leader.DefaultFrameLimits(4<<20))
+	cfg := coreConfig(64<<10, chaincore.DefaultFrameLimits(4<<20))
 	cfg.Owner, cfg.Window = "p1", 4
 	ms := metastore.NewMem()
 	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: []objstore.Store{objstore.NewMem()}, Names: cfg.Buckets,
 		W: 1, Meta: ms, Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
-	c := leader.New(cfg, now)
+	c := chaincore.New(cfg, now)
 	var (
-		outcomes []*leader.Batch
-		dead     *leader.Fate
+		outcomes []*chaincore.Batch
+		dead     *chaincore.Fate
 		stopped  bool
 		fences   int
 		lastWarn string
@@ -76,12 +76,12 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 			}
 			for _, req := range rd.Requests {
 				switch r := req.(type) {
-				case leader.PutCopy:
+				case chaincore.PutCopy:
 					if failPuts {
-						c.Step(now, leader.CopyDone{Upload: r.Upload, Result: chain.CopyResult{Bucket: r.Bucket, Status: chain.CopyFailed, Err: errors.New("bucket unreachable")}})
+						c.Step(now, chaincore.CopyDone{Upload: r.Upload, Result: chain.CopyResult{Bucket: r.Bucket, Status: chain.CopyFailed, Err: errors.New("bucket unreachable")}})
 						continue
 					}
-				case leader.Fence:
+				case chaincore.Fence:
 					fences++
 					if beforeFence != nil {
 						beforeFence()
@@ -102,9 +102,9 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 		t.Fatal(err)
 	}
 	now = now.Add(cfg.FlushDeadline)
-	c.Step(now, leader.Tick{})
+	c.Step(now, chaincore.Tick{})
 	drive()
-	if a.Fate.Kind != leader.Acked {
+	if a.Fate.Kind != chaincore.Acked {
 		t.Fatalf("first batch: %v, want acked", a.Fate.Kind)
 	}
 
@@ -141,7 +141,7 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 		t.Fatal(err)
 	}
 	now = now.Add(cfg.FlushDeadline)
-	c.Step(now, leader.Tick{})
+	c.Step(now, chaincore.Tick{})
 	drive()
 	// The core backs a failing fence off: step its wake-ups, a bounded
 	// number of times.
@@ -151,7 +151,7 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 			break
 		}
 		now = wake
-		c.Step(now, leader.Tick{})
+		c.Step(now, chaincore.Tick{})
 		drive()
 	}
 	if dead == nil {
@@ -160,16 +160,16 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 	if dead.Deposed == nil || dead.Deposed.Leader != "p2" || dead.Deposed.Epoch != 3 {
 		t.Fatalf("dead: %+v, want deposed by p2 at epoch 3", dead)
 	}
-	if a.Fate.Kind != leader.Acked {
+	if a.Fate.Kind != chaincore.Acked {
 		t.Fatalf("acked batch became %v", a.Fate.Kind)
 	}
 	if keepCut {
 		// Epoch 1's cut, slot 1, is recorded: the unreleased batch's
 		// slot is at it, so definitely not committed.
-		if b.Fate.Kind != leader.NotCommitted || b.Fate.Deposed == nil {
+		if b.Fate.Kind != chaincore.NotCommitted || b.Fate.Deposed == nil {
 			t.Fatalf("unreleased batch: %v (%v), want not committed, deposed", b.Fate.Kind, b.Fate.Cause)
 		}
-	} else if b.Fate.Kind != leader.OutcomeUnknown || !errors.Is(b.Fate.Cause, leader.ErrDeposed) || b.Fate.Deposed == nil {
+	} else if b.Fate.Kind != chaincore.OutcomeUnknown || !errors.Is(b.Fate.Cause, chaincore.ErrDeposed) || b.Fate.Deposed == nil {
 		// The successor's cut is lost: slot 1 may be below it (committed)
 		// or not. Never not committed.
 		t.Fatalf("unreleased batch: %v (%v), want outcome unknown, deposed", b.Fate.Kind, b.Fate.Cause)
@@ -179,9 +179,9 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 	}
 	// A batch refused now was never admitted: definitely not committed,
 	// whatever the chain's unreleased batches ended as.
-	var de *leader.DeadError
-	if err := c.Admit(now, batch(c.Stream("a"), 1, "refused"), nil, nil, true); !errors.As(err, &de) || de.Fate.Kind != leader.NotCommitted || de.Fate.Deposed == nil {
-		t.Fatalf("admit after deposition: %v, want a *leader.DeadError, not committed, deposed", err)
+	var de *chaincore.DeadError
+	if err := c.Admit(now, batch(c.Stream("a"), 1, "refused"), nil, nil, true); !errors.As(err, &de) || de.Fate.Kind != chaincore.NotCommitted || de.Fate.Deposed == nil {
+		t.Fatalf("admit after deposition: %v, want a *chaincore.DeadError, not committed, deposed", err)
 	}
 	// A deposed chain closes at once, and cleanly: its outcomes are decided.
 	c.Close(now)

@@ -18,16 +18,16 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/keyed"
-	"github.com/flightlog/flightlog/internal/leader"
-	"github.com/flightlog/flightlog/internal/leader/work"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
+	"github.com/flightlog/flightlog/loglet/internal/work"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
 
-// The core-level simulation drives chain cores (internal/leader) directly:
+// The core-level simulation drives chain cores (loglet/internal/chaincore) directly:
 // no goroutine of its own, no real clock. One loop picks the next thing to
 // happen in virtual time — an I/O request completing (executed in line by
-// internal/leader/work against objstore.Mem buckets and a metastore.Mem), a
+// loglet/internal/work against objstore.Mem buckets and a metastore.Mem), a
 // core's wake-up, a producer's admit, a fault, a takeover, a crash — steps
 // it into its core, and executes what the core's Ready asks. Every choice
 // comes from one seeded generator in a fixed order, so a seed replays its
@@ -197,7 +197,7 @@ type xxhashDigest = *xxhash.Digest
 type coreProc struct {
 	n       int
 	owner   string
-	core    *leader.Core
+	core    *chaincore.Core
 	env     *work.Env // every request but PutCopy
 	putEnv  *work.Env // PutCopy: the buckets with ambiguous PUTs
 	pending []*coreReq
@@ -207,12 +207,12 @@ type coreProc struct {
 	crashed bool
 	closing bool
 	lastRel [2]uint64 // the last released (epoch, slot + 1)
-	streams map[string]*leader.Stream
+	streams map[string]*chaincore.Stream
 }
 
 type coreReq struct {
 	p         *coreProc
-	req       leader.Request
+	req       chaincore.Request
 	id        uint64
 	due       time.Time
 	cancelled bool
@@ -221,7 +221,7 @@ type coreReq struct {
 type coreBatch struct {
 	proc   *coreProc
 	stream string
-	b      *leader.Batch
+	b      *chaincore.Batch
 	recs   []envelope.Record
 }
 
@@ -307,12 +307,12 @@ func (cw *coreWorld) open() *coreProc {
 		f.SetAmbiguousRate(cw.p.ambiguousPuts)
 		putBuckets[i] = f
 	}
-	pr := &coreProc{n: n, owner: owner, streams: map[string]*leader.Stream{}}
+	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}}
 	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: putBuckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
-	pr.core = leader.New(leader.Config{
+	pr.core = chaincore.New(chaincore.Config{
 		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,
 		FlushDeadline: cw.p.flush, FlightBytes: cw.p.flight, MaxBatchBytes: 512, CommitDeadline: cw.p.commit, StragglerTimeout: 3 * cw.p.commit,
 		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots, LogReleases: true,
@@ -338,11 +338,11 @@ func (cw *coreWorld) drain(pr *coreProc) {
 
 // execute carries out one Ready, as the shell would: cancels, requests (as
 // pending requests with a drawn latency), outcomes, logs.
-func (cw *coreWorld) execute(pr *coreProc, rd leader.Ready) {
+func (cw *coreWorld) execute(pr *coreProc, rd chaincore.Ready) {
 	for _, id := range rd.Cancels {
 		cw.tracef("p%d cancel e=%d s=%d", pr.n, id.Epoch, id.Slot)
 		for _, q := range pr.pending {
-			if pc, ok := q.req.(leader.PutCopy); ok && pc.Upload == id {
+			if pc, ok := q.req.(chaincore.PutCopy); ok && pc.Upload == id {
 				q.cancelled = true
 			}
 		}
@@ -354,7 +354,7 @@ func (cw *coreWorld) execute(pr *coreProc, rd leader.Ready) {
 		cw.tracef("p%d req#%d %s due +%v", pr.n, q.id, describe(r), q.due.Sub(cw.now))
 	}
 	for _, b := range rd.Outcomes {
-		if b.Fate.Kind == leader.Acked {
+		if b.Fate.Kind == chaincore.Acked {
 			cw.tracef("p%d ack %s[%d,%d)", pr.n, b.Stream.Name(), b.Start, b.End())
 		} else {
 			cw.tracef("p%d %s %s[%d,%d)", pr.n, b.Fate.Kind, b.Stream.Name(), b.Start, b.End())
@@ -385,18 +385,18 @@ func (cw *coreWorld) execute(pr *coreProc, rd leader.Ready) {
 }
 
 // latency draws how long a request takes.
-func (cw *coreWorld) latency(r leader.Request) time.Duration {
+func (cw *coreWorld) latency(r chaincore.Request) time.Duration {
 	ln := func(median time.Duration) time.Duration {
 		return time.Duration(float64(median) * math.Exp(min(max(cw.rng.NormFloat64(), -4), 4)*0.8))
 	}
 	switch r.(type) {
-	case leader.Render:
+	case chaincore.Render:
 		return time.Duration(20+cw.rng.IntN(200)) * time.Microsecond
-	case leader.PutCopy, leader.Probe, leader.ReadTails, leader.Walk:
+	case chaincore.PutCopy, chaincore.Probe, chaincore.ReadTails, chaincore.Walk:
 		return ln(cw.p.putMedian)
-	case leader.Fence:
+	case chaincore.Fence:
 		return 3 * ln(cw.p.putMedian)
-	case leader.CommitRound:
+	case chaincore.CommitRound:
 		return ln(cw.p.putMedian) + ln(cw.p.metaMedian)
 	}
 	return ln(cw.p.metaMedian)
@@ -405,7 +405,7 @@ func (cw *coreWorld) latency(r leader.Request) time.Duration {
 // checkRelease checks invariant 1 as a slot releases: in order (an epoch's
 // first slot after any slot of an earlier epoch), and W copies of its
 // epoch's flight of one nonce stored.
-func (cw *coreWorld) checkRelease(pr *coreProc, lg leader.Log) {
+func (cw *coreWorld) checkRelease(pr *coreProc, lg chaincore.Log) {
 	var epoch, slot uint64
 	for _, a := range lg.Attrs {
 		switch a.Key {
@@ -646,7 +646,7 @@ func (cw *coreWorld) stepOne(limit time.Time) bool {
 	cw.res.Steps++
 	if best.wake != nil {
 		cw.tracef("p%d tick", best.wake.n)
-		best.wake.core.Step(cw.now, leader.Tick{})
+		best.wake.core.Step(cw.now, chaincore.Tick{})
 		cw.drain(best.wake)
 		return true
 	}
@@ -659,13 +659,13 @@ func (cw *coreWorld) stepOne(limit time.Time) bool {
 // every zone, metastore work the metastore.
 func (cw *coreWorld) executable(q *coreReq) bool {
 	switch r := q.req.(type) {
-	case leader.Render:
+	case chaincore.Render:
 		return true
-	case leader.PutCopy:
+	case chaincore.PutCopy:
 		return q.cancelled || !(cw.zoneDown && r.Bucket == cw.p.downZone)
-	case leader.Fence, leader.Probe, leader.Walk, leader.ReadTails:
+	case chaincore.Fence, chaincore.Probe, chaincore.Walk, chaincore.ReadTails:
 		return !cw.zoneDown
-	case leader.CommitRound:
+	case chaincore.CommitRound:
 		return !cw.zoneDown && !cw.metaDown
 	}
 	return !cw.metaDown
@@ -682,10 +682,10 @@ func (cw *coreWorld) complete(q *coreReq) {
 		return
 	}
 	pr.pending = slices.DeleteFunc(pr.pending, func(x *coreReq) bool { return x == q })
-	var ev leader.Event
-	if pc, ok := q.req.(leader.PutCopy); ok && q.cancelled {
-		ev = leader.CopyDone{Upload: pc.Upload, Result: chain.CopyResult{Bucket: pc.Bucket, Status: chain.CopyFailed, Err: context.Canceled}}
-	} else if _, ok := q.req.(leader.PutCopy); ok {
+	var ev chaincore.Event
+	if pc, ok := q.req.(chaincore.PutCopy); ok && q.cancelled {
+		ev = chaincore.CopyDone{Upload: pc.Upload, Result: chain.CopyResult{Bucket: pc.Bucket, Status: chain.CopyFailed, Err: context.Canceled}}
+	} else if _, ok := q.req.(chaincore.PutCopy); ok {
 		ev = pr.putEnv.Do(context.Background(), q.req)
 	} else {
 		ev = pr.env.Do(context.Background(), q.req)
@@ -720,7 +720,7 @@ func (cw *coreWorld) admit() {
 		recs[i] = envelope.Record{Timestamp: ts, Body: []byte(body)}
 		payload = envelope.AppendRecord(payload, recs[i])
 	}
-	b := &leader.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts}
+	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts}
 	if cw.ops%3 == 0 {
 		// As the shell does for a large batch: compressed at admission, a
 		// frame of its own (stored as is when compressing does not pay).
@@ -740,7 +740,7 @@ func (cw *coreWorld) admit() {
 	err := pr.core.Admit(cw.now, b, recs, match, true)
 	if err != nil {
 		cw.tracef("p%d admit %s n=%d refused: %v", pr.n, name, n, err)
-		var me *leader.MismatchError
+		var me *chaincore.MismatchError
 		if match != nil && !errors.As(err, &me) && pr.core.Dead() == nil && !pr.closing {
 			cw.violation("p%d: admit refused with %v", pr.n, err)
 		}
@@ -762,7 +762,7 @@ func (cw *coreWorld) scenarioEvent() {
 		cw.tracef("p%d crashes", old.n)
 		// Some of its PUTs still land, later.
 		for _, q := range old.pending {
-			if _, ok := q.req.(leader.PutCopy); ok && !q.cancelled && cw.rng.Float64() < cw.p.lateLandChance {
+			if _, ok := q.req.(chaincore.PutCopy); ok && !q.cancelled && cw.rng.Float64() < cw.p.lateLandChance {
 				q.due = cw.now.Add(time.Duration(cw.rng.IntN(2000)) * time.Millisecond)
 				cw.late = append(cw.late, q)
 			}
@@ -789,7 +789,7 @@ func (cw *coreWorld) watchSuccessor() {
 		return
 	}
 	cw.tracef("p%d did not open: %v", nw.n, nw.openErr)
-	if !errors.Is(nw.openErr, leader.ErrTakeoverLost) || cw.successorTries >= 5 {
+	if !errors.Is(nw.openErr, chaincore.ErrTakeoverLost) || cw.successorTries >= 5 {
 		cw.violation("a successor's open failed (attempt %d): %v", cw.successorTries, nw.openErr)
 		return
 	}
@@ -855,7 +855,7 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 		b := cb.b
 		got := walked[cb.stream]
 		switch {
-		case b.Fate.Kind == leader.Acked:
+		case b.Fate.Kind == chaincore.Acked:
 			cw.res.Acked++
 			for i, r := range cb.recs {
 				seq := b.Start + uint64(i)
@@ -864,7 +864,7 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 					break
 				}
 			}
-		case b.Fate.Kind == leader.NotCommitted:
+		case b.Fate.Kind == chaincore.NotCommitted:
 			cw.res.NotCommitted++
 			for _, r := range cb.recs {
 				if bodies[string(r.Body)] {
@@ -872,7 +872,7 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 					break
 				}
 			}
-		case b.Fate.Kind == leader.Pending:
+		case b.Fate.Kind == chaincore.Pending:
 			cw.res.Orphaned++
 			if !cb.proc.crashed {
 				cw.violation("%s[%d,%d) by p%d never got an outcome", cb.stream, b.Start, b.End(), cb.proc.n)
@@ -916,33 +916,33 @@ func memStores(ms []*objstore.Mem) []objstore.Store {
 	return out
 }
 
-func describe(r leader.Request) string {
+func describe(r chaincore.Request) string {
 	switch r := r.(type) {
-	case leader.Render:
+	case chaincore.Render:
 		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, len(r.Batches))
-	case leader.PutCopy:
+	case chaincore.PutCopy:
 		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
-	case leader.Fence:
+	case chaincore.Fence:
 		return fmt.Sprintf("fence e=%d from=%d", r.Epoch, r.From)
-	case leader.Mint:
+	case chaincore.Mint:
 		return fmt.Sprintf("mint e=%d", r.Prev.Epoch+1)
-	case leader.Probe:
+	case chaincore.Probe:
 		return fmt.Sprintf("probe e=%d cut=%d", r.Epoch, r.Cut)
-	case leader.Walk:
+	case chaincore.Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d)", r.Epoch, r.From, r.To)
-	case leader.CommitRound:
+	case chaincore.CommitRound:
 		return fmt.Sprintf("round e=%d [%d,%d) refs=%d", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs))
-	case leader.SealEpoch:
+	case chaincore.SealEpoch:
 		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
-	case leader.Seal:
+	case chaincore.Seal:
 		return fmt.Sprintf("seal for=%d", r.Epoch+1)
-	case leader.ReadCheckpoint:
+	case chaincore.ReadCheckpoint:
 		return "read-checkpoint"
 	}
 	return fmt.Sprintf("%T", r)
 }
 
-func describeEvent(ev leader.Event) string {
+func describeEvent(ev chaincore.Event) string {
 	errs := func(err error) string {
 		if err == nil {
 			return "ok"
@@ -950,19 +950,19 @@ func describeEvent(ev leader.Event) string {
 		return "err"
 	}
 	switch ev := ev.(type) {
-	case leader.Rendered:
+	case chaincore.Rendered:
 		return fmt.Sprintf("rendered e=%d s=%d frames=%d %s", ev.Upload.Epoch, ev.Upload.Slot, len(ev.Frames), errs(ev.Err))
-	case leader.CopyDone:
+	case chaincore.CopyDone:
 		return fmt.Sprintf("copy e=%d s=%d b=%d %s ghost=%v", ev.Upload.Epoch, ev.Upload.Slot, ev.Result.Bucket, ev.Result.Status, ev.Result.Ghost)
-	case leader.EpochRead:
+	case chaincore.EpochRead:
 		return fmt.Sprintf("epoch-read e=%d %s", ev.Record.Epoch, errs(ev.Err))
-	case leader.FirstMinted:
+	case chaincore.FirstMinted:
 		return fmt.Sprintf("first-minted %s", errs(ev.Err))
-	case leader.Sealed:
+	case chaincore.Sealed:
 		return fmt.Sprintf("sealed cp=%d/%d %s", ev.Checkpoint.Epoch, ev.Checkpoint.Next, errs(ev.Err))
-	case leader.Fenced:
+	case chaincore.Fenced:
 		return fmt.Sprintf("fenced e=%d cut=%d %s", ev.Epoch, ev.Result.Cut, errs(ev.Err))
-	case leader.Minted:
+	case chaincore.Minted:
 		kind := errs(ev.Err)
 		switch {
 		case errors.Is(ev.Err, chain.ErrMintLost):
@@ -971,21 +971,21 @@ func describeEvent(ev leader.Event) string {
 			kind = "sealed-by-" + ev.SealedBy
 		}
 		return fmt.Sprintf("minted e=%d %s", ev.Record.Epoch, kind)
-	case leader.Probed:
+	case chaincore.Probed:
 		return fmt.Sprintf("probed e=%d", ev.Epoch)
-	case leader.TailsRead:
+	case chaincore.TailsRead:
 		return fmt.Sprintf("tails-read %d %s", len(ev.Tails.Streams), errs(ev.Err))
-	case leader.Walked:
+	case chaincore.Walked:
 		return fmt.Sprintf("walked e=%d slots=%d next=%d %s", ev.Epoch, len(ev.Slots), ev.Next, errs(ev.Err))
-	case leader.RoundDone:
+	case chaincore.RoundDone:
 		kind := errs(ev.Err)
 		if errors.Is(ev.Err, absorb.ErrDeposed) {
 			kind = "deposed"
 		}
 		return fmt.Sprintf("round-done [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
-	case leader.EpochSealed:
+	case chaincore.EpochSealed:
 		return fmt.Sprintf("epoch-sealed %s", errs(ev.Err))
-	case leader.CheckpointRead:
+	case chaincore.CheckpointRead:
 		return fmt.Sprintf("checkpoint-read sealed-by=%s/%d %s", ev.Checkpoint.Owner, ev.Checkpoint.OwnerEpoch, errs(ev.Err))
 	}
 	return fmt.Sprintf("%T", ev)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -24,12 +24,12 @@ import (
 func TestAbsorbedBatchesAreNotRetained(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
-	cfg := coreConfig(64<<10, leader.DefaultFrameLimits(4<<20))
+	cfg := coreConfig(64<<10, chaincore.DefaultFrameLimits(4<<20))
 	cfg.AbsorbInterval, cfg.Window = time.Millisecond, 4
 	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: []objstore.Store{objstore.NewMem()}, Names: cfg.Buckets,
 		W: 1, Meta: metastore.NewMem(), Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
-	c := leader.New(cfg, now)
+	c := chaincore.New(cfg, now)
 	drive := func() {
 		for i := 0; i < 10000; i++ {
 			rd := c.Ready()
@@ -44,7 +44,7 @@ func TestAbsorbedBatchesAreNotRetained(t *testing.T) {
 		t.Fatal("the core never went quiet")
 	}
 	drive()
-	var held []weak.Pointer[leader.Batch]
+	var held []weak.Pointer[chaincore.Batch]
 	admit := func(n int) {
 		for i := 0; i < n; i++ {
 			b := batch(c.Stream([]string{"a", "b", "c"}[i%3]), 3, strings.Repeat("x", 2000))
@@ -57,7 +57,7 @@ func TestAbsorbedBatchesAreNotRetained(t *testing.T) {
 	admit(200) // many flights of 64 KiB, through a window of 4
 	for i := 0; i < 1000; i++ {
 		now = now.Add(10 * time.Millisecond)
-		c.Step(now, leader.Tick{})
+		c.Step(now, chaincore.Tick{})
 		drive()
 		if st := c.Stats(now); st.Backlog.Flights == 0 && st.FlightIndexBytes == 0 && st.WindowInFlight == 0 && st.Flights > 10 {
 			break

@@ -1,4 +1,4 @@
-package leader
+package chaincore
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ import (
 // is the trace of what the core then asks for, in order. Rewrite the
 // expected output after a deliberate change with
 //
-//	go test ./internal/leader -run TestTraces -rewrite
+//	go test ./loglet/internal/chaincore -run TestTraces -rewrite
 //
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //

@@ -25,7 +25,7 @@ func coreRange() (first uint64, n int) {
 }
 
 func coreReplay(seed uint64) string {
-	return "go test ./internal/sim -run '^TestCoreSim$' -sim.core.seed=" + itoa(seed) + " -sim.core.trace -v"
+	return "go test ./loglet/internal/sim -run '^TestCoreSim$' -sim.core.seed=" + itoa(seed) + " -sim.core.trace -v"
 }
 
 func itoa(v uint64) string {

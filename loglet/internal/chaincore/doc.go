@@ -1,4 +1,4 @@
-// Package leader is the pure core of one chain's runtime (DESIGN.md: "A
+// Package chaincore is the pure core of one chain's runtime (DESIGN.md: "A
 // chain's runtime is a pure core and a thin shell"), after etcd-raft's
 // RawNode: every decision of one chain (star, class) is made here, and
 // nothing else happens here. It owns admission (sequencing, MatchSeqNum),
@@ -10,7 +10,7 @@
 // stall diagnosis, and a clean close. It does no I/O, starts no goroutine
 // and reads no clock: time and I/O results arrive as events.
 //
-// The shell's loop (loglet's lane, or internal/sim's goroutine-free driver):
+// The shell's loop (loglet's lane, or loglet/internal/sim's goroutine-free driver):
 //
 //  1. Hold one lock around every call into the Core.
 //  2. Producers call Admit (having reserved the batch's bytes in the pool
@@ -33,4 +33,4 @@
 // every batch ends in exactly one outcome, decided once (7). With -tags
 // invariants, "cannot happen" conditions are asserted and the planted bugs
 // of internal/invariants can be switched on.
-package leader
+package chaincore

@@ -9,22 +9,22 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 )
 
 // cutFlights opens a core (no I/O: its opening is stepped by hand), admits
 // the batches mk makes, lets the flush deadline pass, and returns every
 // Render request the core asks for, claimed one slot at a time.
-func cutFlights(t *testing.T, cfg leader.Config, n int, mk func(c *leader.Core, i int) *leader.Batch) []leader.Render {
+func cutFlights(t *testing.T, cfg chaincore.Config, n int, mk func(c *chaincore.Core, i int) *chaincore.Batch) []chaincore.Render {
 	t.Helper()
 	now := time.Unix(1000, 0)
-	c := leader.New(cfg, now)
+	c := chaincore.New(cfg, now)
 	c.Advance(c.Ready())
-	c.Step(now, leader.EpochRead{Err: fmt.Errorf("none: %w", errNotFound)})
+	c.Step(now, chaincore.EpochRead{Err: fmt.Errorf("none: %w", errNotFound)})
 	c.Advance(c.Ready())
 	rec := chain.EpochRecord{Epoch: 1, Owner: cfg.Owner, Window: cfg.Window, K: len(cfg.Buckets), W: cfg.W, Buckets: cfg.Buckets}
 	cm := absorb.ResumeCommitter(nil, cfg.Star, cfg.Class, cfg.Owner, 1, absorb.Checkpoint{Epoch: 1, Owner: cfg.Owner, OwnerEpoch: 1}, "v")
-	c.Step(now, leader.FirstMinted{Record: rec, Version: "v1", Committer: cm})
+	c.Step(now, chaincore.FirstMinted{Record: rec, Version: "v1", Committer: cm})
 	c.Advance(c.Ready())
 	for i := 0; i < n; i++ {
 		if err := c.Admit(now, mk(c, i), nil, nil, true); err != nil {
@@ -32,20 +32,20 @@ func cutFlights(t *testing.T, cfg leader.Config, n int, mk func(c *leader.Core, 
 		}
 	}
 	now = now.Add(time.Second)
-	c.Step(now, leader.Tick{})
-	var out []leader.Render
+	c.Step(now, chaincore.Tick{})
+	var out []chaincore.Render
 	for {
 		rd := c.Ready()
 		c.Advance(rd)
 		found := false
 		for _, r := range rd.Requests {
-			if rr, ok := r.(leader.Render); ok {
+			if rr, ok := r.(chaincore.Render); ok {
 				out = append(out, rr)
 				found = true
 				// Release the slot at once so the next flight is claimed.
-				c.Step(now, leader.Rendered{Upload: rr.Upload, Obj: []byte{0}})
+				c.Step(now, chaincore.Rendered{Upload: rr.Upload, Obj: []byte{0}})
 				for b := 0; b < len(cfg.Buckets); b++ {
-					c.Step(now, leader.CopyDone{Upload: rr.Upload, Result: chain.CopyResult{Bucket: b, Status: chain.CopyOurs}})
+					c.Step(now, chaincore.CopyDone{Upload: rr.Upload, Result: chain.CopyResult{Bucket: b, Status: chain.CopyOurs}})
 				}
 			}
 		}
@@ -57,28 +57,28 @@ func cutFlights(t *testing.T, cfg leader.Config, n int, mk func(c *leader.Core, 
 
 var errNotFound = metastoreNotFound()
 
-func coreConfig(flight int64, frames leader.FrameLimits) leader.Config {
-	return leader.Config{Star: "s", Class: chain.Standard, Owner: "p", Buckets: []string{"b"}, W: 1, Window: 64,
+func coreConfig(flight int64, frames chaincore.FrameLimits) chaincore.Config {
+	return chaincore.Config{Star: "s", Class: chain.Standard, Owner: "p", Buckets: []string{"b"}, W: 1, Window: 64,
 		FlushDeadline: time.Millisecond, FlightBytes: flight, MaxBatchBytes: 1 << 20, Frames: frames,
 		CommitDeadline: time.Minute, StragglerTimeout: time.Minute, BacklogFlights: 1 << 20, BacklogBytes: 1 << 40,
 		AbsorbInterval: time.Hour, AbsorbMaxSlots: 8}
 }
 
-func batch(st *leader.Stream, recs int, body string) *leader.Batch {
+func batch(st *chaincore.Stream, recs int, body string) *chaincore.Batch {
 	var payload []byte
 	for i := 0; i < recs; i++ {
 		payload = envelope.AppendRecord(payload, envelope.Record{Timestamp: 1, Body: []byte(body)})
 	}
-	return &leader.Batch{Stream: st, Count: recs, Payload: payload, Charge: int64(len(payload)), Submitted: time.Unix(1000, 0), MinTS: 1, MaxTS: 1}
+	return &chaincore.Batch{Stream: st, Count: recs, Payload: payload, Charge: int64(len(payload)), Submitted: time.Unix(1000, 0), MinTS: 1, MaxTS: 1}
 }
 
 // renderAll renders each flight and checks its bundle parses and every
 // frame decodes, streams' seqs continuing across frames and flights.
-func renderAll(t *testing.T, e *Env, flights []leader.Render) (frames int) {
+func renderAll(t *testing.T, e *Env, flights []chaincore.Render) (frames int) {
 	t.Helper()
 	next := map[string]uint64{}
 	for _, r := range flights {
-		ev := e.render(r).(leader.Rendered)
+		ev := e.render(r).(chaincore.Rendered)
 		if ev.Err != nil {
 			t.Fatalf("render slot %d: %v", r.Upload.Slot, ev.Err)
 		}
@@ -103,8 +103,8 @@ func renderAll(t *testing.T, e *Env, flights []leader.Render) (frames int) {
 // TestCutWithinFrameCap: a stream's batches of one flight are split into
 // frames of at most the frame cap.
 func TestCutWithinFrameCap(t *testing.T) {
-	limits := leader.FrameLimits{Records: envelope.MaxFrameRecords, Headers: envelope.MaxFrameHeaders, Bytes: 3 << 10}
-	flights := cutFlights(t, coreConfig(1<<20, limits), 10, func(c *leader.Core, i int) *leader.Batch {
+	limits := chaincore.FrameLimits{Records: envelope.MaxFrameRecords, Headers: envelope.MaxFrameHeaders, Bytes: 3 << 10}
+	flights := cutFlights(t, coreConfig(1<<20, limits), 10, func(c *chaincore.Core, i int) *chaincore.Batch {
 		return batch(c.Stream("a"), 1, strings.Repeat("x", 1000))
 	})
 	if len(flights) != 1 {
@@ -122,8 +122,8 @@ func TestCutWithinFrameCap(t *testing.T) {
 // the render failed, and the halt's recovery republished the same flight
 // forever.
 func TestCutWithinRecordsPerFrame(t *testing.T) {
-	limits := leader.DefaultFrameLimits(16 << 20)
-	flights := cutFlights(t, coreConfig(16<<20, limits), 1500, func(c *leader.Core, i int) *leader.Batch {
+	limits := chaincore.DefaultFrameLimits(16 << 20)
+	flights := cutFlights(t, coreConfig(16<<20, limits), 1500, func(c *chaincore.Core, i int) *chaincore.Batch {
 		return batch(c.Stream("a"), 1000, "")
 	})
 	e := &Env{Codec: envelope.CodecS2, Frames: limits}
@@ -138,8 +138,8 @@ func TestCutWithinRecordsPerFrame(t *testing.T) {
 // names in one flight would need a footer over the format's 16 MiB: the cut
 // splits them over flights that each render.
 func TestCutWithinFooter(t *testing.T) {
-	limits := leader.DefaultFrameLimits(4 << 20)
-	flights := cutFlights(t, coreConfig(32<<20, limits), 60000, func(c *leader.Core, i int) *leader.Batch {
+	limits := chaincore.DefaultFrameLimits(4 << 20)
+	flights := cutFlights(t, coreConfig(32<<20, limits), 60000, func(c *chaincore.Core, i int) *chaincore.Batch {
 		return batch(c.Stream(fmt.Sprintf("%0300d", i)), 1, "x")
 	})
 	if len(flights) < 2 {
@@ -153,7 +153,7 @@ func TestCutWithinFooter(t *testing.T) {
 }
 
 // stored is batch compressed ahead of time, as the shell does at admission.
-func stored(b *leader.Batch, c envelope.Codec) *leader.Batch {
+func stored(b *chaincore.Batch, c envelope.Codec) *chaincore.Batch {
 	b.Stored, b.StoredCodec = envelope.CompressFrame(nil, b.Payload, c)
 	b.StoredCRC = envelope.Checksum(b.Stored)
 	return b
@@ -164,9 +164,9 @@ func stored(b *leader.Batch, c envelope.Codec) *leader.Batch {
 // between stored ones are grouped. The render copies the stored bytes as
 // they are.
 func TestStoredBatchesAreFramesOfTheirOwn(t *testing.T) {
-	limits := leader.DefaultFrameLimits(4 << 20)
+	limits := chaincore.DefaultFrameLimits(4 << 20)
 	// Per stream: stored, small, small, stored, stored, small — 5 frames.
-	flights := cutFlights(t, coreConfig(1<<20, limits), 12, func(c *leader.Core, i int) *leader.Batch {
+	flights := cutFlights(t, coreConfig(1<<20, limits), 12, func(c *chaincore.Core, i int) *chaincore.Batch {
 		b := batch(c.Stream([]string{"a", "b"}[i%2]), 3, strings.Repeat("log line ", 50))
 		if k := i / 2; k == 0 || k == 3 || k == 4 {
 			return stored(b, envelope.CodecS2)
@@ -180,7 +180,7 @@ func TestStoredBatchesAreFramesOfTheirOwn(t *testing.T) {
 	if frames := renderAll(t, e, flights); frames != 10 {
 		t.Fatalf("%d frames, want 10 (5 per stream)", frames)
 	}
-	ev := e.render(flights[0]).(leader.Rendered)
+	ev := e.render(flights[0]).(chaincore.Rendered)
 	for _, f := range ev.Frames {
 		// Stored batches (k = 0, 3, 4) start at seqs 0, 9, 12 of each stream.
 		want := envelope.CodecZstd
@@ -198,9 +198,9 @@ func TestStoredBatchesAreFramesOfTheirOwn(t *testing.T) {
 // footer over the format's 16 MiB: the cut counts them as the render
 // frames them, and every flight renders.
 func TestCutWithinFooterStoredBatches(t *testing.T) {
-	limits := leader.DefaultFrameLimits(4 << 20)
+	limits := chaincore.DefaultFrameLimits(4 << 20)
 	name := strings.Repeat("n", 300)
-	flights := cutFlights(t, coreConfig(32<<20, limits), 60000, func(c *leader.Core, i int) *leader.Batch {
+	flights := cutFlights(t, coreConfig(32<<20, limits), 60000, func(c *chaincore.Core, i int) *chaincore.Batch {
 		return stored(batch(c.Stream(name), 1, "x"), envelope.CodecS2)
 	})
 	if len(flights) < 2 {

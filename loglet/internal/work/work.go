@@ -1,4 +1,4 @@
-// Package work executes the core's requests (internal/leader): each
+// Package work executes the core's requests (loglet/internal/chaincore): each
 // Request is one I/O call (or, for Render, one piece of CPU work) that
 // returns exactly one Event. It holds no decision: what to do with the
 // result is the core's. The loglet's shell runs Do on a goroutine per
@@ -16,7 +16,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/invariants"
-	"github.com/flightlog/flightlog/internal/leader"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/settle"
@@ -42,7 +42,7 @@ type Env struct {
 	// (chain.BucketSet.ReadAhead; 0: their defaults).
 	ReadAhead int
 	// Frames bound each frame (the core cuts flights within them too).
-	Frames leader.FrameLimits
+	Frames chaincore.FrameLimits
 	// Now, if set, is the clock PutCopy latencies are measured with
 	// (default time.Now).
 	Now func() time.Time
@@ -102,67 +102,67 @@ func (e *Env) now() time.Time {
 
 // Do executes req and returns its event. ctx bounds it (a PutCopy's is
 // cancelled when the core cancels its upload).
-func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
+func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	switch r := req.(type) {
-	case leader.Render:
+	case chaincore.Render:
 		return e.render(r)
-	case leader.PutCopy:
+	case chaincore.PutCopy:
 		start := e.now()
 		res := chain.WriteCopy(ctx, e.Buckets[r.Bucket], r.Flight, e.Retry)
 		res.Bucket, res.Latency = r.Bucket, e.now().Sub(start)
-		return leader.CopyDone{Upload: r.Upload, Result: res}
-	case leader.ReadEpoch:
+		return chaincore.CopyDone{Upload: r.Upload, Result: res}
+	case chaincore.ReadEpoch:
 		rec, ver, err := chain.ReadEpoch(ctx, e.Meta, e.Star, e.Class)
-		return leader.EpochRead{Record: rec, Version: ver, Err: err}
-	case leader.MintFirst:
+		return chaincore.EpochRead{Record: rec, Version: ver, Err: err}
+	case chaincore.MintFirst:
 		rec, ver, err := chain.MintFirst(ctx, e.Meta, e.Star, e.Class, r.Record)
 		if err != nil {
-			return leader.FirstMinted{Err: err}
+			return chaincore.FirstMinted{Err: err}
 		}
 		cm, err := absorb.InitCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, rec.Epoch)
-		return leader.FirstMinted{Record: rec, Version: ver, Committer: cm, Err: err}
-	case leader.Seal:
+		return chaincore.FirstMinted{Record: rec, Version: ver, Committer: cm, Err: err}
+	case chaincore.Seal:
 		cm, cp, err := absorb.SealCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
-		return leader.Sealed{Committer: cm, Checkpoint: cp, Err: err}
-	case leader.Fence:
+		return chaincore.Sealed{Committer: cm, Checkpoint: cp, Err: err}
+	case chaincore.Fence:
 		return e.fence(ctx, r)
-	case leader.Mint:
+	case chaincore.Mint:
 		rec, ver, err := r.Committer.MintNext(ctx, r.Prev, r.PrevVersion, r.Next)
-		ev := leader.Minted{Record: rec, Version: ver, Err: err}
+		ev := chaincore.Minted{Record: rec, Version: ver, Err: err}
 		var se *absorb.SealedError
 		if errors.As(err, &se) {
 			ev.SealedBy = se.Owner
 		}
 		return ev
-	case leader.ReadCheckpoint:
+	case chaincore.ReadCheckpoint:
 		cp, _, err := absorb.ReadCheckpoint(ctx, e.Meta, e.Star, e.Class)
-		return leader.CheckpointRead{Epoch: r.Epoch, Checkpoint: cp, Err: err}
-	case leader.Probe:
+		return chaincore.CheckpointRead{Epoch: r.Epoch, Checkpoint: cp, Err: err}
+	case chaincore.Probe:
 		res, err := chain.GarbageProbe(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.Cut, r.Window, envelope.NewNonce())
-		return leader.Probed{Epoch: r.Epoch, Result: res, Err: err}
-	case leader.ReadTails:
+		return chaincore.Probed{Epoch: r.Epoch, Result: res, Err: err}
+	case chaincore.ReadTails:
 		// What the predecessor's last round wrote and never committed is
 		// garbage collection: a failed lookup leaves it behind, never
 		// fails the takeover.
 		orphans, _ := absorb.UncommittedSnapshots(ctx, e.Buckets, e.Star, e.Class, r.Checkpoint)
 		if r.Rebuild {
 			t, err := absorb.RebuildTails(ctx, e.Meta, e.Star, e.Class, r.Checkpoint)
-			return leader.TailsRead{Tails: t, Rebuilt: true, Orphans: orphans, Err: err}
+			return chaincore.TailsRead{Tails: t, Rebuilt: true, Orphans: orphans, Err: err}
 		}
 		if r.Key == "" {
-			return leader.TailsRead{Orphans: orphans}
+			return chaincore.TailsRead{Orphans: orphans}
 		}
 		t, err := absorb.ReadTails(ctx, e.Buckets, r.Key)
-		return leader.TailsRead{Tails: t, Orphans: orphans, Err: err}
-	case leader.Walk:
+		return chaincore.TailsRead{Tails: t, Orphans: orphans, Err: err}
+	case chaincore.Walk:
 		return e.walk(ctx, r)
-	case leader.CommitRound:
+	case chaincore.CommitRound:
 		dropped, err := commitRound(ctx, r, e.Buckets, e.W, e.Background)
-		return leader.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Dropped: dropped, Err: err}
-	case leader.SealEpoch:
+		return chaincore.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Dropped: dropped, Err: err}
+	case chaincore.SealEpoch:
 		v, err := r.Committer.SealEpoch(ctx, r.Record, r.Version, r.Cut)
-		return leader.EpochSealed{Version: v, Err: err}
-	case leader.Settle:
+		return chaincore.EpochSealed{Version: v, Err: err}
+	case chaincore.Settle:
 		return e.settle(ctx, r)
 	}
 	panic(fmt.Sprintf("work: unknown request %T", req))
@@ -176,18 +176,18 @@ func (e *Env) Do(ctx context.Context, req leader.Request) leader.Event {
 // from its payload (or stored form) into an object sized at the start, so
 // every byte is copied once, and a flight of batches compressed ahead of
 // time is only assembled here (issue 16).
-func (e *Env) render(r leader.Render) leader.Event {
+func (e *Env) render(r chaincore.Render) chaincore.Event {
 	w, _ := e.writers.Get().(*envelope.BundleWriter)
 	if w == nil {
 		w = envelope.NewBundleWriter()
 	}
 	defer e.writers.Put(w)
 	type group struct {
-		st    *leader.Stream
-		parts []*leader.Batch
+		st    *chaincore.Stream
+		parts []*chaincore.Batch
 	}
 	var order []*group
-	byStream := make(map[*leader.Stream]*group, 16)
+	byStream := make(map[*chaincore.Stream]*group, 16)
 	for _, b := range r.Batches {
 		g := byStream[b.Stream]
 		if g == nil {
@@ -198,18 +198,18 @@ func (e *Env) render(r leader.Render) leader.Event {
 		g.parts = append(g.parts, b)
 	}
 	limits := e.Frames
-	if limits == (leader.FrameLimits{}) {
-		limits = leader.DefaultFrameLimits(envelope.MaxFrameRawBytes)
+	if limits == (chaincore.FrameLimits{}) {
+		limits = chaincore.DefaultFrameLimits(envelope.MaxFrameRawBytes)
 	}
 	type frame struct {
-		st    *leader.Stream
-		parts []*leader.Batch
+		st    *chaincore.Stream
+		parts []*chaincore.Batch
 	}
 	frames := make([]frame, 0, len(order))
 	size := envelope.FooterTrailerBytes
 	for _, g := range order {
 		for len(g.parts) > 0 {
-			n, fill := 0, leader.FrameFill{}
+			n, fill := 0, chaincore.FrameFill{}
 			for n < len(g.parts) && limits.Fits(fill, g.parts[n]) {
 				fill = fill.Add(g.parts[n])
 				n++
@@ -236,7 +236,7 @@ func (e *Env) render(r leader.Render) leader.Event {
 		if first.Stored != nil { // a frame of its own, compressed at admission
 			if err := w.AddStoredFrame(f.st.Name(), first.Start, first.Count, first.MinTS, first.MaxTS, len(first.Payload), first.Stored, first.StoredCodec, first.StoredCRC); err != nil {
 				w.Finish(0, 0, envelope.Nonce{})
-				return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+				return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 			}
 			continue
 		}
@@ -248,16 +248,16 @@ func (e *Env) render(r leader.Render) leader.Event {
 		}
 		if err := w.AddFrameParts(f.st.Name(), first.Start, minTS, maxTS, parts, e.Codec); err != nil {
 			w.Finish(0, 0, envelope.Nonce{}) // reset the writer
-			return leader.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+			return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 		}
 	}
 	nonce := envelope.NewNonce()
 	obj, infos := w.Finish(r.Upload.Epoch, r.Upload.Slot, nonce)
-	return leader.Rendered{Upload: r.Upload, Obj: obj, Frames: infos, Nonce: nonce}
+	return chaincore.Rendered{Upload: r.Upload, Obj: obj, Frames: infos, Nonce: nonce}
 }
 
-func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
-	ev := leader.Walked{Epoch: r.Epoch, Next: r.From}
+func (e *Env) walk(ctx context.Context, r chaincore.Walk) chaincore.Event {
+	ev := chaincore.Walked{Epoch: r.Epoch, Next: r.From}
 	// Walk no further than Max slots: the walk reads ahead, and reads past
 	// this batch would be thrown away (and made again by the next one). So
 	// a batch ends where the walk does, and needs no stop of its own.
@@ -270,7 +270,7 @@ func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 		return nil
 	})
 	if err != nil {
-		return leader.Walked{Epoch: r.Epoch, Next: r.From, Err: fmt.Errorf("work: walk %s/%s epoch %d [%d, %d): %w", e.Star, e.Class, r.Epoch, r.From, r.To, err)}
+		return chaincore.Walked{Epoch: r.Epoch, Next: r.From, Err: fmt.Errorf("work: walk %s/%s epoch %d [%d, %d): %w", e.Star, e.Class, r.Epoch, r.From, r.To, err)}
 	}
 	ev.Next = to
 	return ev
@@ -282,7 +282,7 @@ func (e *Env) walk(ctx context.Context, r leader.Walk) leader.Event {
 // returns those deleted from every bucket. A delete that fails is not the
 // round's failure: the snapshot stays doomed (in the checkpoint too), and
 // a later round, or a successor, tries again.
-func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.Store, w int, bg *sync.WaitGroup) ([]string, error) {
+func commitRound(ctx context.Context, r chaincore.CommitRound, stores []objstore.Store, w int, bg *sync.WaitGroup) ([]string, error) {
 	if err := absorb.PutSnapshotTracked(ctx, stores, w, r.SnapshotKey, r.Snapshot, bg); err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func commitRound(ctx context.Context, r leader.CommitRound, stores []objstore.St
 }
 
 // settle runs one settle pass from the trim cursor as stored.
-func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
+func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePassed {
 	if e.SettleTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.SettleTimeout)
@@ -316,12 +316,12 @@ func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
 	}
 	t, ver, err := chain.ReadTrimCursor(ctx, e.Meta, e.Star, e.Class)
 	if err != nil {
-		return leader.SettlePassed{Err: err}
+		return chaincore.SettlePassed{Err: err}
 	}
 	cfg := settle.Config{Meta: e.Meta, Star: e.Star, Class: e.Class, Owner: e.Owner, Epoch: r.Epoch, Transit: e.Set(),
 		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness, DoomedGrace: e.SettleGrace}
 	res, err := settle.Run(ctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts})
-	return leader.SettlePassed{Result: res, Err: err}
+	return chaincore.SettlePassed{Result: res, Err: err}
 }
 
 // fence finds the cut of r.Epoch from r.From. A successor that minted
@@ -337,7 +337,7 @@ func (e *Env) settle(ctx context.Context, r leader.Settle) leader.SettlePassed {
 // If settlement has passed the epoch and its cut is recorded nowhere any
 // more, no fence can find it: the result says so (Fenced.CutLost), naming
 // the later epoch that deposed the fencing process, and the core decides.
-func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
+func (e *Env) fence(ctx context.Context, r chaincore.Fence) chaincore.Event {
 	par := max(1, min(chain.DefaultFenceParallel, r.Window))
 	fctx := ctx
 	if r.Patience > 0 {
@@ -346,11 +346,11 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		defer cancel()
 	}
 	opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
-		AcceptReadableFlight: r.Override >= leader.FenceAcceptReadable, DiscardUnreadable: r.Override == leader.FenceDiscardUnreadable}
+		AcceptReadableFlight: r.Override >= chaincore.FenceAcceptReadable, DiscardUnreadable: r.Override == chaincore.FenceDiscardUnreadable}
 	// recorded returns the epoch's cut if a record has it, or, if
 	// settlement passed the epoch and its cut is recorded nowhere, who
 	// deposed the fencing process.
-	recorded := func(t chain.TrimCursor) (uint64, bool, *leader.Deposed) {
+	recorded := func(t chain.TrimCursor) (uint64, bool, *chaincore.Deposed) {
 		// An unreadable epoch record only loses the shortcut: a halted
 		// incumbent fences with the buckets alone (its mint waits for the
 		// metastore anyway).
@@ -367,7 +367,7 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 			// The cursor never passes the checkpoint, and the checkpoint
 			// reaches an epoch only once it is minted: a later epoch
 			// exists.
-			d := &leader.Deposed{Leader: t.Owner, Epoch: t.At.Epoch}
+			d := &chaincore.Deposed{Leader: t.Owner, Epoch: t.At.Epoch}
 			if err == nil && rec.Epoch >= d.Epoch {
 				d.Leader, d.Epoch = rec.Owner, rec.Epoch
 			}
@@ -375,23 +375,23 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		}
 		return 0, false, nil
 	}
-	done := func(cut uint64) leader.Event {
+	done := func(cut uint64) chaincore.Event {
 		// A recorded cut below r.From (an operator's fence override
 		// discarded slots this process had released): nothing here is
 		// below it, and every flight from r.From on is past it.
 		cut = max(cut, r.From)
-		return leader.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - r.From}}
+		return chaincore.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - r.From}}
 	}
 	for attempt := 0; ; attempt++ {
 		// The cursor must be read: fencing below it is the one thing a
 		// fence must not do (the core retries a failed fence).
 		t, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
 		if err != nil {
-			return leader.Fenced{Epoch: r.Epoch, Err: err}
+			return chaincore.Fenced{Epoch: r.Epoch, Err: err}
 		}
 		if cut, ok, lost := recorded(t); lost != nil || ok {
 			if lost != nil {
-				return leader.Fenced{Epoch: r.Epoch, CutLost: lost}
+				return chaincore.Fenced{Epoch: r.Epoch, CutLost: lost}
 			}
 			return done(cut)
 		}
@@ -401,24 +401,24 @@ func (e *Env) fence(ctx context.Context, r leader.Fence) leader.Event {
 		}
 		res, err := chain.Fence(fctx, e.Set(), e.Star, e.Class, r.Epoch, from, envelope.NewNonce(), opt)
 		if err != nil {
-			return leader.Fenced{Epoch: r.Epoch, Result: res, Err: err}
+			return chaincore.Fenced{Epoch: r.Epoch, Result: res, Err: err}
 		}
 		after, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
 		if err != nil {
-			return leader.Fenced{Epoch: r.Epoch, Err: err} // fenced again later: a rerun finds its own poison
+			return chaincore.Fenced{Epoch: r.Epoch, Err: err} // fenced again later: a rerun finds its own poison
 		}
 		if cut, ok, lost := recorded(after); lost != nil || ok {
 			if lost != nil {
-				return leader.Fenced{Epoch: r.Epoch, CutLost: lost}
+				return chaincore.Fenced{Epoch: r.Epoch, CutLost: lost}
 			}
 			return done(cut)
 		}
 		if !(chain.Position{Epoch: r.Epoch, Next: res.Cut}).Less(after.At) {
 			res.Committed += from - r.From // the settled slots skipped are committed
-			return leader.Fenced{Epoch: r.Epoch, Result: res}
+			return chaincore.Fenced{Epoch: r.Epoch, Result: res}
 		}
 		if attempt >= 3 {
-			return leader.Fenced{Epoch: r.Epoch, Err: fmt.Errorf("work: fence of %s/%s epoch %d: settlement kept moving the trim cursor past the cut found", e.Star, e.Class, r.Epoch)}
+			return chaincore.Fenced{Epoch: r.Epoch, Err: fmt.Errorf("work: fence of %s/%s epoch %d: settlement kept moving the trim cursor past the cut found", e.Star, e.Class, r.Epoch)}
 		}
 	}
 }

@@ -50,7 +50,7 @@ func seedRange() (first uint64, n int) {
 }
 
 func replay(test string, seed uint64) string {
-	return fmt.Sprintf("go test ./internal/sim -run '^%s$' -sim.seed=%d -sim.replays=%d -v", test, seed, replayRuns)
+	return fmt.Sprintf("go test ./loglet/internal/sim -run '^%s$' -sim.seed=%d -sim.replays=%d -v", test, seed, replayRuns)
 }
 
 // replayRuns is how many runs the printed replay command allows a seed to
