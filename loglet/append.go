@@ -1,0 +1,172 @@
+package loglet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
+)
+
+// The append path: look the stream up, admit the batch into its chain's
+// core, and wait for the batch's one outcome.
+
+// submit validates, encodes, reserves pool budget for and admits b. After it
+// returns nil, the batch's outcome is known once p.Done is closed.
+func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *lane, error) {
+	if ctx == nil {
+		return nil, nil, notCommitted(ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		// An ended context admits nothing: the batch is not committed,
+		// and nothing of it is written.
+		return nil, nil, notCommitted(fmt.Errorf("loglet: stream %q: the context ended before admission: %w", name, err))
+	}
+	if len(b.Records) == 0 || len(b.Records) > s.cfg.MaxBatchRecords {
+		return nil, nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
+	}
+	st, err := s.streamForAppend(ctx, name)
+	if err != nil {
+		return nil, nil, notCommitted(err)
+	}
+	now := time.Now()
+	arrival := now.UnixMilli()
+	size, charge := 0, 0
+	monotone := true
+	headers := 0
+	var prev int64
+	for i, r := range b.Records {
+		if len(r.Headers) > envelope.MaxRecordHeaders {
+			return nil, nil, notCommitted(fmt.Errorf("%w: record %d has %d headers (max %d)", ErrInvalidBatch, i, len(r.Headers), envelope.MaxRecordHeaders))
+		}
+		if r.Timestamp < 0 {
+			return nil, nil, notCommitted(fmt.Errorf("%w: record %d has a negative timestamp", ErrInvalidBatch, i))
+		}
+		ts := s.stamp(r.Timestamp, arrival)
+		headers += len(r.Headers)
+		if ts < prev {
+			monotone = false
+		}
+		prev = ts
+		rs := envelope.EncodedRecordSize(Record{Timestamp: ts, Headers: r.Headers, Body: r.Body})
+		if rs > s.cfg.MaxRecordBytes {
+			return nil, nil, notCommitted(fmt.Errorf("%w: record %d is %d bytes encoded (max %d)", ErrInvalidBatch, i, rs, s.cfg.MaxRecordBytes))
+		}
+		size += rs
+		charge += rs + 10 - varintLen(ts) // room for any re-stamped timestamp
+	}
+	if headers > envelope.MaxFrameHeaders {
+		return nil, nil, notCommitted(fmt.Errorf("%w: batch has %d headers in all (max %d)", ErrInvalidBatch, headers, envelope.MaxFrameHeaders))
+	}
+	if size > s.cfg.MaxBatchBytes {
+		return nil, nil, notCommitted(fmt.Errorf("%w: batch is %d bytes encoded (max %d)", ErrInvalidBatch, size, s.cfg.MaxBatchBytes))
+	}
+	// Reserve the budget before encoding: a producer blocked at the budget
+	// then holds no encoded copy the budget does not count.
+	if err := st.lane.reserve(ctx, int64(charge)); err != nil {
+		return nil, nil, err
+	}
+	// One allocation for the batch and its future; the payload is carved
+	// from the lane's slab (issue 16: allocations per batch).
+	a := &admitted{}
+	p := &a.b
+	*p = chaincore.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
+	p.Payload = st.lane.slab.alloc(charge)
+	recs := b.Records
+	if !monotone {
+		recs = make([]Record, len(b.Records)) // the core re-stamps these
+	}
+	for i, r := range b.Records {
+		r.Timestamp = s.stamp(r.Timestamp, arrival)
+		if !monotone {
+			recs[i] = r
+		}
+		if i == 0 {
+			p.MinTS = r.Timestamp
+		}
+		p.MinTS, p.MaxTS = min(p.MinTS, r.Timestamp), max(p.MaxTS, r.Timestamp)
+		p.Payload = envelope.AppendRecord(p.Payload, r)
+	}
+	st.lane.precompress(p)
+	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
+		return nil, nil, err
+	}
+	return a, st.lane, nil
+}
+
+// admitted is a batch and the future that reports its outcome, allocated
+// together.
+type admitted struct {
+	b chaincore.Batch
+	f AckFuture
+}
+
+// stamp is the timestamp a record gets at arrival: its own, or arrival if it
+// has none; one in the future is capped at arrival (S2's rule: a clock
+// mistaken by a factor of 1000 must not stamp every later record of the
+// stream in the year 58886), unless Config.UncappedTimestamps.
+func (s *Star) stamp(ts, arrival int64) int64 {
+	if ts == 0 || (ts > arrival && !s.cfg.UncappedTimestamps) {
+		return arrival
+	}
+	return ts
+}
+
+func varintLen(v int64) int {
+	u := uint64(v) << 1
+	if v < 0 {
+		u = ^u
+	}
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// Append writes b to stream and waits for its acknowledgement: the batch is
+// durable in W buckets and every earlier flight of its chain is too. The
+// metastore is not touched (except once for a stream this process has not
+// seen). An error wraps ErrNotCommitted or ErrOutcomeUnknown.
+func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) {
+	a, l, err := s.submit(ctx, stream, b)
+	if err != nil {
+		return Ack{}, err
+	}
+	p := &a.b
+	select {
+	case <-p.Done:
+		return l.outcome(p)
+	case <-ctx.Done():
+		select {
+		case <-p.Done: // a known outcome beats "unknown"
+			return l.outcome(p)
+		default:
+		}
+		return Ack{}, outcomeUnknown(fmt.Errorf("loglet: stream %q: gave up waiting for the ack: %w", stream, ctx.Err()))
+	}
+}
+
+// CheckTail returns the stream's tail: the sequence number the next
+// admitted record will get and the last admitted timestamp. It counts the
+// batches this process admitted and has not acked yet: Tail.Pending says
+// how many records those are (Seq−Pending is the durable tail). A
+// MatchSeqNum taken from Seq while Pending is non-zero presumes they all
+// succeed; if one fails, every later batch fails its match. A producer
+// that wants exactly-once retries takes Seq when Pending is 0, or the tail
+// in its last Ack.
+func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
+	if ctx == nil {
+		return Tail{}, ErrNilContext
+	}
+	st, err := s.stream(ctx, stream)
+	if err != nil {
+		return Tail{}, err
+	}
+	st.lane.mu.Lock()
+	defer st.lane.mu.Unlock()
+	a, d := st.core.Assigned(), st.core.Durable()
+	return Tail{Seq: a.Seq, Timestamp: a.Timestamp, Pending: a.Seq - d.Seq}, nil
+}
