@@ -66,7 +66,7 @@ type Config struct {
 	// follow the successor's history. So a deposed leader's readers see the
 	// successor's records within about this interval.
 	SealCheckInterval time.Duration
-	// SettleInterval paces settlement (DESIGN.md, "Settle"; README,
+	// SettleInterval paces settlement (docs/design.md, "Settlement"; README,
 	// "Settlement"): at most this often, each chain's leader rewrites the
 	// absorbed transit slots past its trim cursor into per-stream settled
 	// objects in the Standard bucket set (merging a stream's small ones as
@@ -191,8 +191,8 @@ func cacheBytes(mib int) int64 {
 	return int64(mib) << 20
 }
 
-// FenceOverride is an operator override of the fence's rule (DESIGN.md,
-// "Fencing"), for a slot that damaged objects or lost buckets leave
+// FenceOverride is an operator override of the fence's rule (docs/design.md,
+// "The fence"), for a slot that damaged objects or lost buckets leave
 // undecidable: neither W flight copies nor K−W+1 poisons can ever be found
 // there, so a takeover (or a halt's recovery) waits at it for ever.
 type FenceOverride uint8

@@ -1,8 +1,8 @@
-// Package settle is the auditor (DESIGN.md, "Settle"): it rewrites the
-// transit extents of absorbed flights into per-stream settled objects in
-// the Standard bucket set, repoints the refs that pointed into them,
-// advances the chain's trim cursor, and deletes the settled slots from
-// every bucket of the chain.
+// Package settle is settlement (docs/design.md, "Settlement"; once called
+// the auditor): it rewrites the transit extents of absorbed flights into
+// per-stream settled objects in the Standard bucket set, repoints the refs
+// that pointed into them, advances the chain's trim cursor, and deletes the
+// settled slots from every bucket of the chain.
 //
 // One Run is one pass over the slots from the trim cursor up to a position
 // the leader gives (never past the checkpoint, nor past a slot with copies

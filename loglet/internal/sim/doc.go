@@ -1,7 +1,7 @@
-// Package sim is flightlog's seeded fault simulation (DESIGN.md,
-// testing layer 4): a harness that runs a star over simulated buckets and a
-// simulated metastore under injected faults, a workload of producers and
-// readers, and a checker that fails a seed on any violation of the write
+// Package sim is flightlog's seeded fault simulation (docs/design.md, "How
+// the code is tested"): a harness that runs a star over simulated buckets
+// and a simulated metastore under injected faults, a workload of producers
+// and readers, and a checker that fails a seed on any violation of the write
 // path's invariants.
 //
 // # The harness
