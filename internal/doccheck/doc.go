@@ -24,9 +24,14 @@
 // leading dash), a word in double quotes (a value), a namespaced word
 // (s3:ListBucket), an all-lower-case word (a command, a key, a term), an
 // all-upper-case word (an environment variable, a quantity such as K),
-// Go's keywords and predeclared identifiers, a plural of a name, and a
-// name qualified by a package this repository imports from elsewhere
-// (errors.Is, raft.RawNode: other modules are not checked).
+// Go's keywords and predeclared identifiers, a plural of a name in prose,
+// and, in prose, a name qualified by something that is neither a package
+// nor a type of this repository (errors.Is, raft.RawNode: other modules'
+// names are not checked).
+//
+// Paths are checked too: a path whose first segment is a top-level
+// directory of the repository (loglet/lane.go, ./chain/...) must
+// exist, and so must some file of a Go file name a doc mentions (lane.go).
 //
 // Identifiers are resolved by name across every Go file of the repository
 // (test files included), never by package path, so the check survives

@@ -342,9 +342,6 @@ func (ix *index) resolve(s string) string {
 		if ix.names[s] || ix.used[s] || ix.deps[strings.ToLower(s)] {
 			return "" // declared, used from another module, or the name of a dependency (OpenTelemetry)
 		}
-		if stem, ok := strings.CutSuffix(s, "s"); ok && (ix.names[stem] || ix.used[stem]) {
-			return "" // a plural in prose: CheckTails
-		}
 		return "not declared anywhere"
 	}
 	q, rest := parts[0], parts[1:]
@@ -458,6 +455,9 @@ func (ix *index) scanGoDoc(file string, first int, text string, nested bool) []f
 			case len(parts) == 1 && call && q[0] >= 'A' && q[0] <= 'Z':
 				check(tok) // Fence(epoch, from)
 			case len(parts) == 1 && !nested && mixedCaps.MatchString(tok):
+				if stem, ok := strings.CutSuffix(tok, "s"); ok && ix.resolve(stem) == "" {
+					continue // a plural in prose: CheckTails
+				}
 				check(tok) // WriteFlight, maybeSettle
 			}
 		}
@@ -741,11 +741,13 @@ func (f Flight) Key() string { return "NoSuchKey" }
 		t.Errorf("a nested module's mixed-case word was flagged: %v", got)
 	}
 
-	md := "Prose WriteFlight is not code.\n`WriteFlight` is.\n```sh\nchain.WriteFlight\n```\n```go\nchain.WriteFlight(x)\n```\n"
+	md := "Prose WriteFlight is not code.\n`WriteFlight` is.\n`WriteCopys` is no plural in code.\n" +
+		"```sh\nchain.WriteFlight\n```\n```go\nchain.WriteFlight(x)\n```\n"
 	got := ix.scanMarkdown("x.md", []byte(md))
 	want := []finding{
 		{"x.md:2", "WriteFlight", "not declared anywhere"},
-		{"x.md:7", "chain.WriteFlight", "package chain declares no WriteFlight"},
+		{"x.md:3", "WriteCopys", "not declared anywhere"},
+		{"x.md:8", "chain.WriteFlight", "package chain declares no WriteFlight"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("scanMarkdown = %v, want %v", got, want)
