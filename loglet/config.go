@@ -107,7 +107,7 @@ type Config struct {
 	// trusted timestamps. (Timestamps never go backwards within a stream
 	// either way: a record older than the last is stamped at the last.)
 	UncappedTimestamps bool
-	// CoarseWakeups wakes each chain's flusher with the runtime's timers
+	// CoarseWakeups wakes each lane's loop with the runtime's timers
 	// alone. By default a wake-up due within 30 ms (a flush deadline) is
 	// also slept for in nanosleep on Linux, on a goroutine of its own:
 	// the runtime's timers wake up to a millisecond late there (its poller
@@ -296,7 +296,7 @@ type ClassConfig struct {
 	Codec envelope.Codec
 	// PrecompressBytes: a batch this large (encoded) or larger is
 	// compressed by the producer that submits it, at admission, and
-	// written as a frame of its own, so the flusher only assembles a
+	// written as a frame of its own, so the render only assembles a
 	// claimed flight; smaller batches are grouped per stream and
 	// compressed when their flight is claimed (so is a large batch when
 	// the pool's budget has no room for its compressed copy at admission:

@@ -17,19 +17,21 @@
 //
 // # A chain's runtime: a pure core and a thin shell
 //
-// Every decision of a chain is made by its core (loglet/internal/chaincore, after
-// etcd-raft's RawNode): admission and sequencing, the cut, the claim and
-// window, release in slot order, each batch's outcome in order, halts, the
-// succession protocol, absorb pacing, the backlog and its stall diagnosis,
-// and the clean close. The core does no I/O, starts no goroutine and reads
-// no clock. The shell (lane.go) is the loop that drives it:
+// Every decision of a chain is made by its core (loglet/internal/chaincore,
+// after etcd-raft's raft.RawNode): admission and sequencing, the cut, the
+// claim and window, release in slot order, each batch's outcome in order,
+// halts, the succession protocol, absorb pacing, the backlog and its stall
+// diagnosis, and the clean close. The core does no I/O, starts no goroutine
+// and reads no clock. The shell (lane.go) is the loop that drives it:
 //
 //  1. One mutex guards the core; producers call Admit under it, after
 //     reserving the batch's bytes in the pool budget (where admission
 //     blocks at the budget).
 //  2. One goroutine takes the core's Ready (and Advances it) under the lock,
 //     then executes it outside: one worker per request
-//     (loglet/internal/work: one I/O call, one event back), cancellations,
+//     (loglet/internal/work: one event back; most requests are one I/O
+//     call, but a fence, a round's commit, the first mint and a settlement
+//     pass are several), cancellations,
 //     pool budget returned, outcomes delivered in the order decided, read
 //     sessions woken, logs emitted.
 //  3. It waits for the next event or the core's wake-up time and steps it
@@ -55,6 +57,12 @@
 // history (Reader); until a flight is absorbed the leader serves it from its
 // flight index.
 //
-// Not built yet: settle (rewriting transit data into per-stream settled
-// objects) and the trim of chain slots it enables.
+// Settlement, off unless Config.SettleInterval is set, rewrites absorbed
+// transit slots into per-stream settled objects in the Standard bucket set
+// (package settle), repoints their refs, advances the chain's trim cursor
+// and deletes the slots behind it from every bucket. Trim and retention
+// raise a stream's trim point and reclaim the refs and settled objects
+// below it; DeleteStream ends an incarnation at once and reclaims its data
+// from a durable marker. docs/design.md describes each protocol, its
+// invariants, where each is enforced and which test breaks when it does.
 package loglet

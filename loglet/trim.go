@@ -497,8 +497,11 @@ func (s *Star) byteCut(ctx context.Context, st *streamState, floor uint64, maxBy
 // same incarnation. live is false when the name has no record (deleted) or
 // its record has another incarnation (deleted and created again). trimSeq
 // is the live record's TrimSeq (records below it are unreadable and may be
-// reclaimed). It reads the metastore (one Get) every call, so it is never
-// stale; err is a metastore failure or a corrupt record, never absence.
+// reclaimed). A stream this process serves, whose record it read within
+// trimRefresh, is answered from its cache, so the answer may lag another
+// process's trim or delete by up to trimRefresh; any other stream costs one
+// metastore Get. err is a metastore failure or a corrupt record, never
+// absence.
 func (s *Star) streamLiveness(ctx context.Context, id string) (live bool, trimSeq uint64, err error) {
 	if ctx == nil {
 		return false, 0, ErrNilContext
