@@ -65,4 +65,71 @@
 // below it; DeleteStream ends an incarnation at once and reclaims its data
 // from a durable marker. docs/design.md describes each protocol, its
 // invariants, where each is enforced and which test breaks when it does.
+//
+// # Glossary
+//
+// One name per concept; the code uses these (where it still uses two, the
+// second is noted for a later rename).
+//
+//   - star: the unit of leadership; one process leads it (a Star).
+//   - class: Standard or Express; each has its own K buckets and quorum W.
+//   - chain: one star's durable log in one class: slots per epoch, in the
+//     class's buckets (package chain).
+//   - lane: a chain's runtime in this process: its core, the loop that
+//     executes it, and its workers (lane.go). Also called "the chain's
+//     runtime" and, in older comments, "the leader".
+//   - core: the lane's decision maker (chaincore.Core), pure: no I/O, no
+//     goroutine, no clock.
+//   - worker: runs one request of the core and steps back one event
+//     (loglet/internal/work).
+//   - slot: one position of a chain; each bucket holds at most one object
+//     there, ever (PutIfAbsent).
+//   - flight: batches of many streams cut from the pool and written to one
+//     slot as one transit bundle; a flight copy is one bucket's object.
+//   - poison: the object a fencer puts in a slot so no writer can reach W.
+//   - committed, dead: a slot with W flight copies of one nonce, or with
+//     K−W+1 poisons; never both, never revoked.
+//   - release: a durable slot's batches acked, strictly in slot order.
+//   - epoch: one leadership term of a chain, minted by compare-and-swap.
+//   - cut (of an epoch): its first dead slot; nothing at or past it counts.
+//     Cutting a flight (from the pool) is a different act.
+//   - seal: the checkpoint's owner mark, taken first by a takeover. An
+//     epoch's clean seal is the cut a clean Close records.
+//   - halt: the incumbent stops releasing at a slot (foreign occupant,
+//     missed commit deadline, lost seal).
+//   - succession: replacing an epoch by the next: a takeover (opening) or a
+//     halt's recovery; its steps are seal, fence, mint, probe, walk or
+//     republish.
+//   - fence: deciding an epoch's cut by poisoning every free bucket of its
+//     slots (chain.Fence).
+//   - walk: reading every committed slot below a cut (chain.Walk).
+//   - garbage probe: poisoning the slots just past a cut (chain.GarbageProbe).
+//   - absorb round: released flights turned into span refs, and the
+//     checkpoint advanced, in one metastore Commit.
+//   - span ref: where records [Start, End) of one stream live.
+//   - checkpoint: everything before (Epoch, Next) is absorbed; it carries
+//     the seal and the pending round.
+//   - tails snapshot: every stream's tail as of a checkpoint, full or a
+//     delta over a full one.
+//   - flight index: released, unabsorbed batches a leader serves reads from.
+//   - backlog: claimed, unabsorbed flights and bytes; bounded.
+//   - straggler: a copy still uploading after its flight was acked;
+//     under-replicated: a committed slot missing some of its K copies.
+//   - settlement: the settle package's passes (the "auditor" is its old
+//     name); Core.settle, which runs the core's decisions to a fixpoint, is
+//     unrelated and due for a rename.
+//   - settled object: one stream's records rewritten out of transit slots.
+//   - trim cursor: how far settlement got through a chain; chain trim
+//     deletes the slots behind it.
+//   - trim point: a stream's first readable record (Trim, retention).
+//   - incarnation: one life of a stream name; its stream ID keys its data.
+//   - retire: ending admission to a deleted incarnation (Core.Retire; the
+//     core's unexported retire, forgetting a finished upload, is unrelated).
+//   - doomed: no longer needed and deleted a while later; said of tails
+//     snapshots (Checkpoint.Doomed) and of merged settled objects alike.
+//   - pending: a round recorded before its refs (Checkpoint.Pending); also
+//     a settled object written before its repoint, and Tail.Pending.
+//   - deleted marker: the metastore record of a deleted incarnation whose
+//     data is still being reclaimed.
+//   - Reader: reads absorbed history in any process, leading nothing.
 package loglet
