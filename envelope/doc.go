@@ -96,7 +96,8 @@
 //
 // Reading a slot (chain, fence, walk, readers):
 //
-//  1. ParseEnvelope(first 60 bytes). Poison: the slot is dead in this bucket.
+//  1. ParseEnvelope(first 60 bytes). Poison: this bucket holds no copy (the
+//     slot is dead only with K−W+1 poisons; see chain.Decide).
 //     Flight: IsFlightOf says whether it is the expected copy.
 //  2. ParseFooter(env, obj[env.FooterOffset:env.Size]) lists the frames.
 //  3. DecodeFrame(info, obj[info.Offset:info.End()]) returns the records.
