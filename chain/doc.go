@@ -20,7 +20,7 @@
 // and asks for one WriteCopy per bucket, each on a worker of its own
 // (loglet/internal/work); it counts the copies against W, and ordering
 // never depends on which returns first. WriteFlight does the same for every
-// bucket at once, for tools and tests. A slot is committed when W buckets
+// bucket at once; only tests call it. A slot is committed when W buckets
 // hold this writer's copy (kind flight, same epoch, slot and nonce); a
 // writer that finds any other occupant (a poison, another writer's flight,
 // an unreadable object) reports it as foreign, which halts the epoch.
