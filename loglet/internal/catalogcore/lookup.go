@@ -1,0 +1,222 @@
+package catalogcore
+
+import "errors"
+
+// op is what every operation shares: the pending request and the outcome.
+type op struct {
+	req Request
+	out Outcome
+}
+
+func (o *op) Next() Request    { return o.req }
+func (o *op) Outcome() Outcome { return o.out }
+
+func (o *op) ask(r Request) { o.req = r }
+
+func (o *op) end(out Outcome) {
+	o.req = nil
+	o.out = out
+}
+
+// Lookup finds the incarnation of a name this star serves: the cache's, or
+// the record read on a miss once the cache accepts it. With create (an
+// append under Config.CreateOnAppend) a name with no record, or whose
+// record's incarnation was retired meanwhile, is created afresh and looked
+// up again (without create: it is looked up at most twice).
+type Lookup struct {
+	op
+	name, star string
+	create     bool
+	sub        *Create
+}
+
+// NewLookup starts a lookup of name on star (the star this process leads).
+func NewLookup(name, star string, create bool) *Lookup {
+	l := &Lookup{name: name, star: star, create: create}
+	l.ask(LookupCache{Name: name})
+	return l
+}
+
+// Step implements Op.
+func (l *Lookup) Step(res Result) error {
+	if l.req == nil {
+		return errOver
+	}
+	if l.sub != nil {
+		if err := l.sub.Step(res); err != nil {
+			return err
+		}
+		l.afterCreate()
+		return nil
+	}
+	switch req := l.req.(type) {
+	case LookupCache:
+		r, ok := res.(CacheLooked)
+		if !ok {
+			return mismatch(req, res)
+		}
+		if r.Hit {
+			l.end(Outcome{Status: Served, Record: r.Record})
+			return nil
+		}
+		l.ask(ReadRecord{Name: l.name})
+	case ReadRecord:
+		r, ok := res.(RecordRead)
+		if !ok {
+			return mismatch(req, res)
+		}
+		switch {
+		case r.NotFound && l.create:
+			l.startCreate()
+		case r.NotFound:
+			l.end(Outcome{Status: NotFound})
+		case r.Corrupt:
+			l.end(Outcome{Status: Corrupt, Err: r.Err})
+		case r.Err != nil:
+			l.end(Outcome{Status: Failed, Err: r.Err})
+		case r.Record.Star != l.star:
+			l.end(Outcome{Status: NotLeader, Record: r.Record})
+		default:
+			// The record may be deleted by now: the cache refuses an
+			// incarnation a delete retired.
+			l.ask(CacheRecord{Record: r.Record})
+		}
+	case CacheRecord:
+		r, ok := res.(Cached)
+		if !ok {
+			return mismatch(req, res)
+		}
+		switch {
+		case !r.Retired:
+			l.end(Outcome{Status: Served, Record: req.Record})
+		case l.create:
+			// As if the read had come after the delete: create afresh.
+			l.startCreate()
+		default:
+			l.end(Outcome{Status: NotFound, Record: req.Record, Err: errRetired})
+		}
+	default:
+		return mismatch(l.req, res)
+	}
+	return nil
+}
+
+// errRetired says why a record read was not served.
+var errRetired = errors.New("this incarnation was deleted")
+
+func (l *Lookup) startCreate() {
+	l.sub = NewCreate(l.name, l.star)
+	l.req = l.sub.Next()
+}
+
+// afterCreate: a create that won or lost to another's is looked up again,
+// without create; any other end of it is the lookup's.
+func (l *Lookup) afterCreate() {
+	if next := l.sub.Next(); next != nil {
+		l.req = next
+		return
+	}
+	out := l.sub.Outcome()
+	l.sub = nil
+	if out.Status == Created || out.Status == Exists {
+		l.create = false
+		l.ask(LookupCache{Name: l.name})
+		return
+	}
+	l.end(out)
+}
+
+// Create writes a new incarnation of a name: a fresh record (MintRecord),
+// committed expecting no record. A failed commit re-reads the record: its
+// own (incarnation and nonce) means the commit applied; another's means the
+// name is taken (Exists); none after a conflict means the name was created
+// and deleted meanwhile, and it tries again with a fresh record, up to
+// MaxCreateAttempts (never committing a record it may have written once:
+// that incarnation may be deleted by now). A record on this star is offered
+// to the cache.
+type Create struct {
+	op
+	name, star string
+	rec        Record
+	err        error // the commit's
+	conflict   bool
+	attempts   int
+}
+
+// NewCreate starts a create of name; star is the star this process leads.
+func NewCreate(name, star string) *Create {
+	c := &Create{name: name, star: star}
+	c.ask(MintRecord{Name: name})
+	return c
+}
+
+// Step implements Op.
+func (c *Create) Step(res Result) error {
+	if c.req == nil {
+		return errOver
+	}
+	switch req := c.req.(type) {
+	case MintRecord:
+		r, ok := res.(Minted)
+		if !ok {
+			return mismatch(req, res)
+		}
+		if r.Record.Name != c.name {
+			return errors.New("catalogcore: minted a record of another name")
+		}
+		c.rec = r.Record
+		c.attempts++
+		c.ask(CommitCreate{Record: c.rec})
+	case CommitCreate:
+		r, ok := res.(CommitDone)
+		if !ok {
+			return mismatch(req, res)
+		}
+		if r.Err == nil {
+			c.created()
+			return nil
+		}
+		// The conflict may be our own ambiguous write: re-read.
+		c.err, c.conflict = r.Err, r.Conflict
+		c.ask(ReadRecord{Name: c.name})
+	case ReadRecord:
+		r, ok := res.(RecordRead)
+		if !ok {
+			return mismatch(req, res)
+		}
+		switch {
+		case r.Err != nil && !r.NotFound && !r.Corrupt:
+			// Not known whether the name was free: never report it
+			// taken on a guess.
+			c.end(Outcome{Status: Failed, Err: c.err, Cause: r.Err, Attempts: c.attempts})
+		case !r.NotFound && !r.Corrupt && r.Record.Incarnation == c.rec.Incarnation && r.Record.Nonce == c.rec.Nonce:
+			c.rec.Version = r.Record.Version
+			c.created() // ours: the failure applied
+		case !c.conflict:
+			c.end(Outcome{Status: Failed, Err: c.err, Attempts: c.attempts})
+		case r.NotFound && c.attempts < MaxCreateAttempts:
+			// Taken, then free again: created and deleted meanwhile.
+			c.ask(MintRecord{Name: c.name})
+		default:
+			c.end(Outcome{Status: Exists, Record: r.Record, Attempts: c.attempts})
+		}
+	case CacheRecord:
+		if _, ok := res.(Cached); !ok {
+			return mismatch(req, res)
+		}
+		// Refused only if a delete of this very incarnation ran
+		// meanwhile: created, then deleted. Created all the same.
+		c.end(Outcome{Status: Created, Record: c.rec, Attempts: c.attempts})
+	default:
+		return mismatch(c.req, res)
+	}
+	return nil
+}
+
+func (c *Create) created() {
+	if c.rec.Star == c.star {
+		c.ask(CacheRecord{Record: c.rec})
+		return
+	}
+	c.end(Outcome{Status: Created, Record: c.rec, Attempts: c.attempts})
+}
