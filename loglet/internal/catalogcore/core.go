@@ -162,6 +162,10 @@ func (o Outcome) String() string {
 	switch o.Status {
 	case Served, Created, NotLeader, Deleted:
 		s += " " + o.Record.String()
+	case NotFound, Exists:
+		if o.Record.Name != "" {
+			s += " " + o.Record.String()
+		}
 	case Finished:
 		s += fmt.Sprintf(" %s drained=%v", o.Record.ID(), o.Drained)
 	case Trimmed:
