@@ -161,6 +161,10 @@ func (c *Create) Step(res Result) error {
 		if !ok {
 			return mismatch(req, res)
 		}
+		if r.Err != nil {
+			c.end(Outcome{Status: Failed, Err: r.Err, Attempts: c.attempts})
+			return nil
+		}
 		if r.Record.Name != c.name {
 			return errors.New("catalogcore: minted a record of another name")
 		}

@@ -129,7 +129,7 @@ func (c *CommitOffset) resolveOwn(r OffsetRead) {
 	switch {
 	case r.Err == nil && r.Found && !r.Corrupt && r.Nonce == c.nonce && c.nonce != "":
 		c.committed(r.Next, r.Version) // ours: the "failure" applied
-	case r.Err != nil:
+	case r.Err != nil && !r.Corrupt:
 		c.fail(r.Err)
 	case !c.conflict:
 		c.end(Outcome{Status: Failed, Err: c.err, Attempts: c.attempts})

@@ -176,8 +176,12 @@ type RecordRead struct {
 // its incarnation retired by a delete.
 type Cached struct{ Retired bool }
 
-// Minted answers MintRecord.
-type Minted struct{ Record Record }
+// Minted answers MintRecord: the record, or Err (options this star
+// refuses: an invalid name, a class it does not run).
+type Minted struct {
+	Record Record
+	Err    error
+}
 
 // CommitDone answers CommitCreate and CommitDelete. Conflict: an expected
 // version did not hold (Err says more). MarkerVersion: a delete's marker's
@@ -280,8 +284,13 @@ func (r RecordRead) String() string {
 	}
 	return "record " + r.Record.String()
 }
-func (r Cached) String() string       { return fmt.Sprintf("cached retired=%v", r.Retired) }
-func (r Minted) String() string       { return "minted " + r.Record.String() }
+func (r Cached) String() string { return fmt.Sprintf("cached retired=%v", r.Retired) }
+func (r Minted) String() string {
+	if r.Err != nil {
+		return fmt.Sprintf("mint refused err=%q", r.Err.Error())
+	}
+	return "minted " + r.Record.String()
+}
 func (Done) String() string           { return "done" }
 func (r Awaited) String() string      { return fmt.Sprintf("awaited err=%q", errString(r.Err)) }
 func (r DrainChecked) String() string { return fmt.Sprintf("drained=%v", r.Drained) }
