@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,20 +42,37 @@ import (
 // reported failure, and a crash in between are all reclaimed.
 
 // cache returns the cached state of rec's incarnation, caching it first if
-// the name has none or another incarnation. A retired incarnation is not
-// cached: ErrStreamNotFound.
-func (s *Star) cache(rec streamRecord, c Class) (*streamState, error) {
+// the name has none or another incarnation, provided the cache did not move
+// since the caller looked: expect is its token then (cacheToken; ""
+// replaces whatever is cached). If it moved, other is its token now and
+// nothing is cached. A retired incarnation is not cached:
+// ErrStreamNotFound.
+func (s *Star) cache(rec streamRecord, c Class, expect string) (st *streamState, other string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.streams[rec.Name]; ok && st.id == rec.id() {
-		return st, nil
+		return st, "", nil
+	}
+	if tok := s.cacheTokenLocked(rec.Name); expect != "" && expect != tok {
+		return nil, tok, nil
 	}
 	st, retired := s.newStreamState(rec, c)
 	if retired {
-		return nil, fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, rec.Name)
+		return nil, "", fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, rec.Name)
 	}
 	s.streams[rec.Name] = st
-	return st, nil
+	return st, "", nil
+}
+
+// cacheTokenLocked is the cache's token for name (catalogcore.CacheLooked):
+// the incarnation it holds, or, on a miss, the count of entries dropped
+// (by a delete, or a forget), so that a lookup that missed before a drop
+// sees the cache moved. Under s.mu.
+func (s *Star) cacheTokenLocked(name string) string {
+	if st, ok := s.streams[name]; ok {
+		return st.id
+	}
+	return "#" + strconv.FormatUint(s.drops, 10)
 }
 
 // retire ends rec's incarnation on this star: its chain's core refuses
@@ -68,6 +86,7 @@ func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, uint64) {
 	if st := s.streams[rec.Name]; st != nil && st.id == rec.id() {
 		st.dropped()
 		delete(s.streams, rec.Name)
+		s.drops++
 	}
 	s.trims.forget(rec.id())
 	l := s.lanes[c]
@@ -87,8 +106,9 @@ func (s *Star) forgetName(name string) {
 	defer s.mu.Unlock()
 	if st := s.streams[name]; st != nil {
 		st.dropped()
+		delete(s.streams, name)
+		s.drops++
 	}
-	delete(s.streams, name)
 }
 
 // DeleteStream removes a stream's record: the incarnation is unreadable at
@@ -267,7 +287,7 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			}
 			// The chains serve already: a settle pass may look a stream
 			// up. (Nothing is retired yet: no delete has run here.)
-			if _, err := s.cache(rec, c); err != nil && !errors.Is(err, ErrStreamNotFound) {
+			if _, _, err := s.cache(rec, c, ""); err != nil && !errors.Is(err, ErrStreamNotFound) {
 				return err
 			}
 		}
@@ -435,6 +455,10 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 	s.mu.RLock()
 	st, ok := s.streams[name]
 	closed := s.closed
+	token := ""
+	if !ok {
+		token = s.cacheTokenLocked(name)
+	}
 	s.mu.RUnlock()
 	if closed {
 		return nil, ErrClosed
@@ -448,7 +472,7 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 		// LookupCache, is answered here inline: a hit, on every append,
 		// allocates no Op.)
 		op := catalogcore.NewLookup(name, s.cfg.Star, create)
-		if err := op.Step(catalogcore.CacheLooked{}); err != nil {
+		if err := op.Step(catalogcore.CacheLooked{Token: token}); err != nil {
 			return nil, fmt.Errorf("loglet: look up stream %q: %w", name, err)
 		}
 		x := &catalogRun{name: name, opts: StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}}
@@ -580,9 +604,10 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		x.creating = false
 		s.mu.RLock()
 		st, ok := s.streams[r.Name]
+		token := s.cacheTokenLocked(r.Name)
 		s.mu.RUnlock()
 		if !ok {
-			return catalogcore.CacheLooked{}
+			return catalogcore.CacheLooked{Token: token}
 		}
 		x.st = st
 		name, inc := chain.SplitStreamID(st.id)
@@ -591,9 +616,12 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		return s.readRecord(ctx, r.Name)
 	case catalogcore.CacheRecord:
 		d := r.Record.Data.(recordData)
-		st, err := s.cache(d.rec, d.class)
-		if err != nil {
+		st, other, err := s.cache(d.rec, d.class, r.Expect)
+		switch {
+		case err != nil:
 			return catalogcore.Cached{Retired: true}
+		case other != "":
+			return catalogcore.Cached{Other: other}
 		}
 		x.st = st
 		return catalogcore.Cached{}

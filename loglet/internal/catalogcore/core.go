@@ -69,6 +69,10 @@ const (
 	// rewrite of the stream record sends back to retry (each trim moves the
 	// record once; a trim point only grows).
 	MaxOffsetAttempts = 8
+	// MaxLookupRereads bounds the re-reads of a lookup (or a create
+	// offering its record to the cache) that finds another incarnation
+	// cached since it last looked.
+	MaxLookupRereads = 3
 )
 
 // Op is one catalogue operation in progress.

@@ -20,6 +20,11 @@
 //     whose read raced a delete is refused, and an append that may create
 //     the stream then creates the name afresh, as if the read had come after
 //     the delete.
+//   - The cache never goes back: a lookup's record is cached only if the
+//     cache did not move since the lookup looked (its token). If it moved
+//     (a concurrent lookup cached an incarnation, a delete dropped one) it
+//     reads again, and the record then, newer, is offered (up to
+//     MaxLookupRereads).
 //   - A create is a commit expecting no record. A failed create re-reads:
 //     its own record (same incarnation and nonce) means the ambiguous commit
 //     applied; another record means someone else created the name; no

@@ -22,12 +22,22 @@ func (o *op) end(out Outcome) {
 // the record read on a miss once the cache accepts it. With create (an
 // append under Config.CreateOnAppend) a name with no record, or whose
 // record's incarnation was retired meanwhile, is created afresh and looked
-// up again (without create: it is looked up at most twice).
+// up again (without create: it is looked up at most twice). The record
+// read is cached only if the cache did not move since the lookup looked
+// (its token): another lookup may have cached another incarnation
+// meanwhile, or a delete dropped one, and the record read may be older
+// than that; it reads again (the record now is newer) and offers that, up
+// to MaxLookupRereads. So the cache never goes back to an incarnation older
+// than one it served.
 type Lookup struct {
 	op
 	name, star string
 	create     bool
 	sub        *Create
+	// expect is the cache's token for the name as last seen, rereads the
+	// reads since the first.
+	expect  string
+	rereads int
 }
 
 // NewLookup starts a lookup of name on star (the star this process leads).
@@ -59,6 +69,7 @@ func (l *Lookup) Step(res Result) error {
 			l.end(Outcome{Status: Served, Record: r.Record})
 			return nil
 		}
+		l.expect = r.Token
 		l.ask(ReadRecord{Name: l.name})
 	case ReadRecord:
 		r, ok := res.(RecordRead)
@@ -79,7 +90,7 @@ func (l *Lookup) Step(res Result) error {
 		default:
 			// The record may be deleted by now: the cache refuses an
 			// incarnation a delete retired.
-			l.ask(CacheRecord{Record: r.Record})
+			l.ask(CacheRecord{Record: r.Record, Expect: l.expect})
 		}
 	case CacheRecord:
 		r, ok := res.(Cached)
@@ -87,6 +98,16 @@ func (l *Lookup) Step(res Result) error {
 			return mismatch(req, res)
 		}
 		switch {
+		case r.Other != "" && l.rereads >= MaxLookupRereads:
+			l.end(Outcome{Status: Failed, Err: errChurn})
+		case r.Other != "":
+			// The cache moved since this lookup looked (another lookup
+			// cached an incarnation, or a delete dropped one): what
+			// this one read may be older. Read again: the record now is
+			// newer than whatever moved the cache.
+			l.expect = r.Other
+			l.rereads++
+			l.ask(ReadRecord{Name: l.name})
 		case !r.Retired:
 			l.end(Outcome{Status: Served, Record: req.Record})
 		case l.create:
@@ -100,6 +121,9 @@ func (l *Lookup) Step(res Result) error {
 	}
 	return nil
 }
+
+// errChurn: a lookup that kept finding other incarnations cached.
+var errChurn = errors.New("catalogcore: the stream's record kept changing under the lookup")
 
 // errRetired says why a record read was not served.
 var errRetired = errors.New("this incarnation was deleted")
@@ -133,7 +157,10 @@ func (l *Lookup) afterCreate() {
 // and deleted meanwhile, and it tries again with a fresh record, up to
 // MaxCreateAttempts (never committing a record it may have written once:
 // that incarnation may be deleted by now). A record on this star is offered
-// to the cache.
+// to the cache, replacing what the cache held when the create began (its
+// token): if the cache moved since, another incarnation cached may be
+// newer, and the create re-reads to learn whether the record is still
+// its own.
 type Create struct {
 	op
 	name, star string
@@ -141,12 +168,18 @@ type Create struct {
 	err        error // the commit's
 	conflict   bool
 	attempts   int
+	// expect is the cache's token for the name as last seen (first: before
+	// the commit); created: the record is committed; rereads: the reads
+	// since, to learn whether it is still the record.
+	expect  string
+	created bool
+	rereads int
 }
 
 // NewCreate starts a create of name; star is the star this process leads.
 func NewCreate(name, star string) *Create {
 	c := &Create{name: name, star: star}
-	c.ask(MintRecord{Name: name})
+	c.ask(LookupCache{Name: name})
 	return c
 }
 
@@ -156,6 +189,13 @@ func (c *Create) Step(res Result) error {
 		return errOver
 	}
 	switch req := c.req.(type) {
+	case LookupCache:
+		r, ok := res.(CacheLooked)
+		if !ok {
+			return mismatch(req, res)
+		}
+		c.expect = r.Token
+		c.ask(MintRecord{Name: c.name})
 	case MintRecord:
 		r, ok := res.(Minted)
 		if !ok {
@@ -177,7 +217,7 @@ func (c *Create) Step(res Result) error {
 			return mismatch(req, res)
 		}
 		if r.Err == nil {
-			c.created()
+			c.committed()
 			return nil
 		}
 		// The conflict may be our own ambiguous write: re-read.
@@ -188,6 +228,16 @@ func (c *Create) Step(res Result) error {
 		if !ok {
 			return mismatch(req, res)
 		}
+		if c.created {
+			// The cache moved since the create looked: is the record
+			// still ours (then it replaces what the cache holds now)?
+			if r.Err == nil && !r.NotFound && !r.Corrupt && r.Record.ID() == c.rec.ID() {
+				c.ask(CacheRecord{Record: c.rec, Expect: c.expect})
+				return nil
+			}
+			c.end(Outcome{Status: Created, Record: c.rec, Attempts: c.attempts})
+			return nil
+		}
 		switch {
 		case r.Err != nil && !r.NotFound && !r.Corrupt:
 			// Not known whether the name was free: never report it
@@ -195,7 +245,7 @@ func (c *Create) Step(res Result) error {
 			c.end(Outcome{Status: Failed, Err: c.err, Cause: r.Err, Attempts: c.attempts})
 		case !r.NotFound && !r.Corrupt && r.Record.Incarnation == c.rec.Incarnation && r.Record.Nonce == c.rec.Nonce:
 			c.rec.Version = r.Record.Version
-			c.created() // ours: the failure applied
+			c.committed() // ours: the failure applied
 		case !c.conflict:
 			c.end(Outcome{Status: Failed, Err: c.err, Attempts: c.attempts})
 		case r.NotFound && c.attempts < MaxCreateAttempts:
@@ -205,8 +255,17 @@ func (c *Create) Step(res Result) error {
 			c.end(Outcome{Status: Exists, Record: r.Record, Attempts: c.attempts})
 		}
 	case CacheRecord:
-		if _, ok := res.(Cached); !ok {
+		r, ok := res.(Cached)
+		if !ok {
 			return mismatch(req, res)
+		}
+		if r.Other != "" && c.rereads < MaxLookupRereads {
+			// A lookup cached an incarnation (or a delete dropped one)
+			// since the create looked: it may be newer than ours.
+			c.expect = r.Other
+			c.rereads++
+			c.ask(ReadRecord{Name: c.name})
+			return nil
 		}
 		// Refused only if a delete of this very incarnation ran
 		// meanwhile: created, then deleted. Created all the same.
@@ -217,9 +276,13 @@ func (c *Create) Step(res Result) error {
 	return nil
 }
 
-func (c *Create) created() {
+// committed: the record is in; a record of this star is offered to the
+// cache, replacing what it held when the create looked (older than ours:
+// the name had no record when ours committed).
+func (c *Create) committed() {
+	c.created = true
 	if c.rec.Star == c.star {
-		c.ask(CacheRecord{Record: c.rec})
+		c.ask(CacheRecord{Record: c.rec, Expect: c.expect})
 		return
 	}
 	c.end(Outcome{Status: Created, Record: c.rec, Attempts: c.attempts})

@@ -21,8 +21,13 @@ type LookupCache struct{ Name string }
 type ReadRecord struct{ Name string }
 
 // CacheRecord asks the cache to serve Record, unless its chain core
-// retired the incarnation. Answer: Cached.
-type CacheRecord struct{ Record Record }
+// retired the incarnation, replacing only what the operation last saw:
+// Expect, the cache's token for the name (CacheLooked.Token, Cached.Other).
+// Answer: Cached.
+type CacheRecord struct {
+	Record Record
+	Expect string
+}
 
 // MintRecord asks for a new record of Name on this star: a fresh
 // incarnation and nonce, the default options. Answer: Minted.
@@ -126,9 +131,14 @@ func (CommitOffsetReq) request() {}
 func (ReadOffset) request()      {}
 func (Warn) request()            {}
 
-func (r LookupCache) String() string     { return "lookup-cache " + r.Name }
-func (r ReadRecord) String() string      { return "read-record " + r.Name }
-func (r CacheRecord) String() string     { return "cache " + r.Record.String() }
+func (r LookupCache) String() string { return "lookup-cache " + r.Name }
+func (r ReadRecord) String() string  { return "read-record " + r.Name }
+func (r CacheRecord) String() string {
+	if r.Expect != "" {
+		return "cache " + r.Record.String() + " expect=" + r.Expect
+	}
+	return "cache " + r.Record.String()
+}
 func (r MintRecord) String() string      { return "mint " + r.Name }
 func (r CommitCreate) String() string    { return "commit-create " + r.Record.String() }
 func (r ForgetName) String() string      { return "forget " + r.Name }
@@ -156,10 +166,13 @@ func (r CommitOffsetReq) String() string {
 }
 
 // CacheLooked answers LookupCache: Record is the incarnation served, if
-// Hit.
+// Hit. Token is the cache's token for the name: opaque to the core, it
+// changes whenever what the cache holds for the name may have changed (an
+// entry cached, replaced or dropped).
 type CacheLooked struct {
 	Hit    bool
 	Record Record
+	Token  string
 }
 
 // RecordRead answers ReadRecord. NotFound: no record. Corrupt: the record
@@ -173,8 +186,12 @@ type RecordRead struct {
 }
 
 // Cached answers CacheRecord: Retired means the cache refused the record,
-// its incarnation retired by a delete.
-type Cached struct{ Retired bool }
+// its incarnation retired by a delete; Other (the cache's token now) that
+// it kept what it holds: the cache moved since the operation last looked.
+type Cached struct {
+	Retired bool
+	Other   string
+}
 
 // Minted answers MintRecord: the record, or Err (options this star
 // refuses: an invalid name, a class it does not run).
@@ -271,6 +288,9 @@ func (r CacheLooked) String() string {
 	if r.Hit {
 		return "cache hit " + r.Record.ID()
 	}
+	if r.Token != "" {
+		return "cache miss token=" + r.Token
+	}
 	return "cache miss"
 }
 func (r RecordRead) String() string {
@@ -284,7 +304,12 @@ func (r RecordRead) String() string {
 	}
 	return "record " + r.Record.String()
 }
-func (r Cached) String() string { return fmt.Sprintf("cached retired=%v", r.Retired) }
+func (r Cached) String() string {
+	if r.Other != "" {
+		return "cache moved: token " + r.Other
+	}
+	return fmt.Sprintf("cached retired=%v", r.Retired)
+}
 func (r Minted) String() string {
 	if r.Err != nil {
 		return fmt.Sprintf("mint refused err=%q", r.Err.Error())

@@ -60,6 +60,16 @@ type harness struct {
 	cache    map[string]Record // name → the incarnation served
 	retired  map[string]bool   // stream ID → retired by a delete
 	admitted map[string]uint64 // stream ID → the tail admission reached
+	drops    int               // cache entries dropped (a forget, a retire)
+}
+
+// token is the cache's token for name: the incarnation it holds, or the
+// count of entries dropped (a miss is stale once a drop happened).
+func (h *harness) token(name string) string {
+	if rec, ok := h.cache[name]; ok {
+		return rec.ID()
+	}
+	return fmt.Sprintf("#%d", h.drops)
 }
 
 func (h *harness) run(d *datadriven.TestData) (string, error) {
@@ -249,21 +259,30 @@ func (h *harness) local(req Request) Result {
 	switch r := req.(type) {
 	case LookupCache:
 		rec, ok := h.cache[r.Name]
-		return CacheLooked{Hit: ok, Record: rec}
+		return CacheLooked{Hit: ok, Record: rec, Token: h.token(r.Name)}
 	case CacheRecord:
 		if h.retired[r.Record.ID()] {
 			return Cached{Retired: true}
 		}
-		if cur, ok := h.cache[r.Record.Name]; !ok || cur.ID() != r.Record.ID() {
+		cur, ok := h.cache[r.Record.Name]
+		switch {
+		case ok && cur.ID() == r.Record.ID():
+		case r.Expect != "" && r.Expect != h.token(r.Record.Name):
+			return Cached{Other: h.token(r.Record.Name)}
+		default:
 			h.cache[r.Record.Name] = r.Record
 		}
 		return Cached{}
 	case ForgetName:
-		delete(h.cache, r.Name)
+		if _, ok := h.cache[r.Name]; ok {
+			delete(h.cache, r.Name)
+			h.drops++
+		}
 		return Done{}
 	case Retire:
 		if cur, ok := h.cache[r.Record.Name]; ok && cur.ID() == r.Record.ID() {
 			delete(h.cache, r.Record.Name)
+			h.drops++
 		}
 		if r.Record.Star != h.star {
 			return Retired{}
