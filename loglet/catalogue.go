@@ -18,7 +18,10 @@ import (
 )
 
 // The catalogue: which incarnation of each name this star serves, and the
-// end of an incarnation's life.
+// end of an incarnation's life. Its decisions (lookup, create, delete and
+// its cleanup, and, in trim.go and offsets.go, the trim point and offset
+// commits) are loglet/internal/catalogcore's operations; this file is their
+// shell (runCatalog executes each request as one call) and holds the cache.
 //
 // A Star caches the records of the streams it leads (s.streams, under
 // s.mu), so appends to known streams never touch the metastore. Every
@@ -30,7 +33,9 @@ import (
 // retired incarnation under the same lock. So once DeleteStream returns, no
 // cache entry serves the deleted incarnation, a lookup that read its record
 // before the delete committed does not cache it, and no append is admitted
-// to it.
+// to it. And the cache never goes back: a record replaces only what the
+// lookup (or create) saw cached (cacheTokenLocked); one that moved meanwhile
+// sends it back to read the record again.
 //
 // The end of the incarnation's data is durable: DeleteStream writes a
 // marker (chain.DeletedKey, the deleted record as its value) in the Commit

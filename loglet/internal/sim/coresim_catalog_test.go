@@ -8,18 +8,22 @@ import (
 )
 
 var (
-	flagCatalogSeeds = flag.Int("sim.catalog.seeds", 256, "TestCatalogSim: number of seeds")
+	flagCatalogSeeds = flag.Int("sim.catalog.seeds", 0, "TestCatalogSim: number of seeds (default: the CI budget, coreSeeds)")
 	flagCatalogSeed  = flag.Uint64("sim.catalog.seed", 0, "TestCatalogSim: first seed (default 1); alone, replays that one seed")
 	flagCatalogTrace = flag.Bool("sim.catalog.trace", false, "TestCatalogSim: print each seed's trace to stderr")
 )
 
 // TestCatalogSim runs the catalogue run of the core simulation
-// (coresim_catalog.go) over its seeds, each twice: a seed must pass the
+// (coresim_catalog.go) over the CI seed budget (256; 32 under -race), each
+// twice: a seed must pass the
 // checks and replay its exact trace (the two runs' trace hashes equal).
 func TestCatalogSim(t *testing.T) {
-	first, n := uint64(1), *flagCatalogSeeds
+	first, n := uint64(1), coreSeeds
 	if *flagCatalogSeed != 0 {
 		first, n = *flagCatalogSeed, 1
+	}
+	if *flagCatalogSeeds > 0 {
+		n = *flagCatalogSeeds
 	}
 	var tot CatalogResult
 	replayed := 0
