@@ -70,14 +70,28 @@ func (s *Star) cache(rec streamRecord, c Class, expect string) (st *streamState,
 }
 
 // cacheTokenLocked is the cache's token for name (catalogcore.CacheLooked):
-// the incarnation it holds, or, on a miss, the count of entries dropped
-// (by a delete, or a forget), so that a lookup that missed before a drop
-// sees the cache moved. Under s.mu.
+// the incarnation it holds, or, on a miss, the count of entries dropped (by
+// a delete, or a forget) among the names sharing its hash bucket, so that a
+// lookup that missed before a drop of its name sees the cache moved (a drop
+// of another name in the bucket costs it one more read, no more). Under
+// s.mu.
 func (s *Star) cacheTokenLocked(name string) string {
 	if st, ok := s.streams[name]; ok {
 		return st.id
 	}
-	return "#" + strconv.FormatUint(s.drops, 10)
+	return "#" + strconv.FormatUint(s.drops[dropBucket(name)], 10)
+}
+
+// dropBuckets is the number of Star.drops counters.
+const dropBuckets = 64
+
+// dropBucket is name's bucket of Star.drops (FNV-1a).
+func dropBucket(name string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return int(h % dropBuckets)
 }
 
 // retire ends rec's incarnation on this star: its chain's core refuses
@@ -91,7 +105,7 @@ func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, uint64) {
 	if st := s.streams[rec.Name]; st != nil && st.id == rec.id() {
 		st.dropped()
 		delete(s.streams, rec.Name)
-		s.drops++
+		s.drops[dropBucket(rec.Name)]++
 	}
 	s.trims.forget(rec.id())
 	l := s.lanes[c]
@@ -112,7 +126,7 @@ func (s *Star) forgetName(name string) {
 	if st := s.streams[name]; st != nil {
 		st.dropped()
 		delete(s.streams, name)
-		s.drops++
+		s.drops[dropBucket(name)]++
 	}
 }
 
