@@ -186,6 +186,18 @@
 //	go test ./loglet/internal/sim -run '^TestCoreSim$' -v                       # seeds 1-256, each twice
 //	go test ./loglet/internal/sim -run '^TestCoreSim$' -sim.core.seed=7 -sim.core.trace -v   # one seed's trace
 //
+// RunCatalog (coresim_catalog.go) drives the stream catalogue's core
+// (loglet/internal/catalogcore) the same way, for a leader and a neighbour
+// over one metastore.Mem: creates, deletes, re-creates, appends, trims and
+// offset commits interleaved request by request, with metastore failures
+// before and after applying. It checks that no retired incarnation is
+// served, cached or admitted to, that a process never serves an older life
+// of a name than one it served, that trims and offsets land on their own
+// incarnation, and that a deleted incarnation whose marker is gone left no
+// ref. TestCatalogSim runs each seed twice and compares trace hashes.
+//
+//	go test ./loglet/internal/sim -run '^TestCatalogSim$' -sim.catalog.seed=7 -sim.catalog.trace -v
+//
 // # Running, replaying, soaking
 //
 //	go test -race ./loglet/internal/sim     # seeds 1-16 (the race budget), ~20 s on 2 cores
