@@ -117,13 +117,28 @@ type chainState struct {
 type holdCheck struct {
 	class Class
 	epoch uint64
-	// retake is the later chain lost to a rival that the check is for, and
-	// lost its opening's error; final: the check after every chain opened.
+	then  holdThen // what follows a check that finds the first ours
+	// retake is the later chain lost to a rival that a holdThenRetake
+	// check is for, and lost its opening's error.
 	retake Class
 	lost   error
-	final  bool
 	step   int // 0: the epoch record is out; 1: the checkpoint is out
 }
+
+// holdThen is why the first chain is checked.
+type holdThen uint8
+
+const (
+	// holdThenNext: before a later chain is started. A first chain's
+	// opening can report success after a rival already took it over (its
+	// own seal check finds out later); a later chain taken then would
+	// depose the rival's, and this process's opening fail anyway.
+	holdThenNext holdThen = iota
+	// holdThenRetake: a later chain was lost to a rival; take it again.
+	holdThenRetake
+	// holdThenServe: every chain opened; the star serves.
+	holdThenServe
+)
 
 // Core is a star's leadership core. It is not safe for concurrent use:
 // the shell calls it from one goroutine, or under one lock.
@@ -310,9 +325,13 @@ func (c *Core) onCheckpointRead(ev CheckpointRead) error {
 		return nil
 	}
 	// Still ours.
-	if c.hold.final {
+	switch c.hold.then {
+	case holdThenServe:
 		c.phase = phaseServing
 		c.out.Opened = &Result{}
+		return nil
+	case holdThenNext:
+		c.startNext(c.next + 1)
 		return nil
 	}
 	lost := c.hold.retake
@@ -326,7 +345,7 @@ func (c *Core) onCheckpointRead(ev CheckpointRead) error {
 
 // holdFailed: the check could not read what it needs.
 func (c *Core) holdFailed(err error) {
-	if c.hold.final {
+	if c.hold.then != holdThenRetake {
 		c.fail(fmt.Errorf("starcore: check the %s chain is still ours: %w", c.hold.class, err))
 		return
 	}
@@ -336,7 +355,11 @@ func (c *Core) holdFailed(err error) {
 // notHeld: a rival holds the first chain now; this process leads no star.
 func (c *Core) notHeld(why string) {
 	c.chains[c.hold.class].open = false
-	if c.hold.final {
+	switch c.hold.then {
+	case holdThenNext:
+		c.fail(fmt.Errorf("%w: %s: a rival took the chain over as this process opened it (%s)", c.cfg.LostErr, c.hold.class, why))
+		return
+	case holdThenServe:
 		c.fail(fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others (%s)", c.cfg.LostErr, c.hold.class, why))
 		return
 	}
@@ -359,24 +382,26 @@ func (c *Core) onChainOpened(ev ChainOpened) error {
 		// A later chain lost to a rival: take it again if this process
 		// still holds the first.
 		c.phase = phaseHold
-		c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, retake: ev.Class, lost: err}
+		c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenRetake, retake: ev.Class, lost: err}
 		c.ask(ReadEpoch{Class: c.hold.class})
 		return nil
 	}
 	ch.open, ch.epoch = true, ev.Epoch
-	if c.next+1 < len(c.cfg.Classes) {
-		c.startNext(c.next + 1)
-		return nil
-	}
 	if len(c.cfg.Classes) == 1 {
 		c.phase = phaseServing
 		c.out.Opened = &Result{}
 		return nil
 	}
-	// Every chain serves: check the first is still ours (a rival may have
-	// taken it while this process opened the others).
+	// Check the first is still ours before the next chain is started (a
+	// rival may have taken it while it opened), and once every chain
+	// serves (a rival may have taken it while this process opened the
+	// others).
+	then := holdThenServe
+	if c.next+1 < len(c.cfg.Classes) {
+		then = holdThenNext
+	}
 	c.phase = phaseHold
-	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, final: true}
+	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: then}
 	c.ask(ReadEpoch{Class: c.hold.class})
 	return nil
 }

@@ -13,9 +13,16 @@
 // chain lost to a rival is taken again while this process still holds the
 // first (the rival, deposed from the first, gives up when it checks), up
 // to Config.MaxTakeovers takeovers of that chain; the opening fails if a
-// rival took the first meanwhile. Once every chain serves, the first is
-// checked once more. So two processes opening one star at once end with
-// one of them holding every chain, never with each holding one.
+// rival took the first meanwhile. The first is checked (its epoch record,
+// then its checkpoint: a rival seals the checkpoint before it mints)
+// before each later chain is started, since a chain's opening can report
+// success after a rival already took it over, and once more when every
+// chain serves. So two processes opening one star at once end with one of
+// them holding every chain, not with each holding one. (A window stays: a
+// rival that passed its check, then lost the first to this process, can
+// still take a later chain over from it before the rival's final check
+// fails; the chain cores' fencing keeps every ack safe, but the star then
+// serves that chain from nowhere until it is opened again.)
 //
 // The shell's loop (loglet's Open and Close, or loglet/internal/sim's
 // goroutine-free driver):
