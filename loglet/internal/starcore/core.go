@@ -151,8 +151,7 @@ type Core struct {
 	failed error // the opening's failure, reported once every chain is abandoned
 	// abandonOrder lists the chains started, in start order (each once).
 	abandonOrder []Class
-	pending      int // requests out whose events have not come back
-	closeErrs    []error
+	pending      int  // requests out whose events have not come back
 	crash        bool // Crash: no close, chains abandoned
 
 	out Ready
@@ -176,8 +175,8 @@ func New(cfg Config) (*Core, error) {
 // Phase names where the leadership is, for traces and errors.
 func (c *Core) Phase() string { return c.phase.String() }
 
-// Holds reports whether this process led class's chain at the end of its
-// opening (and has not closed or abandoned it), and at which epoch. A
+// Holds reports whether class's chain opened for this process (and was
+// not found taken since, closed or abandoned), and at which epoch. A
 // successor may have deposed it since: the chain's own core finds out.
 func (c *Core) Holds(class Class) (uint64, bool) {
 	if int(class) >= NumClasses || !c.chains[class].open || c.phase == phaseDone {
