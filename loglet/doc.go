@@ -49,6 +49,13 @@
 // successor stops leading the chain: its reads go on from history, its
 // appends fail with a *NotLeaderError.
 //
+// A star's leadership (which of its chains this process holds) has a core
+// of its own (loglet/internal/starcore): Open opens one chain per enabled
+// class, Standard first (the star's lock), checks that the first is still
+// its own before each later chain and at the end, and takes a later chain
+// lost to a rival again while it holds the first; Open and Close
+// (leadership.go) execute its requests.
+//
 // Close(ctx) is a cooperative handoff (flush, acks, absorb, clean seal) that
 // ends within ctx in every state and returns what failed.
 //

@@ -4,116 +4,177 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
+	"github.com/flightlog/flightlog/loglet/internal/starcore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
-// Leadership: which chains this star holds. Open mints or takes over one
-// chain per enabled class, retakes a chain lost while opening, and checks
-// that this process still holds a chain before it serves from it.
-
-// openChains opens the star's chains one after the other, Standard first.
-// The first chain is the star's lock: a candidate that loses its takeover
-// stops there. A later chain lost to a rival is taken again while this
-// process still holds the first (the rival, deposed from it, gives up when
-// it checks), and the opening fails if a rival took the first meanwhile.
-// So two processes opening one star at once end with one of them holding
-// every chain, not with each holding one.
-func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, error) {
-	var opened [2]chaincore.Opened
-	var first Class
-	haveFirst, chains := false, 0
-	for _, c := range chain.Classes {
-		cc := s.classConfig(c)
-		if len(cc.Buckets) == 0 {
-			continue
-		}
-		chains++
-		for attempt := 1; ; attempt++ {
-			l := newLane(s, c, *cc)
-			s.lanes[c] = l
-			o, err := l.awaitOpen(ctx)
-			opened[c] = o
-			if err == nil {
-				break
-			}
-			if !haveFirst || !errors.Is(err, chaincore.ErrTakeoverLost) || attempt >= maxChainRetakes {
-				return opened, s.openError(c, err)
-			}
-			held, herr := s.holds(ctx, first, opened[first].Epoch)
-			if herr != nil || !held {
-				return opened, errors.Join(s.openError(c, err), herr)
-			}
-			l.crash()
-			s.lanes[c] = nil
-			s.log.Info("lost a chain's takeover to a rival while holding the star's first chain; taking it again",
-				"star", s.cfg.Star, "class", c.String(), "first", first.String(), "attempt", attempt, "err", err)
-		}
-		if o := opened[c]; o.TakeOver {
-			s.lanes[c].log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took)
-		}
-		if !haveFirst {
-			first, haveFirst = c, true
-		}
-	}
-	if chains > 1 {
-		held, err := s.holds(ctx, first, opened[first].Epoch)
-		if err != nil {
-			return opened, fmt.Errorf("loglet: check the %s chain is still ours: %w", first, err)
-		}
-		if !held {
-			return opened, fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others", ErrTakeoverLost, first)
-		}
-	}
-	return opened, nil
-}
+// Leadership: which chains this star holds. The decisions (the live-owner
+// check, which chain to open next, retaking a chain lost while opening,
+// whether this process still holds the first chain, what a failed opening
+// abandons, what Close releases and in which order) are the leadership
+// core's (loglet/internal/starcore); this file is its shell: it executes
+// each request the core asks for with one call and steps the result back.
 
 // maxChainRetakes bounds the takeovers of one later chain in an opening.
 const maxChainRetakes = 4
 
-// holds reports whether this process still leads chain c at epoch: the
-// epoch record is its, and the checkpoint carries no candidate's seal.
-func (s *Star) holds(ctx context.Context, c Class, epoch uint64) (bool, error) {
-	rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, c)
-	if err != nil {
-		return false, err
+// newLeadership makes the star's leadership core: one chain per enabled
+// class, Standard first (the first chain is the star's lock).
+func (s *Star) newLeadership() (*starcore.Core, error) {
+	var classes []starcore.Class
+	for _, c := range chain.Classes {
+		if len(s.classConfig(c).Buckets) > 0 {
+			classes = append(classes, starcore.Class(c))
+		}
 	}
-	if rec.Epoch != epoch || rec.Owner != s.cfg.Owner {
-		return false, nil
-	}
-	cp, _, err := absorb.ReadCheckpoint(ctx, s.cfg.Meta, s.cfg.Star, c)
-	if err != nil {
-		return false, err
-	}
-	return cp.Owner == s.cfg.Owner && cp.OwnerEpoch == epoch, nil
+	return starcore.New(starcore.Config{
+		Star: s.cfg.Star, Owner: s.cfg.Owner, Classes: classes,
+		RefuseLiveOwner: s.cfg.RefuseLiveOwner, MaxTakeovers: maxChainRetakes,
+		LostErr: ErrTakeoverLost, LiveErr: ErrLiveOwner,
+	})
 }
 
-// openError turns a chain's opening failure into the loglet's error.
-func (s *Star) openError(c Class, err error) error {
-	switch {
-	case errors.Is(err, chaincore.ErrTakeoverLost):
-		return fmt.Errorf("%w: %s: %v", ErrTakeoverLost, c, err)
-	case errors.Is(err, chaincore.ErrLiveOwner):
-		return fmt.Errorf("%w: %s: %v", ErrLiveOwner, c, err)
+// openChains runs the leadership core's opening: it returns each chain's
+// opening result (by class) and the star's. On failure every chain it
+// started is stopped.
+func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, error) {
+	var opened [2]chaincore.Opened
+	if err := s.lead.Open(); err != nil {
+		return opened, err
 	}
-	return err
+	for {
+		rd := s.lead.Ready()
+		s.leadLogs(rd)
+		if rd.Opened != nil {
+			return opened, rd.Opened.Err
+		}
+		if len(rd.Requests) == 0 {
+			// Cannot happen: the core always has a request out until it
+			// reports. Stop what was started rather than hang.
+			s.crashLanes()
+			return opened, fmt.Errorf("loglet: the leadership stalled while %s", s.lead.Phase())
+		}
+		for _, r := range rd.Requests {
+			if err := s.lead.Step(s.execLead(ctx, r, &opened)); err != nil {
+				s.crashLanes()
+				return opened, err
+			}
+		}
+	}
 }
 
-// checkLiveOwner fails with ErrLiveOwner if chain c's current epoch has a
-// live owner other than this process (see Config.RefuseLiveOwner).
-func (s *Star) checkLiveOwner(ctx context.Context, c Class) error {
-	rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, c)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return nil
+// closeChains runs the leadership core's close (or crash): every chain
+// closes at once, then what the host opened is released. It returns the
+// close's result.
+func (s *Star) closeChains(ctx context.Context, crash bool) error {
+	start := s.lead.Close
+	if crash {
+		start = s.lead.Crash
 	}
-	if err != nil {
+	if err := start(); err != nil {
 		return err
 	}
-	if chaincore.LiveOwner(rec, s.cfg.Owner) {
-		return fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)", ErrLiveOwner, s.cfg.Star, c, rec.Epoch, rec.Owner)
+	for {
+		rd := s.lead.Ready()
+		s.leadLogs(rd)
+		if rd.Closed != nil {
+			return rd.Closed.Err
+		}
+		if len(rd.Requests) == 0 {
+			return fmt.Errorf("loglet: the leadership stalled while %s", s.lead.Phase())
+		}
+		// The requests of one Ready are independent: run them at once
+		// (both chains close together), step their events back in order.
+		evs := make([]starcore.Event, len(rd.Requests))
+		var wg sync.WaitGroup
+		for i, r := range rd.Requests {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				evs[i] = s.execLead(ctx, r, nil)
+			}()
+		}
+		wg.Wait()
+		for _, ev := range evs {
+			if err := s.lead.Step(ev); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+}
+
+// execLead executes one of the leadership core's requests: one call, one
+// event back. opened receives each chain's opening result.
+func (s *Star) execLead(ctx context.Context, r starcore.Request, opened *[2]chaincore.Opened) starcore.Event {
+	switch r := r.(type) {
+	case starcore.ReadEpoch:
+		rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, Class(r.Class))
+		if errors.Is(err, metastore.ErrNotFound) {
+			return starcore.EpochRead{Class: r.Class, Missing: true}
+		}
+		ev := starcore.EpochRead{Class: r.Class, Err: err,
+			Record: starcore.EpochRecord{Epoch: rec.Epoch, Owner: rec.Owner}}
+		if rec.Seal != nil {
+			ev.Record.Sealed, ev.Record.SealEpoch = true, rec.Seal.Epoch
+		}
+		return ev
+	case starcore.ReadCheckpoint:
+		cp, _, err := absorb.ReadCheckpoint(ctx, s.cfg.Meta, s.cfg.Star, Class(r.Class))
+		return starcore.CheckpointRead{Class: r.Class, Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch, Err: err}
+	case starcore.StartChain:
+		c := Class(r.Class)
+		l := newLane(s, c, *s.classConfig(c))
+		s.lanes[c] = l
+		o, err := l.awaitOpen(ctx)
+		if opened != nil {
+			opened[c] = o
+		}
+		switch {
+		case err == nil:
+			if o.TakeOver {
+				l.log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took)
+			}
+			return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeOpened, Epoch: o.Epoch}
+		case errors.Is(err, chaincore.ErrTakeoverLost):
+			return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeLost, Err: err}
+		case errors.Is(err, chaincore.ErrLiveOwner):
+			return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeLiveOwner, Err: err}
+		}
+		return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeFailed, Err: err}
+	case starcore.Abandon:
+		if l := s.lanes[r.Class]; l != nil {
+			l.crash()
+		}
+		return starcore.Abandoned{Class: r.Class}
+	case starcore.CloseChain:
+		var err error
+		if l := s.lanes[r.Class]; l != nil {
+			err = l.close(ctx)
+		}
+		return starcore.ChainClosed{Class: r.Class, Err: err}
+	case starcore.ReleaseHost:
+		return starcore.HostReleased{Errs: s.releaseAll()}
+	}
+	return nil // a request this shell does not know: Step refuses a nil event
+}
+
+// leadLogs emits the leadership core's logs.
+func (s *Star) leadLogs(rd starcore.Ready) {
+	for _, l := range rd.Logs {
+		s.log.Info(l.Msg, l.KV...)
+	}
+}
+
+// crashLanes stops every lane started, as a dying process does.
+func (s *Star) crashLanes() {
+	for _, l := range s.lanes {
+		if l != nil {
+			l.crash()
+		}
+	}
 }

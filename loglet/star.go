@@ -2,12 +2,11 @@ package loglet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 
-	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/loglet/internal/starcore"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -32,6 +31,10 @@ type Star struct {
 	// release closes what OpenDir opened for this star (its bbolt file),
 	// after the chains have closed, in reverse order.
 	release []func() error
+
+	// lead decides which chains this star holds (leadership.go); Open
+	// and Close are its shell.
+	lead *starcore.Core
 }
 
 var _ Loglet = (*Star)(nil)
@@ -60,25 +63,15 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		closing: make(chan struct{}),
 		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
 	}
-	if cfg.RefuseLiveOwner {
-		// Check every chain before taking any, so that a refusal leaves
-		// nothing taken over. (The core checks again as it reads the
-		// epoch record, should one change in between.)
-		for _, c := range chain.Classes {
-			if cc := s.classConfig(c); len(cc.Buckets) > 0 {
-				if err := s.checkLiveOwner(ctx, c); err != nil {
-					return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
-				}
-			}
-		}
+	lead, err := s.newLeadership()
+	if err != nil {
+		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 	}
+	s.lead = lead
+	// The live-owner check (Config.RefuseLiveOwner), the chains' openings
+	// and their retakes; a failure stops every chain started.
 	opened, err := s.openChains(ctx)
 	if err != nil {
-		for _, l := range s.lanes {
-			if l != nil {
-				l.crash()
-			}
-		}
 		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 	}
 	if err := s.loadStreams(ctx); err != nil {
@@ -132,19 +125,8 @@ func (s *Star) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		close(s.closing)
 		s.stopRetention()
-		var wg sync.WaitGroup
-		var errs [2]error
-		for c, l := range s.lanes {
-			if l != nil {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[c] = l.close(ctx)
-				}()
-			}
-		}
-		wg.Wait()
-		s.closeErr = errors.Join(append(errs[:], s.releaseAll()...)...)
+		// Both chains close at once, then what OpenDir opened is released.
+		s.closeErr = s.closeChains(ctx, false)
 		if s.closeErr != nil {
 			s.log.Warn("star closed with errors", "star", s.cfg.Star, "err", s.closeErr)
 		} else {
@@ -164,12 +146,9 @@ func (s *Star) crash() {
 		s.mu.Unlock()
 		close(s.closing)
 		s.stopRetention()
-		for _, l := range s.lanes {
-			if l != nil {
-				l.crash()
-			}
-		}
-		s.releaseAll() // as a dying process's file locks go with it
+		// Every chain abandoned, then OpenDir's files released, as a dying
+		// process's file locks go with it.
+		_ = s.closeChains(context.Background(), true)
 	})
 }
 

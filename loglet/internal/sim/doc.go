@@ -198,6 +198,18 @@
 //
 //	go test ./loglet/internal/sim -run '^TestCatalogSim$' -sim.catalog.seed=7 -sim.catalog.trace -v
 //
+// RunCoreStar (coresim_star.go) runs the star's leadership the same way:
+// two or three processes open one star at once, each a leadership core
+// (loglet/internal/starcore) driving a chain core per class, in the same
+// loop. Its checker: a failed opening runs no chain; at the end one process
+// holds every chain (the epoch records name it) and no process serves
+// from a chain it does not hold; Close seals every chain cleanly.
+// TestCoreStarSim runs each seed twice and compares the traces;
+// TestCoreStarSimFindsABlindShell plants a shell whose hold checks always
+// answer "ours" and must see the star split.
+//
+//	go test ./loglet/internal/sim -run '^TestCoreStarSim$' -sim.star.seed=7 -sim.star.trace -v   # one seed's trace
+//
 // # Running, replaying, soaking
 //
 //	go test -race ./loglet/internal/sim     # seeds 1-16 (the race budget), ~20 s on 2 cores

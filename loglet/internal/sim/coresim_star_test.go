@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var (
+	flagStarSeeds = flag.Int("sim.star.seeds", 0, "TestCoreStarSim: number of seeds (default: TestCoreSim's budget, coreSeeds)")
+	flagStarSeed  = flag.Uint64("sim.star.seed", 0, "TestCoreStarSim: first seed (default 1); alone, replays that one seed")
+	flagStarTrace = flag.Bool("sim.star.trace", false, "TestCoreStarSim: print each seed's trace to stderr")
+)
+
+// TestCoreStarSim runs the star-leadership simulation (coresim_star.go),
+// each seed twice: a seed must pass the checker and replay its exact trace.
+func TestCoreStarSim(t *testing.T) {
+	first, n := uint64(1), coreSeeds
+	if *flagStarSeed != 0 {
+		first, n = *flagStarSeed, 1
+	}
+	if *flagStarSeeds > 0 {
+		n = *flagStarSeeds
+	}
+	replay := func(s uint64) string {
+		return "go test ./loglet/internal/sim -run '^TestCoreStarSim$' -sim.star.seed=" + itoa(s) + " -sim.star.trace -v"
+	}
+	var tot StarResult
+	failed, replayed := 0, 0
+	for s := first; s < first+uint64(n); s++ {
+		o := StarOptions{Seed: s}
+		if *flagStarTrace {
+			o.Trace = os.Stderr
+		}
+		r := RunCoreStar(o)
+		o.Trace = nil
+		again := RunCoreStar(o)
+		if r.Trace == again.Trace && r.Steps == again.Steps {
+			replayed++
+		} else {
+			t.Errorf("seed %d did not replay: trace %x (%d steps), then %x (%d steps); replay: %s", s, r.Trace, r.Steps, again.Trace, again.Steps, replay(s))
+		}
+		if r.failed() {
+			failed++
+			t.Errorf("seed %d: %d violations:\n  %s\nplan: %s\nreplay: %s", s, len(r.Violations), strings.Join(r.Violations, "\n  "), r.Plan, replay(s))
+		}
+		tot.Opens += r.Opens
+		tot.Served += r.Served
+		tot.Failed += r.Failed
+		tot.Retakes += r.Retakes
+		tot.Steps += r.Steps
+		tot.SimTime += r.SimTime
+	}
+	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; star openings %d (served %d, failed %d), retakes %d",
+		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Opens, tot.Served, tot.Failed, tot.Retakes)
+}
+
+// TestCoreStarSimFindsABlindShell plants a shell that never finds a
+// rival on the first chain: the checker must catch the star split
+// between two processes on some seed (and replay it exactly).
+func TestCoreStarSimFindsABlindShell(t *testing.T) {
+	for s := uint64(1); s <= 64; s++ {
+		r := RunCoreStar(StarOptions{Seed: s, BlindHoldChecks: true})
+		if !r.failed() {
+			continue
+		}
+		again := RunCoreStar(StarOptions{Seed: s, BlindHoldChecks: true})
+		if again.Trace != r.Trace || !slices.Equal(again.Violations, r.Violations) {
+			t.Fatalf("seed %d: the planted run did not replay", s)
+		}
+		t.Logf("seed %d: found it: %s", s, strings.Join(r.Violations, "; "))
+		return
+	}
+	t.Fatal("64 seeds with blind hold checks, and no violation found")
+}

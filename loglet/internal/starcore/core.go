@@ -1,0 +1,546 @@
+package starcore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Class is a chain's class, by the chain package's value (0 standard, 1
+// express). The core keeps no import of the chain package: that one does
+// I/O.
+type Class uint8
+
+// The two classes, as the chain package numbers them.
+const (
+	Standard Class = 0
+	Express  Class = 1
+)
+
+// NumClasses is the number of classes, the size of arrays indexed by Class.
+const NumClasses = 2
+
+// String returns "standard" or "express", the chain package's names.
+func (c Class) String() string {
+	switch c {
+	case Standard:
+		return "standard"
+	case Express:
+		return "express"
+	}
+	return fmt.Sprintf("class(%d)", uint8(c))
+}
+
+// ErrTakeoverLost: a rival took one of the star's chains first (its first
+// chain, or a later one too often, or the first while this process opened
+// the others). This process does not lead the star.
+var ErrTakeoverLost = errors.New("starcore: another process took over the chain first")
+
+// ErrLiveOwner: the opening was told to refuse a live owner and a chain's
+// current epoch has one.
+var ErrLiveOwner = errors.New("starcore: the chain has a live owner")
+
+// Config configures a star's leadership core.
+type Config struct {
+	// Star and Owner name the star and this process (in errors; Owner is
+	// also compared with the owners the epoch records and checkpoints name).
+	Star, Owner string
+	// Classes are the enabled classes in opening order; the first is the
+	// star's lock. At least one; each at most once.
+	Classes []Class
+	// RefuseLiveOwner reads every chain's epoch record before starting
+	// any and fails the opening with ErrLiveOwner if one has a live owner
+	// other than Owner (LiveOwner).
+	RefuseLiveOwner bool
+	// MaxTakeovers bounds the takeovers of one later chain in an opening
+	// (the first counts): at least 1.
+	MaxTakeovers int
+	// LostErr and LiveErr are the sentinels the opening's errors wrap for
+	// a takeover lost and a live owner refused (the facade's own, so that
+	// its callers match them with errors.Is); nil: ErrTakeoverLost and
+	// ErrLiveOwner.
+	LostErr, LiveErr error
+}
+
+// Validate reports what is wrong with cfg.
+func (cfg Config) Validate() error {
+	if len(cfg.Classes) == 0 {
+		return errors.New("starcore: no class enabled")
+	}
+	var seen [NumClasses]bool
+	for _, c := range cfg.Classes {
+		if int(c) >= NumClasses {
+			return fmt.Errorf("starcore: unknown class %d", uint8(c))
+		}
+		if seen[c] {
+			return fmt.Errorf("starcore: class %s listed twice", c)
+		}
+		seen[c] = true
+	}
+	if cfg.MaxTakeovers < 1 {
+		return fmt.Errorf("starcore: MaxTakeovers is %d, must be at least 1", cfg.MaxTakeovers)
+	}
+	return nil
+}
+
+// phase is where the star's leadership is.
+type phase uint8
+
+const (
+	phaseIdle      phase = iota // New: nothing asked yet
+	phaseLive                   // reading the epoch records for the live-owner check
+	phaseStarting               // a chain's opening is out
+	phaseHold                   // checking that this process still holds the first chain
+	phaseFailing                // abandoning the chains started, before reporting the failure
+	phaseServing                // every chain opened; the star serves
+	phaseClosing                // closing every chain at once
+	phaseReleasing              // every chain closed: releasing what the host opened
+	phaseDone                   // the opening failed, or the star closed
+)
+
+var phaseNames = [...]string{"idle", "live-check", "starting", "hold-check", "failing", "serving", "closing", "releasing", "done"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// chainState is what the core knows of one class's chain.
+type chainState struct {
+	started  bool   // a StartChain was asked (a lane exists until abandoned or closed)
+	open     bool   // its opening succeeded: this process leads it at epoch
+	epoch    uint64 // the epoch it leads
+	attempts int    // takeovers asked in this opening
+	out      bool   // a request for it is out
+	closeErr error
+}
+
+// holdCheck is the sub-machine that checks this process still holds the
+// first chain: read its epoch record, then its checkpoint.
+type holdCheck struct {
+	class Class
+	epoch uint64
+	then  holdThen // what follows a check that finds the first ours
+	// retake is the later chain lost to a rival that a holdThenRetake
+	// check is for, and lost its opening's error.
+	retake Class
+	lost   error
+	step   int // 0: the epoch record is out; 1: the checkpoint is out
+}
+
+// holdThen is why the first chain is checked.
+type holdThen uint8
+
+const (
+	// holdThenNext: before a later chain is started. A first chain's
+	// opening can report success after a rival already took it over (its
+	// own seal check finds out later); a later chain taken then would
+	// depose the rival's, and this process's opening fail anyway.
+	holdThenNext holdThen = iota
+	// holdThenRetake: a later chain was lost to a rival; take it again.
+	holdThenRetake
+	// holdThenServe: every chain opened; the star serves.
+	holdThenServe
+)
+
+// Core is a star's leadership core. It is not safe for concurrent use:
+// the shell calls it from one goroutine, or under one lock.
+type Core struct {
+	cfg    Config
+	phase  phase
+	chains [NumClasses]chainState
+	next   int // Config.Classes index: the live check's or the opening's next chain
+	hold   holdCheck
+	failed error // the opening's failure, reported once every chain is abandoned
+	// abandonOrder lists the chains started, in start order (each once).
+	abandonOrder []Class
+	pending      int  // requests out whose events have not come back
+	crash        bool // Crash: no close, chains abandoned
+
+	out Ready
+}
+
+// New returns a core for cfg; it asks nothing until Open.
+func New(cfg Config) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Classes = append([]Class(nil), cfg.Classes...)
+	if cfg.LostErr == nil {
+		cfg.LostErr = ErrTakeoverLost
+	}
+	if cfg.LiveErr == nil {
+		cfg.LiveErr = ErrLiveOwner
+	}
+	return &Core{cfg: cfg}, nil
+}
+
+// Phase names where the leadership is, for traces and errors.
+func (c *Core) Phase() string { return c.phase.String() }
+
+// Holds reports whether class's chain opened for this process (and was
+// not found taken since, closed or abandoned), and at which epoch. A
+// successor may have deposed it since: the chain's own core finds out.
+func (c *Core) Holds(class Class) (uint64, bool) {
+	if int(class) >= NumClasses || !c.chains[class].open || c.phase == phaseDone {
+		return 0, false
+	}
+	return c.chains[class].epoch, true
+}
+
+// Ready takes what the core has for the shell: the requests to execute,
+// the logs, and the opening's or the close's result. The next call
+// returns only what was decided since.
+func (c *Core) Ready() Ready {
+	rd := c.out
+	c.out = Ready{}
+	return rd
+}
+
+func (c *Core) ask(r Request) {
+	c.pending++
+	c.out.Requests = append(c.out.Requests, r)
+}
+
+func (c *Core) logf(msg string, kv ...any) {
+	c.out.Logs = append(c.out.Logs, Log{Msg: msg, KV: kv})
+}
+
+// Open starts the opening: the live-owner check if configured, then the
+// first chain. It returns an error (and asks nothing) if the core is not
+// new.
+func (c *Core) Open() error {
+	if c.phase != phaseIdle {
+		return fmt.Errorf("starcore: open star %s: the leadership is %s, not idle", c.cfg.Star, c.phase)
+	}
+	if c.cfg.RefuseLiveOwner {
+		// Every chain is checked before any is taken, so that a refusal
+		// leaves nothing taken over. (Each chain's core checks again as it
+		// reads the epoch record, should one change in between.)
+		c.phase, c.next = phaseLive, 0
+		c.ask(ReadEpoch{Class: c.cfg.Classes[0]})
+		return nil
+	}
+	c.startNext(0)
+	return nil
+}
+
+// startNext starts the opening of Config.Classes[i].
+func (c *Core) startNext(i int) {
+	c.phase, c.next = phaseStarting, i
+	c.start(c.cfg.Classes[i])
+}
+
+func (c *Core) start(class Class) {
+	ch := &c.chains[class]
+	if !slices.Contains(c.abandonOrder, class) {
+		c.abandonOrder = append(c.abandonOrder, class)
+	}
+	ch.started, ch.open, ch.out = true, false, true
+	ch.attempts++
+	c.ask(StartChain{Class: class, Attempt: ch.attempts})
+}
+
+// first is the star's lock: the first class opened.
+func (c *Core) first() Class { return c.cfg.Classes[0] }
+
+// Step applies ev, the result of a request, and decides what follows. An
+// event the core did not ask for (or no longer waits for) is an error and
+// changes nothing.
+func (c *Core) Step(ev Event) error {
+	if c.pending == 0 {
+		return fmt.Errorf("starcore: %T with no request out (the leadership is %s)", ev, c.phase)
+	}
+	c.pending--
+	var err error
+	switch ev := ev.(type) {
+	case EpochRead:
+		err = c.onEpochRead(ev)
+	case CheckpointRead:
+		err = c.onCheckpointRead(ev)
+	case ChainOpened:
+		err = c.onChainOpened(ev)
+	case Abandoned:
+		err = c.onAbandoned(ev)
+	case ChainClosed:
+		err = c.onChainClosed(ev)
+	case HostReleased:
+		err = c.onHostReleased(ev)
+	default:
+		err = fmt.Errorf("starcore: unknown event %T", ev)
+	}
+	if err != nil {
+		c.pending++ // not applied: still out
+	}
+	return err
+}
+
+func (c *Core) unexpected(ev Event) error {
+	return fmt.Errorf("starcore: unexpected %s while the leadership is %s", describeEvent(ev), c.phase)
+}
+
+func (c *Core) onEpochRead(ev EpochRead) error {
+	switch {
+	case c.phase == phaseLive && ev.Class == c.cfg.Classes[c.next]:
+		if ev.Err != nil {
+			c.fail(ev.Err)
+			return nil
+		}
+		if !ev.Missing && LiveOwner(ev.Record, c.cfg.Owner) {
+			c.fail(fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)",
+				c.cfg.LiveErr, c.cfg.Star, ev.Class, ev.Record.Epoch, ev.Record.Owner))
+			return nil
+		}
+		if c.next+1 < len(c.cfg.Classes) {
+			c.next++
+			c.ask(ReadEpoch{Class: c.cfg.Classes[c.next]})
+			return nil
+		}
+		c.startNext(0)
+		return nil
+	case c.phase == phaseHold && c.hold.step == 0 && ev.Class == c.hold.class:
+		if ev.Err != nil {
+			c.holdFailed(ev.Err)
+			return nil
+		}
+		if ev.Missing || ev.Record.Epoch != c.hold.epoch || ev.Record.Owner != c.cfg.Owner {
+			c.notHeld(fmt.Sprintf("the epoch record is %s", ev.Record.describe(ev.Missing)))
+			return nil
+		}
+		c.hold.step = 1
+		c.ask(ReadCheckpoint{Class: c.hold.class})
+		return nil
+	}
+	return c.unexpected(ev)
+}
+
+func (c *Core) onCheckpointRead(ev CheckpointRead) error {
+	if c.phase != phaseHold || c.hold.step != 1 || ev.Class != c.hold.class {
+		return c.unexpected(ev)
+	}
+	if ev.Err != nil {
+		c.holdFailed(ev.Err)
+		return nil
+	}
+	if ev.Owner != c.cfg.Owner || ev.OwnerEpoch != c.hold.epoch {
+		c.notHeld(fmt.Sprintf("the checkpoint carries %q's seal for epoch %d", ev.Owner, ev.OwnerEpoch))
+		return nil
+	}
+	// Still ours.
+	switch c.hold.then {
+	case holdThenServe:
+		c.phase = phaseServing
+		c.out.Opened = &Result{}
+		return nil
+	case holdThenNext:
+		c.startNext(c.next + 1)
+		return nil
+	}
+	lost := c.hold.retake
+	c.logf("lost a chain's takeover to a rival while holding the star's first chain; taking it again",
+		"star", c.cfg.Star, "class", lost.String(), "first", c.hold.class.String(), "attempt", c.chains[lost].attempts, "err", c.hold.lost)
+	c.phase = phaseStarting
+	c.chains[lost].out = true
+	c.ask(Abandon{Class: lost})
+	return nil
+}
+
+// holdFailed: the check could not read what it needs.
+func (c *Core) holdFailed(err error) {
+	if c.hold.then != holdThenRetake {
+		c.fail(fmt.Errorf("starcore: check the %s chain is still ours: %w", c.hold.class, err))
+		return
+	}
+	c.fail(errors.Join(c.hold.lost, err))
+}
+
+// notHeld: a rival holds the first chain now; this process leads no star.
+func (c *Core) notHeld(why string) {
+	c.chains[c.hold.class].open = false
+	switch c.hold.then {
+	case holdThenNext:
+		c.fail(fmt.Errorf("%w: %s: a rival took the chain over as this process opened it (%s)", c.cfg.LostErr, c.hold.class, why))
+		return
+	case holdThenServe:
+		c.fail(fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others (%s)", c.cfg.LostErr, c.hold.class, why))
+		return
+	}
+	c.fail(c.hold.lost)
+}
+
+func (c *Core) onChainOpened(ev ChainOpened) error {
+	ch := &c.chains[ev.Class]
+	if c.phase != phaseStarting || int(ev.Class) >= NumClasses || !ch.out || ev.Class != c.cfg.Classes[c.next] {
+		return c.unexpected(ev)
+	}
+	ch.out = false
+	if ev.Outcome != OutcomeOpened {
+		err := c.openError(ev)
+		first := c.next == 0
+		if first || ev.Outcome != OutcomeLost || ch.attempts >= c.cfg.MaxTakeovers {
+			c.fail(err)
+			return nil
+		}
+		// A later chain lost to a rival: take it again if this process
+		// still holds the first.
+		c.phase = phaseHold
+		c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenRetake, retake: ev.Class, lost: err}
+		c.ask(ReadEpoch{Class: c.hold.class})
+		return nil
+	}
+	ch.open, ch.epoch = true, ev.Epoch
+	if len(c.cfg.Classes) == 1 {
+		c.phase = phaseServing
+		c.out.Opened = &Result{}
+		return nil
+	}
+	// Check the first is still ours before the next chain is started (a
+	// rival may have taken it while it opened), and once every chain
+	// serves (a rival may have taken it while this process opened the
+	// others).
+	then := holdThenServe
+	if c.next+1 < len(c.cfg.Classes) {
+		then = holdThenNext
+	}
+	c.phase = phaseHold
+	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: then}
+	c.ask(ReadEpoch{Class: c.hold.class})
+	return nil
+}
+
+// openError turns a chain's failed opening into the star's error.
+func (c *Core) openError(ev ChainOpened) error {
+	switch ev.Outcome {
+	case OutcomeLost:
+		return fmt.Errorf("%w: %s: %v", c.cfg.LostErr, ev.Class, ev.Err)
+	case OutcomeLiveOwner:
+		return fmt.Errorf("%w: %s: %v", c.cfg.LiveErr, ev.Class, ev.Err)
+	}
+	if ev.Err == nil {
+		return fmt.Errorf("starcore: open the %s chain: failed", ev.Class)
+	}
+	return ev.Err
+}
+
+// fail ends the opening with err once every chain started is abandoned,
+// the last started first (the first chain, the star's lock, goes last).
+func (c *Core) fail(err error) {
+	c.failed = err
+	c.phase = phaseFailing
+	c.abandonAll()
+	if c.pending == 0 {
+		c.finishFailure()
+	}
+}
+
+func (c *Core) abandonAll() {
+	for i := len(c.abandonOrder) - 1; i >= 0; i-- {
+		class := c.abandonOrder[i]
+		ch := &c.chains[class]
+		if ch.started {
+			ch.out = true
+			c.ask(Abandon{Class: class})
+		}
+	}
+}
+
+func (c *Core) finishFailure() {
+	c.phase = phaseDone
+	c.out.Opened = &Result{Err: c.failed}
+}
+
+func (c *Core) onAbandoned(ev Abandoned) error {
+	ch := &c.chains[ev.Class]
+	if int(ev.Class) >= NumClasses || !ch.started || !ch.out {
+		return c.unexpected(ev)
+	}
+	ch.started, ch.open, ch.out = false, false, false
+	switch c.phase {
+	case phaseStarting:
+		// The lost chain's lane is gone: start its takeover again.
+		c.start(ev.Class)
+	case phaseFailing:
+		if c.pending == 0 {
+			c.finishFailure()
+		}
+	case phaseClosing:
+		if c.pending == 0 {
+			c.releaseHost()
+		}
+	default:
+		return c.unexpected(ev)
+	}
+	return nil
+}
+
+// Close starts the close: every chain this process started closes at once
+// (a clean close: flush, absorb, seal), then what the host opened for the
+// star is released. It returns an error if the star is not serving.
+func (c *Core) Close() error {
+	if c.phase != phaseServing {
+		return fmt.Errorf("starcore: close star %s: the leadership is %s, not serving", c.cfg.Star, c.phase)
+	}
+	c.phase = phaseClosing
+	for _, class := range c.cfg.Classes {
+		if ch := &c.chains[class]; ch.started {
+			ch.out = true
+			c.ask(CloseChain{Class: class})
+		}
+	}
+	if c.pending == 0 {
+		c.releaseHost()
+	}
+	return nil
+}
+
+// Crash stops the star the way a dying process does (for tests): every
+// chain started is abandoned (no flush, no seal), then what the host
+// opened is released. It returns an error if the star is not serving.
+func (c *Core) Crash() error {
+	if c.phase != phaseServing {
+		return fmt.Errorf("starcore: crash star %s: the leadership is %s, not serving", c.cfg.Star, c.phase)
+	}
+	c.phase, c.crash = phaseClosing, true
+	for _, class := range c.cfg.Classes {
+		if ch := &c.chains[class]; ch.started {
+			ch.out = true
+			c.ask(Abandon{Class: class})
+		}
+	}
+	if c.pending == 0 {
+		c.releaseHost()
+	}
+	return nil
+}
+
+func (c *Core) onChainClosed(ev ChainClosed) error {
+	ch := &c.chains[ev.Class]
+	if c.phase != phaseClosing || int(ev.Class) >= NumClasses || !ch.started || !ch.out || c.crash {
+		return c.unexpected(ev)
+	}
+	ch.started, ch.open, ch.out, ch.closeErr = false, false, false, ev.Err
+	if c.pending == 0 {
+		c.releaseHost()
+	}
+	return nil
+}
+
+// releaseHost: every chain is closed; release what the host opened for
+// the star (a bbolt file), after them.
+func (c *Core) releaseHost() {
+	c.phase = phaseReleasing
+	c.ask(ReleaseHost{})
+}
+
+func (c *Core) onHostReleased(ev HostReleased) error {
+	if c.phase != phaseReleasing {
+		return c.unexpected(ev)
+	}
+	c.phase = phaseDone
+	var errs []error
+	if !c.crash {
+		for _, class := range c.cfg.Classes {
+			errs = append(errs, c.chains[class].closeErr)
+		}
+		errs = append(errs, ev.Errs...)
+	}
+	c.out.Closed = &Result{Err: errors.Join(errs...)}
+	return nil
+}

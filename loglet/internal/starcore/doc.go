@@ -1,0 +1,46 @@
+// Package starcore is the pure core of a star's leadership: which of the
+// star's chains this process holds, after etcd-raft's RawNode as
+// loglet/internal/chaincore is for one chain. It decides the opening (the
+// live-owner check, which chain to open next, what a lost chain means:
+// take it again, give up, fail the open and abandon the chains already
+// started), whether this process still holds a chain, and what Close
+// releases and in which order. It does no I/O, starts no goroutine, reads
+// no clock and takes no lock: I/O results arrive as events.
+//
+// A star has one chain per enabled class, opened one after the other in
+// Config.Classes order (Standard first). The first chain is the star's
+// lock: a candidate that loses its takeover of it stops there. A later
+// chain lost to a rival is taken again while this process still holds the
+// first (the rival, deposed from the first, gives up when it checks), up
+// to Config.MaxTakeovers takeovers of that chain; the opening fails if a
+// rival took the first meanwhile. The first is checked (its epoch record,
+// then its checkpoint: a rival seals the checkpoint before it mints)
+// before each later chain is started, since a chain's opening can report
+// success after a rival already took it over, and once more when every
+// chain serves. So two processes opening one star at once end with one of
+// them holding every chain, not with each holding one. (A window stays: a
+// rival that passed its check, then lost the first to this process, can
+// still take a later chain over from it before the rival's final check
+// fails; the chain cores' fencing keeps every ack safe, but the star then
+// serves that chain from nowhere until it is opened again.)
+//
+// The shell's loop (loglet's Open and Close, or loglet/internal/sim's
+// goroutine-free driver):
+//
+//  1. Call Open (or Close, or Crash) on a Core made by New.
+//  2. Take rd := Ready(). Execute each of rd.Requests: each is one call
+//     (start a chain's lane and wait for its opening, read an epoch record,
+//     read a checkpoint, abandon a chain, close a chain, release what the
+//     host opened for the star), and steps exactly one Event back. The
+//     requests of one Ready are independent: the shell may run them at
+//     once (Close closes every chain at once) but steps their events back
+//     in the order they were asked for. Emit rd.Logs.
+//  3. Repeat until rd.Opened or rd.Closed: the opening's or the close's
+//     result.
+//
+// Invariants kept here: a process serves a star only while it holds its
+// first chain, checked after every chain opened; a failed opening
+// abandons every chain it started, last started first, before it reports
+// the failure; Close releases what the host opened for the star only
+// after every chain closed.
+package starcore
