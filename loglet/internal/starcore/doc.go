@@ -1,5 +1,5 @@
 // Package starcore is the pure core of a star's leadership: which of the
-// star's chains this process holds, after etcd-raft's RawNode as
+// star's chains this process holds, after etcd-raft's raft.RawNode as
 // loglet/internal/chaincore is for one chain. It decides the opening (the
 // live-owner check, which chain to open next, what a lost chain means:
 // take it again, give up, fail the open and abandon the chains already
