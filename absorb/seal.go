@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/invariants"
@@ -83,7 +80,8 @@ func SealCheckpoint(ctx context.Context, ms metastore.Store, star string, c chai
 // found (the winner's). If the checkpoint carries another seal, the error
 // is a *SealedError (it matches ErrDeposed) and nothing is minted. An
 // ambiguous failure is resolved by re-reading (a record equal to ours is
-// ours); any other failure is retried with backoff until ctx ends.
+// ours); any other failure is returned: the caller tries again (with what
+// the committer holds then: Held), when it decides to.
 func (c *Committer) MintNext(ctx context.Context, prev chain.EpochRecord, prevVersion metastore.Version, next chain.EpochRecord) (chain.EpochRecord, metastore.Version, error) {
 	rec, err := chain.PrepareNext(prev, next)
 	if err != nil {
@@ -111,7 +109,8 @@ func (c *Committer) MintNext(ctx context.Context, prev chain.EpochRecord, prevVe
 // seal: the next owner then takes the cut and skips fencing. A clean Close
 // calls it after every flight below cut has been acknowledged. It returns
 // the record's new version; an error wrapping chain.ErrDeposed if the
-// record moved on, a *SealedError if the checkpoint carries another seal.
+// record moved on, a *SealedError if the checkpoint carries another seal;
+// any other error if the seal is not recorded (the caller tries again).
 func (c *Committer) SealEpoch(ctx context.Context, rec chain.EpochRecord, version metastore.Version, cut uint64) (metastore.Version, error) {
 	sealed, done, err := chain.PrepareSeal(rec, cut)
 	what := fmt.Sprintf("seal epoch %d of %s/%s at slot %d", rec.Epoch, c.star, c.class, cut)
@@ -143,74 +142,63 @@ type movedError struct {
 func (e *movedError) Error() string { return "absorb: the epoch record moved on" }
 
 // bindingCommit writes the epoch record rec (encoded as val) at expect
-// together with the checkpoint's seal check, in one Commit, and resolves
-// failures by re-reading: our record found means it applied (done is
-// told its version); another record, a *movedError; the checkpoint under
-// another seal, a *SealedError. Transient failures are retried with
-// backoff until ctx ends.
+// together with the checkpoint's seal check, in one Commit, and resolves a
+// failure by re-reading: our record found means it applied (done is told
+// its version); another record, a *movedError; the checkpoint under
+// another seal, a *SealedError. Any other failure is returned, for the
+// caller to decide whether and when to try again (a chain's core backs
+// off); what the re-reads learnt (our own seal at a version an ambiguous
+// write of ours left) is kept, so the retry carries it.
 func (c *Committer) bindingCommit(ctx context.Context, what string, rec chain.EpochRecord, expect metastore.Version, val []byte, done func(metastore.Version)) error {
 	epKey, cpKey := chain.EpochKey(c.star, c.class), chain.CheckpointKey(c.star, c.class)
-	backoff := 5 * time.Millisecond
-	for attempt := uint64(0); ; attempt++ {
-		cpNext := c.cp
-		cpOp := metastore.Op{Kind: metastore.OpCheck, Key: cpKey, Expect: c.ver}
-		moveSeal := rec.Seal == nil && c.epoch != rec.Epoch // a mint moves the seal to its epoch
-		if moveSeal {
-			cpNext.Owner, cpNext.OwnerEpoch, cpNext.Counter = c.owner, rec.Epoch, c.cp.Counter+1
-			cv, _ := json.Marshal(cpNext)
-			cpOp = metastore.Op{Kind: metastore.OpPut, Key: cpKey, Value: cv, Expect: c.ver}
-			if invariants.MintIgnoresSeal.On() {
-				cpOp.Expect = metastore.AnyVersion // a planted bug, for the simulation's seal checker
-			}
+	cpNext := c.cp
+	cpOp := metastore.Op{Kind: metastore.OpCheck, Key: cpKey, Expect: c.ver}
+	moveSeal := rec.Seal == nil && c.epoch != rec.Epoch // a mint moves the seal to its epoch
+	if moveSeal {
+		cpNext.Owner, cpNext.OwnerEpoch, cpNext.Counter = c.owner, rec.Epoch, c.cp.Counter+1
+		cv, _ := json.Marshal(cpNext)
+		cpOp = metastore.Op{Kind: metastore.OpPut, Key: cpKey, Value: cv, Expect: c.ver}
+		if invariants.MintIgnoresSeal.On() {
+			cpOp.Expect = metastore.AnyVersion // a planted bug, for the simulation's seal checker
 		}
-		vs, err := c.meta.Commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: epKey, Value: val, Expect: expect}, cpOp})
-		c.Requests++
-		if err == nil {
-			if moveSeal {
-				c.cp, c.ver, c.epoch = cpNext, vs[1], rec.Epoch
-			}
-			done(vs[0])
-			return nil
-		}
-		if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
-			return fmt.Errorf("absorb: %s: %w", what, err)
-		}
-		// A conflict, or an ambiguous failure: read what is there.
-		it, gerr := c.meta.Get(ctx, epKey)
-		c.Requests++
-		if gerr == nil {
-			if bytes.Equal(it.Value, val) {
-				// Ours applied (the Commit is atomic: the seal moved too).
-				if err := c.refresh(ctx, rec, moveSeal); err == nil {
-					done(it.Version)
-					return nil
-				}
-			} else if it.Version != expect {
-				var found chain.EpochRecord
-				if jerr := json.Unmarshal(it.Value, &found); jerr != nil {
-					return fmt.Errorf("absorb: %s: the epoch record found is corrupt: %v", what, jerr)
-				}
-				return &movedError{found: found, version: it.Version}
-			} else if cp, cv, cerr := ReadCheckpoint(ctx, c.meta, c.star, c.class); cerr == nil {
-				c.Requests++
-				if cp.Owner != c.owner || cp.OwnerEpoch != c.epoch {
-					return &SealedError{Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch}
-				}
-				c.cp, c.ver = cp, cv // our own seal, at a version an ambiguous write of ours left
-			}
-		}
-		// Jitter from the owner's identity, not a random source: two
-		// candidates still spread apart, and a simulated run replays.
-		wait := backoff/2 + time.Duration(xxhash.Sum64String(fmt.Sprintf("%s/%d/%d", c.owner, rec.Epoch, attempt))%uint64(backoff/2+1))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("absorb: %s: outcome unknown: %w (last error: %v)", what, ctx.Err(), err)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+	vs, err := c.meta.Commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: epKey, Value: val, Expect: expect}, cpOp})
+	c.Requests++
+	if err == nil {
+		if moveSeal {
+			c.cp, c.ver, c.epoch = cpNext, vs[1], rec.Epoch
+		}
+		done(vs[0])
+		return nil
+	}
+	if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
+		return fmt.Errorf("absorb: %s: %w", what, err)
+	}
+	// A conflict, or an ambiguous failure: read what is there.
+	it, gerr := c.meta.Get(ctx, epKey)
+	c.Requests++
+	if gerr == nil {
+		if bytes.Equal(it.Value, val) {
+			// Ours applied (the Commit is atomic: the seal moved too).
+			if rerr := c.refresh(ctx, rec, moveSeal); rerr == nil {
+				done(it.Version)
+				return nil
+			}
+		} else if it.Version != expect {
+			var found chain.EpochRecord
+			if jerr := json.Unmarshal(it.Value, &found); jerr != nil {
+				return fmt.Errorf("absorb: %s: the epoch record found is corrupt: %v", what, jerr)
+			}
+			return &movedError{found: found, version: it.Version}
+		} else if cp, cv, cerr := ReadCheckpoint(ctx, c.meta, c.star, c.class); cerr == nil {
+			c.Requests++
+			if cp.Owner != c.owner || cp.OwnerEpoch != c.epoch {
+				return &SealedError{Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch}
+			}
+			c.cp, c.ver = cp, cv // our own seal, at a version an ambiguous write of ours left
+		}
+	}
+	return fmt.Errorf("absorb: %s: not written (try again): %w", what, err)
 }
 
 // refresh re-reads the checkpoint after our epoch write applied
