@@ -17,6 +17,14 @@ import (
 // from the new record.
 var ErrEpochMoved = errors.New("absorb: the epoch record moved while sealing")
 
+// ErrSealRaced: the checkpoint moved between a seal's read of it and the
+// Commit that seals it (the incumbent's absorb advanced it): seal again.
+var ErrSealRaced = errors.New("absorb: the checkpoint moved while sealing")
+
+// errUnresolved marks a seal whose Commit failed and whose outcome the
+// re-reads could not tell.
+var errUnresolved = errors.New("absorb: the seal's outcome is unknown")
+
 // SealCheckpoint is a takeover's first step: it writes owner's seal (owner,
 // ownerEpoch: the epoch the candidate is about to mint) into the chain's
 // checkpoint, in one Commit that also checks the epoch record is still at
@@ -26,44 +34,64 @@ var ErrEpochMoved = errors.New("absorb: the epoch record moved while sealing")
 // first owner died between minting and creating it) gets one at (1, 0).
 //
 // It returns a committer holding the seal and the checkpoint's position as
-// found (the walk starts there).
+// found (the walk starts there). It seals again while the incumbent's
+// absorb moves the checkpoint under it, up to 20 attempts: SealCheckpointOnce
+// is one attempt, for a caller that decides when to try again.
 func SealCheckpoint(ctx context.Context, ms metastore.Store, star string, c chain.Class, owner string, ownerEpoch uint64, epochVersion metastore.Version) (*Committer, Checkpoint, error) {
-	cpKey, epKey := chain.CheckpointKey(star, c), chain.EpochKey(star, c)
+	var requests uint64
 	for attempt := 0; attempt < 20; attempt++ {
-		cp, ver, err := ReadCheckpoint(ctx, ms, star, c)
-		if errors.Is(err, metastore.ErrNotFound) {
-			cp, ver = Checkpoint{Epoch: 1}, metastore.NoVersion
-		} else if err != nil {
-			return nil, Checkpoint{}, err
-		}
-		next := cp
-		next.Owner, next.OwnerEpoch, next.Counter = owner, ownerEpoch, cp.Counter+1
-		val, _ := json.Marshal(next)
-		vs, err := ms.Commit(ctx, []metastore.Op{
-			{Kind: metastore.OpCheck, Key: epKey, Expect: epochVersion},
-			{Kind: metastore.OpPut, Key: cpKey, Value: val, Expect: ver},
-		})
+		cm, cp, err := SealCheckpointOnce(ctx, ms, star, c, owner, ownerEpoch, epochVersion)
 		if err == nil {
-			return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: next, ver: vs[1], Requests: uint64(attempt + 2)}, cp, nil
+			cm.Requests += requests
+			return cm, cp, nil
 		}
-		if err := ctx.Err(); err != nil {
+		if !errors.Is(err, ErrSealRaced) && !errors.Is(err, errUnresolved) {
 			return nil, Checkpoint{}, err
 		}
-		// Conflict or ambiguous: did the epoch move, or did our seal apply?
-		it, gerr := ms.Get(ctx, epKey)
-		if gerr != nil {
-			continue
-		}
-		if it.Version != epochVersion {
-			return nil, Checkpoint{}, ErrEpochMoved
-		}
-		got, gv, gerr := ReadCheckpoint(ctx, ms, star, c)
-		if gerr == nil && got.Owner == owner && got.OwnerEpoch == ownerEpoch && got.Counter == next.Counter {
-			return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: got, ver: gv}, cp, nil
-		}
-		// The incumbent advanced the checkpoint meanwhile: seal again.
+		requests += 2
 	}
 	return nil, Checkpoint{}, fmt.Errorf("absorb: could not seal the checkpoint of %s/%s", star, c)
+}
+
+// SealCheckpointOnce is one attempt of SealCheckpoint: it reads the
+// checkpoint and seals it, and resolves a failed Commit by re-reading. The
+// error wraps ErrEpochMoved if the epoch record moved (start the takeover
+// over), ErrSealRaced if the checkpoint moved under it (seal again).
+func SealCheckpointOnce(ctx context.Context, ms metastore.Store, star string, c chain.Class, owner string, ownerEpoch uint64, epochVersion metastore.Version) (*Committer, Checkpoint, error) {
+	cpKey, epKey := chain.CheckpointKey(star, c), chain.EpochKey(star, c)
+	cp, ver, err := ReadCheckpoint(ctx, ms, star, c)
+	if errors.Is(err, metastore.ErrNotFound) {
+		cp, ver = Checkpoint{Epoch: 1}, metastore.NoVersion
+	} else if err != nil {
+		return nil, Checkpoint{}, err
+	}
+	next := cp
+	next.Owner, next.OwnerEpoch, next.Counter = owner, ownerEpoch, cp.Counter+1
+	val, _ := json.Marshal(next)
+	vs, err := ms.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpCheck, Key: epKey, Expect: epochVersion},
+		{Kind: metastore.OpPut, Key: cpKey, Value: val, Expect: ver},
+	})
+	if err == nil {
+		return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: next, ver: vs[1], Requests: 2}, cp, nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, Checkpoint{}, cerr
+	}
+	// Conflict or ambiguous: did the epoch move, or did our seal apply?
+	it, gerr := ms.Get(ctx, epKey)
+	if gerr != nil {
+		return nil, Checkpoint{}, fmt.Errorf("absorb: seal the checkpoint of %s/%s: %w: %w (and the epoch record's re-read failed: %v)", star, c, errUnresolved, err, gerr)
+	}
+	if it.Version != epochVersion {
+		return nil, Checkpoint{}, ErrEpochMoved
+	}
+	got, gv, gerr := ReadCheckpoint(ctx, ms, star, c)
+	if gerr == nil && got.Owner == owner && got.OwnerEpoch == ownerEpoch && got.Counter == next.Counter {
+		return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: got, ver: gv, Requests: 4}, cp, nil
+	}
+	// The incumbent advanced the checkpoint meanwhile: seal again.
+	return nil, Checkpoint{}, fmt.Errorf("absorb: seal the checkpoint of %s/%s: %w: %w", star, c, ErrSealRaced, err)
 }
 
 // MintNext is the binding mint (DESIGN.md, "The seal is binding"): it

@@ -62,8 +62,8 @@ type CreateCheckpoint struct {
 }
 
 // Seal asks to seal the checkpoint for a takeover of epoch Epoch+1,
-// conditioned on the epoch record still being at EpochVersion
-// (absorb.SealCheckpoint). → Sealed.
+// conditioned on the epoch record still being at EpochVersion: one attempt
+// (absorb.SealCheckpointOnce). → Sealed.
 type Seal struct {
 	Epoch        uint64
 	EpochVersion metastore.Version
@@ -272,7 +272,8 @@ type CheckpointCreated struct {
 
 // Sealed is Seal's result: the checkpoint holding the seal (Held), and the
 // checkpoint as found before sealing (the walk starts there). Err wraps
-// absorb.ErrEpochMoved if the epoch record moved.
+// absorb.ErrEpochMoved if the epoch record moved, absorb.ErrSealRaced if
+// the checkpoint moved under the attempt.
 type Sealed struct {
 	Held       absorb.Held
 	Checkpoint absorb.Checkpoint

@@ -109,6 +109,9 @@ type succession struct {
 	lastErr      error
 
 	attempts int // takeover restarts after the epoch moved
+	// sealRaces counts the seal's attempts in a row that the incumbent's
+	// absorb raced (the checkpoint moved under them).
+	sealRaces int
 	// found is the epoch record the takeover first read (foundAny: one
 	// existed). A restart that finds another candidate's newer epoch has
 	// lost the race instead of taking the chain from the winner.
@@ -153,6 +156,9 @@ const (
 	warnEvery    = 5 * time.Second
 	maxWarnEvery = 5 * time.Minute
 	maxTakeovers = 5 // restarts when the epoch moves under a takeover
+	// maxSealRaces bounds the seal's attempts in a row the incumbent's
+	// absorb may race before the seal backs off.
+	maxSealRaces = 20
 )
 
 func (c *Core) startTakeover() {
@@ -432,10 +438,19 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 	case errors.Is(ev.Err, absorb.ErrEpochMoved):
 		s.restart(c, ev.Err)
 		return
+	case errors.Is(ev.Err, absorb.ErrSealRaced) && s.sealRaces+1 < maxSealRaces:
+		// The incumbent's absorb advanced the checkpoint between the
+		// attempt's read and its Commit: a live incumbent does so every
+		// round, so seal again at once, a bounded number of times.
+		s.sealRaces++
+		c.logf(slog.LevelInfo, "checkpoint moved while sealing; sealing again", attrU("epoch", s.prev.Epoch), attrI("attempts", s.sealRaces))
+		return
 	case ev.Err != nil:
+		s.sealRaces = 0
 		s.retry(c, "seal of the checkpoint failed", ev.Err)
 		return
 	}
+	s.sealRaces = 0
 	c.ab.requests += ev.Requests
 	c.hold(ev.Held)
 	s.cp = ev.Checkpoint

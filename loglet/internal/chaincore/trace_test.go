@@ -34,6 +34,7 @@ import (
 //	first-minted [only]   (the first mint, then (not with only) the checkpoint's creation)
 //	first-mint-taken | checkpoint-created | checkpoint-create-failed | checkpoint-exists
 //	sealed [cp-epoch= cp-next= tails=key base=key pending=from-to doomed=key,key] | seal-moved
+//	seal-raced            (the checkpoint moved under the seal's attempt)
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	retire STREAM | drained STREAM   (the stream's incarnation was deleted; is it all absorbed?)
 //	tick +d
@@ -161,6 +162,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(Sealed{Held: held, Checkpoint: cp})
 	case "seal-moved":
 		h.step(Sealed{Err: absorb.ErrEpochMoved})
+	case "seal-raced":
+		h.step(Sealed{Err: fmt.Errorf("absorb: seal: %w: %w", absorb.ErrSealRaced, metastore.ErrConflict)})
 	case "admit":
 		out := h.admit(d, d.CmdArgs)
 		for _, line := range lines(d.Input) {

@@ -136,7 +136,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		}
 		return chaincore.CheckpointCreated{Held: cm.Held(), Requests: cm.Requests}
 	case chaincore.Seal:
-		cm, cp, err := absorb.SealCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
+		cm, cp, err := absorb.SealCheckpointOnce(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
 		if err != nil {
 			return chaincore.Sealed{Err: err}
 		}
