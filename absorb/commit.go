@@ -26,6 +26,11 @@ var ErrDeposed = errors.New("absorb: deposed: the checkpoint is sealed by anothe
 // objstore.ErrExists.
 var ErrSnapshotTaken = errors.New("absorb: the tails snapshot's key holds another object")
 
+// ErrCheckpointExists is what InitCheckpoint fails with when the chain
+// already has a checkpoint that is not the one it creates (another
+// candidate sealed one for a takeover: SealCheckpoint creates one too).
+var ErrCheckpointExists = errors.New("absorb: the chain has a checkpoint already")
+
 // SealedError is the ErrDeposed a committer returns when it finds the
 // checkpoint carrying a seal other than its own: who sealed it, for which
 // epoch.
@@ -43,6 +48,11 @@ func (e *SealedError) Is(target error) bool { return target == ErrDeposed }
 
 // Committer writes rounds for one chain and holds the checkpoint as last
 // written. It is not safe for concurrent use: one absorb loop owns it.
+//
+// What it holds is a value (Held): a caller that keeps the checkpoint
+// itself (a chain's core) builds a committer for one call from the value
+// it owns (Resume) and takes the new value back after it (Held), so that
+// no committer outlives the call and nothing mutable is shared.
 type Committer struct {
 	meta  metastore.Store
 	star  string
@@ -53,22 +63,43 @@ type Committer struct {
 	cp  Checkpoint
 	ver metastore.Version
 
-	// progress is how far this committer got with a split round: the
-	// refs before written are there, and no chunk at or past tried was
-	// sent. A retry of the same round resumes at written and checks only
-	// the refs it may have sent, rather than every ref of the round: a
-	// round of thousands of refs under a flaky metastore would otherwise
-	// fail its checks at every retry and never finish.
-	progress struct {
-		round          Round
-		n              int    // refs in the round
-		last           string // the key of its last ref (the same refs)
-		written, tried int
-	}
+	progress Progress
 
 	// Requests counts metastore requests this committer made.
 	Requests uint64
 }
+
+// Progress is how far a committer got with a split round: the refs before
+// Written are there, and no chunk at or past Tried was sent. A retry of the
+// same round resumes at Written and checks only the refs it may have sent,
+// rather than every ref of the round: a round of thousands of refs under a
+// flaky metastore would otherwise fail its checks at every retry and never
+// finish. The zero Progress is no progress.
+type Progress struct {
+	Round          Round
+	N              int    // refs in the round
+	Last           string // the key of its last ref (the same refs)
+	Written, Tried int
+}
+
+// Held is what a committer holds, as a value: the checkpoint as its owner
+// last wrote it (carrying its seal), its version, and the progress of a
+// split round.
+type Held struct {
+	Checkpoint Checkpoint
+	Version    metastore.Version
+	Progress   Progress
+}
+
+// Resume returns a committer over h, a checkpoint that carries owner's seal
+// (h.Checkpoint.OwnerEpoch is the sealed epoch), for one call: Held then
+// returns what it holds after that call.
+func Resume(ms metastore.Store, star string, c chain.Class, owner string, h Held) *Committer {
+	return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: h.Checkpoint.OwnerEpoch, cp: h.Checkpoint, ver: h.Version, progress: h.Progress}
+}
+
+// Held returns what the committer holds now.
+func (c *Committer) Held() Held { return Held{Checkpoint: c.cp, Version: c.ver, Progress: c.progress} }
 
 // InitCheckpoint creates the checkpoint of a chain that has none, sealed by
 // owner at epoch, positioned at (epoch, 0). An ambiguous failure is
@@ -93,7 +124,7 @@ func InitCheckpoint(ctx context.Context, ms metastore.Store, star string, c chai
 		cm.cp, cm.ver = got, gv
 		return cm, nil
 	}
-	return nil, fmt.Errorf("absorb: create checkpoint of %s/%s: one exists, sealed by %q at epoch %d: %w", star, c, got.Owner, got.OwnerEpoch, err)
+	return nil, fmt.Errorf("absorb: create checkpoint of %s/%s: %w, sealed by %q at epoch %d: %w", star, c, ErrCheckpointExists, got.Owner, got.OwnerEpoch, err)
 }
 
 // ResumeCommitter returns a committer over an existing checkpoint that
@@ -201,24 +232,24 @@ func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanR
 		next.Counter = pend.Counter + 1
 	}
 	p := &c.progress
-	if p.round != round || p.n != len(refs) || p.last != refs[len(refs)-1].Key() {
-		p.round, p.n, p.last, p.written, p.tried = round, len(refs), refs[len(refs)-1].Key(), 0, 0
+	if p.Round != round || p.N != len(refs) || p.Last != refs[len(refs)-1].Key() {
+		*p = Progress{Round: round, N: len(refs), Last: refs[len(refs)-1].Key()}
 		if replay {
-			p.tried = len(refs) // someone else's round: any ref may be there
+			p.Tried = len(refs) // someone else's round: any ref may be there
 		}
 	}
 	lo := 0
 	for _, hi := range chunks {
-		if hi <= p.written {
+		if hi <= p.Written {
 			lo = hi
 			continue
 		}
-		mayExist := lo < p.tried
-		p.tried = max(p.tried, hi)
+		mayExist := lo < p.Tried
+		p.Tried = max(p.Tried, hi)
 		if err := c.commitChunk(ctx, refs[lo:hi], ops[lo:hi], mayExist); err != nil {
 			return fmt.Errorf("absorb: write refs of round [%d, %d): %w", round.From, round.To, err)
 		}
-		p.written = hi
+		p.Written = hi
 		lo = hi
 	}
 	return c.casCheckpoint(ctx, next)

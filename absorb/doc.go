@@ -21,7 +21,10 @@
 //     the epoch record in the same Commit that checks the seal is still its
 //     own (the seal is binding: nobody mints, or seals an epoch cleanly,
 //     over another owner's seal). A seal found foreign is a *SealedError
-//     (ErrDeposed).
+//     (ErrDeposed). What a committer holds is a value (Held: the
+//     checkpoint, its version, a split round's progress): a caller that
+//     owns it, as a chain's core does, builds a committer over it for one
+//     call (Resume) and takes the next value back (Committer.Held).
 //   - The backlog's accounting (Backlog, pure bookkeeping):
 //     claimed-but-unabsorbed flights and bytes are bounded; at the bound the
 //     chain's core holds its claims back, and each stall is counted with its

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/invariants"
@@ -20,6 +17,14 @@ import (
 // from the new record.
 var ErrEpochMoved = errors.New("absorb: the epoch record moved while sealing")
 
+// ErrSealRaced: the checkpoint moved between a seal's read of it and the
+// Commit that seals it (the incumbent's absorb advanced it): seal again.
+var ErrSealRaced = errors.New("absorb: the checkpoint moved while sealing")
+
+// errUnresolved marks a seal whose Commit failed and whose outcome the
+// re-reads could not tell.
+var errUnresolved = errors.New("absorb: the seal's outcome is unknown")
+
 // SealCheckpoint is a takeover's first step: it writes owner's seal (owner,
 // ownerEpoch: the epoch the candidate is about to mint) into the chain's
 // checkpoint, in one Commit that also checks the epoch record is still at
@@ -29,44 +34,64 @@ var ErrEpochMoved = errors.New("absorb: the epoch record moved while sealing")
 // first owner died between minting and creating it) gets one at (1, 0).
 //
 // It returns a committer holding the seal and the checkpoint's position as
-// found (the walk starts there).
+// found (the walk starts there). It seals again while the incumbent's
+// absorb moves the checkpoint under it, up to 20 attempts: SealCheckpointOnce
+// is one attempt, for a caller that decides when to try again.
 func SealCheckpoint(ctx context.Context, ms metastore.Store, star string, c chain.Class, owner string, ownerEpoch uint64, epochVersion metastore.Version) (*Committer, Checkpoint, error) {
-	cpKey, epKey := chain.CheckpointKey(star, c), chain.EpochKey(star, c)
+	var requests uint64
 	for attempt := 0; attempt < 20; attempt++ {
-		cp, ver, err := ReadCheckpoint(ctx, ms, star, c)
-		if errors.Is(err, metastore.ErrNotFound) {
-			cp, ver = Checkpoint{Epoch: 1}, metastore.NoVersion
-		} else if err != nil {
-			return nil, Checkpoint{}, err
-		}
-		next := cp
-		next.Owner, next.OwnerEpoch, next.Counter = owner, ownerEpoch, cp.Counter+1
-		val, _ := json.Marshal(next)
-		vs, err := ms.Commit(ctx, []metastore.Op{
-			{Kind: metastore.OpCheck, Key: epKey, Expect: epochVersion},
-			{Kind: metastore.OpPut, Key: cpKey, Value: val, Expect: ver},
-		})
+		cm, cp, err := SealCheckpointOnce(ctx, ms, star, c, owner, ownerEpoch, epochVersion)
 		if err == nil {
-			return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: next, ver: vs[1], Requests: uint64(attempt + 2)}, cp, nil
+			cm.Requests += requests
+			return cm, cp, nil
 		}
-		if err := ctx.Err(); err != nil {
+		if !errors.Is(err, ErrSealRaced) && !errors.Is(err, errUnresolved) {
 			return nil, Checkpoint{}, err
 		}
-		// Conflict or ambiguous: did the epoch move, or did our seal apply?
-		it, gerr := ms.Get(ctx, epKey)
-		if gerr != nil {
-			continue
-		}
-		if it.Version != epochVersion {
-			return nil, Checkpoint{}, ErrEpochMoved
-		}
-		got, gv, gerr := ReadCheckpoint(ctx, ms, star, c)
-		if gerr == nil && got.Owner == owner && got.OwnerEpoch == ownerEpoch && got.Counter == next.Counter {
-			return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: got, ver: gv}, cp, nil
-		}
-		// The incumbent advanced the checkpoint meanwhile: seal again.
+		requests += 2
 	}
 	return nil, Checkpoint{}, fmt.Errorf("absorb: could not seal the checkpoint of %s/%s", star, c)
+}
+
+// SealCheckpointOnce is one attempt of SealCheckpoint: it reads the
+// checkpoint and seals it, and resolves a failed Commit by re-reading. The
+// error wraps ErrEpochMoved if the epoch record moved (start the takeover
+// over), ErrSealRaced if the checkpoint moved under it (seal again).
+func SealCheckpointOnce(ctx context.Context, ms metastore.Store, star string, c chain.Class, owner string, ownerEpoch uint64, epochVersion metastore.Version) (*Committer, Checkpoint, error) {
+	cpKey, epKey := chain.CheckpointKey(star, c), chain.EpochKey(star, c)
+	cp, ver, err := ReadCheckpoint(ctx, ms, star, c)
+	if errors.Is(err, metastore.ErrNotFound) {
+		cp, ver = Checkpoint{Epoch: 1}, metastore.NoVersion
+	} else if err != nil {
+		return nil, Checkpoint{}, err
+	}
+	next := cp
+	next.Owner, next.OwnerEpoch, next.Counter = owner, ownerEpoch, cp.Counter+1
+	val, _ := json.Marshal(next)
+	vs, err := ms.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpCheck, Key: epKey, Expect: epochVersion},
+		{Kind: metastore.OpPut, Key: cpKey, Value: val, Expect: ver},
+	})
+	if err == nil {
+		return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: next, ver: vs[1], Requests: 2}, cp, nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, Checkpoint{}, cerr
+	}
+	// Conflict or ambiguous: did the epoch move, or did our seal apply?
+	it, gerr := ms.Get(ctx, epKey)
+	if gerr != nil {
+		return nil, Checkpoint{}, fmt.Errorf("absorb: seal the checkpoint of %s/%s: %w: %w (and the epoch record's re-read failed: %v)", star, c, errUnresolved, err, gerr)
+	}
+	if it.Version != epochVersion {
+		return nil, Checkpoint{}, ErrEpochMoved
+	}
+	got, gv, gerr := ReadCheckpoint(ctx, ms, star, c)
+	if gerr == nil && got.Owner == owner && got.OwnerEpoch == ownerEpoch && got.Counter == next.Counter {
+		return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: ownerEpoch, cp: got, ver: gv, Requests: 4}, cp, nil
+	}
+	// The incumbent advanced the checkpoint meanwhile: seal again.
+	return nil, Checkpoint{}, fmt.Errorf("absorb: seal the checkpoint of %s/%s: %w: %w", star, c, ErrSealRaced, err)
 }
 
 // MintNext is the binding mint (docs/design.md, invariant 8): it
@@ -83,7 +108,8 @@ func SealCheckpoint(ctx context.Context, ms metastore.Store, star string, c chai
 // found (the winner's). If the checkpoint carries another seal, the error
 // is a *SealedError (it matches ErrDeposed) and nothing is minted. An
 // ambiguous failure is resolved by re-reading (a record equal to ours is
-// ours); any other failure is retried with backoff until ctx ends.
+// ours); any other failure is returned: the caller tries again (with what
+// the committer holds then: Held), when it decides to.
 func (c *Committer) MintNext(ctx context.Context, prev chain.EpochRecord, prevVersion metastore.Version, next chain.EpochRecord) (chain.EpochRecord, metastore.Version, error) {
 	rec, err := chain.PrepareNext(prev, next)
 	if err != nil {
@@ -111,7 +137,8 @@ func (c *Committer) MintNext(ctx context.Context, prev chain.EpochRecord, prevVe
 // seal: the next owner then takes the cut and skips fencing. A clean Close
 // calls it after every flight below cut has been acknowledged. It returns
 // the record's new version; an error wrapping chain.ErrDeposed if the
-// record moved on, a *SealedError if the checkpoint carries another seal.
+// record moved on, a *SealedError if the checkpoint carries another seal;
+// any other error if the seal is not recorded (the caller tries again).
 func (c *Committer) SealEpoch(ctx context.Context, rec chain.EpochRecord, version metastore.Version, cut uint64) (metastore.Version, error) {
 	sealed, done, err := chain.PrepareSeal(rec, cut)
 	what := fmt.Sprintf("seal epoch %d of %s/%s at slot %d", rec.Epoch, c.star, c.class, cut)
@@ -143,74 +170,63 @@ type movedError struct {
 func (e *movedError) Error() string { return "absorb: the epoch record moved on" }
 
 // bindingCommit writes the epoch record rec (encoded as val) at expect
-// together with the checkpoint's seal check, in one Commit, and resolves
-// failures by re-reading: our record found means it applied (done is
-// told its version); another record, a *movedError; the checkpoint under
-// another seal, a *SealedError. Transient failures are retried with
-// backoff until ctx ends.
+// together with the checkpoint's seal check, in one Commit, and resolves a
+// failure by re-reading: our record found means it applied (done is told
+// its version); another record, a *movedError; the checkpoint under
+// another seal, a *SealedError. Any other failure is returned, for the
+// caller to decide whether and when to try again (a chain's core backs
+// off); what the re-reads learnt (our own seal at a version an ambiguous
+// write of ours left) is kept, so the retry carries it.
 func (c *Committer) bindingCommit(ctx context.Context, what string, rec chain.EpochRecord, expect metastore.Version, val []byte, done func(metastore.Version)) error {
 	epKey, cpKey := chain.EpochKey(c.star, c.class), chain.CheckpointKey(c.star, c.class)
-	backoff := 5 * time.Millisecond
-	for attempt := uint64(0); ; attempt++ {
-		cpNext := c.cp
-		cpOp := metastore.Op{Kind: metastore.OpCheck, Key: cpKey, Expect: c.ver}
-		moveSeal := rec.Seal == nil && c.epoch != rec.Epoch // a mint moves the seal to its epoch
-		if moveSeal {
-			cpNext.Owner, cpNext.OwnerEpoch, cpNext.Counter = c.owner, rec.Epoch, c.cp.Counter+1
-			cv, _ := json.Marshal(cpNext)
-			cpOp = metastore.Op{Kind: metastore.OpPut, Key: cpKey, Value: cv, Expect: c.ver}
-			if invariants.MintIgnoresSeal.On() {
-				cpOp.Expect = metastore.AnyVersion // a planted bug, for the simulation's seal checker
-			}
+	cpNext := c.cp
+	cpOp := metastore.Op{Kind: metastore.OpCheck, Key: cpKey, Expect: c.ver}
+	moveSeal := rec.Seal == nil && c.epoch != rec.Epoch // a mint moves the seal to its epoch
+	if moveSeal {
+		cpNext.Owner, cpNext.OwnerEpoch, cpNext.Counter = c.owner, rec.Epoch, c.cp.Counter+1
+		cv, _ := json.Marshal(cpNext)
+		cpOp = metastore.Op{Kind: metastore.OpPut, Key: cpKey, Value: cv, Expect: c.ver}
+		if invariants.MintIgnoresSeal.On() {
+			cpOp.Expect = metastore.AnyVersion // a planted bug, for the simulation's seal checker
 		}
-		vs, err := c.meta.Commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: epKey, Value: val, Expect: expect}, cpOp})
-		c.Requests++
-		if err == nil {
-			if moveSeal {
-				c.cp, c.ver, c.epoch = cpNext, vs[1], rec.Epoch
-			}
-			done(vs[0])
-			return nil
-		}
-		if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
-			return fmt.Errorf("absorb: %s: %w", what, err)
-		}
-		// A conflict, or an ambiguous failure: read what is there.
-		it, gerr := c.meta.Get(ctx, epKey)
-		c.Requests++
-		if gerr == nil {
-			if bytes.Equal(it.Value, val) {
-				// Ours applied (the Commit is atomic: the seal moved too).
-				if err := c.refresh(ctx, rec, moveSeal); err == nil {
-					done(it.Version)
-					return nil
-				}
-			} else if it.Version != expect {
-				var found chain.EpochRecord
-				if jerr := json.Unmarshal(it.Value, &found); jerr != nil {
-					return fmt.Errorf("absorb: %s: the epoch record found is corrupt: %v", what, jerr)
-				}
-				return &movedError{found: found, version: it.Version}
-			} else if cp, cv, cerr := ReadCheckpoint(ctx, c.meta, c.star, c.class); cerr == nil {
-				c.Requests++
-				if cp.Owner != c.owner || cp.OwnerEpoch != c.epoch {
-					return &SealedError{Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch}
-				}
-				c.cp, c.ver = cp, cv // our own seal, at a version an ambiguous write of ours left
-			}
-		}
-		// Jitter from the owner's identity, not a random source: two
-		// candidates still spread apart, and a simulated run replays.
-		wait := backoff/2 + time.Duration(xxhash.Sum64String(fmt.Sprintf("%s/%d/%d", c.owner, rec.Epoch, attempt))%uint64(backoff/2+1))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("absorb: %s: outcome unknown: %w (last error: %v)", what, ctx.Err(), err)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+	vs, err := c.meta.Commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: epKey, Value: val, Expect: expect}, cpOp})
+	c.Requests++
+	if err == nil {
+		if moveSeal {
+			c.cp, c.ver, c.epoch = cpNext, vs[1], rec.Epoch
+		}
+		done(vs[0])
+		return nil
+	}
+	if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
+		return fmt.Errorf("absorb: %s: %w", what, err)
+	}
+	// A conflict, or an ambiguous failure: read what is there.
+	it, gerr := c.meta.Get(ctx, epKey)
+	c.Requests++
+	if gerr == nil {
+		if bytes.Equal(it.Value, val) {
+			// Ours applied (the Commit is atomic: the seal moved too).
+			if rerr := c.refresh(ctx, rec, moveSeal); rerr == nil {
+				done(it.Version)
+				return nil
+			}
+		} else if it.Version != expect {
+			var found chain.EpochRecord
+			if jerr := json.Unmarshal(it.Value, &found); jerr != nil {
+				return fmt.Errorf("absorb: %s: the epoch record found is corrupt: %v", what, jerr)
+			}
+			return &movedError{found: found, version: it.Version}
+		} else if cp, cv, cerr := ReadCheckpoint(ctx, c.meta, c.star, c.class); cerr == nil {
+			c.Requests++
+			if cp.Owner != c.owner || cp.OwnerEpoch != c.epoch {
+				return &SealedError{Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch}
+			}
+			c.cp, c.ver = cp, cv // our own seal, at a version an ambiguous write of ours left
+		}
+	}
+	return fmt.Errorf("absorb: %s: not written (try again): %w", what, err)
 }
 
 // refresh re-reads the checkpoint after our epoch write applied

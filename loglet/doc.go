@@ -29,9 +29,11 @@
 //     blocks at the budget).
 //  2. One goroutine takes the core's Ready (and Advances it) under the lock,
 //     then executes it outside: one worker per request
-//     (loglet/internal/work: one event back; most requests are one I/O
-//     call, but a fence, a round's commit, the first mint and a settlement
-//     pass are several), cancellations,
+//     (loglet/internal/work: one I/O call, one event back, but for a
+//     settlement pass, still run whole by its worker; a request
+//     carries the values its worker needs, the checkpoint the core holds
+//     among them, and its event brings the new values back: a worker holds
+//     no state and makes no decision), cancellations,
 //     pool budget returned, outcomes delivered in the order decided, read
 //     sessions woken, logs emitted.
 //  3. It waits for the next event or the core's wake-up time and steps it

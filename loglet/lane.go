@@ -20,8 +20,11 @@ import (
 // raft's RawNode under one mutex: the chain's pure core (loglet/internal/chaincore)
 // under one lock, one goroutine that executes each Ready, and one worker
 // per request (one I/O call, one event back). The shell makes no decision:
-// admission, the cut, the claim, the release order, halts, succession,
-// absorb pacing and the close are all the core's.
+// admission, the cut, the claim, the release order, halts, succession (the
+// fence's steps among them), absorb pacing and each round's steps, and the
+// close are all the core's. Nor do the workers, which share nothing with
+// the core: each request carries the values its worker needs (the
+// checkpoint the core holds among them), and its event the results.
 type lane struct {
 	star   *Star
 	class  Class

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/internal/invariants"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -20,7 +21,7 @@ type absorbState struct {
 	tails map[string]absorb.StreamTail
 
 	planned     *plannedRound
-	busy        bool      // a CommitRound is out
+	busy        bool      // a request of a round is out (PutSnapshot, CommitRound, DropSnapshots)
 	commitStart time.Time // when it went out
 	lastAt      time.Time // when the last round went out (pacing)
 	retryAt     time.Time
@@ -66,6 +67,7 @@ type plannedRound struct {
 	refs    []absorb.SpanRef
 	snapKey string
 	snap    []byte
+	written bool                          // snap is written at snapKey: the commit is next
 	full    bool                          // snap is a full snapshot (else a delta over base)
 	exact   bool                          // the checkpoint's pending round, replayed as it is
 	undo    map[string]*absorb.StreamTail // tails before the plan (nil: none)
@@ -102,7 +104,7 @@ const (
 
 // wakeAt is when the absorb next wants to act.
 func (a *absorbState) wakeAt(c *Core) time.Time {
-	if a.busy || c.cmBusy || c.cm == nil || c.sealed != nil {
+	if a.busy || c.checkpointOut() || !c.holds || c.sealed != nil {
 		return time.Time{}
 	}
 	if a.planned != nil {
@@ -121,7 +123,7 @@ func (a *absorbState) wakeAt(c *Core) time.Time {
 // it is, after a backoff.
 func (c *Core) maybeRound() {
 	a := &c.ab
-	if (c.phase != phaseServing && c.phase != phaseRecovering) || c.cmBusy || c.cm == nil || a.busy || c.sealed != nil {
+	if (c.phase != phaseServing && c.phase != phaseRecovering) || c.checkpointOut() || !c.holds || a.busy || c.sealed != nil {
 		return // (sealed by a successor: the absorb never commits again)
 	}
 	if a.planned == nil {
@@ -356,8 +358,9 @@ func (c *Core) doomedList(p *plannedRound) []string {
 
 // snapshotCommitted moves the snapshot bookkeeping on after round p
 // committed: the delta or full it wrote is the checkpoint's now, what it
-// superseded is doomed, what it deleted from every bucket is forgotten.
-func (a *absorbState) snapshotCommitted(p *plannedRound, dropped []string) {
+// superseded is doomed (what it deletes afterwards is forgotten in
+// onSnapshotsDropped).
+func (a *absorbState) snapshotCommitted(p *plannedRound) {
 	sup := a.superseded(p)
 	a.snapshot = p.snapKey
 	a.plan = 0 // the next round's checkpoint is another: its keys are new
@@ -371,48 +374,55 @@ func (a *absorbState) snapshotCommitted(p *plannedRound, dropped []string) {
 	for _, k := range sup {
 		a.doom(k)
 	}
-	if len(dropped) > 0 {
-		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return slices.Contains(dropped, d.key) })
-	}
 }
 
-// sendRound hands the planned round to a worker.
+// sendRound takes the planned round's next step: the snapshot's PUT, or,
+// once the snapshot is written, the commit.
 func (c *Core) sendRound() {
 	a := &c.ab
 	p := a.planned
-	a.busy, c.cmBusy = true, true
+	a.busy = true
 	a.commitStart, a.lastAt = c.now, c.now
+	if !p.written {
+		c.emit(PutSnapshot{Round: p.round, Key: p.snapKey, Snapshot: p.snap})
+		return
+	}
+	c.commitPlanned()
+}
+
+// commitPlanned sends the planned round's commit: its refs and the
+// checkpoint, which records the doomed snapshots, the ones the round
+// deletes afterwards among them.
+func (c *Core) commitPlanned() {
+	a := &c.ab
+	p := a.planned
+	a.busy = true
 	p.doomed = c.doomedList(p)
-	p.drop = a.dueDrops()
+	p.drop = slices.DeleteFunc(a.dueDrops(), func(k string) bool { return k == p.snapKey })
 	base := a.base
 	if p.full {
 		base = ""
 	}
-	c.emit(CommitRound{Committer: c.cm, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Snapshot: p.snap, Doomed: p.doomed, Drop: p.drop})
+	c.emit(CommitRound{Held: c.held, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Doomed: p.doomed})
 }
 
-// onRoundDone advances the checkpoint after a committed round, or backs off
-// to retry it; a round that finds the seal gone means a successor sealed
-// the chain.
-func (c *Core) onRoundDone(ev RoundDone) {
+// plannedFor returns the planned round a result is for.
+func (c *Core) plannedFor(r absorb.Round, what string) *plannedRound {
+	p := c.ab.planned
+	if p == nil || r != p.round {
+		panic(fmt.Sprintf("leader: %s for %+v, which was not planned", what, r))
+	}
+	return p
+}
+
+// onSnapshotPut commits the round once its snapshot is written (at once:
+// the round keeps the checkpoint until it is done), or backs off to put it
+// again.
+func (c *Core) onSnapshotPut(ev SnapshotPut) {
 	a := &c.ab
 	a.busy = false
-	a.requests = ev.Requests
-	p := a.planned
-	if p == nil || ev.Round != p.round {
-		panic(fmt.Sprintf("leader: RoundDone for %+v, which was not planned", ev.Round))
-	}
+	p := c.plannedFor(ev.Round, "SnapshotPut")
 	if ev.Err != nil {
-		a.lastFailed, a.lastErr = true, ev.Err
-		a.failures++
-		if errors.Is(ev.Err, absorb.ErrDeposed) {
-			c.sealedAway(ev.Err)
-			return
-		}
-		if permanentMetaError(ev.Err) {
-			c.roundRefused(p, ev.Err)
-			return
-		}
 		if errors.Is(ev.Err, absorb.ErrSnapshotTaken) {
 			// The snapshot's key holds an object that is not this round's
 			// snapshot (one damaged after an earlier attempt wrote it, say),
@@ -424,14 +434,61 @@ func (c *Core) onRoundDone(ev RoundDone) {
 			p.snapKey = absorb.TailsRoundKey(c.cfg.Star, c.cfg.Class, a.cpEpoch, a.cpNext, c.rec.Epoch, a.plan)
 			c.logf(slog.LevelWarn, "tails snapshot key taken by another object; writing the snapshot under a new key", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), slog.String("key", p.snapKey), attrE(ev.Err))
 		}
-		if a.backoff == 0 {
-			c.logf(slog.LevelWarn, "absorb round failed; retrying", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrE(ev.Err))
+		c.roundFailed(p, ev.Err)
+		return
+	}
+	p.written = true
+	if c.sealed != nil || (c.phase != phaseServing && c.phase != phaseRecovering && c.phase != phaseOpening) {
+		return // deposed or dead meanwhile: the round never commits
+	}
+	c.commitPlanned()
+}
+
+// roundFailed backs off to retry a step of the planned round that failed
+// for a while: the same step, as it is (a snapshot written stays written).
+func (c *Core) roundFailed(p *plannedRound, err error) {
+	a := &c.ab
+	a.lastFailed, a.lastErr = true, err
+	a.failures++
+	if a.backoff == 0 {
+		c.logf(slog.LevelWarn, "absorb round failed; retrying", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrE(err))
+	}
+	a.backoff = min(max(2*a.backoff, minRoundBackoff), maxRoundBackoff)
+	a.retryAt = c.now.Add(a.backoff)
+	if c.succ != nil && c.phase == phaseOpening {
+		c.succ.retryAt = a.retryAt
+	}
+}
+
+// onRoundCommitted advances the checkpoint after a committed round (and
+// deletes the doomed snapshots due), or backs off to commit it again; a
+// round that finds the seal gone means a successor sealed the chain.
+func (c *Core) onRoundCommitted(ev RoundCommitted) {
+	a := &c.ab
+	a.busy = false
+	a.requests += ev.Requests
+	p := c.plannedFor(ev.Round, "RoundCommitted")
+	if ev.Err != nil {
+		if errors.Is(ev.Err, absorb.ErrDeposed) {
+			// The snapshot written stays behind, named by no checkpoint: the
+			// successor finds it by its key (absorb.UncommittedSnapshots).
+			a.lastFailed, a.lastErr = true, ev.Err
+			a.failures++
+			c.sealedAway(ev.Err)
+			return
 		}
-		a.backoff = min(max(2*a.backoff, minRoundBackoff), maxRoundBackoff)
-		a.retryAt = c.now.Add(a.backoff)
-		if c.succ != nil && c.phase == phaseOpening {
-			c.succ.retryAt = a.retryAt
+		if ev.Held.Version != "" {
+			c.hold(ev.Held) // as re-read, and how far a split round got
 		}
+		if permanentMetaError(ev.Err) {
+			a.lastFailed, a.lastErr = true, ev.Err
+			a.failures++
+			c.roundRefused(p, ev.Err)
+			return
+		}
+		// The snapshot is written: the retry commits again, and writes it
+		// no more.
+		c.roundFailed(p, ev.Err)
 		return
 	}
 	a.lastFailed, a.lastErr, a.backoff, a.retryAt = false, nil, 0, time.Time{}
@@ -442,13 +499,16 @@ func (c *Core) onRoundDone(ev RoundDone) {
 	}
 	a.verifiedAt = c.now
 	a.planned = nil
-	a.cpEpoch, a.cpNext = p.round.Epoch, p.round.To
+	c.hold(ev.Held)
+	if invariants.Enabled {
+		invariants.Assert(a.cpEpoch == p.round.Epoch && a.cpNext == p.round.To, "round %+v committed, the checkpoint held is at %d/%d", p.round, a.cpEpoch, a.cpNext)
+	}
 	var held int64
 	for _, f := range p.flights {
 		held += f.objBytes * int64(c.K())
 	}
 	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now, held)
-	a.snapshotCommitted(p, ev.Dropped)
+	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))
 	a.roundLatency.RecordDuration(c.now.Sub(p.first))
@@ -471,6 +531,24 @@ func (c *Core) onRoundDone(ev RoundDone) {
 	if c.phase == phaseOpening && c.succ != nil {
 		c.succ.walked += uint64(p.slots)
 	}
+	if len(p.drop) > 0 {
+		// The round's last step; the next round waits for it. A delete
+		// that fails is not the round's failure: the snapshot stays
+		// doomed (in the checkpoint too), and a later round, or a
+		// successor, tries again.
+		a.busy = true
+		c.emit(DropSnapshots{Keys: p.drop})
+	}
+}
+
+// onSnapshotsDropped forgets the doomed snapshots deleted from every
+// bucket.
+func (c *Core) onSnapshotsDropped(ev SnapshotsDropped) {
+	a := &c.ab
+	a.busy = false
+	if len(ev.Dropped) > 0 {
+		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return slices.Contains(ev.Dropped, d.key) })
+	}
 }
 
 // sealCheckDue is when an idle leader next reads its checkpoint to learn
@@ -478,7 +556,7 @@ func (c *Core) onRoundDone(ev RoundDone) {
 // as they commit, so the check is only for a chain with none out.
 func (c *Core) sealCheckDue() time.Time {
 	a := &c.ab
-	if c.cfg.SealCheckInterval <= 0 || c.phase != phaseServing || c.closing || c.cm == nil || c.sealed != nil || a.checkOut || a.busy || c.cmBusy {
+	if c.cfg.SealCheckInterval <= 0 || c.phase != phaseServing || c.closing || !c.holds || c.sealed != nil || a.checkOut || c.checkpointOut() {
 		return time.Time{}
 	}
 	if a.verifiedAt.IsZero() {

@@ -42,17 +42,21 @@ func (c *Core) maybeFinishClose() {
 		c.stop()
 	case phaseServing:
 		_, pooled := c.pool.Queued()
-		if pooled > 0 || len(c.flights) > 0 || len(c.ab.queue) > 0 || c.ab.planned != nil || c.cmBusy || c.now.Before(c.ab.retryAt) {
+		if pooled > 0 || len(c.flights) > 0 || len(c.ab.queue) > 0 || c.ab.planned != nil || c.checkpointOut() || c.now.Before(c.ab.retryAt) {
 			return
 		}
-		c.cmBusy = true
-		c.emit(SealEpoch{Committer: c.cm, Record: c.rec, Version: c.ver, Cut: c.window.Released()})
+		c.sealOut = true
+		c.emit(SealEpoch{Held: c.held, Record: c.rec, Version: c.ver, Cut: c.window.Released()})
 	}
 }
 
 // onEpochSealed ends a clean close.
 func (c *Core) onEpochSealed(ev EpochSealed) {
 	cut := c.window.Released()
+	c.ab.requests += ev.Requests
+	if ev.Held.Version != "" {
+		c.hold(ev.Held)
+	}
 	switch {
 	case ev.Err == nil:
 		c.logf(slog.LevelInfo, "epoch sealed cleanly", attrU("epoch", c.rec.Epoch), attrU("cut", cut))

@@ -120,13 +120,16 @@ type Core struct {
 	opened      bool // Opened was reported
 	sealedClean bool // the clean seal was recorded
 
-	// The epoch this process leads (or is taking over) and the committer
-	// holding the checkpoint's seal. cmBusy: a request holding cm is out;
-	// only one is, ever.
-	rec    chain.EpochRecord
-	ver    metastore.Version
-	cm     *absorb.Committer
-	cmBusy bool
+	// The epoch this process leads (or is taking over), and the checkpoint
+	// carrying this process's seal as it last wrote it (held: it holds
+	// one). Every request that writes the checkpoint carries held and
+	// returns the next value; one is out at a time (checkpointOut).
+	rec   chain.EpochRecord
+	ver   metastore.Version
+	held  absorb.Held
+	holds bool
+	// sealOut: the clean close's SealEpoch is out.
+	sealOut bool
 
 	streams map[string]*Stream
 	pool    pool.Queue[*Batch]
@@ -288,10 +291,7 @@ func (c *Core) Step(now time.Time, ev Event) {
 		c.onRendered(ev)
 	case CopyDone:
 		c.onCopyDone(ev)
-	case EpochRead, FirstMinted, Sealed, Fenced, Minted, TailsRead, Walked:
-		if _, ok := ev.(Minted); ok {
-			c.cmBusy = false
-		}
+	case EpochRead, TrimCursorRead, FirstMinted, CheckpointCreated, Sealed, Fenced, Minted, TailsRead, Walked:
 		if c.succ == nil {
 			// The succession that asked for it ended meanwhile (the chain
 			// died, or the opening was abandoned): nothing to do with it.
@@ -302,11 +302,14 @@ func (c *Core) Step(now time.Time, ev Event) {
 		c.onProbed(ev)
 	case CheckpointRead:
 		c.onCheckpointRead(ev)
-	case RoundDone:
-		c.cmBusy = false
-		c.onRoundDone(ev)
+	case SnapshotPut:
+		c.onSnapshotPut(ev)
+	case RoundCommitted:
+		c.onRoundCommitted(ev)
+	case SnapshotsDropped:
+		c.onSnapshotsDropped(ev)
 	case EpochSealed:
-		c.cmBusy = false
+		c.sealOut = false
 		c.onEpochSealed(ev)
 	case SettlePassed:
 		c.onSettlePassed(ev)
@@ -314,6 +317,20 @@ func (c *Core) Step(now time.Time, ev Event) {
 		panic(fmt.Sprintf("leader: unknown event %T", ev))
 	}
 	c.settle()
+}
+
+// checkpointOut reports whether a request that writes the checkpoint (a
+// round, a mint, the clean seal) is out: each carries the checkpoint held
+// and its version, so the next waits for its result.
+func (c *Core) checkpointOut() bool {
+	return c.ab.busy || c.sealOut || (c.succ != nil && c.succ.step == stepMint && c.succ.out)
+}
+
+// hold takes h as the checkpoint held (a request that wrote it returned),
+// and the absorb's position from it.
+func (c *Core) hold(h absorb.Held) {
+	c.held, c.holds = h, true
+	c.ab.cpEpoch, c.ab.cpNext = h.Checkpoint.Epoch, h.Checkpoint.Next
 }
 
 // advanceClock moves the core's clock to now (never backwards: a shell
@@ -426,7 +443,7 @@ func (c *Core) wakeAt() time.Time {
 	at(c.ab.wakeAt(c))
 	at(c.settleWake())
 	at(c.sealCheckDue())
-	if c.closing && c.phase == phaseServing && !c.cmBusy {
+	if c.closing && c.phase == phaseServing && !c.checkpointOut() {
 		at(c.ab.retryAt) // a clean seal to retry
 	}
 	if c.succ != nil {

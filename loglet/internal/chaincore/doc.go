@@ -28,6 +28,20 @@
 //  5. Close starts a clean close; when it cannot finish in time, Abort
 //     ends it. Once rd.Stopped, the shell cancels every worker and stops.
 //
+// A worker holds no state and makes no decision. A request carries every
+// value its worker needs, and nothing the worker could change under the
+// core: the checkpoint this process holds and its version are the core's
+// (absorb.Held), a request that writes the checkpoint (Mint, CommitRound,
+// SealEpoch) carries a copy, and its event brings the next value back. What
+// takes several I/O calls is several requests, issued one at a time, each
+// result a step of the core's state machine: the fence (ReadTrimCursor,
+// ReadEpoch, Fence, then ReadTrimCursor and ReadEpoch again: a cut recorded
+// by a successor wins, the fence starts at the trim cursor, settlement that
+// overtakes it makes it run again, a bounded number of times), an absorb
+// round (PutSnapshot, CommitRound, DropSnapshots), and the first opening
+// (MintFirst, CreateCheckpoint). So every decision between two I/O calls is
+// in a trace script (testdata), and the core simulator interleaves them.
+//
 // Invariants kept here: an ack is released only when its slot is durable
 // at W and every earlier slot has acked (invariant 1); per stream, sequence
 // numbers are contiguous and assigned once (2); one loop cuts and claims,

@@ -38,26 +38,41 @@ type PutCopy struct {
 	Flight chain.Flight
 }
 
-// ReadEpoch asks for the chain's epoch record (chain.ReadEpoch). → EpochRead.
+// ReadEpoch asks for the chain's epoch record (chain.ReadEpoch): a
+// takeover's first step, and the fence's look for a cut a successor
+// recorded. → EpochRead.
 type ReadEpoch struct{}
 
-// MintFirst asks to mint epoch 1 of a chain that has none and create its
-// checkpoint sealed by this owner (chain.MintFirst, absorb.InitCheckpoint).
-// → FirstMinted.
+// ReadTrimCursor asks for the chain's trim cursor (chain.ReadTrimCursor):
+// the fence never reads below it, and takes a cut it records. →
+// TrimCursorRead.
+type ReadTrimCursor struct{}
+
+// MintFirst asks to mint epoch 1 of a chain that has none
+// (chain.MintFirst). → FirstMinted.
 type MintFirst struct {
 	Record chain.EpochRecord
 }
 
+// CreateCheckpoint asks to create the checkpoint of a chain whose first
+// epoch, Epoch, this owner minted: sealed by it, at (Epoch, 0)
+// (absorb.InitCheckpoint). → CheckpointCreated.
+type CreateCheckpoint struct {
+	Epoch uint64
+}
+
 // Seal asks to seal the checkpoint for a takeover of epoch Epoch+1,
-// conditioned on the epoch record still being at EpochVersion
-// (absorb.SealCheckpoint). → Sealed.
+// conditioned on the epoch record still being at EpochVersion: one attempt
+// (absorb.SealCheckpointOnce). → Sealed.
 type Seal struct {
 	Epoch        uint64
 	EpochVersion metastore.Version
 }
 
 // Fence asks to fence Epoch from slot From (chain.Fence, looking ahead at
-// most Window slots). → Fenced.
+// most Window slots): the buckets only. Where the fence starts, and whether
+// a recorded cut makes it needless, the core decides from the trim cursor
+// and the epoch record (ReadTrimCursor, ReadEpoch). → Fenced.
 type Fence struct {
 	Epoch, From uint64
 	Window      int
@@ -93,11 +108,11 @@ func (o FenceOverride) String() string {
 }
 
 // Mint asks to mint the successor of Prev (read at PrevVersion) as Next,
-// in one metastore Commit that also checks the checkpoint still carries
-// Committer's seal and moves the seal to the new epoch
-// (absorb.Committer.MintNext). → Minted.
+// in one metastore Commit that also checks the checkpoint is still Held
+// (so still carries this owner's seal) and moves the seal to the new epoch
+// (absorb.Committer.MintNext, over absorb.Resume(Held)). → Minted.
 type Mint struct {
-	Committer   *absorb.Committer
+	Held        absorb.Held
 	Prev        chain.EpochRecord
 	PrevVersion metastore.Version
 	Next        chain.EpochRecord
@@ -141,47 +156,66 @@ type Walk struct {
 	Max             int
 }
 
-// CommitRound asks to write an absorb round: the tails snapshot (Snapshot
-// at SnapshotKey, a delta over SnapshotBase if that is set), then refs and
-// the checkpoint in one Commit where the backend allows
-// (Committer.CommitDooming: the checkpoint records SnapshotBase, and
-// Doomed, the snapshots no longer needed and not yet deleted, Drop among
-// them), then the deletion of the snapshots in Drop from every bucket. →
-// RoundDone.
+// An absorb round is three requests, in this order: PutSnapshot, then
+// CommitRound, then (if it deletes any) DropSnapshots. The core sequences
+// them and decides what a failure of each means.
+
+// PutSnapshot asks to write Round's tails snapshot (Snapshot, at Key) to
+// the buckets, returning once W copies are there
+// (absorb.PutSnapshotTracked). → SnapshotPut.
+type PutSnapshot struct {
+	Round    absorb.Round
+	Key      string
+	Snapshot []byte
+}
+
+// CommitRound asks to write an absorb round's refs and the checkpoint in
+// one Commit where the backend allows (absorb.Committer.CommitDooming over
+// absorb.Resume(Held): the checkpoint names the snapshot at SnapshotKey,
+// records SnapshotBase, and Doomed, the snapshots no longer needed and not
+// yet deleted). → RoundCommitted.
 type CommitRound struct {
-	Committer    *absorb.Committer
+	Held         absorb.Held
 	Round        absorb.Round
 	Refs         []absorb.SpanRef
 	SnapshotKey  string
 	SnapshotBase string
-	Snapshot     []byte
 	Doomed       []string
-	Drop         []string
+}
+
+// DropSnapshots asks to delete the tails snapshots Keys from every bucket.
+// → SnapshotsDropped.
+type DropSnapshots struct {
+	Keys []string
 }
 
 // SealEpoch asks to record a clean seal of Record's epoch at Cut, in one
-// Commit that also checks the checkpoint still carries Committer's seal
-// (absorb.Committer.SealEpoch). → EpochSealed.
+// Commit that also checks the checkpoint is still Held
+// (absorb.Committer.SealEpoch over absorb.Resume(Held)). → EpochSealed.
 type SealEpoch struct {
-	Committer *absorb.Committer
-	Record    chain.EpochRecord
-	Version   metastore.Version
-	Cut       uint64
+	Held    absorb.Held
+	Record  chain.EpochRecord
+	Version metastore.Version
+	Cut     uint64
 }
 
-func (Render) isRequest()         {}
-func (PutCopy) isRequest()        {}
-func (ReadEpoch) isRequest()      {}
-func (MintFirst) isRequest()      {}
-func (Seal) isRequest()           {}
-func (Fence) isRequest()          {}
-func (Mint) isRequest()           {}
-func (Probe) isRequest()          {}
-func (ReadCheckpoint) isRequest() {}
-func (ReadTails) isRequest()      {}
-func (Walk) isRequest()           {}
-func (CommitRound) isRequest()    {}
-func (SealEpoch) isRequest()      {}
+func (Render) isRequest()           {}
+func (PutCopy) isRequest()          {}
+func (ReadEpoch) isRequest()        {}
+func (ReadTrimCursor) isRequest()   {}
+func (MintFirst) isRequest()        {}
+func (CreateCheckpoint) isRequest() {}
+func (Seal) isRequest()             {}
+func (Fence) isRequest()            {}
+func (Mint) isRequest()             {}
+func (Probe) isRequest()            {}
+func (ReadCheckpoint) isRequest()   {}
+func (ReadTails) isRequest()        {}
+func (Walk) isRequest()             {}
+func (PutSnapshot) isRequest()      {}
+func (CommitRound) isRequest()      {}
+func (DropSnapshots) isRequest()    {}
+func (SealEpoch) isRequest()        {}
 
 // An Event is what the shell steps into the core: time passing, or the
 // result of one request.
@@ -213,44 +247,56 @@ type EpochRead struct {
 	Err     error
 }
 
+// TrimCursorRead is ReadTrimCursor's result.
+type TrimCursorRead struct {
+	Cursor chain.TrimCursor
+	Err    error
+}
+
 // FirstMinted is MintFirst's result (Err wraps chain.ErrEpochTaken if the
 // chain already has an epoch).
 type FirstMinted struct {
-	Record    chain.EpochRecord
-	Version   metastore.Version
-	Committer *absorb.Committer
-	Err       error
-}
-
-// Sealed is Seal's result: a committer holding the seal, and the
-// checkpoint as found before sealing (the walk starts there). Err wraps
-// absorb.ErrEpochMoved if the epoch record moved.
-type Sealed struct {
-	Committer  *absorb.Committer
-	Checkpoint absorb.Checkpoint
-	Err        error
-}
-
-// Fenced is Fence's result.
-type Fenced struct {
-	Epoch  uint64
-	Result chain.FenceResult
-	// CutLost is set instead of a Result when a later epoch exists and
-	// Epoch's cut can no longer be found: settlement has passed Epoch (so
-	// its slots are deleted, or about to be) and neither the epoch record
-	// nor the trim cursor records its cut any more. No fence can decide
-	// Epoch again; what is certain is that its owner is deposed. CutLost
-	// names the successor as far as those records tell.
-	CutLost *Deposed
+	Record  chain.EpochRecord
+	Version metastore.Version
 	Err     error
 }
 
-// Minted is Mint's result. Err wraps chain.ErrMintLost (Record is then the
+// CheckpointCreated is CreateCheckpoint's result: the checkpoint created,
+// sealed by this owner (Err wraps absorb.ErrCheckpointExists if the chain
+// has another one). Requests counts the metastore requests it took.
+type CheckpointCreated struct {
+	Held     absorb.Held
+	Requests uint64
+	Err      error
+}
+
+// Sealed is Seal's result: the checkpoint holding the seal (Held), and the
+// checkpoint as found before sealing (the walk starts there). Err wraps
+// absorb.ErrEpochMoved if the epoch record moved, absorb.ErrSealRaced if
+// the checkpoint moved under the attempt.
+type Sealed struct {
+	Held       absorb.Held
+	Checkpoint absorb.Checkpoint
+	Requests   uint64
+	Err        error
+}
+
+// Fenced is Fence's result: chain.Fence's, from the request's From.
+type Fenced struct {
+	Epoch  uint64
+	Result chain.FenceResult
+	Err    error
+}
+
+// Minted is Mint's result, and the checkpoint held after it (the seal
+// moved to the new epoch). Err wraps chain.ErrMintLost (Record is then the
 // winner's) or absorb.ErrDeposed (the checkpoint carries another seal:
 // SealedBy names it).
 type Minted struct {
 	Record   chain.EpochRecord
 	Version  metastore.Version
+	Held     absorb.Held
+	Requests uint64
 	SealedBy string
 	Err      error
 }
@@ -287,37 +333,56 @@ type Walked struct {
 	Err   error
 }
 
-// RoundDone is CommitRound's result. Err wraps absorb.ErrDeposed if the
-// checkpoint's seal is no longer ours.
-type RoundDone struct {
+// SnapshotPut is PutSnapshot's result. Err wraps absorb.ErrSnapshotTaken
+// if the key holds another object.
+type SnapshotPut struct {
+	Round absorb.Round
+	Err   error
+}
+
+// RoundCommitted is CommitRound's result, and the checkpoint held after it
+// (the round's, or, after a failure, as re-read, with a split round's
+// progress). Err wraps absorb.ErrDeposed if the checkpoint's seal is no
+// longer ours.
+type RoundCommitted struct {
 	Round    absorb.Round
-	Requests uint64 // the committer's metastore requests so far
-	// Dropped lists the snapshots of Drop deleted from every bucket (the
-	// rest stay doomed, and are tried again).
+	Held     absorb.Held
+	Requests uint64 // the metastore requests it took
+	Err      error
+}
+
+// SnapshotsDropped is DropSnapshots' result: the snapshots deleted from
+// every bucket (the rest stay doomed, and are tried again).
+type SnapshotsDropped struct {
 	Dropped []string
-	Err     error
 }
 
-// EpochSealed is SealEpoch's result.
+// EpochSealed is SealEpoch's result, and the checkpoint held after it.
 type EpochSealed struct {
-	Version metastore.Version
-	Err     error
+	Version  metastore.Version
+	Held     absorb.Held
+	Requests uint64
+	Err      error
 }
 
-func (Tick) isEvent()           {}
-func (Rendered) isEvent()       {}
-func (CopyDone) isEvent()       {}
-func (EpochRead) isEvent()      {}
-func (FirstMinted) isEvent()    {}
-func (Sealed) isEvent()         {}
-func (Fenced) isEvent()         {}
-func (Minted) isEvent()         {}
-func (Probed) isEvent()         {}
-func (CheckpointRead) isEvent() {}
-func (TailsRead) isEvent()      {}
-func (Walked) isEvent()         {}
-func (RoundDone) isEvent()      {}
-func (EpochSealed) isEvent()    {}
+func (Tick) isEvent()              {}
+func (Rendered) isEvent()          {}
+func (CopyDone) isEvent()          {}
+func (EpochRead) isEvent()         {}
+func (TrimCursorRead) isEvent()    {}
+func (FirstMinted) isEvent()       {}
+func (CheckpointCreated) isEvent() {}
+func (Sealed) isEvent()            {}
+func (Fenced) isEvent()            {}
+func (Minted) isEvent()            {}
+func (Probed) isEvent()            {}
+func (CheckpointRead) isEvent()    {}
+func (TailsRead) isEvent()         {}
+func (Walked) isEvent()            {}
+func (SnapshotPut) isEvent()       {}
+func (RoundCommitted) isEvent()    {}
+func (SnapshotsDropped) isEvent()  {}
+func (EpochSealed) isEvent()       {}
 
 // Log is an event the shell should log.
 type Log struct {

@@ -32,10 +32,17 @@ func LiveOwner(rec chain.EpochRecord, owner string) bool {
 // The succession protocol (docs/design.md, "Opening a star" and "Halt and
 // recovery on the incumbent") is one sub-machine for both of its uses:
 //
-//	takeover (opening):  read epoch → [first mint → serve]
+//	takeover (opening):  read epoch → [first mint → create checkpoint → serve]
 //	                     seal → fence (not after a clean seal) → mint → probe → tails → walk → serve
 //	recovery (a halt):   drain own uploads → backoff → fence own epoch → ack below the cut
 //	                     → mint (only while holding the seal) → probe → republish → serve
+//
+// The fence is five requests (fenceStage): read the trim cursor, read the
+// epoch record (a cut recorded in either is the cut: no fence), fence the
+// buckets from the cursor or the fence's start, whichever is later, then
+// read both again (settlement may have passed the cut found meanwhile: the
+// recorded cut wins, or the fence runs again, at most maxFenceRuns times
+// in a row).
 //
 // The mint is binding: one metastore Commit puts the next epoch record at
 // the version it was read at and checks that the checkpoint still carries
@@ -55,11 +62,12 @@ const (
 type step uint8
 
 const (
-	stepReadEpoch step = iota // takeover
-	stepMintFirst             // takeover of a chain with no epoch
-	stepSeal                  // takeover
-	stepDrain                 // recovery: wait for own uploads to return
-	stepBackoff               // recovery: after repeated halts
+	stepReadEpoch        step = iota // takeover
+	stepMintFirst                    // takeover of a chain with no epoch
+	stepCreateCheckpoint             // takeover of a chain with no epoch: the first epoch is minted
+	stepSeal                         // takeover
+	stepDrain                        // recovery: wait for own uploads to return
+	stepBackoff                      // recovery: after repeated halts
 	stepFence
 	stepMint
 	stepReadTails // takeover
@@ -67,8 +75,23 @@ const (
 )
 
 func (s step) String() string {
-	return [...]string{"read epoch", "first mint", "seal", "drain uploads", "backoff", "fence", "mint", "read tails", "walk"}[s]
+	return [...]string{"read epoch", "first mint", "create checkpoint", "seal", "drain uploads", "backoff", "fence", "mint", "read tails", "walk"}[s]
 }
+
+// fenceStage is where the fence (stepFence) is: one request each.
+type fenceStage uint8
+
+const (
+	fenceReadCursor   fenceStage = iota // ReadTrimCursor
+	fenceReadRecord                     // ReadEpoch: a cut a successor recorded?
+	fenceSlots                          // Fence: the buckets
+	fenceRereadCursor                   // ReadTrimCursor: did settlement pass the cut found?
+	fenceRereadRecord                   // ReadEpoch: was the cut recorded meanwhile?
+)
+
+// maxFenceRuns bounds the fence's runs in a row that settlement overtakes
+// (the trim cursor passed the cut found): past it the fence backs off.
+const maxFenceRuns = 4
 
 type succession struct {
 	kind    succKind
@@ -86,6 +109,9 @@ type succession struct {
 	lastErr      error
 
 	attempts int // takeover restarts after the epoch moved
+	// sealRaces counts the seal's attempts in a row that the incumbent's
+	// absorb raced (the checkpoint moved under them).
+	sealRaces int
 	// found is the epoch record the takeover first read (foundAny: one
 	// existed). A restart that finds another candidate's newer epoch has
 	// lost the race instead of taking the chain from the winner.
@@ -97,9 +123,17 @@ type succession struct {
 	prevVer metastore.Version
 	cp      absorb.Checkpoint // takeover: the checkpoint as found at the seal
 	from    uint64            // the fence's start
-	cut     uint64
-	fenced  bool // the cut is known (fenced, or from a clean seal)
-	clean   bool
+	// The fence under way: its stage, the trim cursor it read, where its
+	// run of the buckets started (past from if the cursor is), what that
+	// found, and its runs that settlement overtook.
+	fstage    fenceStage
+	cursor    chain.TrimCursor
+	fenceFrom uint64
+	result    chain.FenceResult
+	fenceRuns int
+	cut       uint64
+	fenced    bool // the cut is known (fenced, or from a clean seal)
+	clean     bool
 
 	rebuild       bool // the checkpoint's tails snapshot is damaged: rebuild from refs
 	walks         []walkRange
@@ -122,6 +156,9 @@ const (
 	warnEvery    = 5 * time.Second
 	maxWarnEvery = 5 * time.Minute
 	maxTakeovers = 5 // restarts when the epoch moves under a takeover
+	// maxSealRaces bounds the seal's attempts in a row the incumbent's
+	// absorb may race before the seal backs off.
+	maxSealRaces = 20
 )
 
 func (c *Core) startTakeover() {
@@ -181,6 +218,9 @@ func (s *succession) next(c *Core) {
 		case stepMintFirst:
 			s.out = true
 			c.emit(MintFirst{Record: chain.EpochRecord{Owner: c.cfg.Owner, Window: c.cfg.Window, K: c.K(), W: c.cfg.W, Buckets: c.cfg.Buckets}})
+		case stepCreateCheckpoint:
+			s.out = true
+			c.emit(CreateCheckpoint{Epoch: c.rec.Epoch})
 		case stepSeal:
 			s.out = true
 			c.emit(Seal{Epoch: s.prev.Epoch, EpochVersion: s.prevVer})
@@ -196,22 +236,28 @@ func (s *succession) next(c *Core) {
 			}
 		case stepBackoff:
 			s.from = c.window.Released()
-			s.advance(stepFence)
+			s.startFence()
 		case stepFence:
 			s.out = true
-			c.emit(Fence{Epoch: s.prev.Epoch, From: s.from, Window: s.prev.Window, MaxSlots: c.cfg.FenceMaxSlots,
-				Patience: c.cfg.FencePatience, Override: c.cfg.FenceOverride})
+			switch s.fstage {
+			case fenceReadCursor, fenceRereadCursor:
+				c.emit(ReadTrimCursor{})
+			case fenceReadRecord, fenceRereadRecord:
+				c.emit(ReadEpoch{})
+			case fenceSlots:
+				c.emit(Fence{Epoch: s.prev.Epoch, From: s.fenceFrom, Window: s.prev.Window, MaxSlots: c.cfg.FenceMaxSlots,
+					Patience: c.cfg.FencePatience, Override: c.cfg.FenceOverride})
+			}
 		case stepMint:
 			if c.sealed != nil && !invariants.MintIgnoresSeal.On() {
 				c.die(c.deposedFate(fmt.Errorf("%w: the checkpoint is sealed by %q for a takeover; fenced own epoch %d at %d", ErrDeposed, c.sealed.Leader, s.prev.Epoch, s.cut), c.sealed))
 				return
 			}
-			if c.cmBusy {
+			if c.checkpointOut() {
 				return // a round is out: the mint checks the checkpoint it moves
 			}
 			s.out = true
-			c.cmBusy = true
-			c.emit(Mint{Committer: c.cm, Prev: s.prev, PrevVersion: s.prevVer, Next: c.nextRecord(s)})
+			c.emit(Mint{Held: c.held, Prev: s.prev, PrevVersion: s.prevVer, Next: c.nextRecord(s)})
 		case stepReadTails:
 			s.out = true
 			c.emit(ReadTails{Key: s.cp.Tails, Rebuild: s.rebuild, Checkpoint: s.cp})
@@ -274,9 +320,17 @@ func (c *Core) nextRecord(s *succession) chain.EpochRecord {
 func (s *succession) onEvent(c *Core, ev Event) {
 	switch ev := ev.(type) {
 	case EpochRead:
+		if s.step == stepFence {
+			s.onFenceRecord(c, ev)
+			return
+		}
 		s.onEpochRead(c, ev)
+	case TrimCursorRead:
+		s.onTrimCursorRead(c, ev)
 	case FirstMinted:
 		s.onFirstMinted(c, ev)
+	case CheckpointCreated:
+		s.onCheckpointCreated(c, ev)
 	case Sealed:
 		s.onSealed(c, ev)
 	case Fenced:
@@ -328,8 +382,27 @@ func (s *succession) onFirstMinted(c *Core, ev FirstMinted) {
 	case ev.Err != nil:
 		s.retry(c, "mint of the first epoch failed", ev.Err)
 	default:
-		c.rec, c.ver, c.cm = ev.Record, ev.Version, ev.Committer
-		c.ab.cpEpoch = ev.Record.Epoch
+		c.rec, c.ver = ev.Record, ev.Version
+		s.advance(stepCreateCheckpoint)
+	}
+}
+
+// onCheckpointCreated serves once the first epoch's checkpoint exists. The
+// epoch is minted whatever happened to the checkpoint: a failed creation
+// is tried again, never the mint. A checkpoint that someone else created
+// meanwhile is a candidate's seal for a takeover of the epoch just minted:
+// the opening starts again from the epoch record, as a takeover of its own
+// epoch.
+func (s *succession) onCheckpointCreated(c *Core, ev CheckpointCreated) {
+	s.out = false
+	c.ab.requests += ev.Requests
+	switch {
+	case errors.Is(ev.Err, absorb.ErrCheckpointExists):
+		s.restart(c, ev.Err)
+	case ev.Err != nil:
+		s.retry(c, "creation of the checkpoint failed", ev.Err)
+	default:
+		c.hold(ev.Held)
 		c.serve()
 	}
 }
@@ -365,11 +438,22 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 	case errors.Is(ev.Err, absorb.ErrEpochMoved):
 		s.restart(c, ev.Err)
 		return
+	case errors.Is(ev.Err, absorb.ErrSealRaced) && s.sealRaces+1 < maxSealRaces:
+		// The incumbent's absorb advanced the checkpoint between the
+		// attempt's read and its Commit: a live incumbent does so every
+		// round, so seal again at once, a bounded number of times.
+		s.sealRaces++
+		c.logf(slog.LevelInfo, "checkpoint moved while sealing; sealing again", attrU("epoch", s.prev.Epoch), attrI("attempts", s.sealRaces))
+		return
 	case ev.Err != nil:
+		s.sealRaces = 0
 		s.retry(c, "seal of the checkpoint failed", ev.Err)
 		return
 	}
-	c.cm, s.cp = ev.Committer, ev.Checkpoint
+	s.sealRaces = 0
+	c.ab.requests += ev.Requests
+	c.hold(ev.Held)
+	s.cp = ev.Checkpoint
 	e := s.prev.Epoch
 	if s.cp.Epoch > e {
 		c.failOpen(fmt.Errorf("leader: %s/%s: checkpoint at epoch %d is past the epoch record's %d", c.cfg.Star, c.cfg.Class, s.cp.Epoch, e))
@@ -383,29 +467,138 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 	if s.cp.Epoch == e {
 		s.from = s.cp.Next
 	}
-	s.advance(stepFence)
+	s.startFence()
 }
 
-func (s *succession) onFenced(c *Core, ev Fenced) {
+// startFence begins the fence of s.prev's epoch from s.from.
+func (s *succession) startFence() {
+	s.advance(stepFence)
+	s.fstage, s.fenceRuns = fenceReadCursor, 0
+}
+
+// fenceAgain backs the fence off after a failure: it starts again from the
+// trim cursor.
+func (s *succession) fenceAgain(c *Core, what string, err error) {
+	s.retry(c, what, err, attrU("from", s.from))
+	s.fstage = fenceReadCursor
+}
+
+// onTrimCursorRead: the fence needs the cursor (fencing below it is the one
+// thing a fence must not do: its slots are deleted, and a fence would read
+// them as absent), so a failed read backs the fence off.
+func (s *succession) onTrimCursorRead(c *Core, ev TrimCursorRead) {
 	s.out = false
-	if ev.CutLost != nil {
-		s.cutLost(c, ev.CutLost)
+	if s.step != stepFence || (s.fstage != fenceReadCursor && s.fstage != fenceRereadCursor) {
+		panic(fmt.Sprintf("leader: TrimCursorRead at step %s, fence stage %d", s.step, s.fstage))
+	}
+	if ev.Err != nil {
+		s.fenceAgain(c, "read of the trim cursor failed", ev.Err)
 		return
 	}
+	s.cursor = ev.Cursor
+	s.fstage++ // the epoch record next
+}
+
+// onFenceRecord decides the fence from the trim cursor just read and the
+// epoch record: a cut recorded in either wins (a successor decided it, and
+// a deposed incumbent fencing its own epoch takes it from there); an epoch
+// settled away with its cut recorded nowhere is a lost cut; otherwise the
+// fence runs from the cursor (if it is past the fence's start), and, after
+// it ran, stands if the cursor did not pass the cut it found. An
+// unreadable epoch record only loses the shortcut: a halted incumbent
+// fences with the buckets alone (its mint waits for the metastore anyway).
+func (s *succession) onFenceRecord(c *Core, ev EpochRead) {
+	s.out = false
+	e, t := s.prev.Epoch, s.cursor
+	if cut, ok, lost := recordedCut(e, t, ev); lost != nil {
+		s.cutLost(c, lost)
+		return
+	} else if ok {
+		// A recorded cut below the fence's start (an operator's fence
+		// override discarded slots this process had released): nothing
+		// here is below it, and every flight from the start on is past it.
+		cut = max(cut, s.from)
+		c.logf(slog.LevelInfo, "fence: the cut is recorded", attrU("epoch", e), attrU("cut", cut), attrU("cursor_epoch", t.At.Epoch), attrU("cursor_next", t.At.Next))
+		s.fenceDone(c, chain.FenceResult{Cut: cut, Committed: cut - s.from})
+		return
+	}
+	switch s.fstage {
+	case fenceReadRecord:
+		s.fenceFrom = s.from
+		if t.At.Epoch == e && t.At.Next > s.fenceFrom {
+			s.fenceFrom = t.At.Next // settled and deleted below: committed
+		}
+		s.fstage = fenceSlots
+	case fenceRereadRecord:
+		if !(chain.Position{Epoch: e, Next: s.result.Cut}).Less(t.At) {
+			res := s.result
+			res.Committed += s.fenceFrom - s.from // the settled slots skipped are committed
+			s.fenceDone(c, res)
+			return
+		}
+		s.fenceRuns++
+		if s.fenceRuns >= maxFenceRuns {
+			s.fenceRuns = 0
+			s.fenceAgain(c, "fence overtaken", fmt.Errorf("leader: fence of %s/%s epoch %d: settlement kept moving the trim cursor (%d/%d) past the cut found (%d), %d runs in a row",
+				c.cfg.Star, c.cfg.Class, e, t.At.Epoch, t.At.Next, s.result.Cut, maxFenceRuns))
+			return
+		}
+		c.logf(slog.LevelInfo, "fence overtaken by settlement; fencing again from the trim cursor", attrU("epoch", e), attrU("cut", s.result.Cut),
+			attrU("cursor_epoch", t.At.Epoch), attrU("cursor_next", t.At.Next), attrI("runs", s.fenceRuns))
+		s.fstage = fenceReadCursor
+	default:
+		panic(fmt.Sprintf("leader: EpochRead at fence stage %d", s.fstage))
+	}
+}
+
+// recordedCut returns epoch e's cut if the epoch record (ev, if it was
+// read) or the trim cursor t has it, or, if settlement passed e and its
+// cut is recorded nowhere, who deposed the fencing process.
+func recordedCut(e uint64, t chain.TrimCursor, ev EpochRead) (uint64, bool, *Deposed) {
+	if ev.Err == nil && ev.Record.Epoch > e {
+		if cut, ok := ev.Record.CutOf(e); ok {
+			return cut.Slot, true, nil
+		}
+	}
+	if cut, ok := t.CutOf(e); ok && t.At.Epoch > e {
+		return cut, true, nil
+	}
+	if t.At.Epoch > e {
+		// The cursor never passes the checkpoint, and the checkpoint
+		// reaches an epoch only once it is minted: a later epoch exists.
+		d := &Deposed{Leader: t.Owner, Epoch: t.At.Epoch}
+		if ev.Err == nil && ev.Record.Epoch >= d.Epoch {
+			d.Leader, d.Epoch = ev.Record.Owner, ev.Record.Epoch
+		}
+		return 0, false, d
+	}
+	return 0, false, nil
+}
+
+// onFenced takes the buckets' fence: the cursor and the record are read
+// again before it stands.
+func (s *succession) onFenced(c *Core, ev Fenced) {
+	s.out = false
 	if s.refusedForGood(c, "the fence", ev.Err) { // see refused.go
 		return
 	}
 	if ev.Err != nil {
-		s.retry(c, "fence blocked", ev.Err, attrU("from", s.from))
+		s.fenceAgain(c, "fence blocked", ev.Err)
 		return
 	}
-	s.cut, s.fenced = ev.Result.Cut, true
-	if r := ev.Result; r.Overridden > 0 || r.Discarded > 0 {
+	s.result = ev.Result
+	s.fstage = fenceRereadCursor
+}
+
+// fenceDone ends the fence at the cut of r.
+func (s *succession) fenceDone(c *Core, r chain.FenceResult) {
+	s.cut, s.fenced = r.Cut, true
+	if r.Overridden > 0 || r.Discarded > 0 {
 		c.logf(slog.LevelWarn, "the fence override decided slots the rule could not", slog.String("override", c.cfg.FenceOverride.String()),
 			attrU("epoch", s.prev.Epoch), attrU("cut", s.cut), attrU("accepted_readable", r.Overridden), attrI("discarded_unreadable", r.Discarded))
 	}
 	c.logf(slog.LevelInfo, "fenced", attrU("epoch", s.prev.Epoch), attrU("from", s.from), attrU("cut", s.cut),
-		attrI("poisoned", ev.Result.Poisoned), attrI("poisoned_ahead", ev.Result.PoisonedAhead))
+		attrI("poisoned", r.Poisoned), attrI("poisoned_ahead", r.PoisonedAhead))
 	if s.kind == recovery {
 		c.ackBelowCut(s)
 		if c.phase != phaseRecovering {
@@ -469,6 +662,10 @@ func (c *Core) ackBelowCut(s *succession) {
 
 func (s *succession) onMinted(c *Core, ev Minted) {
 	s.out = false
+	c.ab.requests += ev.Requests
+	if ev.Held.Version != "" && !errors.Is(ev.Err, absorb.ErrDeposed) {
+		c.hold(ev.Held) // the seal moved to the new epoch (or, failed, as re-read)
+	}
 	switch {
 	case errors.Is(ev.Err, chain.ErrMintLost):
 		d := &Deposed{Leader: ev.Record.Owner, Epoch: ev.Record.Epoch}
@@ -581,7 +778,7 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 // from the checkpoint up to each earlier epoch's cut.
 func (s *succession) startWalk(c *Core) {
 	cp := s.cp
-	c.ab.cpEpoch, c.ab.cpNext, c.ab.snapshot = cp.Epoch, cp.Next, cp.Tails
+	c.ab.snapshot = cp.Tails // the position is the held checkpoint's (sealed at it)
 	// What its predecessors doomed and had not deleted is this owner's to
 	// delete (oldest first: past the bound, the oldest go first), and the
 	// predecessor's snapshots are superseded once this owner commits its
@@ -625,7 +822,7 @@ func (s *succession) startWalk(c *Core) {
 func (c *Core) walkNext(s *succession) bool {
 	a := &c.ab
 	if a.planned != nil {
-		if a.busy || c.cmBusy || c.now.Before(a.retryAt) {
+		if a.busy || c.checkpointOut() || c.now.Before(a.retryAt) {
 			return false
 		}
 		c.sendRound()

@@ -30,23 +30,38 @@ import (
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //
 //	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
-//	epoch-read missing | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
-//	first-minted | first-mint-taken | sealed [cp-epoch= cp-next= tails=key base=key pending=from-to doomed=key,key] | seal-moved
+//	epoch-read missing | epoch-read failed | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
+//	first-minted [only]   (the first mint, then (not with only) the checkpoint's creation)
+//	first-mint-taken | checkpoint-created | checkpoint-create-failed | checkpoint-exists
+//	sealed [cp-epoch= cp-next= tails=key base=key pending=from-to doomed=key,key] | seal-moved
+//	seal-raced            (the checkpoint moved under the seal's attempt)
 //	admit STREAM [n=records] [match=seq] [at=+d]   (several: one line each in the input)
 //	retire STREAM | drained STREAM   (the stream's incarnation was deleted; is it all absorbed?)
 //	tick +d
 //	rendered e= s= | render-failed e= s=
 //	copy e= s= b= ours|ghost|foreign|failed|refused   (or: copies e= s= ours ours failed)
 //	                      (refused: failed with objstore.ErrPermanent, a bucket refusing for good)
-//	fenced e= cut= | fence-failed e= | fence-refused e= s=   (refused: buckets refuse for good)
-//	fence-cut-lost e= owner= epoch=   (settled away by owner's epoch, its cut recorded nowhere)
+//	fenced e= cut= [only] | fence-failed e= | fence-refused e= s=   (refused: buckets refuse for good)
+//	                      (the buckets' fence; first, if the fence is at them, the trim
+//	                      cursor and the epoch record are read as found: nothing settled,
+//	                      the record the succession started from; then, unless only,
+//	                      read again as found)
+//	cursor-read [at=E.N owner= cuts=E@S/E@S] | cursor-read failed   (the fence's trim cursor)
+//	                      (the fence's epoch record: epoch-read)
+//	fence-cut-lost e= owner= epoch=   (the cursor and the record say owner's epoch settled
+//	                                   e away, its cut recorded nowhere)
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
 //	tails-read [orphans=key,key damaged=1]   (input: stream=next ...)
 //	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
-//	round-done | round-failed | round-deposed by= | round-too-large
-//	round-snapshot-taken  (the snapshot's key holds another object)
-//	                      (round-done: every snapshot of the round's drop deleted)
+//	round-done            (the round's remaining steps succeed: its snapshot's PUT, its
+//	                      commit, and every snapshot of its drop deleted)
+//	snapshot-put [failed] | round-snapshot-taken   (the snapshot's PUT; taken: the
+//	                      snapshot's key holds another object)
+//	round-committed [only] | round-failed | round-deposed by= | round-too-large
+//	                      (the commit, after the snapshot's PUT if that is out; then,
+//	                      unless only, every snapshot of the drop deleted)
+//	snapshots-dropped [none]   (the drop: every snapshot deleted, or none)
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
 //	settle-passed [at=E.N deleted=E.N doomed-due=+d]   (new settle=interval turns settlement on)
@@ -77,7 +92,9 @@ type harness struct {
 	renders map[UploadID][]*Batch // the batches of each render asked for
 	wake    time.Time
 	lastReq []Request
-	round   CommitRound // the last round asked for
+	round   CommitRound // the last round commit asked for
+	drop    []string    // the snapshots its round deletes once committed
+	dropOut bool        // a DropSnapshots is out
 	// checkEpoch is the epoch the last ReadCheckpoint was asked under.
 	checkEpoch uint64
 }
@@ -96,6 +113,10 @@ func (h *harness) run(d *datadriven.TestData) string {
 			h.step(EpochRead{Err: fmt.Errorf("chain: read epoch: %w", metastore.ErrNotFound)})
 			break
 		}
+		if d.HasArg("failed") {
+			h.step(EpochRead{Err: errors.New("metastore: unavailable")})
+			break
+		}
 		rec := chain.EpochRecord{Epoch: h.u64(d, "epoch", 1), Owner: h.str(d, "owner", "p0"), Window: int(h.u64(d, "window", uint64(h.cfg.Window))),
 			K: len(h.cfg.Buckets), W: h.cfg.W, Buckets: h.cfg.Buckets}
 		if d.HasArg("sealed") {
@@ -105,20 +126,24 @@ func (h *harness) run(d *datadriven.TestData) string {
 			rec.K = int(h.u64(d, "k", 0))
 		}
 		if cuts := h.str(d, "cuts", ""); cuts != "" { // cuts=1@4/2@7
-			for _, c := range strings.Split(cuts, "/") {
-				e, slot, _ := strings.Cut(c, "@")
-				ev, err1 := strconv.ParseUint(e, 10, 64)
-				sv, err2 := strconv.ParseUint(slot, 10, 64)
-				if err1 != nil || err2 != nil {
-					d.Fatalf(h.t, "cuts: %q is not epoch@slot", c)
-				}
-				rec.Cuts = append(rec.Cuts, chain.Cut{Epoch: ev, Slot: sv})
-			}
+			rec.Cuts = h.cuts(d, cuts)
 		}
 		h.step(EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch))})
 	case "first-minted":
 		rec := chain.EpochRecord{Epoch: 1, Owner: h.cfg.Owner, Window: h.cfg.Window, K: len(h.cfg.Buckets), W: h.cfg.W, Buckets: h.cfg.Buckets}
-		h.step(FirstMinted{Record: rec, Version: "v1", Committer: h.committer(1)})
+		h.step(FirstMinted{Record: rec, Version: "v1"})
+		if d.HasArg("only") {
+			break
+		}
+		out := h.ready()
+		h.step(CheckpointCreated{Held: h.heldAt(1, 0, 1)})
+		return join(out, h.ready())
+	case "checkpoint-created":
+		h.step(CheckpointCreated{Held: h.heldAt(1, 0, 1)})
+	case "checkpoint-create-failed":
+		h.step(CheckpointCreated{Err: errors.New("metastore: unavailable")})
+	case "checkpoint-exists":
+		h.step(CheckpointCreated{Err: fmt.Errorf("absorb: create checkpoint: %w, sealed by \"p2\" at epoch 2", absorb.ErrCheckpointExists)})
 	case "first-mint-taken":
 		h.step(FirstMinted{Err: fmt.Errorf("chain: mint first epoch: %w", chain.ErrEpochTaken)})
 	case "sealed":
@@ -132,9 +157,13 @@ func (h *harness) run(d *datadriven.TestData) string {
 			to, _ := strconv.ParseUint(b, 10, 64)
 			cp.Pending = &absorb.Round{Epoch: cp.Epoch, From: from, To: to}
 		}
-		h.step(Sealed{Committer: h.committer(h.c.succ.prev.Epoch + 1), Checkpoint: cp})
+		held := h.heldAt(cp.Epoch, cp.Next, h.c.succ.prev.Epoch+1)
+		held.Checkpoint.Tails, held.Checkpoint.TailsBase, held.Checkpoint.Doomed, held.Checkpoint.Pending = cp.Tails, cp.TailsBase, cp.Doomed, cp.Pending
+		h.step(Sealed{Held: held, Checkpoint: cp})
 	case "seal-moved":
 		h.step(Sealed{Err: absorb.ErrEpochMoved})
+	case "seal-raced":
+		h.step(Sealed{Err: fmt.Errorf("absorb: seal: %w: %w", absorb.ErrSealRaced, metastore.ErrConflict)})
 	case "admit":
 		out := h.admit(d, d.CmdArgs)
 		for _, line := range lines(d.Input) {
@@ -144,7 +173,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 			}
 			out += h.admit(d, args)
 		}
-		return out + h.ready()
+		return join(out, h.ready())
 	case "retire", "drained":
 		name := d.CmdArgs[0].Key
 		st := h.streams[name]
@@ -182,18 +211,44 @@ func (h *harness) run(d *datadriven.TestData) string {
 			h.step(CopyDone{Upload: id, Result: copyResult(bucket, st)})
 		}
 	case "fenced":
+		out := h.fenceReads()
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Result: chain.FenceResult{Cut: h.u64(d, "cut", 0)}})
+		if out = join(out, h.ready()); d.HasArg("only") {
+			return out
+		}
+		return join(out, h.fenceReads())
 	case "fence-refused":
+		out := h.fenceReads()
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: &chain.UndecidedError{Epoch: h.u64(d, "e", 1), Slot: h.u64(d, "s", 0), K: len(h.cfg.Buckets), W: h.cfg.W,
 			Err: fmt.Errorf("buckets refuse for good: %w (NoSuchBucket)", objstore.ErrPermanent)}})
+		return join(out, h.ready())
 	case "fence-cut-lost":
-		h.step(Fenced{Epoch: h.u64(d, "e", 1), CutLost: &Deposed{Leader: h.str(d, "owner", "p2"), Epoch: h.u64(d, "epoch", 3)}})
+		owner, epoch := h.str(d, "owner", "p2"), h.u64(d, "epoch", 3)
+		h.step(TrimCursorRead{Cursor: chain.TrimCursor{At: chain.Position{Epoch: epoch}, Deleted: chain.Position{Epoch: epoch}, Owner: owner}})
+		out := h.ready()
+		h.step(EpochRead{Record: chain.EpochRecord{Epoch: epoch, Owner: owner}, Version: metastore.Version(fmt.Sprintf("v%d", epoch))})
+		return join(out, h.ready())
 	case "fence-failed":
+		out := h.fenceReads()
 		h.step(Fenced{Epoch: h.u64(d, "e", 1), Err: errors.New("slot 3: 2 buckets unreachable")})
+		return join(out, h.ready())
+	case "cursor-read":
+		if d.HasArg("failed") {
+			h.step(TrimCursorRead{Err: errors.New("metastore: unavailable")})
+			break
+		}
+		t := chain.TrimCursor{At: h.pos(d, "at"), Owner: h.str(d, "owner", "")}
+		t.Deleted = t.At
+		if cuts := h.str(d, "cuts", ""); cuts != "" {
+			t.Cuts = h.cuts(d, cuts)
+		}
+		h.step(TrimCursorRead{Cursor: t})
 	case "minted":
 		next := h.c.nextRecord(h.c.succ)
 		next.Epoch = h.c.succ.prev.Epoch + 1
-		h.step(Minted{Record: next, Version: metastore.Version(fmt.Sprintf("v%d", next.Epoch))})
+		held := h.c.held
+		held.Checkpoint.OwnerEpoch = next.Epoch
+		h.step(Minted{Record: next, Version: metastore.Version(fmt.Sprintf("v%d", next.Epoch)), Held: held})
 	case "mint-lost":
 		rec := chain.EpochRecord{Epoch: h.u64(d, "epoch", 2), Owner: h.str(d, "owner", "p2")}
 		h.step(Minted{Record: rec, Err: fmt.Errorf("%w: test", chain.ErrMintLost)})
@@ -250,15 +305,38 @@ func (h *harness) run(d *datadriven.TestData) string {
 		// A pass that failed before it got anywhere: an empty Result.
 		h.step(SettlePassed{Err: errors.New("metastore: unavailable")})
 	case "round-done":
-		h.step(RoundDone{Round: h.c.ab.planned.round, Dropped: h.round.Drop})
-	case "round-failed":
-		h.step(RoundDone{Round: h.c.ab.planned.round, Err: errors.New("metastore: unavailable")})
+		out := h.snapshotPut()
+		h.step(h.committed(nil))
+		return join(out, h.dropped(true))
+	case "snapshot-put":
+		if d.HasArg("failed") {
+			h.step(SnapshotPut{Round: h.c.ab.planned.round, Err: errors.New("absorb: tails snapshot: 1 of 2 copies: bucket down")})
+			break
+		}
+		h.step(SnapshotPut{Round: h.c.ab.planned.round})
 	case "round-snapshot-taken":
-		h.step(RoundDone{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: tails snapshot %s: 0 of 1 copies: %w", h.c.ab.planned.snapKey, absorb.ErrSnapshotTaken)})
+		h.step(SnapshotPut{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: tails snapshot %s: 0 of 1 copies: %w", h.c.ab.planned.snapKey, absorb.ErrSnapshotTaken)})
+	case "round-committed":
+		out := h.snapshotPut()
+		h.step(h.committed(nil))
+		if d.HasArg("only") {
+			return join(out, h.ready())
+		}
+		return join(out, h.dropped(true))
+	case "round-failed":
+		out := h.snapshotPut()
+		h.step(h.committed(errors.New("metastore: unavailable")))
+		return join(out, h.ready())
 	case "round-too-large":
-		h.step(RoundDone{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: ref too large: %w", metastore.ErrTooLarge)})
+		out := h.snapshotPut()
+		h.step(h.committed(fmt.Errorf("absorb: ref too large: %w", metastore.ErrTooLarge)))
+		return join(out, h.ready())
 	case "round-deposed":
-		h.step(RoundDone{Round: h.c.ab.planned.round, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
+		out := h.snapshotPut()
+		h.step(h.committed(&absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}))
+		return join(out, h.ready())
+	case "snapshots-dropped":
+		return h.dropped(!d.HasArg("none"))
 	case "checkpoint-read":
 		// The result of the check out, tagged with the epoch it was asked
 		// under, as the worker echoes it.
@@ -268,7 +346,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		// longer matches what the stream releases (a bug upstream).
 		h.c.ab.tails[h.str(d, "stream", "a")] = absorb.StreamTail{Next: h.u64(d, "next", 99)}
 	case "epoch-sealed":
-		h.step(EpochSealed{Version: "vs"})
+		h.step(EpochSealed{Version: "vs", Held: h.c.held})
 	case "epoch-seal-failed":
 		h.step(EpochSealed{Err: errors.New("metastore: unavailable")})
 	case "close":
@@ -276,7 +354,12 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "abort":
 		h.c.Abort(h.now, errors.New("close: context deadline exceeded"))
 	case "snapshots":
-		return fmt.Sprintf("key=%s\ndoomed=%v\ndrop=%v\n", h.round.SnapshotKey, h.round.Doomed, h.round.Drop)
+		// The planned round's snapshot key; what its checkpoint records as
+		// doomed and what it deletes are decided at its commit.
+		if p := h.c.ab.planned; p != nil && (h.round.Round != p.round || h.round.SnapshotKey != p.snapKey) {
+			return fmt.Sprintf("key=%s\ndoomed: decided at the commit\n", p.snapKey)
+		}
+		return fmt.Sprintf("key=%s\ndoomed=%v\ndrop=%v\n", h.round.SnapshotKey, h.round.Doomed, h.drop)
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
@@ -308,8 +391,80 @@ func (h *harness) newCore(d *datadriven.TestData) {
 	h.c = New(h.cfg, h.now)
 }
 
-func (h *harness) committer(epoch uint64) *absorb.Committer {
-	return absorb.ResumeCommitter(nil, h.cfg.Star, h.cfg.Class, h.cfg.Owner, epoch, absorb.Checkpoint{Epoch: epoch, Owner: h.cfg.Owner, OwnerEpoch: epoch}, "cp")
+// heldAt is a checkpoint at (epoch, next) carrying this owner's seal for
+// sealEpoch, as a worker returns it.
+func (h *harness) heldAt(epoch, next, sealEpoch uint64) absorb.Held {
+	return absorb.Held{Checkpoint: absorb.Checkpoint{Epoch: epoch, Next: next, Owner: h.cfg.Owner, OwnerEpoch: sealEpoch}, Version: "cp"}
+}
+
+// fenceReads answers the fence's reads of the trim cursor and the epoch
+// record, if the fence is at them, as found: nothing settled (the cursor at
+// the chain's start), the record the succession started from. It returns
+// what the core asked for after each.
+func (h *harness) fenceReads() string {
+	var out string
+	for s := h.c.succ; s != nil && h.c.succ == s && s.step == stepFence && s.fstage != fenceSlots; {
+		switch s.fstage {
+		case fenceReadCursor, fenceRereadCursor:
+			h.step(TrimCursorRead{Cursor: chain.TrimCursor{At: chain.Start, Deleted: chain.Start}})
+		default:
+			h.step(EpochRead{Record: s.prev, Version: s.prevVer})
+		}
+		out = join(out, h.ready())
+	}
+	return out
+}
+
+// snapshotPut answers the planned round's snapshot PUT, if it is out, as
+// written, and returns what the core asked for then.
+func (h *harness) snapshotPut() string {
+	if p := h.c.ab.planned; p == nil || p.written || !h.c.ab.busy {
+		return ""
+	}
+	h.step(SnapshotPut{Round: h.c.ab.planned.round})
+	return h.ready()
+}
+
+// committed is the result of the round commit out: err, or the checkpoint
+// held advanced to the round's end, naming its snapshot.
+func (h *harness) committed(err error) RoundCommitted {
+	r := h.c.ab.planned.round
+	held := h.c.held
+	if err == nil {
+		held.Checkpoint.Epoch, held.Checkpoint.Next, held.Checkpoint.Tails = r.Epoch, r.To, h.round.SnapshotKey
+	}
+	return RoundCommitted{Round: r, Held: held, Err: err}
+}
+
+// dropped answers the drop out, if there is one (every snapshot deleted,
+// or none), and returns what the core asked for before and after.
+func (h *harness) dropped(all bool) string {
+	out := h.ready()
+	if !h.dropOut {
+		return out
+	}
+	var ev SnapshotsDropped
+	if all {
+		ev.Dropped = h.drop
+	}
+	h.dropOut = false
+	h.step(ev)
+	return join(out, h.ready())
+}
+
+// cuts parses E@S/E@S.
+func (h *harness) cuts(d *datadriven.TestData, v string) []chain.Cut {
+	var out []chain.Cut
+	for _, c := range strings.Split(v, "/") {
+		e, slot, _ := strings.Cut(c, "@")
+		ev, err1 := strconv.ParseUint(e, 10, 64)
+		sv, err2 := strconv.ParseUint(slot, 10, 64)
+		if err1 != nil || err2 != nil {
+			d.Fatalf(h.t, "cuts: %q is not epoch@slot", c)
+		}
+		out = append(out, chain.Cut{Epoch: ev, Slot: sv})
+	}
+	return out
 }
 
 func (h *harness) step(ev Event) { h.c.Step(h.now, ev) }
@@ -478,8 +633,12 @@ func (h *harness) request(r Request) string {
 		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
 	case ReadEpoch:
 		return "read-epoch"
+	case ReadTrimCursor:
+		return "read-trim-cursor"
 	case MintFirst:
 		return fmt.Sprintf("mint-first owner=%s", r.Record.Owner)
+	case CreateCheckpoint:
+		return fmt.Sprintf("create-checkpoint e=%d", r.Epoch)
 	case Seal:
 		return fmt.Sprintf("seal for=%d at=%s", r.Epoch+1, r.EpochVersion)
 	case Fence:
@@ -508,12 +667,7 @@ func (h *harness) request(r Request) string {
 		return "read-checkpoint"
 	case Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)
-	case CommitRound:
-		h.round = r
-		var refs []string
-		for _, ref := range r.Refs {
-			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
-		}
+	case PutSnapshot:
 		snap := "?"
 		if t, err := absorb.DecodeTails(r.Snapshot); err == nil {
 			snap = fmt.Sprintf("full(%d)", len(t.Streams))
@@ -521,11 +675,18 @@ func (h *harness) request(r Request) string {
 				snap = fmt.Sprintf("delta(%d)", len(t.Streams))
 			}
 		}
-		out := fmt.Sprintf("round e=%d [%d,%d) refs=%s snap=%s", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), snap)
-		if len(r.Drop) > 0 {
-			out += fmt.Sprintf(" drop=%v", r.Drop)
+		return fmt.Sprintf("put-snapshot e=%d [%d,%d) snap=%s", r.Round.Epoch, r.Round.From, r.Round.To, snap)
+	case CommitRound:
+		h.round = r
+		h.drop = h.c.ab.planned.drop
+		var refs []string
+		for _, ref := range r.Refs {
+			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
 		}
-		return out
+		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%s at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+	case DropSnapshots:
+		h.dropOut = true
+		return fmt.Sprintf("drop-snapshots %v", r.Keys)
 	case SealEpoch:
 		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
 	}
@@ -618,4 +779,19 @@ func stallCounts(m map[string]uint64) string {
 	}
 	slices.Sort(keys)
 	return "[" + strings.Join(keys, " ") + "]"
+}
+
+// join concatenates the outputs of several steps, leaving out those that
+// asked for nothing unless all did.
+func join(outs ...string) string {
+	var b strings.Builder
+	for _, o := range outs {
+		if o != "(nothing)\n" {
+			b.WriteString(o)
+		}
+	}
+	if b.Len() == 0 {
+		return "(nothing)\n"
+	}
+	return b.String()
 }

@@ -392,12 +392,10 @@ func (cw *coreWorld) latency(r chaincore.Request) time.Duration {
 	switch r.(type) {
 	case chaincore.Render:
 		return time.Duration(20+cw.rng.IntN(200)) * time.Microsecond
-	case chaincore.PutCopy, chaincore.Probe, chaincore.ReadTails, chaincore.Walk:
+	case chaincore.PutCopy, chaincore.Probe, chaincore.ReadTails, chaincore.Walk, chaincore.PutSnapshot, chaincore.DropSnapshots:
 		return ln(cw.p.putMedian)
 	case chaincore.Fence:
 		return 3 * ln(cw.p.putMedian)
-	case chaincore.CommitRound:
-		return ln(cw.p.putMedian) + ln(cw.p.metaMedian)
 	}
 	return ln(cw.p.metaMedian)
 }
@@ -663,10 +661,8 @@ func (cw *coreWorld) executable(q *coreReq) bool {
 		return true
 	case chaincore.PutCopy:
 		return q.cancelled || !(cw.zoneDown && r.Bucket == cw.p.downZone)
-	case chaincore.Fence, chaincore.Probe, chaincore.Walk, chaincore.ReadTails:
+	case chaincore.Fence, chaincore.Probe, chaincore.Walk, chaincore.ReadTails, chaincore.PutSnapshot, chaincore.DropSnapshots:
 		return !cw.zoneDown
-	case chaincore.CommitRound:
-		return !cw.zoneDown && !cw.metaDown
 	}
 	return !cw.metaDown
 }
@@ -930,8 +926,16 @@ func describe(r chaincore.Request) string {
 		return fmt.Sprintf("probe e=%d cut=%d", r.Epoch, r.Cut)
 	case chaincore.Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d)", r.Epoch, r.From, r.To)
+	case chaincore.PutSnapshot:
+		return fmt.Sprintf("put-snapshot e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
 	case chaincore.CommitRound:
-		return fmt.Sprintf("round e=%d [%d,%d) refs=%d", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs))
+		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%d", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs))
+	case chaincore.DropSnapshots:
+		return fmt.Sprintf("drop-snapshots %d", len(r.Keys))
+	case chaincore.ReadTrimCursor:
+		return "read-trim-cursor"
+	case chaincore.CreateCheckpoint:
+		return fmt.Sprintf("create-checkpoint e=%d", r.Epoch)
 	case chaincore.SealEpoch:
 		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
 	case chaincore.Seal:
@@ -977,12 +981,20 @@ func describeEvent(ev chaincore.Event) string {
 		return fmt.Sprintf("tails-read %d %s", len(ev.Tails.Streams), errs(ev.Err))
 	case chaincore.Walked:
 		return fmt.Sprintf("walked e=%d slots=%d next=%d %s", ev.Epoch, len(ev.Slots), ev.Next, errs(ev.Err))
-	case chaincore.RoundDone:
+	case chaincore.SnapshotPut:
+		return fmt.Sprintf("snapshot-put [%d,%d) %s", ev.Round.From, ev.Round.To, errs(ev.Err))
+	case chaincore.RoundCommitted:
 		kind := errs(ev.Err)
 		if errors.Is(ev.Err, absorb.ErrDeposed) {
 			kind = "deposed"
 		}
-		return fmt.Sprintf("round-done [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
+		return fmt.Sprintf("round-committed [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
+	case chaincore.SnapshotsDropped:
+		return fmt.Sprintf("snapshots-dropped %d", len(ev.Dropped))
+	case chaincore.TrimCursorRead:
+		return fmt.Sprintf("trim-cursor-read %d/%d %s", ev.Cursor.At.Epoch, ev.Cursor.At.Next, errs(ev.Err))
+	case chaincore.CheckpointCreated:
+		return fmt.Sprintf("checkpoint-created %s", errs(ev.Err))
 	case chaincore.EpochSealed:
 		return fmt.Sprintf("epoch-sealed %s", errs(ev.Err))
 	case chaincore.CheckpointRead:

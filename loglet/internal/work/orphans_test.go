@@ -12,17 +12,17 @@ import (
 )
 
 // crashAfterSnapshot is a hold that lets every request through but the
-// next CommitRound: of that one it writes the tails snapshot, as the
-// worker does first, and the process dies before the round's Commit. It
-// records the snapshot's key in *key.
+// next CommitRound: the round's tails snapshot is written (its PutSnapshot,
+// the round's first request, went through), and the process dies before
+// the round's Commit. It records the snapshot's key in *key.
 func (p *rigProc) crashAfterSnapshot(key *string) func(chaincore.Request) bool {
 	return func(req chaincore.Request) bool {
 		cr, ok := req.(chaincore.CommitRound)
 		if !ok {
 			return true
 		}
-		if err := absorb.PutSnapshot(p.r.ctx, p.r.stores(), p.env.W, cr.SnapshotKey, cr.Snapshot); err != nil {
-			p.r.t.Fatalf("%s: put snapshot %s: %v", p.env.Owner, cr.SnapshotKey, err)
+		if _, err := absorb.ReadSnapshot(p.r.ctx, p.r.stores(), cr.SnapshotKey); err != nil {
+			p.r.t.Fatalf("%s: the round's snapshot %s before its commit: %v", p.env.Owner, cr.SnapshotKey, err)
 		}
 		*key = cr.SnapshotKey
 		return false

@@ -23,8 +23,9 @@ func cutFlights(t *testing.T, cfg chaincore.Config, n int, mk func(c *chaincore.
 	c.Step(now, chaincore.EpochRead{Err: fmt.Errorf("none: %w", errNotFound)})
 	c.Advance(c.Ready())
 	rec := chain.EpochRecord{Epoch: 1, Owner: cfg.Owner, Window: cfg.Window, K: len(cfg.Buckets), W: cfg.W, Buckets: cfg.Buckets}
-	cm := absorb.ResumeCommitter(nil, cfg.Star, cfg.Class, cfg.Owner, 1, absorb.Checkpoint{Epoch: 1, Owner: cfg.Owner, OwnerEpoch: 1}, "v")
-	c.Step(now, chaincore.FirstMinted{Record: rec, Version: "v1", Committer: cm})
+	c.Step(now, chaincore.FirstMinted{Record: rec, Version: "v1"})
+	c.Advance(c.Ready())
+	c.Step(now, chaincore.CheckpointCreated{Held: absorb.Held{Checkpoint: absorb.Checkpoint{Epoch: 1, Owner: cfg.Owner, OwnerEpoch: 1}, Version: "v"}})
 	c.Advance(c.Ready())
 	for i := 0; i < n; i++ {
 		if err := c.Admit(now, mk(c, i), nil, nil, true); err != nil {

@@ -1,15 +1,15 @@
 // Package work executes the core's requests (loglet/internal/chaincore): each
 // Request is one I/O call (or, for Render, one piece of CPU work) that
 // returns exactly one Event. It holds no decision: what to do with the
-// result is the core's. The loglet's shell runs Do on a goroutine per
-// request; the simulation's goroutine-free driver calls it in line.
-//
-// Not every request is one call yet, and not every worker is free of
-// decisions: a Fence re-reads the epoch record and the trim cursor around
-// chain.Fence, prefers a recorded cut and retries; a CommitRound puts the
-// tails snapshot, commits the round and deletes doomed snapshots; a
-// MintFirst mints epoch 1 and creates the checkpoint; a Settle runs a whole
-// settlement pass (settle.Run). Those steps are due to move into the core.
+// result is the core's. It holds no state of the chain either: a request
+// that writes the checkpoint carries the checkpoint the core holds
+// (absorb.Held), the worker builds a committer over it for that one call,
+// and the event carries the new value back. The calls are the chain's and
+// absorb's primitives (chain.Fence, chain.WriteCopy, absorb's commits),
+// which resolve an ambiguous write by reading it back themselves. The
+// loglet's shell runs Do on a goroutine per request; the simulation's
+// goroutine-free driver calls it in line. One request is not one call yet:
+// a Settle runs a whole settlement pass (settle.Run).
 package work
 
 import (
@@ -121,21 +121,33 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	case chaincore.ReadEpoch:
 		rec, ver, err := chain.ReadEpoch(ctx, e.Meta, e.Star, e.Class)
 		return chaincore.EpochRead{Record: rec, Version: ver, Err: err}
+	case chaincore.ReadTrimCursor:
+		t, _, err := chain.ReadTrimCursor(ctx, e.Meta, e.Star, e.Class)
+		return chaincore.TrimCursorRead{Cursor: t, Err: err}
 	case chaincore.MintFirst:
 		rec, ver, err := chain.MintFirst(ctx, e.Meta, e.Star, e.Class, r.Record)
 		if err != nil {
 			return chaincore.FirstMinted{Err: err}
 		}
-		cm, err := absorb.InitCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, rec.Epoch)
-		return chaincore.FirstMinted{Record: rec, Version: ver, Committer: cm, Err: err}
+		return chaincore.FirstMinted{Record: rec, Version: ver}
+	case chaincore.CreateCheckpoint:
+		cm, err := absorb.InitCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch)
+		if err != nil {
+			return chaincore.CheckpointCreated{Err: err}
+		}
+		return chaincore.CheckpointCreated{Held: cm.Held(), Requests: cm.Requests}
 	case chaincore.Seal:
-		cm, cp, err := absorb.SealCheckpoint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
-		return chaincore.Sealed{Committer: cm, Checkpoint: cp, Err: err}
+		cm, cp, err := absorb.SealCheckpointOnce(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Epoch+1, r.EpochVersion)
+		if err != nil {
+			return chaincore.Sealed{Err: err}
+		}
+		return chaincore.Sealed{Held: cm.Held(), Checkpoint: cp, Requests: cm.Requests}
 	case chaincore.Fence:
 		return e.fence(ctx, r)
 	case chaincore.Mint:
-		rec, ver, err := r.Committer.MintNext(ctx, r.Prev, r.PrevVersion, r.Next)
-		ev := chaincore.Minted{Record: rec, Version: ver, Err: err}
+		cm := e.committer(r.Held)
+		rec, ver, err := cm.MintNext(ctx, r.Prev, r.PrevVersion, r.Next)
+		ev := chaincore.Minted{Record: rec, Version: ver, Held: cm.Held(), Requests: cm.Requests, Err: err}
 		var se *absorb.SealedError
 		if errors.As(err, &se) {
 			ev.SealedBy = se.Owner
@@ -163,12 +175,19 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return chaincore.TailsRead{Tails: t, Orphans: orphans, Err: err}
 	case chaincore.Walk:
 		return e.walk(ctx, r)
+	case chaincore.PutSnapshot:
+		err := absorb.PutSnapshotTracked(ctx, e.Buckets, e.W, r.Key, r.Snapshot, e.Background)
+		return chaincore.SnapshotPut{Round: r.Round, Err: err}
 	case chaincore.CommitRound:
-		dropped, err := commitRound(ctx, r, e.Buckets, e.W, e.Background)
-		return chaincore.RoundDone{Round: r.Round, Requests: r.Committer.Requests, Dropped: dropped, Err: err}
+		cm := e.committer(r.Held)
+		err := cm.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
+		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
+	case chaincore.DropSnapshots:
+		return chaincore.SnapshotsDropped{Dropped: dropSnapshots(ctx, e.Buckets, r.Keys)}
 	case chaincore.SealEpoch:
-		v, err := r.Committer.SealEpoch(ctx, r.Record, r.Version, r.Cut)
-		return chaincore.EpochSealed{Version: v, Err: err}
+		cm := e.committer(r.Held)
+		v, err := cm.SealEpoch(ctx, r.Record, r.Version, r.Cut)
+		return chaincore.EpochSealed{Version: v, Held: cm.Held(), Requests: cm.Requests, Err: err}
 	case chaincore.Settle:
 		return e.settle(ctx, r)
 	}
@@ -283,24 +302,17 @@ func (e *Env) walk(ctx context.Context, r chaincore.Walk) chaincore.Event {
 	return ev
 }
 
-// commitRound writes a round's tails snapshot, then its refs and the
-// checkpoint (one metastore Commit where the backend allows), recording
-// the doomed snapshots, then deletes the ones the core says are due, and
-// returns those deleted from every bucket. A delete that fails is not the
-// round's failure: the snapshot stays doomed (in the checkpoint too), and
-// a later round, or a successor, tries again.
-func commitRound(ctx context.Context, r chaincore.CommitRound, stores []objstore.Store, w int, bg *sync.WaitGroup) ([]string, error) {
-	if err := absorb.PutSnapshotTracked(ctx, stores, w, r.SnapshotKey, r.Snapshot, bg); err != nil {
-		return nil, err
-	}
-	if err := r.Committer.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed); err != nil {
-		return nil, err
-	}
+// committer returns a committer over the checkpoint the core holds, for
+// one call.
+func (e *Env) committer(h absorb.Held) *absorb.Committer {
+	return absorb.Resume(e.Meta, e.Star, e.Class, e.Owner, h)
+}
+
+// dropSnapshots deletes keys from every bucket and returns those deleted
+// from every one.
+func dropSnapshots(ctx context.Context, stores []objstore.Store, keys []string) []string {
 	var dropped []string
-	for _, key := range r.Drop {
-		if key == r.SnapshotKey {
-			continue
-		}
+	for _, key := range keys {
 		ok := true
 		for _, b := range stores {
 			if err := b.Delete(ctx, key); err != nil {
@@ -311,7 +323,7 @@ func commitRound(ctx context.Context, r chaincore.CommitRound, stores []objstore
 			dropped = append(dropped, key)
 		}
 	}
-	return dropped, nil
+	return dropped
 }
 
 // settle runs one settle pass from the trim cursor as stored.
@@ -331,101 +343,19 @@ func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePa
 	return chaincore.SettlePassed{Result: res, Err: err}
 }
 
-// fence finds the cut of r.Epoch from r.From. A successor that minted
-// after the epoch recorded its cut in the epoch record, and that cut is the
-// one (a deposed incumbent fencing its own epoch takes it from there, as
-// its successor decided it). Otherwise the fence never reads below the
-// chain's trim cursor: settled slots are deleted, and a fence that read one
-// as absent would poison it and forge a lower cut, failing as not committed
-// batches that are committed (the simulation found a deposed incumbent
-// fencing from its release point, below its successor's cursor). If the
-// cut is recorded, or the cursor passes the cut found, while the fence
-// runs, the recorded cut wins, or the fence runs again from the cursor.
-// If settlement has passed the epoch and its cut is recorded nowhere any
-// more, no fence can find it: the result says so (Fenced.CutLost), naming
-// the later epoch that deposed the fencing process, and the core decides.
+// fence fences r.Epoch's slots from r.From in the buckets (chain.Fence),
+// within r.Patience. Whether a fence is needed, where it starts, and
+// whether its cut stands, the core decides from the trim cursor and the
+// epoch record.
 func (e *Env) fence(ctx context.Context, r chaincore.Fence) chaincore.Event {
 	par := max(1, min(chain.DefaultFenceParallel, r.Window))
-	fctx := ctx
 	if r.Patience > 0 {
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, r.Patience)
+		ctx, cancel = context.WithTimeout(ctx, r.Patience)
 		defer cancel()
 	}
 	opt := chain.FenceOptions{Retry: e.Retry, Parallel: par, MaxSlots: r.MaxSlots,
 		AcceptReadableFlight: r.Override >= chaincore.FenceAcceptReadable, DiscardUnreadable: r.Override == chaincore.FenceDiscardUnreadable}
-	// recorded returns the epoch's cut if a record has it, or, if
-	// settlement passed the epoch and its cut is recorded nowhere, who
-	// deposed the fencing process.
-	recorded := func(t chain.TrimCursor) (uint64, bool, *chaincore.Deposed) {
-		// An unreadable epoch record only loses the shortcut: a halted
-		// incumbent fences with the buckets alone (its mint waits for the
-		// metastore anyway).
-		rec, _, err := chain.ReadEpoch(fctx, e.Meta, e.Star, e.Class)
-		if err == nil && rec.Epoch > r.Epoch {
-			if cut, ok := rec.CutOf(r.Epoch); ok {
-				return cut.Slot, true, nil
-			}
-		}
-		if cut, ok := t.CutOf(r.Epoch); ok && t.At.Epoch > r.Epoch {
-			return cut, true, nil
-		}
-		if t.At.Epoch > r.Epoch {
-			// The cursor never passes the checkpoint, and the checkpoint
-			// reaches an epoch only once it is minted: a later epoch
-			// exists.
-			d := &chaincore.Deposed{Leader: t.Owner, Epoch: t.At.Epoch}
-			if err == nil && rec.Epoch >= d.Epoch {
-				d.Leader, d.Epoch = rec.Owner, rec.Epoch
-			}
-			return 0, false, d
-		}
-		return 0, false, nil
-	}
-	done := func(cut uint64) chaincore.Event {
-		// A recorded cut below r.From (an operator's fence override
-		// discarded slots this process had released): nothing here is
-		// below it, and every flight from r.From on is past it.
-		cut = max(cut, r.From)
-		return chaincore.Fenced{Epoch: r.Epoch, Result: chain.FenceResult{Cut: cut, Committed: cut - r.From}}
-	}
-	for attempt := 0; ; attempt++ {
-		// The cursor must be read: fencing below it is the one thing a
-		// fence must not do (the core retries a failed fence).
-		t, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
-		if err != nil {
-			return chaincore.Fenced{Epoch: r.Epoch, Err: err}
-		}
-		if cut, ok, lost := recorded(t); lost != nil || ok {
-			if lost != nil {
-				return chaincore.Fenced{Epoch: r.Epoch, CutLost: lost}
-			}
-			return done(cut)
-		}
-		from := r.From
-		if t.At.Epoch == r.Epoch && t.At.Next > from {
-			from = t.At.Next
-		}
-		res, err := chain.Fence(fctx, e.Set(), e.Star, e.Class, r.Epoch, from, envelope.NewNonce(), opt)
-		if err != nil {
-			return chaincore.Fenced{Epoch: r.Epoch, Result: res, Err: err}
-		}
-		after, _, err := chain.ReadTrimCursor(fctx, e.Meta, e.Star, e.Class)
-		if err != nil {
-			return chaincore.Fenced{Epoch: r.Epoch, Err: err} // fenced again later: a rerun finds its own poison
-		}
-		if cut, ok, lost := recorded(after); lost != nil || ok {
-			if lost != nil {
-				return chaincore.Fenced{Epoch: r.Epoch, CutLost: lost}
-			}
-			return done(cut)
-		}
-		if !(chain.Position{Epoch: r.Epoch, Next: res.Cut}).Less(after.At) {
-			res.Committed += from - r.From // the settled slots skipped are committed
-			return chaincore.Fenced{Epoch: r.Epoch, Result: res}
-		}
-		if attempt >= 3 {
-			return chaincore.Fenced{Epoch: r.Epoch, Err: fmt.Errorf("work: fence of %s/%s epoch %d: settlement kept moving the trim cursor past the cut found", e.Star, e.Class, r.Epoch)}
-		}
-	}
+	res, err := chain.Fence(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, envelope.NewNonce(), opt)
+	return chaincore.Fenced{Epoch: r.Epoch, Result: res, Err: err}
 }
