@@ -125,15 +125,13 @@
 //   - straggler: a copy still uploading after its flight was acked;
 //     under-replicated: a committed slot missing some of its K copies.
 //   - settlement: the settle package's passes (the "auditor" is its old
-//     name); Core.settle, which runs the core's decisions to a fixpoint, is
-//     unrelated and due for a rename.
+//     name).
 //   - settled object: one stream's records rewritten out of transit slots.
 //   - trim cursor: how far settlement got through a chain; chain trim
 //     deletes the slots behind it.
 //   - trim point: a stream's first readable record (Trim, retention).
 //   - incarnation: one life of a stream name; its stream ID keys its data.
-//   - retire: ending admission to a deleted incarnation (Core.Retire; the
-//     core's unexported retire, forgetting a finished upload, is unrelated).
+//   - retire: ending admission to a deleted incarnation (Core.Retire).
 //   - doomed: no longer needed and deleted a while later; said of tails
 //     snapshots (Checkpoint.Doomed) and of merged settled objects alike.
 //   - pending: a round recorded before its refs (Checkpoint.Pending); also

@@ -25,7 +25,7 @@ func (c *Core) Close(now time.Time) {
 		return
 	}
 	c.closing = true
-	c.settle()
+	c.decideAll()
 }
 
 // sealBackoff paces retries of a clean seal whose Commit failed.

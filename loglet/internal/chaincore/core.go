@@ -171,7 +171,7 @@ func New(cfg Config, now time.Time) *Core {
 	c.stats.putLatency = make([]histogramH, len(cfg.Buckets))
 	c.ab.tails = map[string]absorb.StreamTail{}
 	c.startTakeover()
-	c.settle()
+	c.decideAll()
 	return c
 }
 
@@ -267,7 +267,7 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 		st.seq.LastTimestamp = b.MaxTS
 	}
 	c.pool.Push(b, b.Charge, now)
-	c.settle()
+	c.decideAll()
 	return nil
 }
 
@@ -316,7 +316,7 @@ func (c *Core) Step(now time.Time, ev Event) {
 	default:
 		panic(fmt.Sprintf("leader: unknown event %T", ev))
 	}
-	c.settle()
+	c.decideAll()
 }
 
 // checkpointOut reports whether a request that writes the checkpoint (a
@@ -341,10 +341,10 @@ func (c *Core) advanceClock(now time.Time) {
 	}
 }
 
-// settle runs every decision the new state allows, in a fixed order: the
+// decideAll runs every decision the new state allows, in a fixed order: the
 // succession's next step, cuts and claims, the absorb's next round, and
 // the close's next step.
-func (c *Core) settle() {
+func (c *Core) decideAll() {
 	if c.phase == phaseStopped {
 		return
 	}

@@ -53,12 +53,12 @@ func (c *Core) onRendered(ev Rendered) {
 	up.renderOut = false
 	f := up.f
 	if up.cancelled || f == nil {
-		c.retire(up)
+		c.forgetUpload(up)
 		return
 	}
 	if ev.Err != nil {
 		f.renderErr = ev.Err
-		c.retire(up)
+		c.forgetUpload(up)
 		c.halt(f.slot, fmt.Errorf("slot %d cannot be rendered: %w", f.slot, ev.Err))
 		return
 	}
@@ -140,7 +140,7 @@ func (c *Core) onCopyDone(ev CopyDone) {
 			}
 			c.logf(slog.LevelInfo, "slot under-replicated", attrU("epoch", id.Epoch), attrU("slot", id.Slot), attrI("copies", up.tally.Ours), attrI("k", up.tally.K))
 		}
-		c.retire(up)
+		c.forgetUpload(up)
 	}
 }
 
@@ -170,8 +170,8 @@ func (c *Core) bucketName(i int) string {
 	return fmt.Sprintf("bucket %d", i)
 }
 
-// retire forgets an upload whose workers have all returned.
-func (c *Core) retire(up *upload) {
+// forgetUpload forgets an upload whose workers have all returned.
+func (c *Core) forgetUpload(up *upload) {
 	if !up.renderOut && up.puts == 0 {
 		c.unstraggle(up)
 		delete(c.uploads, up.id)
