@@ -307,23 +307,6 @@ func commitRound(ctx context.Context, r chaincore.CommitRound, stores []objstore
 	return dropped, nil
 }
 
-// settle runs one settle pass from the trim cursor as stored.
-func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePassed {
-	if e.SettleTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.SettleTimeout)
-		defer cancel()
-	}
-	t, ver, err := chain.ReadTrimCursor(ctx, e.Meta, e.Star, e.Class)
-	if err != nil {
-		return chaincore.SettlePassed{Err: err}
-	}
-	cfg := settle.Config{Meta: e.Meta, Star: e.Star, Class: e.Class, Owner: e.Owner, Epoch: r.Epoch, Transit: e.Set(),
-		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness, DoomedGrace: e.SettleGrace}
-	res, err := settle.Run(ctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts})
-	return chaincore.SettlePassed{Result: res, Err: err}
-}
-
 // fence finds the cut of r.Epoch from r.From. A successor that minted
 // after the epoch recorded its cut in the epoch record, and that cut is the
 // one (a deposed incumbent fencing its own epoch takes it from there, as

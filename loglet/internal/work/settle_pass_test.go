@@ -1,4 +1,4 @@
-package settle_test
+package work_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/internal/work"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/settle"
@@ -184,7 +185,7 @@ func (w *world) pass(ctx context.Context, c chain.Class, meta metastore.Store, w
 	if w.maxSlots != 0 {
 		maxSlots = w.maxSlots
 	}
-	return settle.Run(pctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: pos, Checkpoint: pos, Cuts: rec.Cuts, MaxSlots: maxSlots})
+	return work.RunSettle(pctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: pos, Checkpoint: pos, Cuts: rec.Cuts, MaxSlots: maxSlots})
 }
 
 // verify reads every record back through a fresh Reader: each stream
@@ -335,7 +336,7 @@ func TestSettleNeverPassesTheCheckpoint(t *testing.T) {
 	tc, ver, _ := chain.ReadTrimCursor(ctx, w.meta, "s1", chain.Standard)
 	at := chain.Position{Epoch: cp.Epoch, Next: cp.Next}
 	cfg := settle.Config{Meta: w.meta, Star: "s1", Class: chain.Standard, Owner: "x", Transit: chain.BucketSet{Stores: []objstore.Store{w.std}, W: 1}, Settled: []objstore.Store{w.std}}
-	_, err = settle.Run(ctx, cfg, settle.Pass{Trim: tc, TrimVersion: ver, Upto: chain.Position{Epoch: at.Epoch, Next: at.Next + 1}, Checkpoint: at})
+	_, err = work.RunSettle(ctx, cfg, settle.Pass{Trim: tc, TrimVersion: ver, Upto: chain.Position{Epoch: at.Epoch, Next: at.Next + 1}, Checkpoint: at})
 	if err == nil {
 		t.Fatal("a pass past the checkpoint ran")
 	}
