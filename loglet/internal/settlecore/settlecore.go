@@ -74,6 +74,11 @@ type Input struct {
 	MaxSlots         int
 }
 
+// MinCommitOps is the fewest ops a Commit must take for settlement: a
+// repoint is the ref's put, the delete of its object's pending marker and
+// the checkpoint guard, in one Commit.
+const MinCommitOps = 3
+
 // maxBatchOps bounds one Commit of a pass on a backend without a limit.
 const maxBatchOps = 1024
 
@@ -236,11 +241,16 @@ type Pass struct {
 
 // New starts a pass at now (the clock for the doomed markers' grace).
 func New(cfg Config, in Input, now time.Time) *Pass {
+	tooSmall := cfg.MaxCommitOps > 0 && cfg.MaxCommitOps < MinCommitOps
 	if cfg.MaxCommitOps <= 0 || cfg.MaxCommitOps > maxBatchOps {
 		cfg.MaxCommitOps = maxBatchOps
 	}
 	p := &Pass{cfg: cfg, in: in, now: now, sizes: map[chain.Position]int64{}}
 	p.res.Trim, p.res.TrimVersion = in.Trim, in.TrimVersion
+	if tooSmall {
+		p.finish(fmt.Errorf("settle: %s/%s: the metastore takes %d ops a Commit; a repoint takes %d (the ref, its object's pending marker, the checkpoint guard)", cfg.Star, cfg.Class, cfg.MaxCommitOps, MinCommitOps))
+		return p
+	}
 	if in.Checkpoint.Less(in.Upto) {
 		// The cursor never passes the checkpoint: a fence, a walk and a
 		// garbage probe start there, and a trimmed slot reads absent.
