@@ -148,14 +148,21 @@ var ErrDeposed = errors.New("settle: deposed: a successor sealed the checkpoint"
 // this leader's own absorb moved the checkpoint under it.
 const GuardRetries = 8
 
-// SlotsPass is what SettleSlots is asked: settle the slots from At on, up
-// to Upto (or MaxSlots, or MaxPassBytes).
+// Slot is one slot object a pass read, with its frames.
+type Slot struct {
+	Pos    chain.Position
+	Object []byte
+	Frames []envelope.FrameInfo
+}
+
+// SlotsPass is what SettleSlots is asked: settle the refs with records in
+// Slots, the slots a pass read in chain order, which end at Upto.
 type SlotsPass struct {
-	At, Upto, Checkpoint chain.Position
+	Upto, Checkpoint chain.Position
 	// Cuts are the cuts of every epoch the pass knows (the cursor's, the
 	// leader's, and those it re-derived).
-	Cuts     []chain.Cut
-	MaxSlots int
+	Cuts  []chain.Cut
+	Slots []Slot
 	// Guard is the checkpoint's version as the pass last found it sealed
 	// by its leader ("": SettleSlots reads it before its first Commit).
 	Guard metastore.Version
@@ -163,51 +170,32 @@ type SlotsPass struct {
 
 // SlotsResult is what SettleSlots did.
 type SlotsResult struct {
-	// Upto is the position after the last slot read: where the pass may
-	// move the cursor once this step succeeded.
-	Upto chain.Position
-	// Sizes is the size of each slot object read.
-	Sizes map[chain.Position]int64
-	// Slots, Objects, RawBytes, StoredBytes, Repointed, Merged and
-	// Reclaimed are as in Result.
-	Slots, Objects, Repointed, Merged, Reclaimed int
-	RawBytes, StoredBytes                        int64
+	// Objects, RawBytes, StoredBytes, Repointed, Merged and Reclaimed are
+	// as in Result.
+	Objects, Repointed, Merged, Reclaimed int
+	RawBytes, StoredBytes                 int64
 	// DoomedNew: a committed merge marked objects doomed.
 	DoomedNew bool
 	// Guard is the checkpoint's version as the step left it.
 	Guard metastore.Version
-	// ReadErr is why the slots were not all read up to Upto (the slots
-	// before it were, and settled).
-	ReadErr error
 }
 
-// SettleSlots reads the slots from p.At on and settles (or reclaims) every
-// ref with records in them, stream by stream: it writes the settled
-// objects (each marked pending before), and repoints the refs onto them in
-// guarded Commits of many. It returns what it did even with an error.
+// SettleSlots settles (or reclaims) every ref with records in the slots
+// given, stream by stream: it writes the settled objects (each marked
+// pending before), and repoints the refs onto them in guarded Commits of
+// many. It returns what it did even with an error.
 func SettleSlots(ctx context.Context, cfg Config, p SlotsPass) (SlotsResult, error) {
 	cfg.defaults()
-	r := &run{cfg: cfg, p: Pass{Upto: p.Upto, Checkpoint: p.Checkpoint, MaxSlots: p.MaxSlots}, cpVer: p.Guard}
-	r.p.Trim.At = p.At
+	r := &run{cfg: cfg, p: Pass{Upto: p.Upto, Checkpoint: p.Checkpoint}, cpVer: p.Guard, upto: p.Upto, slots: p.Slots, objects: map[string][]byte{}}
 	for _, c := range p.Cuts {
 		r.addCut(c)
 	}
-	upto, rerr := r.readSlots(ctx)
-	out := SlotsResult{Upto: upto, ReadErr: rerr, Sizes: map[chain.Position]int64{}}
-	fill := func() {
-		out.Slots, out.Objects, out.Repointed, out.Merged, out.Reclaimed = len(r.slots), r.res.Objects, r.res.Repointed, r.res.Merged, r.res.Reclaimed
-		out.RawBytes, out.StoredBytes, out.DoomedNew, out.Guard = r.res.RawBytes, r.res.StoredBytes, r.doomedNew, r.cpVer
-		for _, s := range r.slots {
-			out.Sizes[s.pos] = s.size
-		}
+	for _, s := range p.Slots {
+		r.objects[chain.SlotKey(cfg.Star, cfg.Class, s.Pos.Epoch, s.Pos.Next)] = s.Object
 	}
-	if rerr != nil && len(r.slots) == 0 {
-		fill()
-		return out, rerr
-	}
-	r.upto = upto
 	err := r.settleStreams(ctx)
-	fill()
+	out := SlotsResult{Objects: r.res.Objects, Repointed: r.res.Repointed, Merged: r.res.Merged, Reclaimed: r.res.Reclaimed,
+		RawBytes: r.res.RawBytes, StoredBytes: r.res.StoredBytes, DoomedNew: r.doomedNew, Guard: r.cpVer}
 	return out, err
 }
 
@@ -259,15 +247,9 @@ type run struct {
 	// stream's pass starts; prevHint is it for the stream being settled.
 	lastPrev, prevHint *ref
 	// slots read this pass, in chain order, with their frames by stream.
-	slots []slotData
+	slots []Slot
 	// objects: the slot objects read, by key, for extents that point there.
 	objects map[string][]byte
-}
-
-type slotData struct {
-	pos    chain.Position
-	size   int64
-	frames []envelope.FrameInfo
 }
 
 func (r *run) addCut(c chain.Cut) {
@@ -303,62 +285,15 @@ func Segments(cuts map[uint64]uint64, a, b chain.Position) ([][3]uint64, error) 
 	return out, nil
 }
 
-// readSlots reads the slots from the cursor on, up to Upto, MaxSlots or
-// MaxPassBytes, and returns the position after the last one read.
-func (r *run) readSlots(ctx context.Context) (chain.Position, error) {
-	at := r.p.Trim.At
-	segs, serr := Segments(r.cuts, at, r.p.Upto)
-	if serr != nil {
-		serr = fmt.Errorf("%w of %s/%s", serr, r.cfg.Star, r.cfg.Class)
-	}
-	budget := r.p.MaxSlots
-	if budget <= 0 {
-		budget = DefaultMaxSlots
-	}
-	var bytes int64
-	r.objects = map[string][]byte{}
-	for _, s := range segs {
-		e, from, to := s[0], s[1], s[2]
-		limit := min(to, from+uint64(budget-len(r.slots)))
-		werr := chain.Walk(ctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, e, from, limit, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
-			if bytes >= MaxPassBytes {
-				return errFull
-			}
-			r.slots = append(r.slots, slotData{pos: chain.Position{Epoch: e, Next: slot}, size: int64(len(obj)), frames: frames})
-			r.objects[chain.SlotKey(r.cfg.Star, r.cfg.Class, e, slot)] = obj
-			bytes += int64(len(obj))
-			at = chain.Position{Epoch: e, Next: slot + 1}
-			return nil
-		})
-		r.res.Slots = len(r.slots)
-		if errors.Is(werr, errFull) {
-			return at, nil
-		}
-		if werr != nil {
-			return at, werr
-		}
-		if limit < to {
-			return at, nil
-		}
-		at = chain.Position{Epoch: e, Next: to}
-	}
-	if serr != nil {
-		return at, serr
-	}
-	return r.p.Upto, nil
-}
-
 // MaxPassBytes bounds the slot objects one pass holds in memory.
 const MaxPassBytes = 64 << 20
-
-var errFull = errors.New("settle: pass full")
 
 // settleStreams settles (or reclaims) every ref with records in the slots
 // read, stream by stream.
 func (r *run) settleStreams(ctx context.Context) error {
 	first := map[string]uint64{} // stream ID → lowest seq seen in these slots
 	for _, s := range r.slots {
-		for _, f := range s.frames {
+		for _, f := range s.Frames {
 			if v, ok := first[f.Stream]; !ok || f.FirstSeq < v {
 				first[f.Stream] = f.FirstSeq
 			}

@@ -26,8 +26,10 @@
 //  5. Re-derive the cut of every epoch between the cursor and Upto that
 //     nobody recorded (a fence of the epoch from the cursor), and record
 //     it in the cursor before use.
-//  6. Settle the slots from the cursor on (one coarse step, package
-//     settle's SettleSlots), then reclaim again if a merge doomed objects.
+//  6. Read the slots from the cursor on (up to Upto, MaxSlots or
+//     settle.MaxPassBytes), one epoch's range a request; settle the refs
+//     with records in them (one coarse step, package settle's
+//     SettleSlots); reclaim again if a merge doomed objects.
 //  7. Advance the cursor to where the slots read end, then delete behind
 //     it as in 2.
 package settlecore
@@ -131,6 +133,14 @@ type DeleteObject struct {
 // → EpochFenced.
 type FenceEpoch struct{ Epoch, From uint64 }
 
+// ReadSlots asks for the slots [From, To) of Epoch to be read, in order,
+// from the chain's buckets (chain.Walk), stopping before a slot once those
+// read hold MaxBytes or more. → SlotsRead.
+type ReadSlots struct {
+	Epoch, From, To uint64
+	MaxBytes        int64
+}
+
 // SettleSlots asks for package settle's SettleSlots. → SlotsSettled.
 type SettleSlots struct{ Pass settle.SlotsPass }
 
@@ -142,6 +152,7 @@ func (ScanMarkers) isRequest()    {}
 func (GetRef) isRequest()         {}
 func (DeleteObject) isRequest()   {}
 func (FenceEpoch) isRequest()     {}
+func (ReadSlots) isRequest()      {}
 func (SettleSlots) isRequest()    {}
 
 // TrimRead is ReadTrim's result.
@@ -195,6 +206,14 @@ type EpochFenced struct {
 	Err error
 }
 
+// SlotsRead is ReadSlots' result: the slots read, in order (up to the
+// first that failed, with Err), and Full if it stopped at MaxBytes.
+type SlotsRead struct {
+	Slots []settle.Slot
+	Full  bool
+	Err   error
+}
+
 // SlotsSettled is SettleSlots' result.
 type SlotsSettled struct {
 	Result settle.SlotsResult
@@ -209,6 +228,7 @@ func (MarkersScanned) isEvent() {}
 func (RefGot) isEvent()         {}
 func (ObjectDeleted) isEvent()  {}
 func (EpochFenced) isEvent()    {}
+func (SlotsRead) isEvent()      {}
 func (SlotsSettled) isEvent()   {}
 
 // Log is a line a pass asks its executor to log.
@@ -357,53 +377,105 @@ func (p *Pass) begin() {
 	})
 }
 
+// readSlots reads the slots from the cursor on, up to Upto, MaxSlots or
+// settle.MaxPassBytes, one epoch's range a request, and gives then the
+// slots read and the position after the last one (the read error, if one
+// stopped it early).
+func (p *Pass) readSlots(then func(slots []settle.Slot, upto chain.Position, err error)) {
+	p.phase = "read-slots"
+	at := p.res.Trim.At
+	segs, serr := settle.Segments(p.cuts, at, p.in.Upto)
+	if serr != nil {
+		serr = fmt.Errorf("%w of %s/%s", serr, p.cfg.Star, p.cfg.Class)
+	}
+	budget := p.in.MaxSlots
+	if budget <= 0 {
+		budget = settle.DefaultMaxSlots
+	}
+	var slots []settle.Slot
+	var bytes int64
+	var next func(i int)
+	next = func(i int) {
+		if i == len(segs) {
+			if serr != nil {
+				then(slots, at, serr)
+				return
+			}
+			then(slots, p.in.Upto, nil)
+			return
+		}
+		e, from, to := segs[i][0], segs[i][1], segs[i][2]
+		limit := min(to, from+uint64(budget-len(slots)))
+		p.ask(ReadSlots{Epoch: e, From: from, To: limit, MaxBytes: settle.MaxPassBytes - bytes}, func(ev Event) {
+			sr := ev.(SlotsRead)
+			for _, s := range sr.Slots {
+				slots = append(slots, s)
+				bytes += int64(len(s.Object))
+				p.sizes[s.Pos] = int64(len(s.Object))
+				at = chain.Position{Epoch: e, Next: s.Pos.Next + 1}
+			}
+			switch {
+			case sr.Full:
+				then(slots, at, nil)
+			case sr.Err != nil:
+				then(slots, at, sr.Err)
+			case limit < to:
+				then(slots, at, nil) // MaxSlots
+			default:
+				at = chain.Position{Epoch: e, Next: to}
+				next(i + 1)
+			}
+		})
+	}
+	next(0)
+}
+
 // settleSlots settles the slots from the cursor on, then reclaims what a
 // merge doomed, advances the cursor and deletes behind it.
 func (p *Pass) settleSlots() {
-	p.phase = "settle"
-	sp := settle.SlotsPass{At: p.res.Trim.At, Upto: p.in.Upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), MaxSlots: p.in.MaxSlots, Guard: p.cpVer}
-	p.ask(SettleSlots{Pass: sp}, func(ev Event) {
-		ss := ev.(SlotsSettled)
-		r := ss.Result
-		p.res.Slots += r.Slots
-		p.res.Objects += r.Objects
-		p.res.Repointed += r.Repointed
-		p.res.Merged += r.Merged
-		p.res.Reclaimed += r.Reclaimed
-		p.res.RawBytes += r.RawBytes
-		p.res.StoredBytes += r.StoredBytes
-		for pos, n := range r.Sizes {
-			p.sizes[pos] = n
-		}
-		if r.Guard != "" {
-			p.cpVer = r.Guard
-		}
-		if r.Slots == 0 && r.ReadErr != nil {
-			p.finish(r.ReadErr) // nothing read: nothing settled
+	p.readSlots(func(slots []settle.Slot, upto chain.Position, readErr error) {
+		p.res.Slots = len(slots)
+		if readErr != nil && len(slots) == 0 {
+			p.finish(readErr) // nothing read: nothing settled
 			return
 		}
-		after := func(err error) {
-			if err != nil {
-				p.finish(err)
-				return
+		p.phase = "settle"
+		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots, Guard: p.cpVer}
+		p.ask(SettleSlots{Pass: sp}, func(ev Event) {
+			ss := ev.(SlotsSettled)
+			r := ss.Result
+			p.res.Objects += r.Objects
+			p.res.Repointed += r.Repointed
+			p.res.Merged += r.Merged
+			p.res.Reclaimed += r.Reclaimed
+			p.res.RawBytes += r.RawBytes
+			p.res.StoredBytes += r.StoredBytes
+			if r.Guard != "" {
+				p.cpVer = r.Guard
 			}
-			p.advance(r.Upto, func(err error) {
+			after := func(err error) {
 				if err != nil {
 					p.finish(err)
 					return
 				}
-				p.deleteBehind(func() { p.finish(r.ReadErr) })
-			})
-		}
-		if !r.DoomedNew {
-			after(ss.Err)
-			return
-		}
-		p.reclaim(func(err error) {
-			if err != nil {
-				p.res.DoomedDue = p.now
+				p.advance(upto, func(err error) {
+					if err != nil {
+						p.finish(err)
+						return
+					}
+					p.deleteBehind(func() { p.finish(readErr) })
+				})
 			}
-			after(errors.Join(ss.Err, err))
+			if !r.DoomedNew {
+				after(ss.Err)
+				return
+			}
+			p.reclaim(func(err error) {
+				if err != nil {
+					p.res.DoomedDue = p.now
+				}
+				after(errors.Join(ss.Err, err))
+			})
 		})
 	})
 }

@@ -30,7 +30,7 @@ import (
 // object's name; durations like 30s):
 //
 //	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops=]
-//	pass upto= checkpoint= [cuts=] [trim=AT/DELETED trim-cuts=]   (trim: the
+//	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
 //	                         caller read the cursor; else the pass reads it)
 //	time +d                                   (the clock moves)
 //	trim at= deleted= [cuts=] | trim-failed   (ReadTrim's result)
@@ -42,7 +42,9 @@ import (
 //	ref OBJECT,... | ref-missing | ref-failed
 //	object-deleted | object-delete-failed
 //	fenced cut= | fence-failed
-//	slots-settled upto= slots= [objects= repointed= merged= doomed-new guard= read-failed failed]
+//	slots-read n= [full] [failed]   (the first n slots asked, 100 bytes each; full: the
+//	                         pass's bytes are reached; failed: the next slot unreadable)
+//	slots-settled [objects= repointed= merged= doomed-new guard= failed]
 type harness struct {
 	t   *testing.T
 	cfg Config
@@ -86,7 +88,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		if h.p != nil && h.p.Next() != nil {
 			d.Fatalf(h.t, "pass: the last pass still waits on %T", h.p.Next())
 		}
-		in := Input{Upto: h.pos(d, "upto"), Checkpoint: h.pos(d, "checkpoint"), Cuts: h.cuts(d, "cuts")}
+		in := Input{Upto: h.pos(d, "upto"), Checkpoint: h.pos(d, "checkpoint"), Cuts: h.cuts(d, "cuts"), MaxSlots: int(h.u64(d, "maxslots", 0))}
 		if d.HasArg("trim") {
 			at, del, _ := strings.Cut(h.str(d, "trim", ""), "/")
 			in.TrimKnown = true
@@ -202,34 +204,29 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(EpochFenced{Cut: h.u64(d, "cut", 0)})
 	case "fence-failed":
 		h.step(EpochFenced{Err: errors.New("chain: fence: slot 4 undecidable")})
-	case "slots-settled":
-		r := settle.SlotsResult{Upto: h.pos(d, "upto"), Slots: int(h.u64(d, "slots", 0)), Objects: int(h.u64(d, "objects", 0)),
-			Repointed: int(h.u64(d, "repointed", 0)), Merged: int(h.u64(d, "merged", 0)), DoomedNew: d.HasArg("doomed-new"),
-			Guard: metastore.Version(h.str(d, "guard", "")), Sizes: map[chain.Position]int64{}}
-		ss, ok := h.p.Next().(SettleSlots)
+	case "slots-read":
+		rs, ok := h.p.Next().(ReadSlots)
 		if !ok {
-			d.Fatalf(h.t, "slots-settled: the pass waits on %T", h.p.Next())
+			d.Fatalf(h.t, "slots-read: the pass waits on %T", h.p.Next())
 		}
-		sp := ss.Pass
-		cm := map[uint64]uint64{}
-		for _, c := range sp.Cuts {
-			cm[c.Epoch] = c.Slot
+		n := h.u64(d, "n", 0)
+		if n > rs.To-rs.From {
+			d.Fatalf(h.t, "slots-read: %d slots asked, not %d", rs.To-rs.From, n)
 		}
-		segs, _ := settle.Segments(cm, sp.At, r.Upto)
-		for _, s := range segs {
-			for slot := s[1]; slot < s[2] && len(r.Sizes) < r.Slots; slot++ {
-				r.Sizes[chain.Position{Epoch: s[0], Next: slot}] = 100 // each slot object 100 bytes
-			}
-		}
-		var err error
-		if d.HasArg("read-failed") {
-			r.ReadErr = errors.New("chain: walk: slot unreadable")
-			if r.Slots == 0 {
-				err = r.ReadErr // as SettleSlots: nothing read, nothing settled
-			}
+		ev := SlotsRead{Full: d.HasArg("full")}
+		for i := uint64(0); i < n; i++ {
+			ev.Slots = append(ev.Slots, settle.Slot{Pos: chain.Position{Epoch: rs.Epoch, Next: rs.From + i}, Object: make([]byte, 100)}) // each slot object 100 bytes
 		}
 		if d.HasArg("failed") {
-			err = errors.Join(err, errors.New("settle: put settled/a in settled bucket 0: unavailable"))
+			ev.Err = errors.New("chain: walk: slot unreadable")
+		}
+		h.step(ev)
+	case "slots-settled":
+		r := settle.SlotsResult{Objects: int(h.u64(d, "objects", 0)), Repointed: int(h.u64(d, "repointed", 0)), Merged: int(h.u64(d, "merged", 0)),
+			DoomedNew: d.HasArg("doomed-new"), Guard: metastore.Version(h.str(d, "guard", ""))}
+		var err error
+		if d.HasArg("failed") {
+			err = errors.New("settle: put settled/a in settled bucket 0: unavailable")
 		}
 		h.step(SlotsSettled{Result: r, Err: err})
 	default:
@@ -242,7 +239,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 var answers = map[string]string{
 	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
 	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
-	"SettleSlots": "SlotsSettled",
+	"ReadSlots": "SlotsRead", "SettleSlots": "SlotsSettled",
 }
 
 func (h *harness) step(ev Event) {
@@ -309,8 +306,10 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "delete-object b=%d %s", r.Bucket, r.Key)
 	case FenceEpoch:
 		fmt.Fprintf(&b, "fence e=%d from=%d", r.Epoch, r.From)
+	case ReadSlots:
+		fmt.Fprintf(&b, "read-slots e=%d [%d,%d) max-bytes=%d", r.Epoch, r.From, r.To, r.MaxBytes)
 	case SettleSlots:
-		fmt.Fprintf(&b, "settle-slots at=%s upto=%s checkpoint=%s cuts=%s guard=%q", pos(r.Pass.At), pos(r.Pass.Upto), pos(r.Pass.Checkpoint), cuts(r.Pass.Cuts), r.Pass.Guard)
+		fmt.Fprintf(&b, "settle-slots %s upto=%s checkpoint=%s cuts=%s guard=%q", slotList(r.Pass.Slots), pos(r.Pass.Upto), pos(r.Pass.Checkpoint), cuts(r.Pass.Cuts), r.Pass.Guard)
 	default:
 		fmt.Fprintf(&b, "%T", r)
 	}
@@ -430,6 +429,23 @@ func (h *harness) cuts(d *datadriven.TestData, key string) []chain.Cut {
 		out = append(out, chain.Cut{Epoch: ev, Slot: sv})
 	}
 	return out
+}
+
+// slotList is the slots' positions, a range per epoch: 1.[2,5) 2.[0,6).
+func slotList(ss []settle.Slot) string {
+	var parts []string
+	for i := 0; i < len(ss); {
+		j := i + 1
+		for j < len(ss) && ss[j].Pos.Epoch == ss[i].Pos.Epoch && ss[j].Pos.Next == ss[j-1].Pos.Next+1 {
+			j++
+		}
+		parts = append(parts, fmt.Sprintf("%d.[%d,%d)", ss[i].Pos.Epoch, ss[i].Pos.Next, ss[j-1].Pos.Next+1))
+		i = j
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 func pos(p chain.Position) string { return fmt.Sprintf("%d.%d", p.Epoch, p.Next) }

@@ -162,7 +162,7 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 // the metastore.
 func (cw *coreWorld) settleExecutable(q *coreReq) bool {
 	switch q.sreq.(type) {
-	case settlecore.DeleteSlots, settlecore.FenceEpoch:
+	case settlecore.DeleteSlots, settlecore.FenceEpoch, settlecore.ReadSlots:
 		return !cw.zoneDown
 	case settlecore.SettleSlots:
 		return !cw.zoneDown && !cw.metaDown
@@ -175,7 +175,7 @@ func (cw *coreWorld) settleExecutable(q *coreReq) bool {
 func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
 	var fake chaincore.Request = chaincore.ReadCheckpoint{} // a metastore call
 	switch r.(type) {
-	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch:
+	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch, settlecore.ReadSlots:
 		fake = chaincore.Probe{} // an object-store call
 	case settlecore.SettleSlots:
 		return 4*cw.latency(chaincore.Probe{}) + 4*cw.latency(chaincore.ReadCheckpoint{})
@@ -201,8 +201,10 @@ func describeSettle(r settlecore.Request) string {
 		return fmt.Sprintf("delete-object b=%d %s", r.Bucket, r.Key)
 	case settlecore.FenceEpoch:
 		return fmt.Sprintf("fence e=%d from=%d", r.Epoch, r.From)
+	case settlecore.ReadSlots:
+		return fmt.Sprintf("read-slots e=%d [%d,%d)", r.Epoch, r.From, r.To)
 	case settlecore.SettleSlots:
-		return fmt.Sprintf("settle-slots at=%d/%d upto=%d/%d", r.Pass.At.Epoch, r.Pass.At.Next, r.Pass.Upto.Epoch, r.Pass.Upto.Next)
+		return fmt.Sprintf("settle-slots %d upto=%d/%d", len(r.Pass.Slots), r.Pass.Upto.Epoch, r.Pass.Upto.Next)
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -231,9 +233,11 @@ func describeSettleEvent(ev settlecore.Event) string {
 		return "object-deleted " + errs(ev.Err)
 	case settlecore.EpochFenced:
 		return fmt.Sprintf("fenced cut=%d %s", ev.Cut, errs(ev.Err))
+	case settlecore.SlotsRead:
+		return fmt.Sprintf("slots-read %d full=%v %s", len(ev.Slots), ev.Full, errs(ev.Err))
 	case settlecore.SlotsSettled:
 		r := ev.Result
-		return fmt.Sprintf("slots-settled upto=%d/%d slots=%d objects=%d repointed=%d merged=%d reclaimed=%d %s", r.Upto.Epoch, r.Upto.Next, r.Slots, r.Objects, r.Repointed, r.Merged, r.Reclaimed, errs(ev.Err))
+		return fmt.Sprintf("slots-settled objects=%d repointed=%d merged=%d reclaimed=%d %s", r.Objects, r.Repointed, r.Merged, r.Reclaimed, errs(ev.Err))
 	}
 	return fmt.Sprintf("%T", ev)
 }

@@ -78,8 +78,10 @@ func DriveSettle(ctx context.Context, x SettleExec, pass *settlecore.Pass) (sett
 	}
 }
 
+var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
+
 // SettleExec executes a settle pass's requests against Cfg's stores: each
-// request is one I/O call (DeleteSlots: chain.Trim over one epoch's range;
+// request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
 // SettleSlots: package settle's coarse step) and returns its event. It
 // holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
 type SettleExec struct {
@@ -122,6 +124,22 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 		defer cancel()
 		res, err := chain.Fence(fctx, c.Transit, c.Star, c.Class, r.Epoch, r.From, envelope.NewNonce(), chain.FenceOptions{Parallel: 1})
 		return settlecore.EpochFenced{Cut: res.Cut, Err: err}
+	case settlecore.ReadSlots:
+		var out settlecore.SlotsRead
+		var bytes int64
+		err := chain.Walk(ctx, c.Transit, c.Star, c.Class, r.Epoch, r.From, r.To, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+			if bytes >= r.MaxBytes {
+				out.Full = true
+				return errPassFull
+			}
+			out.Slots = append(out.Slots, settle.Slot{Pos: chain.Position{Epoch: r.Epoch, Next: slot}, Object: obj, Frames: frames})
+			bytes += int64(len(obj))
+			return nil
+		})
+		if !errors.Is(err, errPassFull) {
+			out.Err = err
+		}
+		return out
 	case settlecore.SettleSlots:
 		res, err := settle.SettleSlots(ctx, c, r.Pass)
 		return settlecore.SlotsSettled{Result: res, Err: err}
