@@ -4,8 +4,8 @@
 // It owns four things:
 //
 //   - The formats of what the absorb writes: SpanRef (one per stream per
-//     round, at refs/<stream-key>/<end-seq>), the Checkpoint (everything
-//     before (Epoch, Next) is absorbed; who sealed it; the pending round; a
+//     round, at refs/<stream-key>/<incarnation>/<end-seq>), the Checkpoint
+//     (everything before (Epoch, Next) is absorbed; who sealed it; the pending round; a
 //     pointer to the tails snapshot and to its base; the snapshots no
 //     longer needed and not yet deleted, so a successor deletes what its
 //     predecessor could not), and the tails snapshot object, keyed by the

@@ -69,7 +69,7 @@ func SealCheckpoint(ctx context.Context, ms metastore.Store, star string, c chai
 	return nil, Checkpoint{}, fmt.Errorf("absorb: could not seal the checkpoint of %s/%s", star, c)
 }
 
-// MintNext is the binding mint (DESIGN.md, "The seal is binding"): it
+// MintNext is the binding mint (docs/design.md, invariant 8): it
 // mints the successor of prev (read at prevVersion) as next, in one Commit
 // that puts the epoch record at prevVersion and checks the checkpoint is
 // still at the version this committer last wrote, so still carries its

@@ -15,13 +15,15 @@
 //
 // # The incumbent
 //
-// WriteFlight is the quorum commit of one flight. Its caller (the loglet's
-// flusher) claims slots in order, renders each flight once, and calls
-// WriteFlight for each slot in its own goroutine; ordering never depends on
-// which returns first. A slot is committed when W buckets hold this writer's
-// copy (kind flight, same epoch, slot and nonce); a writer that finds any
-// other occupant (a poison, another writer's flight, an unreadable object)
-// reports it as foreign, which halts the epoch.
+// WriteCopy writes one bucket's copy of a flight and resolves it. The
+// loglet's chain core claims slots in order, has each flight rendered once,
+// and asks for one WriteCopy per bucket, each on a worker of its own
+// (loglet/internal/work); it counts the copies against W, and ordering
+// never depends on which returns first. WriteFlight does the same for every
+// bucket at once; only tests call it. A slot is committed when W buckets
+// hold this writer's copy (kind flight, same epoch, slot and nonce); a
+// writer that finds any other occupant (a poison, another writer's flight,
+// an unreadable object) reports it as foreign, which halts the epoch.
 //
 // Ambiguous PUT failures (timeouts, 5xx, lost responses) are retried; a
 // retry that finds the key occupied probes the 60-byte envelope, and our own

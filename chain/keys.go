@@ -211,13 +211,13 @@ func DeletedKey(id string) string {
 	return DeletedNamePrefix(name) + inc
 }
 
-// Streams have incarnations (DESIGN.md): a stream record carries an
-// incarnation minted at creation, and everything derived from the stream
-// (frames in bundles, refs, tails) is keyed by the stream's ID, its name
-// and incarnation together, so a name deleted and created again starts a
-// fresh stream that never reads as the old one. A stream created before
-// incarnations existed has none; its ID is its name and its keys keep the
-// old layout.
+// Streams have incarnations (docs/design.md, "The stream catalogue"): a
+// stream record carries an incarnation minted at creation, and everything
+// derived from the stream (frames in bundles, refs, tails) is keyed by the
+// stream's ID, its name and incarnation together, so a name deleted and
+// created again starts a fresh stream that never reads as the old one. A
+// stream created before incarnations existed has none; its ID is its name
+// and its keys keep the old layout.
 
 // idSep separates a stream's name from its incarnation in its ID. Names
 // have no control characters, so it cannot occur in one.
@@ -292,7 +292,8 @@ func IsRefOf(id, key string) bool {
 }
 
 // SettledPrefixKey is the object key prefix of the settled objects of the
-// stream whose ID is id (DESIGN.md: settled/<stream-key>/<incarnation>/).
+// stream whose ID is id: settled/<stream-key>/<incarnation>/, or
+// settled/<stream-key>/ for a stream without an incarnation.
 func SettledPrefixKey(id string) string {
 	name, inc := SplitStreamID(id)
 	if inc == "" {

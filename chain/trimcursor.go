@@ -25,7 +25,7 @@ func (p Position) Less(q Position) bool {
 var Start = Position{Epoch: 1}
 
 // TrimCursor is the value at TrimKey: how far settlement got through a
-// chain (DESIGN.md, "Settle").
+// chain (docs/design.md, "Settlement").
 //
 // Every committed slot before At is settled: every ref that pointed into it
 // now points at a settled object, or was reclaimed with its stream, so no

@@ -31,7 +31,7 @@ func benchFlight(size int) [][]Record {
 	return flight
 }
 
-// encodeFlight is the flusher's work: encode each stream's records into a
+// encodeFlight is the render's work: encode each stream's records into a
 // reused buffer, add it as a frame, finish the object.
 func encodeFlight(w *BundleWriter, buf []byte, flight [][]Record, codec Codec) ([]byte, []byte, []FrameInfo) {
 	for s, recs := range flight {

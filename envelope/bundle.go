@@ -64,8 +64,8 @@ const minBundleCap = 64 << 10
 // Grow makes room for n more bytes in the bundle being written (its frames'
 // stored bytes and its footer), so that AddFrameParts and Finish copy each
 // byte once instead of growing the buffer as they go. A writer that knows
-// the bundle's size at the start (the flusher does, at the cut) calls it
-// first; without it the buffer grows by doubling.
+// the bundle's size at the start (the render does: the cut knows it) calls
+// it first; without it the buffer grows by doubling.
 func (w *BundleWriter) Grow(n int) {
 	if n <= 0 {
 		return

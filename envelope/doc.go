@@ -33,8 +33,8 @@
 //
 // One ranged read of bytes 0..59 classifies a slot (ParseEnvelope) and
 // locates its footer. A poison object is exactly its envelope: size 60, no
-// footer. A flight's footer ends the object: footerOffset+footerLength ==
-// size.
+// footer. A flight's footer ends the object: its offset plus its length is
+// the object's size.
 //
 // # Transit bundle (kind flight)
 //
@@ -84,7 +84,8 @@
 //
 // # The caller's loop
 //
-// Writing a flight (the flusher):
+// Writing a flight (the render of a claimed flight, in the loglet's
+// workers):
 //
 //  1. For each stream's group of batches, AppendRecord each record into one
 //     buffer, then BundleWriter.AddFrame it with its first sequence number,
@@ -95,7 +96,8 @@
 //
 // Reading a slot (chain, fence, walk, readers):
 //
-//  1. ParseEnvelope(first 60 bytes). Poison: the slot is dead in this bucket.
+//  1. ParseEnvelope(first 60 bytes). Poison: this bucket holds no copy (the
+//     slot is dead only with K−W+1 poisons; see chain.Decide).
 //     Flight: IsFlightOf says whether it is the expected copy.
 //  2. ParseFooter(env, obj[env.FooterOffset:env.Size]) lists the frames.
 //  3. DecodeFrame(info, obj[info.Offset:info.End()]) returns the records.

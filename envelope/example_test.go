@@ -6,7 +6,7 @@ import (
 	"github.com/flightlog/flightlog/envelope"
 )
 
-// A flusher renders a flight as a transit bundle; a reader classifies the
+// A writer renders a flight as a transit bundle; a reader classifies the
 // slot from its envelope, lists the frames from the footer and decodes one.
 func Example() {
 	var records []byte

@@ -5,18 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/invariants"
+	"github.com/flightlog/flightlog/loglet/internal/catalogcore"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
 // The catalogue: which incarnation of each name this star serves, and the
-// end of an incarnation's life.
+// end of an incarnation's life. Its decisions (lookup, create, delete and
+// its cleanup, and, in trim.go and offsets.go, the trim point and offset
+// commits) are loglet/internal/catalogcore's operations; this file is their
+// shell (runCatalog executes each request as one call) and holds the cache.
 //
 // A Star caches the records of the streams it leads (s.streams, under
 // s.mu), so appends to known streams never touch the metastore. Every
@@ -28,7 +33,9 @@ import (
 // retired incarnation under the same lock. So once DeleteStream returns, no
 // cache entry serves the deleted incarnation, a lookup that read its record
 // before the delete committed does not cache it, and no append is admitted
-// to it.
+// to it. And the cache never goes back: a record replaces only what the
+// lookup (or create) saw cached (cacheTokenLocked); one that moved meanwhile
+// sends it back to read the record again.
 //
 // The end of the incarnation's data is durable: DeleteStream writes a
 // marker (chain.DeletedKey, the deleted record as its value) in the Commit
@@ -40,20 +47,51 @@ import (
 // reported failure, and a crash in between are all reclaimed.
 
 // cache returns the cached state of rec's incarnation, caching it first if
-// the name has none or another incarnation. A retired incarnation is not
-// cached: ErrStreamNotFound.
-func (s *Star) cache(rec streamRecord, c Class) (*streamState, error) {
+// the name has none or another incarnation, provided the cache did not move
+// since the caller looked: expect is its token then (cacheToken; ""
+// replaces whatever is cached). If it moved, other is its token now and
+// nothing is cached. A retired incarnation is not cached:
+// ErrStreamNotFound.
+func (s *Star) cache(rec streamRecord, c Class, expect string) (st *streamState, other string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.streams[rec.Name]; ok && st.id == rec.id() {
-		return st, nil
+		return st, "", nil
+	}
+	if tok := s.cacheTokenLocked(rec.Name); expect != "" && expect != tok {
+		return nil, tok, nil
 	}
 	st, retired := s.newStreamState(rec, c)
 	if retired {
-		return nil, fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, rec.Name)
+		return nil, "", fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, rec.Name)
 	}
 	s.streams[rec.Name] = st
-	return st, nil
+	return st, "", nil
+}
+
+// cacheTokenLocked is the cache's token for name (catalogcore.CacheLooked):
+// the incarnation it holds, or, on a miss, the count of entries dropped (by
+// a delete, or a forget) among the names sharing its hash bucket, so that a
+// lookup that missed before a drop of its name sees the cache moved (a drop
+// of another name in the bucket costs it one more read, no more). Under
+// s.mu.
+func (s *Star) cacheTokenLocked(name string) string {
+	if st, ok := s.streams[name]; ok {
+		return st.id
+	}
+	return "#" + strconv.FormatUint(s.drops[dropBucket(name)], 10)
+}
+
+// dropBuckets is the number of Star.drops counters.
+const dropBuckets = 64
+
+// dropBucket is name's bucket of Star.drops (FNV-1a).
+func dropBucket(name string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return int(h % dropBuckets)
 }
 
 // retire ends rec's incarnation on this star: its chain's core refuses
@@ -67,6 +105,7 @@ func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, uint64) {
 	if st := s.streams[rec.Name]; st != nil && st.id == rec.id() {
 		st.dropped()
 		delete(s.streams, rec.Name)
+		s.drops[dropBucket(rec.Name)]++
 	}
 	s.trims.forget(rec.id())
 	l := s.lanes[c]
@@ -86,8 +125,9 @@ func (s *Star) forgetName(name string) {
 	defer s.mu.Unlock()
 	if st := s.streams[name]; st != nil {
 		st.dropped()
+		delete(s.streams, name)
+		s.drops[dropBucket(name)]++
 	}
-	delete(s.streams, name)
 }
 
 // DeleteStream removes a stream's record: the incarnation is unreadable at
@@ -125,69 +165,15 @@ func (s *Star) DeleteStream(ctx context.Context, name string) error {
 	if s.isClosed() {
 		return fmt.Errorf("loglet: delete stream %q: %w", name, ErrClosed)
 	}
-	key := chain.StreamRecordKey(name)
-	it, err := s.cfg.Meta.Get(ctx, key)
-	if errors.Is(err, metastore.ErrNotFound) {
-		// Perhaps the retry of a delete that applied and reported failure:
-		// finish what its marker says (retire, reclaim).
-		s.forgetName(name)
-		s.finishDeletes(ctx, chain.DeletedNamePrefix(name), false)
+	out := s.runCatalog(ctx, catalogcore.NewDelete(name), &catalogRun{name: name})
+	switch out.Status {
+	case catalogcore.Deleted:
+		return nil
+	case catalogcore.NotFound:
 		return fmt.Errorf("%w: %q", ErrStreamNotFound, name)
+	default:
+		return fmt.Errorf("loglet: delete stream %q: %w", name, out.Err)
 	}
-	if err != nil {
-		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
-	}
-	rec, c, derr := decodeStreamRecord(it)
-	ops := []metastore.Op{
-		{Kind: metastore.OpDelete, Key: key, Expect: it.Version},
-		{Kind: metastore.OpDelete, Key: chain.StreamNameKey(name), Expect: metastore.AnyVersion},
-	}
-	if derr == nil {
-		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: chain.DeletedKey(rec.id()), Value: it.Value, Expect: metastore.NoVersion})
-	}
-	vs, err := s.cfg.Meta.Commit(ctx, ops)
-	if err != nil && (derr != nil || !s.deleteApplied(ctx, key, rec.id())) {
-		// Not known to have applied: the next lookup reads the record
-		// again (the stream's sequencing lives in the chain's core, keyed
-		// by incarnation, so nothing is lost if it did not).
-		s.forgetName(name)
-		return fmt.Errorf("loglet: delete stream %q: %w", name, err)
-	}
-	if derr != nil {
-		s.forgetName(name) // a corrupt record: nothing names its data
-		return nil
-	}
-	if cst, admitted := s.retire(rec, c); cst != nil {
-		if err := s.lanes[c].awaitReleased(ctx, cst, admitted); err != nil {
-			s.log.Warn("stream deleted; appends admitted before the delete still had no outcome when the context ended", "stream", name, "err", err)
-		}
-	}
-	marker := metastore.Item{Key: chain.DeletedKey(rec.id()), Value: it.Value}
-	if len(vs) == len(ops) {
-		marker.Version = vs[len(ops)-1]
-	} else if marker, err = s.cfg.Meta.Get(ctx, marker.Key); err != nil {
-		s.log.Warn("stream deleted; reading its marker failed: the retention pass reclaims its data", "stream", name, "err", err)
-		return nil
-	}
-	if err := s.finishDelete(ctx, marker); err != nil {
-		s.log.Warn("reclaiming a deleted stream's data failed; the retention pass retries", "stream", name, "err", err)
-	}
-	return nil
-}
-
-// deleteApplied reports whether the delete of the record at key, of
-// incarnation id, is known to have applied: the record is gone or is
-// another incarnation's. False when it cannot be read.
-func (s *Star) deleteApplied(ctx context.Context, key, id string) bool {
-	it, err := s.cfg.Meta.Get(ctx, key)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return true
-	}
-	if err != nil {
-		return false
-	}
-	rec, _, err := decodeStreamRecord(it)
-	return err == nil && rec.id() != id
 }
 
 // finishDeletes runs finishDelete on every marker under prefix (of this
@@ -220,30 +206,18 @@ func (s *Star) finishDeletes(ctx context.Context, prefix string, ownStar bool) {
 
 // finishDelete retires the deleted incarnation a marker names (if this
 // star serves it), reclaims every ref of it, and deletes the marker once
-// nothing more can come: this process leads its chain and the core's
-// stream is drained (checked before the reclaim's scan, so every ref the
-// absorb will ever write for it is in the metastore by then). Otherwise
-// the marker stays for the next pass (or for the leader of its star).
+// nothing more can come (catalogcore.FinishDelete decides). Otherwise the
+// marker stays for the next pass (or for the leader of its star).
 func (s *Star) finishDelete(ctx context.Context, marker metastore.Item) error {
 	rec, c, err := decodeStreamRecord(marker)
 	if err != nil {
 		return err
 	}
-	drained := false
-	if cst, _ := s.retire(rec, c); cst != nil {
-		drained = s.lanes[c].drained(cst)
+	cr := coreRecord(rec, c, metastore.Item{Key: chain.StreamRecordKey(rec.Name), Value: marker.Value})
+	out := s.runCatalog(ctx, catalogcore.NewFinishDelete(cr, catalogcore.Version(marker.Version)), &catalogRun{name: rec.Name})
+	if out.Status == catalogcore.Failed {
+		return out.Err
 	}
-	if err := s.reclaim(ctx, rec.id(), ^uint64(0)); err != nil {
-		return err
-	}
-	if !drained {
-		return nil
-	}
-	err = s.cfg.Meta.Delete(ctx, marker.Key, marker.Version)
-	if err != nil && !errors.Is(err, metastore.ErrNotFound) && !errors.Is(err, metastore.ErrConflict) {
-		return fmt.Errorf("delete marker %s: %w", marker.Key, err)
-	}
-	s.log.Info("deleted stream reclaimed", "stream", rec.Name, "incarnation", rec.Incarnation)
 	return nil
 }
 
@@ -332,7 +306,7 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			}
 			// The chains serve already: a settle pass may look a stream
 			// up. (Nothing is retired yet: no delete has run here.)
-			if _, err := s.cache(rec, c); err != nil && !errors.Is(err, ErrStreamNotFound) {
+			if _, _, err := s.cache(rec, c, ""); err != nil && !errors.Is(err, ErrStreamNotFound) {
 				return err
 			}
 		}
@@ -380,24 +354,54 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	if s.isClosed() {
 		return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, ErrClosed)
 	}
-	if err := checkNewStreamName(name); err != nil {
+	if _, _, err := s.newRecord(name, opts); err != nil {
 		return StreamInfo{}, err
 	}
+	x := &catalogRun{name: name, opts: opts}
+	out := s.runCatalog(ctx, catalogcore.NewCreate(name, s.cfg.Star), x)
+	switch out.Status {
+	case catalogcore.Created:
+		rec := out.Record.Data.(recordData).rec
+		return StreamInfo{Name: name, Class: opts.Class, Star: rec.Star, Incarnation: rec.Incarnation, Retention: rec.retention()}, nil
+	case catalogcore.Exists:
+		return StreamInfo{}, fmt.Errorf("%w: %q", ErrStreamExists, name)
+	}
+	return StreamInfo{}, s.createError(name, out, x)
+}
+
+// createError is the error of a create that failed.
+func (s *Star) createError(name string, out catalogcore.Outcome, x *catalogRun) error {
+	switch {
+	case x.mintErr != nil:
+		return x.mintErr
+	case out.Cause != nil:
+		// Not known whether the name was free: never report it taken on
+		// a guess (the host's retry learns which).
+		return fmt.Errorf("loglet: create stream %q: %w (and the re-read to learn whether it applied failed: %v)", name, out.Err, out.Cause)
+	}
+	return fmt.Errorf("loglet: create stream %q: %w", name, out.Err)
+}
+
+// newRecord makes a new incarnation's record of name, checking opts.
+func (s *Star) newRecord(name string, opts StreamOptions) (streamRecord, Class, error) {
+	if err := checkNewStreamName(name); err != nil {
+		return streamRecord{}, 0, err
+	}
 	if opts.Class != Standard && opts.Class != Express {
-		return StreamInfo{}, fmt.Errorf("loglet: stream %q: unknown class %v", name, opts.Class)
+		return streamRecord{}, 0, fmt.Errorf("loglet: stream %q: unknown class %v", name, opts.Class)
 	}
 	if opts.Retention.MaxAge < 0 || opts.Retention.MaxBytes < 0 {
-		return StreamInfo{}, fmt.Errorf("loglet: stream %q: negative retention %+v", name, opts.Retention)
+		return streamRecord{}, 0, fmt.Errorf("loglet: stream %q: negative retention %+v", name, opts.Retention)
 	}
 	star := opts.Star
 	if star == "" {
 		star = chain.PlaceStream(name, s.cfg.Stars)
 	}
 	if err := chain.ValidateStarName(star); err != nil {
-		return StreamInfo{}, fmt.Errorf("loglet: stream %q: %w", name, err)
+		return streamRecord{}, 0, fmt.Errorf("loglet: stream %q: %w", name, err)
 	}
 	if star == s.cfg.Star && s.lanes[opts.Class] == nil {
-		return StreamInfo{}, fmt.Errorf("loglet: stream %q: %w: %s", name, ErrClassDisabled, opts.Class)
+		return streamRecord{}, 0, fmt.Errorf("loglet: stream %q: %w: %s", name, ErrClassDisabled, opts.Class)
 	}
 	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
 		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation(),
@@ -408,36 +412,7 @@ func (s *Star) CreateStream(ctx context.Context, name string, opts StreamOptions
 	if invariants.RecreateReusesKeys.On() {
 		rec.Incarnation = "i" + strings.Repeat("0", chain.IncarnationLen-1)
 	}
-	val, _ := json.Marshal(rec)
-	key := chain.StreamRecordKey(name)
-	// The record and its entry in the name index, together.
-	_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
-		{Kind: metastore.OpPut, Key: key, Value: val, Expect: metastore.NoVersion},
-		{Kind: metastore.OpPut, Key: chain.StreamNameKey(name), Value: val, Expect: metastore.NoVersion},
-	})
-	if err != nil {
-		// A conflict may be our own ambiguous earlier attempt; re-read.
-		it, gerr := s.cfg.Meta.Get(ctx, key)
-		var got streamRecord
-		if gerr != nil && !errors.Is(gerr, metastore.ErrNotFound) {
-			// Not known whether the name was free: never report it taken
-			// on a guess (the host's retry learns which).
-			return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w (and the re-read to learn whether it applied failed: %v)", name, err, gerr)
-		}
-		if gerr != nil || json.Unmarshal(it.Value, &got) != nil || got != rec {
-			if errors.Is(err, metastore.ErrConflict) {
-				return StreamInfo{}, fmt.Errorf("%w: %q", ErrStreamExists, name)
-			}
-			return StreamInfo{}, fmt.Errorf("loglet: create stream %q: %w", name, err)
-		}
-	}
-	info := StreamInfo{Name: name, Class: opts.Class, Star: star, Incarnation: rec.Incarnation, Retention: rec.retention()}
-	if star == s.cfg.Star {
-		// Refused only if a DeleteStream of this very incarnation ran
-		// meanwhile: created, then deleted.
-		s.cache(rec, opts.Class)
-	}
-	return info, nil
+	return rec, opts.Class, nil
 }
 
 // ListOptions bound a ListStreams page.
@@ -499,6 +474,10 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 	s.mu.RLock()
 	st, ok := s.streams[name]
 	closed := s.closed
+	token := ""
+	if !ok {
+		token = s.cacheTokenLocked(name)
+	}
 	s.mu.RUnlock()
 	if closed {
 		return nil, ErrClosed
@@ -508,42 +487,37 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 			return nil, err
 		}
 		// A miss: another process may have created it. One metastore
-		// read, once per stream per process.
-		it, err := s.cfg.Meta.Get(ctx, chain.StreamRecordKey(name))
-		switch {
-		case errors.Is(err, metastore.ErrNotFound) && create:
-			if _, err := s.CreateStream(ctx, name, StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}); err != nil && !errors.Is(err, ErrStreamExists) {
-				return nil, err
-			}
-			return s.lookup(ctx, name, false)
-		case errors.Is(err, metastore.ErrNotFound):
-			return nil, fmt.Errorf("%w: %q", ErrStreamNotFound, name)
-		case err != nil:
+		// read, once per stream per process. (The core's first request,
+		// LookupCache, is answered here inline: a hit, on every append,
+		// allocates no Op.)
+		op := catalogcore.NewLookup(name, s.cfg.Star, create)
+		if err := op.Step(catalogcore.CacheLooked{Token: token}); err != nil {
 			return nil, fmt.Errorf("loglet: look up stream %q: %w", name, err)
 		}
-		rec, c, err := decodeStreamRecord(it)
-		if err != nil {
-			return nil, err
-		}
-		if rec.Star != s.cfg.Star {
-			nl := &NotLeaderError{Stream: name, Star: rec.Star}
-			if ep, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, rec.Star, c); err == nil {
+		x := &catalogRun{name: name, opts: StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}}
+		out := s.runCatalog(ctx, op, x)
+		switch out.Status {
+		case catalogcore.Served:
+			st = x.st
+		case catalogcore.NotFound:
+			if out.Record.Name != "" {
+				return nil, fmt.Errorf("%w: %q (this incarnation was deleted)", ErrStreamNotFound, name)
+			}
+			return nil, fmt.Errorf("%w: %q", ErrStreamNotFound, name)
+		case catalogcore.NotLeader:
+			rec := out.Record.Data.(recordData)
+			nl := &NotLeaderError{Stream: name, Star: rec.rec.Star}
+			if ep, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, rec.rec.Star, rec.class); err == nil {
 				nl.Leader, nl.Epoch = ep.Owner, ep.Epoch
 			}
 			return nil, nl
-		}
-		// The record may be deleted by now: cache refuses an incarnation
-		// a DeleteStream retired (see catalogue.go). An append that may
-		// create the stream then creates the name afresh, as if the read
-		// had come after the delete.
-		if st, err = s.cache(rec, c); err != nil {
-			if !create || !errors.Is(err, ErrStreamNotFound) {
-				return nil, err
+		case catalogcore.Corrupt:
+			return nil, out.Err
+		default:
+			if x.creating {
+				return nil, s.createError(name, out, x)
 			}
-			if _, err := s.CreateStream(ctx, name, StreamOptions{Class: s.cfg.DefaultClass, Star: s.cfg.Star}); err != nil && !errors.Is(err, ErrStreamExists) {
-				return nil, err
-			}
-			return s.lookup(ctx, name, false)
+			return nil, fmt.Errorf("loglet: look up stream %q: %w", name, out.Err)
 		}
 	}
 	if st.lane == nil {
@@ -569,4 +543,185 @@ func (s *Star) newStreamState(rec streamRecord, c Class) (st *streamState, retir
 		s.trims.observe(rec, time.Now())
 	}
 	return st, retired
+}
+
+// The shell of the catalogue's core (loglet/internal/catalogcore): it
+// executes each request an operation asks as one call (a metastore read or
+// commit, a step of the cache or of a chain's core, a log line) and steps
+// the result back; the core decides what comes next.
+
+// recordData is what a catalogcore.Record carries for the shell: the
+// decoded record, its class, and the metastore item it was read from.
+type recordData struct {
+	rec   streamRecord
+	class Class
+	item  metastore.Item
+}
+
+// coreRecord is rec as the catalogue's core sees it.
+func coreRecord(rec streamRecord, c Class, it metastore.Item) catalogcore.Record {
+	return catalogcore.Record{Name: rec.Name, Incarnation: rec.Incarnation, Nonce: rec.Nonce, Star: rec.Star, TrimSeq: rec.TrimSeq,
+		Version: catalogcore.Version(it.Version), Data: recordData{rec: rec, class: c, item: it}}
+}
+
+// catalogRun is one operation's execution state in the shell: what the
+// requests' execution learnt that the outcome's caller needs (the cached
+// state served, the chain core's state of a retired incarnation).
+type catalogRun struct {
+	name string
+	opts StreamOptions // a create's (MintRecord)
+	// creating: the requests are a create's (since its MintRecord); its
+	// errors are a create's.
+	creating bool
+	mintErr  error
+	st       *streamState      // the state the cache served
+	cst      *chaincore.Stream // the retired incarnation's state in its chain core
+}
+
+// runCatalog executes op's requests until it ends, and returns its outcome.
+func (s *Star) runCatalog(ctx context.Context, op catalogcore.Op, x *catalogRun) catalogcore.Outcome {
+	for req := op.Next(); req != nil; req = op.Next() {
+		res := s.execCatalog(ctx, req, x)
+		if res == nil {
+			return catalogcore.Outcome{Status: catalogcore.Failed, Err: fmt.Errorf("loglet: the catalogue cannot execute %T", req)}
+		}
+		if err := op.Step(res); err != nil {
+			// A bug of the shell (a result of the wrong type): say so.
+			return catalogcore.Outcome{Status: catalogcore.Failed, Err: err}
+		}
+	}
+	return op.Outcome()
+}
+
+// readRecord reads name's stream record for the core.
+func (s *Star) readRecord(ctx context.Context, name string) catalogcore.RecordRead {
+	return readCoreRecord(ctx, s.cfg.Meta, name)
+}
+
+// readCoreRecord reads name's stream record from meta for the core.
+func readCoreRecord(ctx context.Context, meta metastore.Store, name string) catalogcore.RecordRead {
+	it, err := meta.Get(ctx, chain.StreamRecordKey(name))
+	if errors.Is(err, metastore.ErrNotFound) {
+		return catalogcore.RecordRead{NotFound: true, Err: err}
+	}
+	if err != nil {
+		return catalogcore.RecordRead{Err: err}
+	}
+	rec, c, err := decodeStreamRecord(it)
+	if err != nil {
+		return catalogcore.RecordRead{Corrupt: true, Err: err,
+			Record: catalogcore.Record{Name: name, Version: catalogcore.Version(it.Version), Data: recordData{item: it}}}
+	}
+	return catalogcore.RecordRead{Record: coreRecord(rec, c, it)}
+}
+
+// execCatalog executes one request: one call. Nil: a request it does not
+// know (a bug).
+func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *catalogRun) catalogcore.Result {
+	switch r := req.(type) {
+	case catalogcore.LookupCache:
+		x.creating = false
+		s.mu.RLock()
+		st, ok := s.streams[r.Name]
+		token := s.cacheTokenLocked(r.Name)
+		s.mu.RUnlock()
+		if !ok {
+			return catalogcore.CacheLooked{Token: token}
+		}
+		x.st = st
+		name, inc := chain.SplitStreamID(st.id)
+		return catalogcore.CacheLooked{Hit: true, Record: catalogcore.Record{Name: name, Incarnation: inc, Star: s.cfg.Star}}
+	case catalogcore.ReadRecord:
+		return s.readRecord(ctx, r.Name)
+	case catalogcore.CacheRecord:
+		d := r.Record.Data.(recordData)
+		st, other, err := s.cache(d.rec, d.class, r.Expect)
+		switch {
+		case err != nil:
+			return catalogcore.Cached{Retired: true}
+		case other != "":
+			return catalogcore.Cached{Other: other}
+		}
+		x.st = st
+		return catalogcore.Cached{}
+	case catalogcore.MintRecord:
+		x.creating = true
+		rec, c, err := s.newRecord(r.Name, x.opts)
+		if err != nil {
+			x.mintErr = err
+			return catalogcore.Minted{Err: err}
+		}
+		val, _ := json.Marshal(rec)
+		return catalogcore.Minted{Record: coreRecord(rec, c, metastore.Item{Key: chain.StreamRecordKey(r.Name), Value: val})}
+	case catalogcore.CommitCreate:
+		d := r.Record.Data.(recordData)
+		// The record and its entry in the name index, together.
+		_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
+			{Kind: metastore.OpPut, Key: d.item.Key, Value: d.item.Value, Expect: metastore.NoVersion},
+			{Kind: metastore.OpPut, Key: chain.StreamNameKey(r.Record.Name), Value: d.item.Value, Expect: metastore.NoVersion},
+		})
+		return catalogcore.CommitDone{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
+	case catalogcore.CommitDelete:
+		d := r.Record.Data.(recordData)
+		ops := []metastore.Op{
+			{Kind: metastore.OpDelete, Key: d.item.Key, Expect: d.item.Version},
+			{Kind: metastore.OpDelete, Key: chain.StreamNameKey(r.Record.Name), Expect: metastore.AnyVersion},
+		}
+		if r.Marker {
+			ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: chain.DeletedKey(d.rec.id()), Value: d.item.Value, Expect: metastore.NoVersion})
+		}
+		vs, err := s.cfg.Meta.Commit(ctx, ops)
+		res := catalogcore.CommitDone{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
+		if err == nil && r.Marker && len(vs) == len(ops) {
+			res.MarkerVersion = catalogcore.Version(vs[len(ops)-1])
+		}
+		return res
+	case catalogcore.ForgetName:
+		s.forgetName(r.Name)
+		return catalogcore.Done{}
+	case catalogcore.FinishDeletesOf:
+		s.finishDeletes(ctx, chain.DeletedNamePrefix(r.Name), false)
+		return catalogcore.Done{}
+	case catalogcore.Retire:
+		d := r.Record.Data.(recordData)
+		cst, admitted := s.retire(d.rec, d.class)
+		x.cst = cst
+		return catalogcore.Retired{Served: cst != nil, Admitted: admitted}
+	case catalogcore.AwaitReleased:
+		d := r.Record.Data.(recordData)
+		return catalogcore.Awaited{Err: s.lanes[d.class].awaitReleased(ctx, x.cst, r.Seq)}
+	case catalogcore.CheckDrained:
+		d := r.Record.Data.(recordData)
+		return catalogcore.DrainChecked{Drained: s.lanes[d.class].drained(x.cst)}
+	case catalogcore.ReadMarker:
+		d := r.Record.Data.(recordData)
+		it, err := s.cfg.Meta.Get(ctx, chain.DeletedKey(d.rec.id()))
+		return catalogcore.MarkerRead{Version: catalogcore.Version(it.Version), Err: err}
+	case catalogcore.Reclaim:
+		d := r.Record.Data.(recordData)
+		return catalogcore.Reclaimed{Err: s.reclaim(ctx, d.rec.id(), ^uint64(0))}
+	case catalogcore.DeleteMarker:
+		d := r.Record.Data.(recordData)
+		key := chain.DeletedKey(d.rec.id())
+		err := s.cfg.Meta.Delete(ctx, key, metastore.Version(r.Version))
+		res := catalogcore.MarkerDeleted{NotFound: errors.Is(err, metastore.ErrNotFound), Conflict: errors.Is(err, metastore.ErrConflict)}
+		if err != nil {
+			res.Err = fmt.Errorf("delete marker %s: %w", key, err)
+		}
+		if err == nil || res.NotFound || res.Conflict {
+			s.log.Info("deleted stream reclaimed", "stream", d.rec.Name, "incarnation", d.rec.Incarnation)
+		}
+		return res
+	case catalogcore.PutTrim:
+		d := r.Record.Data.(recordData)
+		rec := d.rec
+		rec.TrimSeq = r.Seq
+		val, _ := json.Marshal(rec)
+		_, err := s.cfg.Meta.Put(ctx, d.item.Key, val, d.item.Version)
+		return catalogcore.TrimPut{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
+	case catalogcore.Warn:
+		s.log.Warn(r.Msg, "stream", x.name, "err", r.Err)
+		return catalogcore.Done{}
+	}
+	return nil
 }

@@ -348,3 +348,73 @@ func TestDeleteStreamWaitsForTheAppendsAdmittedBeforeIt(t *testing.T) {
 		t.Errorf("append admitted before the delete: %v, want acked (it is ordered before the delete)", err)
 	}
 }
+
+// TestCacheNeverGoesBackToAnOlderIncarnation (found by the catalogue run of
+// the core simulator): a lookup reads incarnation i1 and is descheduled;
+// another process deletes the stream and creates it again (i2, of which
+// this leader learns nothing until its retention pass); a second append
+// here reads i2 and caches it. When the first lookup's reply lands, the
+// cache moved since it looked: it reads again, and its append goes to i2.
+// Before, it replaced i2 with i1 in the cache: it and every later append
+// were acked into the deleted incarnation.
+func TestCacheNeverGoesBackToAnOlderIncarnation(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	held := &heldGet{}
+	p1, err := w.open("p1", func(c *Config) {
+		held.Store = c.Meta
+		c.Meta = held
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, err := w.open("p0", func(c *Config) { c.Star, c.Stars = "s2", []string{"s1", "s2"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p0.star.CreateStream(ctx, "x", StreamOptions{Class: Standard, Star: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	held.arm(chain.StreamRecordKey("x"))
+	racer := make(chan error, 1)
+	go func() {
+		_, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("late lookup")}}})
+		racer <- err
+	}()
+	select {
+	case <-held.read: // the lookup read i1
+	case err := <-racer:
+		t.Fatalf("the append did not look the stream up: %v", err)
+	}
+	if err := p0.star.DeleteStream(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := p0.star.CreateStream(ctx, "x", StreamOptions{Class: Standard, Star: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("into i2")}}}); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-racer; err != nil {
+		t.Fatalf("the append whose lookup read i1: %v", err)
+	}
+	if _, err := p1.star.Append(ctx, "x", Batch{Records: []Record{{Body: []byte("after")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if id := streamID(t, w.meta, "x"); id != chain.StreamID("x", info.Incarnation) {
+		t.Fatalf("the stream's record is %s, want the re-created %s", id, info.Incarnation)
+	}
+	res, err := p1.star.Read(ctx, "x", ReadQuery{Start: AtSeq(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res.Records {
+		got = append(got, string(r.Body))
+	}
+	if len(got) != 3 || got[0] != "into i2" {
+		t.Fatalf("the re-created incarnation holds %q, want the three appends made after it was created (some went to the deleted one)", got)
+	}
+}

@@ -15,8 +15,8 @@ import (
 	"github.com/flightlog/flightlog/objstore"
 )
 
-// Close(ctx) ends within its context in every state (DESIGN.md, the Close
-// paragraph): the tests below put a star in each state Close must survive
+// Close(ctx) ends within its context in every state (docs/design.md, "A
+// clean close"): the tests below put a star in each state Close must survive
 // (a bucket set down, the metastore down, a halt recovery that cannot
 // finish, a healthy star) and bound it by wall time, generously: they run
 // under -race on two cores.

@@ -66,7 +66,7 @@ type Config struct {
 	// follow the successor's history. So a deposed leader's readers see the
 	// successor's records within about this interval.
 	SealCheckInterval time.Duration
-	// SettleInterval paces settlement (DESIGN.md, "Settle"; README,
+	// SettleInterval paces settlement (docs/design.md, "Settlement"; README,
 	// "Settlement"): at most this often, each chain's leader rewrites the
 	// absorbed transit slots past its trim cursor into per-stream settled
 	// objects in the Standard bucket set (merging a stream's small ones as
@@ -107,7 +107,7 @@ type Config struct {
 	// trusted timestamps. (Timestamps never go backwards within a stream
 	// either way: a record older than the last is stamped at the last.)
 	UncappedTimestamps bool
-	// CoarseWakeups wakes each chain's flusher with the runtime's timers
+	// CoarseWakeups wakes each lane's loop with the runtime's timers
 	// alone. By default a wake-up due within 30 ms (a flush deadline) is
 	// also slept for in nanosleep on Linux, on a goroutine of its own:
 	// the runtime's timers wake up to a millisecond late there (its poller
@@ -191,8 +191,8 @@ func cacheBytes(mib int) int64 {
 	return int64(mib) << 20
 }
 
-// FenceOverride is an operator override of the fence's rule (DESIGN.md,
-// "Fencing"), for a slot that damaged objects or lost buckets leave
+// FenceOverride is an operator override of the fence's rule (docs/design.md,
+// "The fence"), for a slot that damaged objects or lost buckets leave
 // undecidable: neither W flight copies nor K−W+1 poisons can ever be found
 // there, so a takeover (or a halt's recovery) waits at it for ever.
 type FenceOverride uint8
@@ -296,7 +296,7 @@ type ClassConfig struct {
 	Codec envelope.Codec
 	// PrecompressBytes: a batch this large (encoded) or larger is
 	// compressed by the producer that submits it, at admission, and
-	// written as a frame of its own, so the flusher only assembles a
+	// written as a frame of its own, so the render only assembles a
 	// claimed flight; smaller batches are grouped per stream and
 	// compressed when their flight is claimed (so is a large batch when
 	// the pool's budget has no room for its compressed copy at admission:

@@ -17,19 +17,21 @@
 //
 // # A chain's runtime: a pure core and a thin shell
 //
-// Every decision of a chain is made by its core (loglet/internal/chaincore, after
-// etcd-raft's RawNode): admission and sequencing, the cut, the claim and
-// window, release in slot order, each batch's outcome in order, halts, the
-// succession protocol, absorb pacing, the backlog and its stall diagnosis,
-// and the clean close. The core does no I/O, starts no goroutine and reads
-// no clock. The shell (lane.go) is the loop that drives it:
+// Every decision of a chain is made by its core (loglet/internal/chaincore,
+// after etcd-raft's raft.RawNode): admission and sequencing, the cut, the
+// claim and window, release in slot order, each batch's outcome in order,
+// halts, the succession protocol, absorb pacing, the backlog and its stall
+// diagnosis, and the clean close. The core does no I/O, starts no goroutine
+// and reads no clock. The shell (lane.go) is the loop that drives it:
 //
 //  1. One mutex guards the core; producers call Admit under it, after
 //     reserving the batch's bytes in the pool budget (where admission
 //     blocks at the budget).
 //  2. One goroutine takes the core's Ready (and Advances it) under the lock,
 //     then executes it outside: one worker per request
-//     (loglet/internal/work: one I/O call, one event back), cancellations,
+//     (loglet/internal/work: one event back; most requests are one I/O
+//     call, but a fence, a round's commit, the first mint and a settlement
+//     pass are several), cancellations,
 //     pool budget returned, outcomes delivered in the order decided, read
 //     sessions woken, logs emitted.
 //  3. It waits for the next event or the core's wake-up time and steps it
@@ -55,6 +57,79 @@
 // history (Reader); until a flight is absorbed the leader serves it from its
 // flight index.
 //
-// Not built yet: settle (rewriting transit data into per-stream settled
-// objects) and the trim of chain slots it enables.
+// Settlement, off unless Config.SettleInterval is set, rewrites absorbed
+// transit slots into per-stream settled objects in the Standard bucket set
+// (package settle), repoints their refs, advances the chain's trim cursor
+// and deletes the slots behind it from every bucket. Trim and retention
+// raise a stream's trim point and reclaim the refs and settled objects
+// below it; DeleteStream ends an incarnation at once and reclaims its data
+// from a durable marker. docs/design.md describes each protocol, its
+// invariants, where each is enforced and which test breaks when it does.
+//
+// # Glossary
+//
+// One name per concept; the code uses these (where it still uses two, the
+// second is noted for a later rename).
+//
+//   - star: the unit of leadership; one process leads it (a Star).
+//   - class: Standard or Express; each has its own K buckets and quorum W.
+//   - chain: one star's durable log in one class: slots per epoch, in the
+//     class's buckets (package chain).
+//   - lane: a chain's runtime in this process: its core, the loop that
+//     executes it, and its workers (lane.go). Also called "the chain's
+//     runtime" and, in older comments, "the leader".
+//   - core: the lane's decision maker (chaincore.Core), pure: no I/O, no
+//     goroutine, no clock.
+//   - worker: runs one request of the core and steps back one event
+//     (loglet/internal/work).
+//   - slot: one position of a chain; each bucket holds at most one object
+//     there, ever (PutIfAbsent).
+//   - flight: batches of many streams cut from the pool and written to one
+//     slot as one transit bundle; a flight copy is one bucket's object.
+//   - poison: the object a fencer puts in a slot so no writer can reach W.
+//   - committed, dead: a slot with W flight copies of one nonce, or with
+//     K−W+1 poisons; never both, never revoked.
+//   - release: a durable slot's batches acked, strictly in slot order.
+//   - epoch: one leadership term of a chain, minted by compare-and-swap.
+//   - cut (of an epoch): its first dead slot; nothing at or past it counts.
+//     Cutting a flight (from the pool) is a different act.
+//   - seal: the checkpoint's owner mark, taken first by a takeover. An
+//     epoch's clean seal is the cut a clean Close records.
+//   - halt: the incumbent stops releasing at a slot (foreign occupant,
+//     missed commit deadline, lost seal).
+//   - succession: replacing an epoch by the next: a takeover (opening) or a
+//     halt's recovery; its steps are seal, fence, mint, probe, walk or
+//     republish.
+//   - fence: deciding an epoch's cut by poisoning every free bucket of its
+//     slots (chain.Fence).
+//   - walk: reading every committed slot below a cut (chain.Walk).
+//   - garbage probe: poisoning the slots just past a cut (chain.GarbageProbe).
+//   - absorb round: released flights turned into span refs, and the
+//     checkpoint advanced, in one metastore Commit.
+//   - span ref: where records [Start, End) of one stream live.
+//   - checkpoint: everything before (Epoch, Next) is absorbed; it carries
+//     the seal and the pending round.
+//   - tails snapshot: every stream's tail as of a checkpoint, full or a
+//     delta over a full one.
+//   - flight index: released, unabsorbed batches a leader serves reads from.
+//   - backlog: claimed, unabsorbed flights and bytes; bounded.
+//   - straggler: a copy still uploading after its flight was acked;
+//     under-replicated: a committed slot missing some of its K copies.
+//   - settlement: the settle package's passes (the "auditor" is its old
+//     name); Core.settle, which runs the core's decisions to a fixpoint, is
+//     unrelated and due for a rename.
+//   - settled object: one stream's records rewritten out of transit slots.
+//   - trim cursor: how far settlement got through a chain; chain trim
+//     deletes the slots behind it.
+//   - trim point: a stream's first readable record (Trim, retention).
+//   - incarnation: one life of a stream name; its stream ID keys its data.
+//   - retire: ending admission to a deleted incarnation (Core.Retire; the
+//     core's unexported retire, forgetting a finished upload, is unrelated).
+//   - doomed: no longer needed and deleted a while later; said of tails
+//     snapshots (Checkpoint.Doomed) and of merged settled objects alike.
+//   - pending: a round recorded before its refs (Checkpoint.Pending); also
+//     a settled object written before its repoint, and Tail.Pending.
+//   - deleted marker: the metastore record of a deleted incarnation whose
+//     data is still being reclaimed.
+//   - Reader: reads absorbed history in any process, leading nothing.
 package loglet

@@ -13,12 +13,12 @@ import (
 )
 
 // TestFlightOfManyTinyRecords (issue 13, item 3): 1,500 batches of 1,000
-// empty records, admitted within one flush deadline under FlightBytes
-// 16 MiB (a valid setting), are one flight of 1.5M records of one stream,
-// over the format's records per frame. The flusher cuts within the format's
-// limits and the render splits frames, so every batch acks. Before, the
-// render failed, the halt's recovery republished the same flight forever
-// (minting an epoch each time), and every producer of the chain blocked.
+// empty records, admitted within one flush deadline under FlightBytes 16 MiB
+// (a valid setting), are one flight of 1.5M records of one stream, over the
+// format's records per frame. The core cuts within the format's limits and
+// the render splits frames, so every batch acks. Before, the render failed,
+// the halt's recovery republished the same flight forever (minting an epoch
+// each time), and every producer of the chain blocked.
 func TestFlightOfManyTinyRecords(t *testing.T) {
 	r := newRig(t, Standard, 1, 1, func(c *Config, _ []*objstore.FaultStore) {
 		c.Standard.FlightBytes = 16 << 20
@@ -56,7 +56,7 @@ func TestFlightOfManyTinyRecords(t *testing.T) {
 // TestFlightOfManyLongNamedStreams (issue 13, item 3): 40,000 streams with
 // 460-byte names appended to within one flush deadline would need a footer
 // over the format's 16 MiB (the issue's case: 60,000 streams with 300-byte
-// names); the flusher cuts them into several flights and every append acks.
+// names); the core cuts them into several flights and every append acks.
 // Before, the render failed and the chain halted for good.
 func TestFlightOfManyLongNamedStreams(t *testing.T) {
 	if testing.Short() || raceBuild {

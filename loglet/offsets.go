@@ -9,6 +9,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/loglet/internal/catalogcore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -252,86 +253,106 @@ func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset,
 	if prev.record == "" {
 		return Offset{}, fmt.Errorf("loglet: commit offset of group %q on stream %q: the offset was not read by Offsets.Get", prev.Group, prev.Stream)
 	}
-	if next < prev.Next {
+	what := fmt.Sprintf("group %q on stream %q", prev.Group, prev.Stream)
+	op := catalogcore.NewCommitOffset(prev.core(), next)
+	first := true
+	for req := op.Next(); req != nil; req = op.Next() {
+		var res catalogcore.Result
+		switch r := req.(type) {
+		case catalogcore.CommitOffsetReq:
+			if !first {
+				// The record moved under the same incarnation (a trim):
+				// the core commits again, unless the host gave up.
+				if cerr := ctx.Err(); cerr != nil {
+					return Offset{}, cerr
+				}
+			}
+			first = false
+			res = o.commit(ctx, r)
+		case catalogcore.ReadOffset:
+			res = o.readCore(ctx, r.Offset)
+		case catalogcore.ReadRecord:
+			res = readCoreRecord(ctx, o.meta, r.Name)
+			if rr := res.(catalogcore.RecordRead); rr.Corrupt {
+				rr.Err = &CorruptError{Object: chain.StreamRecordKey(r.Name), Err: rr.Err}
+				res = rr
+			}
+		default:
+			return Offset{}, fmt.Errorf("loglet: commit offset of %s: cannot execute %T", what, req)
+		}
+		if err := op.Step(res); err != nil {
+			return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w", what, err)
+		}
+	}
+	out := op.Outcome()
+	switch out.Status {
+	case catalogcore.Committed:
+		return offsetOf(out.Offset), nil
+	case catalogcore.Backwards:
 		return Offset{}, fmt.Errorf("%w: group %q on stream %q: %d is below the committed %d", ErrOffsetBackwards, prev.Group, prev.Stream, next, prev.Next)
+	case catalogcore.Conflict:
+		return Offset{}, &OffsetConflictError{Current: offsetOf(out.Offset)}
+	case catalogcore.NotFound:
+		return Offset{}, fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", ErrStreamNotFound, prev.Stream, prev.Group)
 	}
-	key := OffsetKey(prev.Group, prev.Stream, prev.Incarnation)
-	for attempt := 1; ; attempt++ {
-		val := offsetValue{Next: next, Owner: o.owner, Nonce: envelope.NewNonce().String(), CommittedMs: time.Now().UnixMilli()}
-		body, err := json.Marshal(val)
-		if err != nil {
-			return Offset{}, fmt.Errorf("loglet: encode offset: %w", err)
-		}
-		// The record's version stands for the incarnation: it was read
-		// with prev's incarnation, and incarnations are never reused, so
-		// while it holds the stream is the life the offset belongs to.
-		vs, err := o.meta.Commit(ctx, []metastore.Op{
-			{Kind: metastore.OpCheck, Key: chain.StreamRecordKey(prev.Stream), Expect: prev.record},
-			{Kind: metastore.OpPut, Key: key, Value: body, Expect: prev.Version},
-		})
-		if err == nil {
-			out := prev
-			out.Next, out.Version = next, vs[1]
-			return out, nil
-		}
-		out, retry, err := o.resolve(ctx, prev, val.Nonce, err)
-		if retry == "" {
-			return out, err
-		}
-		// The record moved under the same incarnation (a trim): commit
-		// again against the version just read.
-		if attempt >= maxTrimRetries {
-			return Offset{}, fmt.Errorf("loglet: commit offset of group %q on stream %q: the stream record changed under %d attempts: %w", prev.Group, prev.Stream, attempt, err)
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return Offset{}, cerr
-		}
-		prev.record = retry
+	switch {
+	case out.Exhausted:
+		return Offset{}, fmt.Errorf("loglet: commit offset of %s: the stream record changed under %d attempts: %w", what, out.Attempts, out.Err)
+	case out.Cause != nil:
+		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, out.Err, out.Cause)
 	}
+	return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w", what, out.Err)
 }
 
-// maxTrimRetries bounds the commits of one offset that a trim's rewrite of
-// the stream record can send back to retry (each trim moves the record
-// once; a trim point only grows).
-const maxTrimRetries = 8
+// core is o as the catalogue's core sees it.
+func (o Offset) core() catalogcore.Offset {
+	return catalogcore.Offset{Group: o.Group, Stream: o.Stream, Incarnation: o.Incarnation, Next: o.Next,
+		Version: catalogcore.Version(o.Version), RecordVersion: catalogcore.Version(o.record)}
+}
 
-// resolve learns what a failed commit of prev (writing nonce) did: a write
-// of its own that applied is success; a stream that is no longer prev's
-// incarnation is ErrStreamNotFound; another offset is a conflict. When the
-// offset is still prev and only the stream record moved (a trim rewrote it,
-// same incarnation) it returns the record's version to retry against, with
-// the commit's error. Else the error stands.
-func (o *Offsets) resolve(ctx context.Context, prev Offset, nonce string, cerr error) (Offset, metastore.Version, error) {
-	what := fmt.Sprintf("group %q on stream %q", prev.Group, prev.Stream)
-	it, gerr := o.meta.Get(ctx, OffsetKey(prev.Group, prev.Stream, prev.Incarnation))
-	if gerr == nil {
-		var v offsetValue
-		if json.Unmarshal(it.Value, &v) == nil && v.Nonce == nonce {
-			out := prev
-			out.Next, out.Version = v.Next, it.Version
-			return out, "", nil // ours: the "failure" applied
-		}
-	} else if !errors.Is(gerr, metastore.ErrNotFound) {
-		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, cerr, gerr)
-	}
-	if !errors.Is(cerr, metastore.ErrConflict) {
-		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w", what, cerr)
-	}
-	rec, rv, rerr := o.record(ctx, prev.Stream)
-	if errors.Is(rerr, ErrStreamNotFound) || rerr == nil && rec.Incarnation != prev.Incarnation {
-		return Offset{}, "", fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", ErrStreamNotFound, prev.Stream, prev.Group)
-	}
-	if rerr != nil {
-		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w (and re-reading the stream failed: %v)", what, cerr, rerr)
-	}
-	cur, err := o.read(ctx, prev.Group, prev.Stream, prev.Incarnation, rv)
+// offsetOf is the core's offset as an Offset.
+func offsetOf(c catalogcore.Offset) Offset {
+	return Offset{Group: c.Group, Stream: c.Stream, Incarnation: c.Incarnation, Next: c.Next,
+		Version: metastore.Version(c.Version), record: metastore.Version(c.RecordVersion)}
+}
+
+// commit executes one offset commit the core asks: the new value, under a
+// fresh nonce, expecting the offset's version, with a check that the stream
+// record is still at the version read with the offset's incarnation (the
+// record's version stands for the incarnation: incarnations are never
+// reused, so while it holds the stream is the life the offset belongs to).
+func (o *Offsets) commit(ctx context.Context, r catalogcore.CommitOffsetReq) catalogcore.OffsetCommitted {
+	val := offsetValue{Next: r.Next, Owner: o.owner, Nonce: envelope.NewNonce().String(), CommittedMs: time.Now().UnixMilli()}
+	body, err := json.Marshal(val)
 	if err != nil {
-		return Offset{}, "", fmt.Errorf("loglet: commit offset of %s: %w (and re-reading it failed: %v)", what, cerr, err)
+		return catalogcore.OffsetCommitted{Err: fmt.Errorf("loglet: encode offset: %w", err)}
 	}
-	if cur.Version == prev.Version && rv != prev.record {
-		return Offset{}, rv, cerr // only the record moved: same incarnation, retry
+	vs, err := o.meta.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpCheck, Key: chain.StreamRecordKey(r.Offset.Stream), Expect: metastore.Version(r.Offset.RecordVersion)},
+		{Kind: metastore.OpPut, Key: OffsetKey(r.Offset.Group, r.Offset.Stream, r.Offset.Incarnation), Value: body, Expect: metastore.Version(r.Offset.Version)},
+	})
+	if err != nil {
+		return catalogcore.OffsetCommitted{Nonce: val.Nonce, Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
 	}
-	return Offset{}, "", &OffsetConflictError{Current: cur}
+	return catalogcore.OffsetCommitted{Nonce: val.Nonce, Version: catalogcore.Version(vs[1])}
+}
+
+// readCore executes one offset read the core asks.
+func (o *Offsets) readCore(ctx context.Context, off catalogcore.Offset) catalogcore.OffsetRead {
+	key := OffsetKey(off.Group, off.Stream, off.Incarnation)
+	it, err := o.meta.Get(ctx, key)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return catalogcore.OffsetRead{}
+	}
+	if err != nil {
+		return catalogcore.OffsetRead{Err: err}
+	}
+	var v offsetValue
+	if err := json.Unmarshal(it.Value, &v); err != nil || v.Nonce == "" {
+		return catalogcore.OffsetRead{Found: true, Corrupt: true, Version: catalogcore.Version(it.Version),
+			Err: &CorruptError{Object: it.Key, Err: fmt.Errorf("offset value does not parse: %v", err)}}
+	}
+	return catalogcore.OffsetRead{Found: true, Next: v.Next, Nonce: v.Nonce, Version: catalogcore.Version(it.Version)}
 }
 
 // Delete removes the group's offset prev (as Get or Commit returned it),

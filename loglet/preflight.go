@@ -22,9 +22,9 @@ const DefaultPreflightTimeout = 5 * time.Second
 
 // preflightPrefix leads the key of every pre-flight probe object. Nothing
 // else lives under it: chain slots are under chains/, settled objects under
-// settled/, tails snapshots under snapshots/ (DESIGN.md, "Keys"), and the
-// probe's key ends in a fresh random nonce, so it cannot collide with
-// anything, another process's probe included.
+// settled/, tails snapshots under snapshots/ (docs/design.md, "Key layout"),
+// and the probe's key ends in a fresh random nonce, so it cannot collide
+// with anything, another process's probe included.
 const preflightPrefix = "preflight/"
 
 // PreflightError is Open's refusal to start because a bucket or the

@@ -195,11 +195,11 @@ type regressBPrep func(t *testing.T, r *rig, meta *metastore.FaultStore)
 
 // TestRegressB_CloseReturnsWhenRecoveryCannotFinish: before the rewrite,
 // Close() never returned when a halt recovery could not finish: it waited
-// for the flusher (blocked, with a batch pooled, on a claim the recovery
-// never allowed) before arming the timer that would have cancelled the
-// lane. Two states: the bucket set down (the flight misses its commit
-// deadline and the fence blocks), and the metastore down during a halt
-// (a foreign occupant halts; the fence succeeds and the mint cannot).
+// for the flusher goroutine of the time (blocked, with a batch pooled, on a
+// claim the recovery never allowed) before arming the timer that would have
+// cancelled the lane. Two states: the bucket set down (the flight misses its
+// commit deadline and the fence blocks), and the metastore down during a
+// halt (a foreign occupant halts; the fence succeeds and the mint cannot).
 //
 // On the old code both subtests fail with "Close still blocked after 5s"
 // (then the rig's cleanup Close blocks too, so the run ends at the test

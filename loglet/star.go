@@ -22,6 +22,7 @@ type Star struct {
 
 	mu      sync.RWMutex
 	streams map[string]*streamState
+	drops   [dropBuckets]uint64 // cache entries dropped, by name hash: cacheTokenLocked (catalogue.go)
 	closed  bool
 
 	closing   chan struct{} // closed by Close: wakes read sessions

@@ -116,7 +116,7 @@ type ClassStats struct {
 
 // MemoryStats accounts for what one chain holds on behalf of producers, in
 // bytes, each part against the bound that limits it. At a bound, admission
-// blocks (the pool directly; the backlog by stopping the flusher, which
+// blocks (the pool directly; the backlog by stopping the claims, which
 // leaves the pool full) and Backlog.Stalls names the cause; stragglers over
 // theirs are abandoned to the under-replicated list.
 //

@@ -2,7 +2,6 @@ package loglet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/loglet/internal/catalogcore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -192,40 +192,34 @@ func (s *Star) Trim(ctx context.Context, name string, seq uint64) error {
 
 // raiseTrim sets the stream record's TrimSeq to max(its own, seq clamped to
 // the durable tail) by CAS, updates the cache and returns the trim point.
+// The decisions (same incarnation only, retries on conflict) are
+// catalogcore.Trim's.
 func (s *Star) raiseTrim(ctx context.Context, st *streamState, seq uint64) (uint64, error) {
 	seq = min(seq, st.view().durable.Seq)
-	key := chain.StreamRecordKey(st.name)
-	for attempt := 0; ; attempt++ {
-		it, err := s.cfg.Meta.Get(ctx, key)
-		if errors.Is(err, metastore.ErrNotFound) {
-			return 0, fmt.Errorf("%w: %q", ErrStreamNotFound, st.name)
+	_, inc := chain.SplitStreamID(st.id)
+	out := s.runCatalog(ctx, catalogcore.NewTrim(st.name, inc, seq), &catalogRun{name: st.name})
+	switch out.Status {
+	case catalogcore.Trimmed:
+		rec := out.Record.Data.(recordData).rec
+		rec.TrimSeq = out.Seq
+		if out.Wrote {
+			s.log.Info("stream trimmed", "stream", st.name, "trim_seq", out.Seq)
 		}
-		if err != nil {
-			return 0, fmt.Errorf("loglet: trim stream %q: %w", st.name, err)
-		}
-		rec, _, err := decodeStreamRecord(it)
-		if err != nil {
-			return 0, err
-		}
-		if rec.id() != st.id {
+		return s.trims.observe(rec, time.Now()), nil
+	case catalogcore.NotFound:
+		if out.Record.Name != "" {
 			return 0, fmt.Errorf("%w: %q was deleted (and created again)", ErrStreamNotFound, st.name)
 		}
-		if rec.TrimSeq >= seq {
-			return s.trims.observe(rec, time.Now()), nil
-		}
-		rec.TrimSeq = seq
-		val, _ := json.Marshal(rec)
-		_, err = s.cfg.Meta.Put(ctx, key, val, it.Version)
-		if err == nil {
-			s.log.Info("stream trimmed", "stream", st.name, "trim_seq", seq)
-			return s.trims.observe(rec, time.Now()), nil
-		}
-		if !errors.Is(err, metastore.ErrConflict) || attempt >= 8 {
-			// Not known to have applied: the cache keeps the old point,
-			// and a retry finds out (a CAS to the same point is a no-op).
-			return 0, fmt.Errorf("loglet: trim stream %q to %d: %w", st.name, seq, err)
-		}
+		return 0, fmt.Errorf("%w: %q", ErrStreamNotFound, st.name)
+	case catalogcore.Corrupt:
+		return 0, out.Err
 	}
+	if out.Attempts > 0 {
+		// Not known to have applied: the cache keeps the old point, and a
+		// retry finds out (a CAS to the same point is a no-op).
+		return 0, fmt.Errorf("loglet: trim stream %q to %d: %w", st.name, seq, out.Err)
+	}
+	return 0, fmt.Errorf("loglet: trim stream %q: %w", st.name, out.Err)
 }
 
 // reclaimOrRetry reclaims id's data below upTo, queueing a retry on failure.
@@ -497,8 +491,11 @@ func (s *Star) byteCut(ctx context.Context, st *streamState, floor uint64, maxBy
 // same incarnation. live is false when the name has no record (deleted) or
 // its record has another incarnation (deleted and created again). trimSeq
 // is the live record's TrimSeq (records below it are unreadable and may be
-// reclaimed). It reads the metastore (one Get) every call, so it is never
-// stale; err is a metastore failure or a corrupt record, never absence.
+// reclaimed). A stream this process serves, whose record it read within
+// trimRefresh, is answered from its cache, so the answer may lag another
+// process's trim or delete by up to trimRefresh; any other stream costs one
+// metastore Get. err is a metastore failure or a corrupt record, never
+// absence.
 func (s *Star) streamLiveness(ctx context.Context, id string) (live bool, trimSeq uint64, err error) {
 	if ctx == nil {
 		return false, 0, ErrNilContext

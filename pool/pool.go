@@ -18,7 +18,7 @@
 //
 //	producer: Budget.Reserve(ctx, n) → (assign sequence numbers) → Queue.Push(item, n, now)
 //	          or Budget.Unreserve(n) if the batch is rejected after reserving
-//	flusher:  at Oldest()+linger or once Queued() reaches a flight → Queue.Cut(max) → Budget.Free(bytes)
+//	cut loop: at Oldest()+linger or once Queued() reaches a flight → Queue.Cut(max) → Budget.Free(bytes)
 package pool
 
 import (

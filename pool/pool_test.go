@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestBudgetNeverExceeded runs many producers against a slow flusher and
+// TestBudgetNeverExceeded runs many producers against a slow cut loop and
 // checks invariant 5's pool half: reserved bytes never exceed the budget,
 // every pushed item is cut exactly once, in FIFO order per producer.
 func TestBudgetNeverExceeded(t *testing.T) {
@@ -19,7 +19,7 @@ func TestBudgetNeverExceeded(t *testing.T) {
 	t.Logf("seed %d", seed)
 	const budget = 10_000
 	b := NewBudget(budget)
-	var mu sync.Mutex // the flusher's lock around the queue, as the core's shell holds one
+	var mu sync.Mutex // the cut loop's lock around the queue, as a lane's around its core
 	var q Queue[[2]int]
 	pushed := make(chan struct{}, 1)
 	var wg sync.WaitGroup

@@ -1,9 +1,10 @@
-// Package settle holds what settlement shares with the tools that check
-// and repair a star: the settle pass's input and result, the doomed-marker
-// format under stars/<star>/<class>/doomed/ (MarkedObjects), and the part
-// of a pass that rewrites the transit extents of absorbed flights into
-// per-stream settled objects in the Standard bucket set and repoints the
-// refs that pointed into them (SettleSlots).
+// Package settle holds what settlement (docs/design.md, "Settlement")
+// shares with the tools that check and repair a star: the settle pass's
+// input and result, the doomed-marker format under
+// stars/<star>/<class>/doomed/ (MarkedObjects), and the part of a pass
+// that rewrites the transit extents of absorbed flights into per-stream
+// settled objects in the Standard bucket set and repoints the refs that
+// pointed into them (SettleSlots).
 //
 // A pass as a whole (read the trim cursor, delete what is behind it,
 // reclaim doomed objects, re-derive a lost cut, settle, advance the

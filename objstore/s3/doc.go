@@ -82,8 +82,8 @@
 // flights--usw2-az1--x-s3) is a directory bucket. Leave Endpoint empty and
 // UsePathStyle false: the SDK derives the zonal endpoint
 // (s3express-<zone-id>.<region>.amazonaws.com, virtual-hosted) from the
-// name and does the session authentication (CreateSession, cached session
-// credentials) itself; Region must be the zone's region. Conditional writes
+// name and does the session authentication (s3.CreateSession, cached
+// session credentials) itself; Region must be the zone's region. Conditional writes
 // (If-None-Match) work as on general-purpose buckets. ListObjectsV2 on a
 // directory bucket returns keys in no particular order and has no
 // StartAfter: this Store then omits StartAfter, filters keys that do not sort

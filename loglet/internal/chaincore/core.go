@@ -103,11 +103,12 @@ func (p phase) String() string {
 	return [...]string{"opening", "serving", "recovering", "dead", "stopped"}[p]
 }
 
-// Core is the pure state machine of one chain (star, class): DESIGN.md's
-// "A chain's runtime is a pure core and a thin shell". It does no I/O,
-// starts no goroutine and reads no clock: every method takes the time, I/O
-// results arrive as Events, and Ready says what to do. It is not safe for
-// concurrent use: the shell serialises every call (one mutex).
+// Core is the pure state machine of one chain (star, class): the decision
+// maker of its lane (docs/design.md, "The lane: a pure core and a thin
+// shell"). It does no I/O, starts no goroutine and reads no clock: every
+// method takes the time, I/O results arrive as Events, and Ready says what
+// to do. It is not safe for concurrent use: the shell serialises every call
+// (one mutex).
 type Core struct {
 	cfg   Config
 	now   time.Time

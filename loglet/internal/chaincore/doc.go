@@ -1,14 +1,15 @@
-// Package chaincore is the pure core of one chain's runtime (DESIGN.md: "A
-// chain's runtime is a pure core and a thin shell"), after etcd-raft's
-// RawNode: every decision of one chain (star, class) is made here, and
-// nothing else happens here. It owns admission (sequencing, MatchSeqNum),
-// the cut (flush deadline, flight size), the claim and the window, durable
-// → release in strict slot order, the outcome of every batch in order and
-// in one place, halts, the succession protocol (fence, ack below the cut,
-// binding mint, probe, then republish or walk: one sub-machine for halt
-// recovery and takeover), absorb pacing, the backlog's accounting and its
-// stall diagnosis, and a clean close. It does no I/O, starts no goroutine
-// and reads no clock: time and I/O results arrive as events.
+// Package chaincore is the pure core of one chain's runtime, its lane's
+// decision maker (docs/design.md, "The lane: a pure core and a thin shell"),
+// after etcd-raft's raft.RawNode: every decision of one chain (star, class)
+// is made here, and nothing else happens here. It owns admission
+// (sequencing, MatchSeqNum), the cut (flush deadline, flight size), the
+// claim and the window, durable → release in strict slot order, the outcome
+// of every batch in order and in one place, halts, the succession protocol
+// (fence, ack below the cut, binding mint, probe, then republish or walk:
+// one sub-machine for halt recovery and takeover), absorb pacing, the
+// backlog's accounting and its stall diagnosis, and a clean close. It does
+// no I/O, starts no goroutine and reads no clock: time and I/O results
+// arrive as events.
 //
 // The shell's loop (loglet's lane, or loglet/internal/sim's goroutine-free driver):
 //
@@ -16,9 +17,10 @@
 //  2. Producers call Admit (having reserved the batch's bytes in the pool
 //     budget); an error means nothing was admitted.
 //  3. The loop takes rd := Ready() and calls Advance(rd) under the lock,
-//     then, outside it: starts one worker per rd.Requests entry (each makes
-//     the one I/O call its request names and steps back exactly one
-//     Event), cancels the workers of rd.Cancels, returns rd.PoolFreed to
+//     then, outside it: starts one worker per rd.Requests entry (each steps
+//     back exactly one Event; most make the one I/O call their request
+//     names, while Fence, CommitRound, MintFirst and Settle still run
+//     several steps in the worker: docs/design.md, "The lane"), cancels the workers of rd.Cancels, returns rd.PoolFreed to
 //     the pool budget, delivers rd.Outcomes in order (then wakes readers of
 //     rd.Released), emits rd.Logs, and reports rd.Opened to Open.
 //  4. It waits for the next event, or for rd.WakeAt (then steps Tick), and

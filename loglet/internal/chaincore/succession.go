@@ -29,8 +29,8 @@ func LiveOwner(rec chain.EpochRecord, owner string) bool {
 	return rec.Owner != owner && (rec.Seal == nil || rec.Seal.Epoch != rec.Epoch)
 }
 
-// The succession protocol (DESIGN.md, "Takeover" and "Halt and recovery on
-// the incumbent") is one sub-machine for both of its uses:
+// The succession protocol (docs/design.md, "Opening a star" and "Halt and
+// recovery on the incumbent") is one sub-machine for both of its uses:
 //
 //	takeover (opening):  read epoch → [first mint → serve]
 //	                     seal → fence (not after a clean seal) → mint → probe → tails → walk → serve

@@ -181,8 +181,9 @@ func (s limitedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastor
 
 // conflictingMeta is a fault, not a bug: a conditional write that applies
 // and then reports ErrConflict, as a client's internal retry of a write
-// whose first attempt applied does (DESIGN.md: the writer re-reads and
-// recognises its own write). Rate p per write, off while p is 0.
+// whose first attempt applied does (every value the library writes carries
+// the writer's identity and a counter, so the writer re-reads and recognises
+// its own write). Rate p per write, off while p is 0.
 type conflictingMeta struct {
 	metastore.Store
 	draws *keyed.Source

@@ -40,12 +40,13 @@ func TestBugReadTailBehindRecords(t *testing.T) {
 	}
 }
 
-// TestBugDeposedCloseHangs (a regression test): after a successor sealed
-// the checkpoint, the old lane's flusher could stay blocked at a full
-// backlog that nothing would free, and Close, which waited for the flusher
-// before cancelling anything, never returned. Found by seeds 2 and 6 of the
-// Fence scenario. Fixed by the chain's core: a deposed chain stops
-// claiming and Close never waits on a goroutine that waits on the backlog.
+// TestBugDeposedCloseHangs (a regression test): after a successor sealed the
+// checkpoint, the old lane's flusher (the goroutine that cut and claimed,
+// before the chain's core) could stay blocked at a full backlog that nothing
+// would free, and Close, which waited for it before cancelling anything,
+// never returned. Found by seeds 2 and 6 of the Fence scenario. Fixed by the
+// chain's core: a deposed chain stops claiming and Close never waits on a
+// goroutine that waits on the backlog.
 func TestBugDeposedCloseHangs(t *testing.T) {
 	for _, s := range []uint64{2, 6} {
 		r := runWithin(t, Options{Seed: s, Scenarios: Scenarios{Fence: true}}, 30*time.Second)

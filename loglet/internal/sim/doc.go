@@ -1,7 +1,7 @@
-// Package sim is flightlog's seeded fault simulation (DESIGN.md,
-// testing layer 4): a harness that runs a star over simulated buckets and a
-// simulated metastore under injected faults, a workload of producers and
-// readers, and a checker that fails a seed on any violation of the write
+// Package sim is flightlog's seeded fault simulation (docs/design.md, "How
+// the code is tested"): a harness that runs a star over simulated buckets
+// and a simulated metastore under injected faults, a workload of producers
+// and readers, and a checker that fails a seed on any violation of the write
 // path's invariants.
 //
 // # The harness
@@ -185,6 +185,18 @@
 //
 //	go test ./loglet/internal/sim -run '^TestCoreSim$' -v                       # seeds 1-256, each twice
 //	go test ./loglet/internal/sim -run '^TestCoreSim$' -sim.core.seed=7 -sim.core.trace -v   # one seed's trace
+//
+// RunCatalog (coresim_catalog.go) drives the stream catalogue's core
+// (loglet/internal/catalogcore) the same way, for a leader and a neighbour
+// over one metastore.Mem: creates, deletes, re-creates, appends, trims and
+// offset commits interleaved request by request, with metastore failures
+// before and after applying. It checks that no retired incarnation is
+// served, cached or admitted to, that a process never serves an older life
+// of a name than one it served, that trims and offsets land on their own
+// incarnation, and that a deleted incarnation whose marker is gone left no
+// ref. TestCatalogSim runs each seed twice and compares trace hashes.
+//
+//	go test ./loglet/internal/sim -run '^TestCatalogSim$' -sim.catalog.seed=7 -sim.catalog.trace -v
 //
 // # Running, replaying, soaking
 //

@@ -13,11 +13,11 @@ import (
 
 // sealWatch is one process's view of the metastore as the seal checker sees
 // it: below every fault wrapper, it knows which process writes. For every
-// applied write to a chain's checkpoint it checks DESIGN.md's "The seal is
-// binding": the checkpoint's owner changes only through a seal (a candidate
-// writing its own seal for the epoch after the record's current one), and a
-// process never rewrites a checkpoint that carries another owner's seal
-// except by sealing it for a takeover of its own.
+// applied write to a chain's checkpoint it checks that the seal is binding
+// (docs/design.md, invariant 8): the checkpoint's owner changes only through
+// a seal (a candidate writing its own seal for the epoch after the record's
+// current one), and a process never rewrites a checkpoint that carries
+// another owner's seal except by sealing it for a takeover of its own.
 type sealWatch struct {
 	metastore.Store
 	o      *observer

@@ -17,8 +17,9 @@ import (
 	"github.com/flightlog/flightlog/settle"
 )
 
-// Settlement and stream trim, as the checker sees them (DESIGN.md,
-// "Settle"; README, "Settlement", "Trim and retention").
+// Settlement and stream trim, as the checker sees them (docs/design.md,
+// "Settlement" and "Stream trim and retention"; README, "Settlement", "Trim
+// and retention").
 //
 // Settle passes rewrite absorbed transit slots into settled objects,
 // repoint refs onto them by CAS, advance the trim cursor and delete the

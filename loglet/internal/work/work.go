@@ -3,6 +3,15 @@
 // returns exactly one Event. It holds no decision: what to do with the
 // result is the core's. The loglet's shell runs Do on a goroutine per
 // request; the simulation's goroutine-free driver calls it in line.
+//
+// Not every request is one call yet, and not every worker is free of
+// decisions: a Fence re-reads the epoch record and the trim cursor around
+// chain.Fence, prefers a recorded cut and retries; a CommitRound puts the
+// tails snapshot, commits the round and deletes doomed snapshots; a
+// MintFirst mints epoch 1 and creates the checkpoint. Those steps are due to
+// move into the core. A Settle drives a settlement pass whose decisions are
+// its own core's (loglet/internal/settlecore, executed by SettleExec), but
+// for one coarse step, settle.SettleSlots.
 package work
 
 import (
