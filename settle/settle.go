@@ -1,28 +1,31 @@
-// Package settle is settlement (docs/design.md, "Settlement"; once called
-// the auditor): it rewrites the transit extents of absorbed flights into
-// per-stream settled objects in the Standard bucket set, repoints the refs
-// that pointed into them, advances the chain's trim cursor, and deletes the
-// settled slots from every bucket of the chain.
+// Package settle holds what settlement (docs/design.md, "Settlement")
+// shares with the tools that check and repair a star: the settle pass's
+// input and result, the doomed-marker format under
+// stars/<star>/<class>/doomed/ (MarkedObjects), and the part of a pass
+// that rewrites the transit extents of absorbed flights into per-stream
+// settled objects in the Standard bucket set and repoints the refs that
+// pointed into them (SettleSlots).
 //
-// One Run is one pass over the slots from the trim cursor up to a position
-// the leader gives (never past the checkpoint, nor past a slot with copies
-// still uploading or missing). Every step is idempotent and a pass may die
-// at any point: a settled object is written with PutIfAbsent and one found
-// in place is adopted for the records it holds; a repoint is one
-// compare-and-swap Commit (or, past the backend's size limit, a put of the
-// merged ref followed by deletes of the refs it covers, which readers
-// tolerate: they dedupe overlapping refs by sequence number); the cursor
-// moves only once every ref into the slots behind it is repointed; and
-// deletes come after the cursor, so a slot is deleted only when nothing
-// reads it. A settled object is marked pending before it is written, so
-// one whose repoint is lost is deleted by a later pass; and every
-// metastore mutation of a pass is one Commit that also checks the
-// checkpoint is still sealed by the pass's leader, so a deposed leader's
-// pass changes nothing once a successor has sealed.
+// A pass as a whole (read the trim cursor, delete what is behind it,
+// reclaim doomed objects, re-derive a lost cut, settle, advance the
+// cursor, delete) is decided by a core in the loglet's chain runtime and
+// executed one I/O call at a time; SettleSlots is its one coarse step.
+//
+// Every step is idempotent and a pass may die at any point: a settled
+// object is written with PutIfAbsent and one found in place is adopted for
+// the records it holds; a repoint is one compare-and-swap Commit (or, past
+// the backend's size limit, a put of the merged ref followed by deletes of
+// the refs it covers, which readers tolerate: they dedupe overlapping refs
+// by sequence number); the cursor moves only once every ref into the slots
+// behind it is repointed; and deletes come after the cursor, so a slot is
+// deleted only when nothing reads it. A settled object is marked pending
+// before it is written, so one whose repoint is lost is deleted by a later
+// pass; and every metastore mutation of a pass is one Commit that also
+// checks the checkpoint is still sealed by the pass's leader, so a deposed
+// leader's pass changes nothing once a successor has sealed.
 package settle
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -89,7 +92,7 @@ type Config struct {
 // DefaultDoomedGrace is Config.DoomedGrace's default.
 const DefaultDoomedGrace = time.Minute
 
-// Pass is what one Run is asked to do.
+// Pass is what one pass is asked to do.
 type Pass struct {
 	Trim        chain.TrimCursor
 	TrimVersion metastore.Version
@@ -105,7 +108,7 @@ type Pass struct {
 	MaxSlots int
 }
 
-// Result is what a Run did.
+// Result is what a pass did.
 type Result struct {
 	Trim        chain.TrimCursor // the cursor as the pass left it
 	TrimVersion metastore.Version
@@ -142,53 +145,65 @@ var ErrCutUnknown = errors.New("settle: the cut of an epoch is unknown")
 // the pass applies from then on.
 var ErrDeposed = errors.New("settle: deposed: a successor sealed the checkpoint")
 
-// guardRetries bounds how often a Commit is retried because this leader's
-// own absorb moved the checkpoint under it.
-const guardRetries = 8
+// GuardRetries bounds how often a Commit of a pass is retried because
+// this leader's own absorb moved the checkpoint under it.
+const GuardRetries = 8
 
-// Run runs one pass. It returns what it did even with an error; the next
-// pass resumes from the cursor the result carries.
-func Run(ctx context.Context, cfg Config, p Pass) (Result, error) {
+// Slot is one slot object a pass read, with its frames.
+type Slot struct {
+	Pos    chain.Position
+	Object []byte
+	Frames []envelope.FrameInfo
+}
+
+// SlotsPass is what SettleSlots is asked: settle the refs with records in
+// Slots, the slots a pass read in chain order, which end at Upto.
+type SlotsPass struct {
+	Upto, Checkpoint chain.Position
+	// Cuts are the cuts of every epoch the pass knows (the cursor's, the
+	// leader's, and those it re-derived).
+	Cuts  []chain.Cut
+	Slots []Slot
+	// Guard is the checkpoint's version as the pass last found it sealed
+	// by its leader ("": SettleSlots reads it before its first Commit).
+	Guard metastore.Version
+}
+
+// SlotsResult is what SettleSlots did.
+type SlotsResult struct {
+	// Objects, RawBytes, StoredBytes, Repointed, Merged and Reclaimed are
+	// as in Result.
+	Objects, Repointed, Merged, Reclaimed int
+	RawBytes, StoredBytes                 int64
+	// DoomedNew: a committed merge marked objects doomed.
+	DoomedNew bool
+	// Guard is the checkpoint's version as the step left it.
+	Guard metastore.Version
+}
+
+// SettleSlots settles (or reclaims) every ref with records in the slots
+// given, stream by stream: it writes the settled objects (each marked
+// pending before), and repoints the refs onto them in guarded Commits of
+// many. It returns what it did even with an error.
+func SettleSlots(ctx context.Context, cfg Config, p SlotsPass) (SlotsResult, error) {
 	cfg.defaults()
-	if p.Checkpoint.Less(p.Upto) {
-		// The cursor never passes the checkpoint: a fence, a walk and a
-		// garbage probe start there, and a trimmed slot reads absent.
-		return Result{Trim: p.Trim, TrimVersion: p.TrimVersion}, fmt.Errorf("settle: %s/%s: asked to settle up to %+v, past the checkpoint %+v", cfg.Star, cfg.Class, p.Upto, p.Checkpoint)
-	}
-	r := &run{cfg: cfg, p: p, res: Result{Trim: p.Trim, TrimVersion: p.TrimVersion}}
-	for _, c := range p.Trim.Cuts {
-		r.addCut(c)
-	}
+	r := &run{cfg: cfg, p: Pass{Upto: p.Upto, Checkpoint: p.Checkpoint}, cpVer: p.Guard, upto: p.Upto, slots: p.Slots, objects: map[string][]byte{}}
 	for _, c := range p.Cuts {
 		r.addCut(c)
 	}
-	// Deletes a previous pass left undone come first: they are behind the
-	// cursor already, so nothing reads them. A bucket that refuses them
-	// (a zone down) does not hold settlement up: they stay due.
-	r.deleteBehind(ctx)
-	if err := r.deleteDoomed(ctx); err != nil {
-		r.res.DoomedDue = cfg.Now() // due again: the leader retries
-		return r.res, err
+	for _, s := range p.Slots {
+		r.objects[chain.SlotKey(cfg.Star, cfg.Class, s.Pos.Epoch, s.Pos.Next)] = s.Object
 	}
-	if !p.Trim.At.Less(p.Upto) {
-		return r.res, nil
-	}
-	if err := r.deriveCuts(ctx); err != nil {
-		return r.res, err
-	}
-	upto, err := r.readSlots(ctx)
-	if err != nil && len(r.slots) == 0 {
-		return r.res, err
-	}
-	r.upto = upto
-	if serr := r.settleStreams(ctx); serr != nil {
-		return r.res, serr
-	}
-	if err := r.advance(ctx, upto); err != nil {
-		return r.res, err
-	}
-	r.deleteBehind(ctx)
-	return r.res, err
+	err := r.settleStreams(ctx)
+	out := SlotsResult{Objects: r.res.Objects, Repointed: r.res.Repointed, Merged: r.res.Merged, Reclaimed: r.res.Reclaimed,
+		RawBytes: r.res.RawBytes, StoredBytes: r.res.StoredBytes, DoomedNew: r.doomedNew, Guard: r.cpVer}
+	return out, err
+}
+
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
+	c.defaults()
+	return c
 }
 
 func (c *Config) defaults() {
@@ -233,15 +248,9 @@ type run struct {
 	// stream's pass starts; prevHint is it for the stream being settled.
 	lastPrev, prevHint *ref
 	// slots read this pass, in chain order, with their frames by stream.
-	slots []slotData
+	slots []Slot
 	// objects: the slot objects read, by key, for extents that point there.
 	objects map[string][]byte
-}
-
-type slotData struct {
-	pos    chain.Position
-	size   int64
-	frames []envelope.FrameInfo
 }
 
 func (r *run) addCut(c chain.Cut) {
@@ -251,9 +260,11 @@ func (r *run) addCut(c chain.Cut) {
 	r.cuts[c.Epoch] = c.Slot
 }
 
-// segments returns the committed slot ranges [from, to) of each epoch
-// between a and b, in chain order.
-func (r *run) segments(a, b chain.Position) ([][3]uint64, error) {
+// Segments returns the committed slot ranges [from, to) of each epoch
+// between a and b, in chain order, by the cuts given (epoch → cut). It
+// fails, with the segments before it, on the first epoch before b's whose
+// cut is unknown.
+func Segments(cuts map[uint64]uint64, a, b chain.Position) ([][3]uint64, error) {
 	var out [][3]uint64
 	for e := a.Epoch; e <= b.Epoch; e++ {
 		from := uint64(0)
@@ -262,9 +273,9 @@ func (r *run) segments(a, b chain.Position) ([][3]uint64, error) {
 		}
 		to := b.Next
 		if e < b.Epoch {
-			cut, ok := r.cuts[e]
+			cut, ok := cuts[e]
 			if !ok {
-				return out, fmt.Errorf("%w: epoch %d of %s/%s", ErrCutUnknown, e, r.cfg.Star, r.cfg.Class)
+				return out, fmt.Errorf("%w: epoch %d", ErrCutUnknown, e)
 			}
 			to = cut
 		}
@@ -275,59 +286,15 @@ func (r *run) segments(a, b chain.Position) ([][3]uint64, error) {
 	return out, nil
 }
 
-// readSlots reads the slots from the cursor on, up to Upto, MaxSlots or
-// MaxPassBytes, and returns the position after the last one read.
-func (r *run) readSlots(ctx context.Context) (chain.Position, error) {
-	at := r.p.Trim.At
-	segs, serr := r.segments(at, r.p.Upto)
-	budget := r.p.MaxSlots
-	if budget <= 0 {
-		budget = DefaultMaxSlots
-	}
-	var bytes int64
-	r.objects = map[string][]byte{}
-	for _, s := range segs {
-		e, from, to := s[0], s[1], s[2]
-		limit := min(to, from+uint64(budget-len(r.slots)))
-		werr := chain.Walk(ctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, e, from, limit, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
-			if bytes >= MaxPassBytes {
-				return errFull
-			}
-			r.slots = append(r.slots, slotData{pos: chain.Position{Epoch: e, Next: slot}, size: int64(len(obj)), frames: frames})
-			r.objects[chain.SlotKey(r.cfg.Star, r.cfg.Class, e, slot)] = obj
-			bytes += int64(len(obj))
-			at = chain.Position{Epoch: e, Next: slot + 1}
-			return nil
-		})
-		r.res.Slots = len(r.slots)
-		if errors.Is(werr, errFull) {
-			return at, nil
-		}
-		if werr != nil {
-			return at, werr
-		}
-		if limit < to {
-			return at, nil
-		}
-		at = chain.Position{Epoch: e, Next: to}
-	}
-	if serr != nil {
-		return at, serr
-	}
-	return r.p.Upto, nil
-}
-
 // MaxPassBytes bounds the slot objects one pass holds in memory.
 const MaxPassBytes = 64 << 20
-
-var errFull = errors.New("settle: pass full")
 
 // settleStreams settles (or reclaims) every ref with records in the slots
 // read, stream by stream.
 func (r *run) settleStreams(ctx context.Context) error {
 	first := map[string]uint64{} // stream ID → lowest seq seen in these slots
 	for _, s := range r.slots {
-		for _, f := range s.frames {
+		for _, f := range s.Frames {
 			if v, ok := first[f.Stream]; !ok || f.FirstSeq < v {
 				first[f.Stream] = f.FirstSeq
 			}
@@ -352,12 +319,6 @@ func (r *run) settleStreams(ctx context.Context) error {
 	}
 	if err := r.flush(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	if r.doomedNew {
-		if err := r.deleteDoomed(ctx); err != nil {
-			r.res.DoomedDue = r.cfg.Now()
-			errs = append(errs, err)
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -488,60 +449,6 @@ func (r *run) settleable(sr absorb.SpanRef) bool {
 // tries again.
 const DeriveCutPatience = time.Minute
 
-// deriveCuts finds the cut of every epoch between the cursor and Upto
-// that neither the cursor nor the leader knows, and records it in the
-// cursor before the pass uses it.
-//
-// A cut goes missing when an epoch record pruned it while the cursor had
-// not passed the epoch: a star opened several times with settlement off,
-// by a version that kept only the cuts a walk needs, then run with
-// settlement on. The epoch is over (the checkpoint is past it, so its
-// successor decided its cut long ago, by a fence or a clean seal), and its
-// slots from the cursor on are still there: a fence of the epoch from the
-// cursor finds the same cut. Fence decisions are permanent and quorum
-// based: a slot the successor's fence poisoned is dead to this fence too,
-// a slot is committed only with W copies of one flight, and a slot past a
-// clean seal (never written) is poisoned now, so nothing dead is ever
-// counted as committed. Only epochs from the cursor's on are fenced, from
-// the cursor: the slots below it may be deleted, and a fence would read
-// them as absent and poison them.
-func (r *run) deriveCuts(ctx context.Context) error {
-	at := r.res.Trim.At
-	var found []chain.Cut
-	for e := at.Epoch; e < r.p.Upto.Epoch && e < r.p.Checkpoint.Epoch; e++ {
-		if _, ok := r.cuts[e]; ok {
-			continue
-		}
-		from := uint64(0)
-		if e == at.Epoch {
-			from = at.Next
-		}
-		fctx, cancel := context.WithTimeout(ctx, DeriveCutPatience)
-		res, err := chain.Fence(fctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, e, from, envelope.NewNonce(), chain.FenceOptions{Parallel: 1})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%w: epoch %d of %s/%s, recorded nowhere, and a fence from slot %d to re-derive it failed: %w", ErrCutUnknown, e, r.cfg.Star, r.cfg.Class, from, err)
-		}
-		r.cfg.Logger.Warn("settle: re-derived the cut of an epoch recorded nowhere", "star", r.cfg.Star, "class", r.cfg.Class.String(), "epoch", e, "from", from, "cut", res.Cut)
-		r.addCut(chain.Cut{Epoch: e, Slot: res.Cut})
-		found = append(found, chain.Cut{Epoch: e, Slot: res.Cut})
-	}
-	if len(found) == 0 {
-		return nil
-	}
-	// Recorded before use: a later pass, fsck and a fence of an epoch the
-	// cursor passes read it there.
-	t := r.res.Trim
-	t.Owner = r.cfg.Owner
-	t.Cuts = r.cutsFrom(t.Deleted.Epoch)
-	ver, err := r.putTrim(ctx, t)
-	if err != nil {
-		return fmt.Errorf("settle: record the re-derived cuts %v of %s/%s in the trim cursor: %w", found, r.cfg.Star, r.cfg.Class, err)
-	}
-	r.res.Trim, r.res.TrimVersion = t, ver
-	return nil
-}
-
 // settleGroup writes one settled object from the leading refs of refs (up
 // to TargetBytes raw, and as many as one Commit takes), merged with the
 // stream's small settled objects just before it (see mergeable), repoints
@@ -604,7 +511,7 @@ const (
 // repoint's Commit deletes the marker: a pass that loses its repoint (a
 // retention trim or a delete changed a ref; it died; it was deposed)
 // leaves a marker, and a later pass deletes the object once its grace has
-// passed and the ref does not point at it (deleteDoomed). Without the
+// passed and the ref does not point at it (the pass's reclaim). Without the
 // marker such an object had no ref and nothing ever reclaimed it.
 func (r *run) flushPrepared(ctx context.Context) error {
 	ps := r.prepared
@@ -634,8 +541,8 @@ func (r *run) flushPrepared(ctx context.Context) error {
 		return nil
 	}
 	for _, p := range ps {
-		val, _ := json.Marshal(doomed{Key: p.key, At: now, Ref: p.all[len(p.all)-1].key})
-		op := metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, p.key), Value: val, Expect: metastore.AnyVersion}
+		val := Marker{Key: p.key, At: now, Ref: p.all[len(p.all)-1].key}.Encode()
+		op := metastore.Op{Kind: metastore.OpPut, Key: MarkerKey(r.cfg.Star, r.cfg.Class, p.key), Value: val, Expect: metastore.AnyVersion}
 		n := metastore.CommitBytes(r.cfg.Meta, []metastore.Op{op})
 		if len(ops) >= maxOps || (maxBytes > 0 && size+n > maxBytes/2) {
 			if err := mark(); err != nil {
@@ -869,7 +776,7 @@ func (r *run) adopt(ctx context.Context, key string, start, end uint64) ([]envel
 // absorbed) by one settled ref at the last one's key, covering
 // [refs[0].Start, last.End) with extents into the object at key, in one
 // Commit that also marks the absorbed objects doomed (deleted once no ref
-// points at them: see deleteDoomed).
+// points at them: the pass's reclaim).
 func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []envelope.FrameInfo, merged int, counts commitCounts, pendingVer metastore.Version) error {
 	last := refs[len(refs)-1]
 	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: r.cfg.Star, Start: refs[0].r.Start, End: last.r.End,
@@ -892,12 +799,12 @@ func (r *run) repoint(ctx context.Context, id, key string, refs []ref, frames []
 		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver})
 	}
 	for _, f := range refs[:merged] {
-		d, _ := json.Marshal(doomed{Key: f.r.Extents[0].Key, At: r.cfg.Now().UnixMilli()})
-		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: doomedKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: d, Expect: metastore.NoVersion})
+		d := Marker{Key: f.r.Extents[0].Key, At: r.cfg.Now().UnixMilli()}.Encode()
+		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: MarkerKey(r.cfg.Star, r.cfg.Class, f.r.Extents[0].Key), Value: d, Expect: metastore.NoVersion})
 	}
 	// The new object is referenced from this Commit on: its pending marker
 	// goes with it.
-	ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: doomedKey(r.cfg.Star, r.cfg.Class, key), Expect: pendingVer})
+	ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: MarkerKey(r.cfg.Star, r.cfg.Class, key), Expect: pendingVer})
 	counts.repointed, counts.merged = len(refs)-merged, merged
 	if err := r.queue(ctx, ops, counts); err != nil {
 		return fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(refs), id, key, err)
@@ -964,20 +871,21 @@ func (r *run) flush(ctx context.Context) error {
 	return nil
 }
 
-// doomedPrefix is where a chain's settle marks settled objects no ref
-// points at any more, to delete (metastore keys: an object key may be
-// longer than a metastore key, so the marker is keyed by its hash and
-// holds it).
-func doomedPrefix(star string, c chain.Class) string {
+// MarkerPrefix is where a chain's settle marks settled objects to delete
+// (metastore keys: an object key may be longer than a metastore key, so
+// the marker is keyed by its hash and holds it).
+func MarkerPrefix(star string, c chain.Class) string {
 	return "stars/" + star + "/" + c.String() + "/doomed/"
 }
 
-func doomedKey(star string, c chain.Class, objKey string) string {
-	return fmt.Sprintf("%s%016x", doomedPrefix(star, c), xxhash.Sum64String(objKey))
+// MarkerKey is the key of the marker of the settled object at objKey.
+func MarkerKey(star string, c chain.Class, objKey string) string {
+	return fmt.Sprintf("%s%016x", MarkerPrefix(star, c), xxhash.Sum64String(objKey))
 }
 
-// doomed is a doomed marker's value.
-type doomed struct {
+// Marker is a doomed marker's value: the settled object at Key is to be
+// deleted once no reader may still hold a ref to it.
+type Marker struct {
 	Key string `json:"key"`
 	At  int64  `json:"at_ms"` // when the merge that doomed it committed
 	// Ref is set on a pending marker: one written before the object, whose
@@ -988,152 +896,20 @@ type doomed struct {
 	Deleting bool `json:"deleting,omitempty"`
 }
 
-// deleteDoomed deletes the settled objects marked doomed at least
-// DoomedGrace ago, and notes in the result how many wait for their grace
-// and when the first is due (the leader runs a pass then, idle or not).
-// A reader still holding a ref that pointed at one after that finds it
-// gone and re-resolves the ref, which now points at the object that
-// absorbed it. A pending marker (its pass lost or never made its repoint)
-// whose ref does point at the object now (a later pass adopted it) is only
-// dropped.
-//
-// A deletion is three steps: the marker turns Deleting, in a guarded
-// Commit of many (see commit), so a deposed leader's pass starts none once
-// a successor has sealed; the objects go; the markers go. A pass that dies
-// in between leaves Deleting markers, which the next pass finishes.
-func (r *run) deleteDoomed(ctx context.Context) error {
-	now := r.cfg.Now()
-	r.res.DoomedWaiting, r.res.DoomedDue = 0, time.Time{}
-	type ready struct {
-		key string
-		ver metastore.Version
-		d   doomed
-		obj bool // delete the object (not referenced)
+// Encode is the marker's stored form.
+func (m Marker) Encode() []byte {
+	b, _ := json.Marshal(m) // a struct of strings, ints and bools
+	return b
+}
+
+// DecodeMarker parses a marker's stored form; it fails on one that does not
+// name a settled object.
+func DecodeMarker(b []byte) (Marker, error) {
+	var m Marker
+	if err := json.Unmarshal(b, &m); err != nil || !chain.IsSettledKey(m.Key) {
+		return Marker{}, fmt.Errorf("settle: doomed marker %q is not a settled object's", b)
 	}
-	var due []ready
-	after := ""
-	for {
-		items, err := r.cfg.Meta.Scan(ctx, doomedPrefix(r.cfg.Star, r.cfg.Class), after, 256)
-		if err != nil {
-			return err
-		}
-		for _, it := range items {
-			var d doomed
-			if err := json.Unmarshal(it.Value, &d); err != nil || !chain.IsSettledKey(d.Key) {
-				return fmt.Errorf("settle: doomed marker %s is %q, not a settled object's", it.Key, it.Value)
-			}
-			at := time.UnixMilli(d.At)
-			if !d.Deleting && r.cfg.DoomedGrace > 0 && now.Sub(at) < r.cfg.DoomedGrace {
-				r.res.DoomedWaiting++
-				if t := at.Add(r.cfg.DoomedGrace); r.res.DoomedDue.IsZero() || t.Before(r.res.DoomedDue) {
-					r.res.DoomedDue = t
-				}
-				continue
-			}
-			obj := true
-			if d.Ref != "" && !d.Deleting {
-				ref, err := r.referenced(ctx, d)
-				if err != nil {
-					return err
-				}
-				obj = !ref
-			}
-			due = append(due, ready{key: it.Key, ver: it.Version, d: d, obj: obj})
-		}
-		if len(items) < 256 {
-			break
-		}
-		after = items[len(items)-1].Key
-	}
-	maxOps := metastore.MaxCommitOps(r.cfg.Meta)
-	if maxOps <= 0 || maxOps > maxBatchOps {
-		maxOps = maxBatchOps
-	}
-	maxOps-- // the guard
-	// commitEach commits one op per ready marker, in Commits of many; on a
-	// conflict (a marker moved: a pass rewrote it) one at a time, leaving
-	// out the ones that moved. It returns the markers committed, with the
-	// versions their ops left.
-	commitEach := func(rs []ready, op func(ready) metastore.Op) ([]ready, error) {
-		var out []ready
-		for len(rs) > 0 {
-			chunk := rs[:min(len(rs), maxOps)]
-			rs = rs[len(chunk):]
-			ops := make([]metastore.Op, len(chunk))
-			for i, x := range chunk {
-				ops[i] = op(x)
-			}
-			vs, err := r.commit(ctx, ops)
-			if err == nil {
-				for i, x := range chunk {
-					x.ver = vs[i]
-					out = append(out, x)
-				}
-				continue
-			}
-			if !errors.Is(err, metastore.ErrConflict) {
-				return out, err
-			}
-			for _, x := range chunk {
-				vs, err := r.commit(ctx, []metastore.Op{op(x)})
-				if err == nil {
-					x.ver = vs[0]
-					out = append(out, x)
-				} else if !errors.Is(err, metastore.ErrConflict) {
-					return out, err
-				}
-			}
-		}
-		return out, nil
-	}
-	var dropOnly, marked, toMark []ready
-	for _, x := range due {
-		switch {
-		case !x.obj:
-			dropOnly = append(dropOnly, x)
-		case x.d.Deleting:
-			marked = append(marked, x)
-		default:
-			toMark = append(toMark, x)
-		}
-	}
-	del := func(x ready) metastore.Op {
-		return metastore.Op{Kind: metastore.OpDelete, Key: x.key, Expect: x.ver}
-	}
-	if _, err := commitEach(dropOnly, del); err != nil {
-		return err
-	}
-	now2, err := commitEach(toMark, func(x ready) metastore.Op {
-		d := x.d
-		d.Deleting = true
-		val, _ := json.Marshal(d)
-		return metastore.Op{Kind: metastore.OpPut, Key: x.key, Value: val, Expect: x.ver}
-	})
-	marked = append(marked, now2...)
-	if err != nil {
-		return err
-	}
-	var gone []ready
-	var derr error
-	for _, x := range marked {
-		ok := true
-		for i, b := range r.cfg.Settled {
-			if err := b.Delete(ctx, x.d.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-				derr, ok = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.d.Key, i, err), false
-				break
-			}
-		}
-		if ok {
-			gone = append(gone, x)
-			r.res.DeletedObjects++
-		}
-	}
-	// After their objects: a marker left by a crash here only deletes
-	// again.
-	if _, err := commitEach(gone, del); err != nil {
-		return err
-	}
-	return derr
+	return m, nil
 }
 
 // MarkedObjects returns the settled objects that a doomed or pending
@@ -1153,8 +929,7 @@ func MarkedObjects(ctx context.Context, ms metastore.Store) (map[string]bool, er
 			if !strings.Contains(it.Key, "/doomed/") {
 				continue
 			}
-			var d doomed
-			if err := json.Unmarshal(it.Value, &d); err == nil && chain.IsSettledKey(d.Key) {
+			if d, err := DecodeMarker(it.Value); err == nil {
 				out[d.Key] = true
 			}
 		}
@@ -1163,28 +938,6 @@ func MarkedObjects(ctx context.Context, ms metastore.Store) (map[string]bool, er
 		}
 		after = items[len(items)-1].Key
 	}
-}
-
-// referenced reports whether the ref a pending marker names points at
-// its object.
-func (r *run) referenced(ctx context.Context, d doomed) (bool, error) {
-	it, err := r.cfg.Meta.Get(ctx, d.Ref)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	sr, err := absorb.DecodeRef(it.Value)
-	if err != nil {
-		return false, fmt.Errorf("ref %s: %w", d.Ref, err)
-	}
-	for _, e := range sr.Extents {
-		if e.Key == d.Key {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // holder reads the chain's checkpoint and returns its version if the
@@ -1226,7 +979,7 @@ func (r *run) commit(ctx context.Context, ops []metastore.Op) ([]metastore.Versi
 		if err == nil {
 			return vs[:len(ops)], nil
 		}
-		if !errors.Is(err, metastore.ErrConflict) || attempt >= guardRetries {
+		if !errors.Is(err, metastore.ErrConflict) || attempt >= GuardRetries {
 			return nil, err
 		}
 		old := r.cpVer
@@ -1239,93 +992,6 @@ func (r *run) commit(ctx context.Context, ops []metastore.Op) ([]metastore.Versi
 			return nil, err // the conflict is another op's
 		}
 	}
-}
-
-// putTrim writes the trim cursor t over the version the pass holds.
-func (r *run) putTrim(ctx context.Context, t chain.TrimCursor) (metastore.Version, error) {
-	vs, err := r.commit(ctx, []metastore.Op{{Kind: metastore.OpPut, Key: chain.TrimKey(r.cfg.Star, r.cfg.Class), Value: t.Encode(), Expect: r.res.TrimVersion}})
-	if err != nil {
-		return "", err
-	}
-	return vs[0], nil
-}
-
-// advance moves the cursor to upto (never back) by compare-and-swap.
-func (r *run) advance(ctx context.Context, upto chain.Position) error {
-	t := r.res.Trim
-	if !t.At.Less(upto) {
-		return nil
-	}
-	t.At, t.Owner = upto, r.cfg.Owner
-	t.Cuts = r.cutsFrom(t.Deleted.Epoch)
-	ver, err := r.putTrim(ctx, t)
-	if errors.Is(err, ErrDeposed) {
-		return fmt.Errorf("settle: advance the trim cursor of %s/%s to %+v: %w", r.cfg.Star, r.cfg.Class, upto, err)
-	}
-	if err != nil {
-		got, gv, rerr := chain.ReadTrimCursor(ctx, r.cfg.Meta, r.cfg.Star, r.cfg.Class)
-		if rerr == nil && !got.At.Less(upto) {
-			r.res.Trim, r.res.TrimVersion = got, gv // ours applied, or someone got as far
-			return nil
-		}
-		return fmt.Errorf("settle: advance the trim cursor of %s/%s to %+v: %w", r.cfg.Star, r.cfg.Class, upto, err)
-	}
-	r.res.Trim, r.res.TrimVersion = t, ver
-	return nil
-}
-
-// cutsFrom returns the known cuts of epochs from `from` on.
-func (r *run) cutsFrom(from uint64) []chain.Cut {
-	var out []chain.Cut
-	for e, s := range r.cuts {
-		if e >= from {
-			out = append(out, chain.Cut{Epoch: e, Slot: s})
-		}
-	}
-	slices.SortFunc(out, func(a, b chain.Cut) int { return cmp.Compare(a.Epoch, b.Epoch) })
-	return out
-}
-
-// deleteBehind deletes the slots in [Deleted, At) from every bucket of the
-// chain, then records Deleted = At. A failure is kept in res.DeleteErr:
-// the deletes stay due, and the next pass tries them again.
-func (r *run) deleteBehind(ctx context.Context) {
-	if err := r.deleteBehindErr(ctx); err != nil {
-		r.res.DeleteErr = err
-	}
-}
-
-func (r *run) deleteBehindErr(ctx context.Context) error {
-	t := r.res.Trim
-	if !t.Deleted.Less(t.At) {
-		return nil
-	}
-	segs, err := r.segments(t.Deleted, t.At)
-	if err != nil {
-		return err
-	}
-	sizes := map[chain.Position]int64{}
-	for _, s := range r.slots {
-		sizes[s.pos] = s.size
-	}
-	for _, s := range segs {
-		n, err := chain.Trim(ctx, r.cfg.Transit, r.cfg.Star, r.cfg.Class, s[0], s[1], s[2])
-		r.res.Deleted += n
-		if err != nil {
-			return err
-		}
-		for slot := s[1]; slot < s[2]; slot++ {
-			r.res.FreedBytes += sizes[chain.Position{Epoch: s[0], Next: slot}] * int64(r.cfg.Transit.K())
-		}
-	}
-	t.Deleted = t.At
-	t.Cuts = r.cutsFrom(t.At.Epoch)
-	ver, err := r.putTrim(ctx, t)
-	if err != nil {
-		return fmt.Errorf("settle: record the deletes of %s/%s up to %+v: %w", r.cfg.Star, r.cfg.Class, t.At, err)
-	}
-	r.res.Trim, r.res.TrimVersion = t, ver
-	return nil
 }
 
 // Describe is a one-line summary of a result, for logs.

@@ -8,8 +8,9 @@ import (
 	"github.com/flightlog/flightlog/settle"
 )
 
-// Settle asks for one settle pass (package settle) over the absorbed
-// slots from the trim cursor up to Upto. → Settled.
+// Settle asks for one settle pass over the absorbed slots from the trim
+// cursor up to Upto: its steps are loglet/internal/settlecore's, each one
+// I/O call of the executor's. → SettlePassed.
 type Settle struct {
 	Upto, Checkpoint chain.Position
 	Cuts             []chain.Cut // the cuts of earlier epochs the epoch record carries

@@ -75,8 +75,13 @@ func TestCoreSim(t *testing.T) {
 		tot.Crashes += r.Crashes
 		tot.Epochs += r.Epochs
 		tot.Steps += r.Steps
+		tot.SettlePasses += r.SettlePasses
+		tot.SettleSteps += r.SettleSteps
+		tot.SettledObjects += r.SettledObjects
+		tot.Repoints += r.Repoints
+		tot.StragglerLeaks += r.StragglerLeaks
 		tot.SimTime += r.SimTime
 	}
-	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d",
-		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs)
+	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d; settlement: %d passes of %d requests, %d repoints checked, %d settled objects at the end, %d straggler copies landed after their slot's delete",
+		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs, tot.SettlePasses, tot.SettleSteps, tot.Repoints, tot.SettledObjects, tot.StragglerLeaks)
 }

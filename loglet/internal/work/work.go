@@ -9,7 +9,8 @@
 // which resolve an ambiguous write by reading it back themselves. The
 // loglet's shell runs Do on a goroutine per request; the simulation's
 // goroutine-free driver calls it in line. One request is not one call yet:
-// a Settle runs a whole settlement pass (settle.Run).
+// a Settle's pass is decided by its own core (loglet/internal/settlecore,
+// executed by SettleExec) but for one coarse step, settle.SettleSlots.
 package work
 
 import (
@@ -324,23 +325,6 @@ func dropSnapshots(ctx context.Context, stores []objstore.Store, keys []string) 
 		}
 	}
 	return dropped
-}
-
-// settle runs one settle pass from the trim cursor as stored.
-func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePassed {
-	if e.SettleTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.SettleTimeout)
-		defer cancel()
-	}
-	t, ver, err := chain.ReadTrimCursor(ctx, e.Meta, e.Star, e.Class)
-	if err != nil {
-		return chaincore.SettlePassed{Err: err}
-	}
-	cfg := settle.Config{Meta: e.Meta, Star: e.Star, Class: e.Class, Owner: e.Owner, Epoch: r.Epoch, Transit: e.Set(),
-		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness, DoomedGrace: e.SettleGrace}
-	res, err := settle.Run(ctx, cfg, settle.Pass{Trim: t, TrimVersion: ver, Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts})
-	return chaincore.SettlePassed{Result: res, Err: err}
 }
 
 // fence fences r.Epoch's slots from r.From in the buckets (chain.Fence),

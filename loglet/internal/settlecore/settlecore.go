@@ -1,0 +1,952 @@
+// Package settlecore decides one settle pass of a chain as states and
+// steps: which slots to settle and up to where, which cuts it needs and
+// which it must re-derive, when the trim cursor moves and what is deleted
+// behind it, which settled objects the doomed and pending markers under
+// stars/<star>/<class>/doomed/ let it reclaim, and when the pass is
+// deposed. It does no I/O and has no goroutine, clock, context or lock: a
+// Pass asks for one I/O call at a time (a Request), and the executor
+// steps the call's result back in (an Event). The executor
+// (loglet/internal/work) makes each call and decides nothing.
+//
+// A pass runs in this order, every metastore mutation a guarded Commit
+// (the checkpoint checked at the version last found sealed by the pass's
+// leader; a successor's seal deposes the pass):
+//
+//  1. Read the trim cursor (unless the caller read it).
+//  2. Delete behind the cursor: the slots in [Deleted, At) from every
+//     bucket, then record Deleted = At. A failure is kept in
+//     Result.DeleteErr: the deletes stay due, the pass goes on.
+//  3. Reclaim: scan the markers; a doomed one past its grace, or a
+//     Deleting one, has its object deleted; a pending one past its grace
+//     whose ref does not point at its object has it deleted too, one whose
+//     ref does is only dropped. A deletion is three steps: the marker
+//     turns Deleting (guarded), the object goes from every settled bucket,
+//     the marker goes.
+//  4. If the cursor is at Upto, the pass is done.
+//  5. Re-derive the cut of every epoch between the cursor and Upto that
+//     nobody recorded (a fence of the epoch from the cursor), and record
+//     it in the cursor before use.
+//  6. Read the slots from the cursor on (up to Upto, MaxSlots or
+//     settle.MaxPassBytes), one epoch's range a request; settle the refs
+//     with records in them (one coarse step, package settle's
+//     SettleSlots); reclaim again if a merge doomed objects.
+//  7. Advance the cursor to where the slots read end, then delete behind
+//     it as in 2.
+package settlecore
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/settle"
+)
+
+// Config is what a pass knows of its chain and its backend.
+type Config struct {
+	Star  string
+	Class chain.Class
+	// Owner and Epoch are the pass's leader: its checkpoint seal.
+	Owner string
+	Epoch uint64
+	// TransitK is the number of buckets of the chain (for freed bytes);
+	// SettledBuckets the number of buckets of the settled set.
+	TransitK, SettledBuckets int
+	// DoomedGrace is how long a doomed object is kept (0: none).
+	DoomedGrace time.Duration
+	// MaxCommitOps bounds the ops of one Commit (0: maxBatchOps).
+	MaxCommitOps int
+}
+
+// Input is one pass's task.
+type Input struct {
+	// TrimKnown: Trim and TrimVersion are the cursor as stored; else the
+	// pass reads it first.
+	TrimKnown   bool
+	Trim        chain.TrimCursor
+	TrimVersion metastore.Version
+	// Upto, Checkpoint, Cuts, MaxSlots: as settle.Pass.
+	Upto, Checkpoint chain.Position
+	Cuts             []chain.Cut
+	MaxSlots         int
+}
+
+// MinCommitOps is the fewest ops a Commit must take for settlement: a
+// repoint is the ref's put, the delete of its object's pending marker and
+// the checkpoint guard, in one Commit.
+const MinCommitOps = 3
+
+// maxBatchOps bounds one Commit of a pass on a backend without a limit.
+const maxBatchOps = 1024
+
+// scanPage is the markers one Scan returns.
+const scanPage = 256
+
+// Request is one I/O call a pass asks for.
+type Request interface{ isRequest() }
+
+// Event is the result of a Request.
+type Event interface{ isEvent() }
+
+// ReadTrim asks for the chain's trim cursor. → TrimRead.
+type ReadTrim struct{}
+
+// ReadCheckpoint asks for the chain's checkpoint, to learn whether the
+// pass's leader still holds it. → CheckpointRead.
+type ReadCheckpoint struct{}
+
+// Commit asks for one metastore Commit of Ops (the last op is the guard:
+// an OpCheck of the checkpoint). What says what it is, for traces.
+// → Committed.
+type Commit struct {
+	What string
+	Ops  []metastore.Op
+}
+
+// DeleteSlots asks for the slots [From, To) of Epoch to be deleted from
+// every bucket of the chain (chain.Trim). → SlotsDeleted.
+type DeleteSlots struct{ Epoch, From, To uint64 }
+
+// ScanMarkers asks for the markers after After (a page of at most Limit).
+// → MarkersScanned.
+type ScanMarkers struct {
+	After string
+	Limit int
+}
+
+// GetRef asks for the ref at Key. → RefGot.
+type GetRef struct{ Key string }
+
+// DeleteObject asks for the settled object Key to be deleted from settled
+// bucket Bucket. → ObjectDeleted.
+type DeleteObject struct {
+	Bucket int
+	Key    string
+}
+
+// FenceEpoch asks for a fence of Epoch from slot From, to find its cut.
+// → EpochFenced.
+type FenceEpoch struct{ Epoch, From uint64 }
+
+// ReadSlots asks for the slots [From, To) of Epoch to be read, in order,
+// from the chain's buckets (chain.Walk), stopping before a slot once those
+// read hold MaxBytes or more. → SlotsRead.
+type ReadSlots struct {
+	Epoch, From, To uint64
+	MaxBytes        int64
+}
+
+// SettleSlots asks for package settle's SettleSlots. → SlotsSettled.
+type SettleSlots struct{ Pass settle.SlotsPass }
+
+func (ReadTrim) isRequest()       {}
+func (ReadCheckpoint) isRequest() {}
+func (Commit) isRequest()         {}
+func (DeleteSlots) isRequest()    {}
+func (ScanMarkers) isRequest()    {}
+func (GetRef) isRequest()         {}
+func (DeleteObject) isRequest()   {}
+func (FenceEpoch) isRequest()     {}
+func (ReadSlots) isRequest()      {}
+func (SettleSlots) isRequest()    {}
+
+// TrimRead is ReadTrim's result.
+type TrimRead struct {
+	Cursor  chain.TrimCursor
+	Version metastore.Version
+	Err     error
+}
+
+// CheckpointRead is ReadCheckpoint's result: who sealed the checkpoint.
+type CheckpointRead struct {
+	Owner   string
+	Epoch   uint64
+	Version metastore.Version
+	Err     error
+}
+
+// Committed is Commit's result: the versions of its ops.
+type Committed struct {
+	Versions []metastore.Version
+	Err      error
+}
+
+// SlotsDeleted is DeleteSlots' result: the deletes that succeeded (over
+// every bucket), and the first failure.
+type SlotsDeleted struct {
+	Deleted int
+	Err     error
+}
+
+// MarkersScanned is ScanMarkers' result.
+type MarkersScanned struct {
+	Items []metastore.Item
+	Err   error
+}
+
+// RefGot is GetRef's result (Found false: no ref there).
+type RefGot struct {
+	Item  metastore.Item
+	Found bool
+	Err   error
+}
+
+// ObjectDeleted is DeleteObject's result (an object already gone is no
+// error).
+type ObjectDeleted struct{ Err error }
+
+// EpochFenced is FenceEpoch's result.
+type EpochFenced struct {
+	Cut uint64
+	Err error
+}
+
+// SlotsRead is ReadSlots' result: the slots read, in order (up to the
+// first that failed, with Err), and Full if it stopped at MaxBytes.
+type SlotsRead struct {
+	Slots []settle.Slot
+	Full  bool
+	Err   error
+}
+
+// SlotsSettled is SettleSlots' result.
+type SlotsSettled struct {
+	Result settle.SlotsResult
+	Err    error
+}
+
+func (TrimRead) isEvent()       {}
+func (CheckpointRead) isEvent() {}
+func (Committed) isEvent()      {}
+func (SlotsDeleted) isEvent()   {}
+func (MarkersScanned) isEvent() {}
+func (RefGot) isEvent()         {}
+func (ObjectDeleted) isEvent()  {}
+func (EpochFenced) isEvent()    {}
+func (SlotsRead) isEvent()      {}
+func (SlotsSettled) isEvent()   {}
+
+// Log is a line a pass asks its executor to log.
+type Log struct {
+	Msg   string
+	Attrs []any // slog's key, value pairs
+}
+
+// Pass is one settle pass: New, then Next/Step until Done.
+type Pass struct {
+	cfg Config
+	in  Input
+	now time.Time
+
+	res  settle.Result
+	cuts map[uint64]uint64
+	// cpVer is the checkpoint's version as last found sealed by the
+	// pass's leader ("": not read yet).
+	cpVer metastore.Version
+	sizes map[chain.Position]int64
+
+	out  Request     // the request asked, until its event
+	then func(Event) // what its event does
+	done bool
+	err  error
+	logs []Log
+	// phase names where the pass is, for traces.
+	phase string
+}
+
+// New starts a pass at now (the clock for the doomed markers' grace).
+func New(cfg Config, in Input, now time.Time) *Pass {
+	tooSmall := cfg.MaxCommitOps > 0 && cfg.MaxCommitOps < MinCommitOps
+	if cfg.MaxCommitOps <= 0 || cfg.MaxCommitOps > maxBatchOps {
+		cfg.MaxCommitOps = maxBatchOps
+	}
+	p := &Pass{cfg: cfg, in: in, now: now, sizes: map[chain.Position]int64{}}
+	p.res.Trim, p.res.TrimVersion = in.Trim, in.TrimVersion
+	if tooSmall {
+		p.finish(fmt.Errorf("settle: %s/%s: the metastore takes %d ops a Commit; a repoint takes %d (the ref, its object's pending marker, the checkpoint guard)", cfg.Star, cfg.Class, cfg.MaxCommitOps, MinCommitOps))
+		return p
+	}
+	if in.Checkpoint.Less(in.Upto) {
+		// The cursor never passes the checkpoint: a fence, a walk and a
+		// garbage probe start there, and a trimmed slot reads absent.
+		p.finish(fmt.Errorf("settle: %s/%s: asked to settle up to %+v, past the checkpoint %+v", cfg.Star, cfg.Class, in.Upto, in.Checkpoint))
+		return p
+	}
+	for _, c := range in.Cuts {
+		p.addCut(c)
+	}
+	if in.TrimKnown {
+		p.begin()
+		return p
+	}
+	p.phase = "read-trim"
+	p.ask(ReadTrim{}, func(ev Event) {
+		tr := ev.(TrimRead)
+		if tr.Err != nil {
+			p.finish(fmt.Errorf("settle: read the trim cursor of %s/%s: %w", cfg.Star, cfg.Class, tr.Err))
+			return
+		}
+		p.res.Trim, p.res.TrimVersion = tr.Cursor, tr.Version
+		p.begin()
+	})
+	return p
+}
+
+// Next returns the request the pass waits on (nil once done).
+func (p *Pass) Next() Request { return p.out }
+
+// Phase names the step the pass is at.
+func (p *Pass) Phase() string { return p.phase }
+
+// Step gives the pass the event of the request Next returned, at now.
+func (p *Pass) Step(now time.Time, ev Event) {
+	if p.out == nil {
+		return
+	}
+	p.now = now
+	then := p.then
+	p.out, p.then = nil, nil
+	then(ev)
+}
+
+// Done reports whether the pass is over, and its result and error.
+func (p *Pass) Done() (bool, settle.Result, error) { return p.done, p.res, p.err }
+
+// Logs returns the lines the pass asked to log since the last call.
+func (p *Pass) Logs() []Log {
+	l := p.logs
+	p.logs = nil
+	return l
+}
+
+func (p *Pass) ask(r Request, then func(Event)) {
+	if p.done {
+		return
+	}
+	p.out, p.then = r, then
+}
+
+func (p *Pass) finish(err error) {
+	p.done, p.err, p.out, p.then, p.phase = true, err, nil, nil, "done"
+}
+
+func (p *Pass) addCut(c chain.Cut) {
+	if p.cuts == nil {
+		p.cuts = map[uint64]uint64{}
+	}
+	p.cuts[c.Epoch] = c.Slot
+}
+
+// begin runs the pass from a known cursor.
+func (p *Pass) begin() {
+	for _, c := range p.res.Trim.Cuts {
+		if _, ok := p.cuts[c.Epoch]; !ok {
+			p.addCut(c)
+		}
+	}
+	for _, c := range p.in.Cuts {
+		p.addCut(c) // the leader's, over the cursor's
+	}
+	// Deletes a previous pass left undone come first: they are behind the
+	// cursor already, so nothing reads them. A bucket that refuses them
+	// (a zone down) does not hold settlement up: they stay due.
+	p.deleteBehind(func() {
+		p.reclaim(func(err error) {
+			if err != nil {
+				p.res.DoomedDue = p.now // due again: the leader retries
+				p.finish(err)
+				return
+			}
+			if !p.res.Trim.At.Less(p.in.Upto) {
+				p.finish(nil)
+				return
+			}
+			p.deriveCuts(func(err error) {
+				if err != nil {
+					p.finish(err)
+					return
+				}
+				p.settleSlots()
+			})
+		})
+	})
+}
+
+// readSlots reads the slots from the cursor on, up to Upto, MaxSlots or
+// settle.MaxPassBytes, one epoch's range a request, and gives then the
+// slots read and the position after the last one (the read error, if one
+// stopped it early).
+func (p *Pass) readSlots(then func(slots []settle.Slot, upto chain.Position, err error)) {
+	p.phase = "read-slots"
+	at := p.res.Trim.At
+	segs, serr := settle.Segments(p.cuts, at, p.in.Upto)
+	if serr != nil {
+		serr = fmt.Errorf("%w of %s/%s", serr, p.cfg.Star, p.cfg.Class)
+	}
+	budget := p.in.MaxSlots
+	if budget <= 0 {
+		budget = settle.DefaultMaxSlots
+	}
+	var slots []settle.Slot
+	var bytes int64
+	var next func(i int)
+	next = func(i int) {
+		if i == len(segs) {
+			if serr != nil {
+				then(slots, at, serr)
+				return
+			}
+			then(slots, p.in.Upto, nil)
+			return
+		}
+		e, from, to := segs[i][0], segs[i][1], segs[i][2]
+		limit := min(to, from+uint64(budget-len(slots)))
+		p.ask(ReadSlots{Epoch: e, From: from, To: limit, MaxBytes: settle.MaxPassBytes - bytes}, func(ev Event) {
+			sr := ev.(SlotsRead)
+			for _, s := range sr.Slots {
+				slots = append(slots, s)
+				bytes += int64(len(s.Object))
+				p.sizes[s.Pos] = int64(len(s.Object))
+				at = chain.Position{Epoch: e, Next: s.Pos.Next + 1}
+			}
+			switch {
+			case sr.Full:
+				then(slots, at, nil)
+			case sr.Err != nil:
+				then(slots, at, sr.Err)
+			case limit < to:
+				then(slots, at, nil) // MaxSlots
+			default:
+				at = chain.Position{Epoch: e, Next: to}
+				next(i + 1)
+			}
+		})
+	}
+	next(0)
+}
+
+// settleSlots settles the slots from the cursor on, then reclaims what a
+// merge doomed, advances the cursor and deletes behind it.
+func (p *Pass) settleSlots() {
+	p.readSlots(func(slots []settle.Slot, upto chain.Position, readErr error) {
+		p.res.Slots = len(slots)
+		if readErr != nil && len(slots) == 0 {
+			p.finish(readErr) // nothing read: nothing settled
+			return
+		}
+		p.phase = "settle"
+		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots, Guard: p.cpVer}
+		p.ask(SettleSlots{Pass: sp}, func(ev Event) {
+			ss := ev.(SlotsSettled)
+			r := ss.Result
+			p.res.Objects += r.Objects
+			p.res.Repointed += r.Repointed
+			p.res.Merged += r.Merged
+			p.res.Reclaimed += r.Reclaimed
+			p.res.RawBytes += r.RawBytes
+			p.res.StoredBytes += r.StoredBytes
+			if r.Guard != "" {
+				p.cpVer = r.Guard
+			}
+			after := func(err error) {
+				if err != nil {
+					p.finish(err)
+					return
+				}
+				p.advance(upto, func(err error) {
+					if err != nil {
+						p.finish(err)
+						return
+					}
+					p.deleteBehind(func() { p.finish(readErr) })
+				})
+			}
+			if !r.DoomedNew {
+				after(ss.Err)
+				return
+			}
+			p.reclaim(func(err error) {
+				if err != nil {
+					p.res.DoomedDue = p.now
+				}
+				after(errors.Join(ss.Err, err))
+			})
+		})
+	})
+}
+
+// holder reads the checkpoint and keeps its version if the pass's leader
+// still holds it; else it fails with settle.ErrDeposed.
+func (p *Pass) holder(then func(error)) {
+	p.ask(ReadCheckpoint{}, func(ev Event) {
+		cr := ev.(CheckpointRead)
+		if cr.Err != nil {
+			then(fmt.Errorf("settle: read the checkpoint of %s/%s: %w", p.cfg.Star, p.cfg.Class, cr.Err))
+			return
+		}
+		if cr.Owner != p.cfg.Owner || cr.Epoch != p.cfg.Epoch {
+			then(fmt.Errorf("%w: %s/%s is sealed by %q for epoch %d; this pass is %q's, of epoch %d", settle.ErrDeposed, p.cfg.Star, p.cfg.Class, cr.Owner, cr.Epoch, p.cfg.Owner, p.cfg.Epoch))
+			return
+		}
+		p.cpVer = cr.Version
+		then(nil)
+	})
+}
+
+// guardOp checks the checkpoint at the version holder last found.
+func (p *Pass) guardOp() metastore.Op {
+	return metastore.Op{Kind: metastore.OpCheck, Key: chain.CheckpointKey(p.cfg.Star, p.cfg.Class), Expect: p.cpVer}
+}
+
+// commit applies ops in one Commit that also checks the checkpoint is at a
+// version sealed by this pass's leader: every metastore mutation of a pass
+// goes through it, so a deposed leader's pass (a zombie that has not
+// noticed yet) changes nothing once a successor has sealed the checkpoint,
+// the successor's first step. The leader's own absorb moves the checkpoint
+// too: a Commit that conflicts on it is retried at the new version if the
+// seal is still ours. then gets the versions of ops.
+func (p *Pass) commit(what string, ops []metastore.Op, then func([]metastore.Version, error)) {
+	attempt := 0
+	var try func()
+	try = func() {
+		if p.cpVer == "" {
+			p.holder(func(err error) {
+				if err != nil {
+					then(nil, err)
+					return
+				}
+				try()
+			})
+			return
+		}
+		p.ask(Commit{What: what, Ops: append(ops[:len(ops):len(ops)], p.guardOp())}, func(ev Event) {
+			c := ev.(Committed)
+			if c.Err == nil {
+				then(c.Versions[:len(ops)], nil)
+				return
+			}
+			if !errors.Is(c.Err, metastore.ErrConflict) || attempt >= settle.GuardRetries {
+				then(nil, c.Err)
+				return
+			}
+			attempt++
+			old := p.cpVer
+			p.holder(func(err error) {
+				switch {
+				case err != nil:
+					then(nil, err)
+				case p.cpVer == old:
+					then(nil, c.Err) // the conflict is another op's
+				default:
+					try()
+				}
+			})
+		})
+	}
+	try()
+}
+
+// putTrim writes the trim cursor t over the version the pass holds.
+func (p *Pass) putTrim(what string, t chain.TrimCursor, then func(metastore.Version, error)) {
+	p.commit(what, []metastore.Op{{Kind: metastore.OpPut, Key: chain.TrimKey(p.cfg.Star, p.cfg.Class), Value: t.Encode(), Expect: p.res.TrimVersion}}, func(vs []metastore.Version, err error) {
+		if err != nil {
+			then("", err)
+			return
+		}
+		then(vs[0], nil)
+	})
+}
+
+// cutsFrom returns the known cuts of epochs from `from` on.
+func (p *Pass) cutsFrom(from uint64) []chain.Cut {
+	var out []chain.Cut
+	for e, s := range p.cuts {
+		if e >= from {
+			out = append(out, chain.Cut{Epoch: e, Slot: s})
+		}
+	}
+	slices.SortFunc(out, func(a, b chain.Cut) int { return cmp.Compare(a.Epoch, b.Epoch) })
+	return out
+}
+
+// deleteBehind deletes the slots in [Deleted, At) from every bucket of the
+// chain, then records Deleted = At. A failure is kept in res.DeleteErr:
+// the deletes stay due, and the next pass tries them again.
+func (p *Pass) deleteBehind(then func()) {
+	t := p.res.Trim
+	if !t.Deleted.Less(t.At) {
+		then()
+		return
+	}
+	p.phase = "delete-behind"
+	fail := func(err error) {
+		p.res.DeleteErr = err
+		then()
+	}
+	segs, err := settle.Segments(p.cuts, t.Deleted, t.At)
+	if err != nil {
+		fail(fmt.Errorf("%w of %s/%s", err, p.cfg.Star, p.cfg.Class))
+		return
+	}
+	var next func(i int)
+	next = func(i int) {
+		if i == len(segs) {
+			t.Deleted = t.At
+			t.Cuts = p.cutsFrom(t.At.Epoch)
+			p.putTrim("record-deletes", t, func(ver metastore.Version, err error) {
+				if err != nil {
+					fail(fmt.Errorf("settle: record the deletes of %s/%s up to %+v: %w", p.cfg.Star, p.cfg.Class, t.At, err))
+					return
+				}
+				p.res.Trim, p.res.TrimVersion = t, ver
+				then()
+			})
+			return
+		}
+		s := segs[i]
+		p.ask(DeleteSlots{Epoch: s[0], From: s[1], To: s[2]}, func(ev Event) {
+			d := ev.(SlotsDeleted)
+			p.res.Deleted += d.Deleted
+			if d.Err != nil {
+				fail(d.Err)
+				return
+			}
+			for slot := s[1]; slot < s[2]; slot++ {
+				p.res.FreedBytes += p.sizes[chain.Position{Epoch: s[0], Next: slot}] * int64(p.cfg.TransitK)
+			}
+			next(i + 1)
+		})
+	}
+	next(0)
+}
+
+// deriveCuts finds the cut of every epoch between the cursor and Upto
+// that neither the cursor nor the leader knows, and records it in the
+// cursor before the pass uses it.
+//
+// A cut goes missing when an epoch record pruned it while the cursor had
+// not passed the epoch: a star opened several times with settlement off,
+// by a version that kept only the cuts a walk needs, then run with
+// settlement on. The epoch is over (the checkpoint is past it, so its
+// successor decided its cut long ago, by a fence or a clean seal), and its
+// slots from the cursor on are still there: a fence of the epoch from the
+// cursor finds the same cut. Fence decisions are permanent and quorum
+// based: a slot the successor's fence poisoned is dead to this fence too,
+// a slot is committed only with W copies of one flight, and a slot past a
+// clean seal (never written) is poisoned now, so nothing dead is ever
+// counted as committed. Only epochs from the cursor's on are fenced, from
+// the cursor: the slots below it may be deleted, and a fence would read
+// them as absent and poison them.
+func (p *Pass) deriveCuts(then func(error)) {
+	at := p.res.Trim.At
+	var found []chain.Cut
+	e := at.Epoch
+	var next func()
+	next = func() {
+		for ; e < p.in.Upto.Epoch && e < p.in.Checkpoint.Epoch; e++ {
+			if _, ok := p.cuts[e]; ok {
+				continue
+			}
+			p.phase = "derive-cut"
+			from := uint64(0)
+			if e == at.Epoch {
+				from = at.Next
+			}
+			epoch := e
+			p.ask(FenceEpoch{Epoch: epoch, From: from}, func(ev Event) {
+				f := ev.(EpochFenced)
+				if f.Err != nil {
+					then(fmt.Errorf("%w: epoch %d of %s/%s, recorded nowhere, and a fence from slot %d to re-derive it failed: %w", settle.ErrCutUnknown, epoch, p.cfg.Star, p.cfg.Class, from, f.Err))
+					return
+				}
+				p.logs = append(p.logs, Log{Msg: "settle: re-derived the cut of an epoch recorded nowhere", Attrs: []any{"star", p.cfg.Star, "class", p.cfg.Class.String(), "epoch", epoch, "from", from, "cut", f.Cut}})
+				p.addCut(chain.Cut{Epoch: epoch, Slot: f.Cut})
+				found = append(found, chain.Cut{Epoch: epoch, Slot: f.Cut})
+				e++
+				next()
+			})
+			return
+		}
+		if len(found) == 0 {
+			then(nil)
+			return
+		}
+		// Recorded before use: a later pass, fsck and a fence of an epoch
+		// the cursor passes read it there.
+		t := p.res.Trim
+		t.Owner = p.cfg.Owner
+		t.Cuts = p.cutsFrom(t.Deleted.Epoch)
+		p.putTrim("record-cuts", t, func(ver metastore.Version, err error) {
+			if err != nil {
+				then(fmt.Errorf("settle: record the re-derived cuts %v of %s/%s in the trim cursor: %w", found, p.cfg.Star, p.cfg.Class, err))
+				return
+			}
+			p.res.Trim, p.res.TrimVersion = t, ver
+			then(nil)
+		})
+	}
+	next()
+}
+
+// advance moves the cursor to upto (never back) by compare-and-swap. A
+// Commit that fails otherwise than deposed may still have applied (or
+// another pass got as far): the cursor is read back to tell.
+func (p *Pass) advance(upto chain.Position, then func(error)) {
+	t := p.res.Trim
+	if !t.At.Less(upto) {
+		then(nil)
+		return
+	}
+	p.phase = "advance"
+	t.At, t.Owner = upto, p.cfg.Owner
+	t.Cuts = p.cutsFrom(t.Deleted.Epoch)
+	p.putTrim("advance", t, func(ver metastore.Version, err error) {
+		wrap := func(err error) error {
+			return fmt.Errorf("settle: advance the trim cursor of %s/%s to %+v: %w", p.cfg.Star, p.cfg.Class, upto, err)
+		}
+		if err == nil {
+			p.res.Trim, p.res.TrimVersion = t, ver
+			then(nil)
+			return
+		}
+		if errors.Is(err, settle.ErrDeposed) {
+			then(wrap(err))
+			return
+		}
+		p.ask(ReadTrim{}, func(ev Event) {
+			tr := ev.(TrimRead)
+			if tr.Err == nil && !tr.Cursor.At.Less(upto) {
+				p.res.Trim, p.res.TrimVersion = tr.Cursor, tr.Version // ours applied, or someone got as far
+				then(nil)
+				return
+			}
+			then(wrap(err))
+		})
+	})
+}
+
+// marker is a marker as scanned.
+type marker struct {
+	key string
+	ver metastore.Version
+	m   settle.Marker
+	obj bool // delete the object (not referenced)
+}
+
+// reclaim deletes the settled objects marked doomed at least DoomedGrace
+// ago, and notes in the result how many wait for their grace and when the
+// first is due (the leader runs a pass then, idle or not). A reader still
+// holding a ref that pointed at one after that finds it gone and
+// re-resolves the ref, which now points at the object that absorbed it. A
+// pending marker (its pass lost or never made its repoint) whose ref does
+// point at the object now (a later pass adopted it) is only dropped.
+//
+// A deletion is three steps: the marker turns Deleting, in a guarded
+// Commit of many, so a deposed leader's pass starts none once a successor
+// has sealed; the objects go; the markers go. A pass that dies in between
+// leaves Deleting markers, which the next pass finishes.
+func (p *Pass) reclaim(then func(error)) {
+	p.phase = "reclaim-scan"
+	p.res.DoomedWaiting, p.res.DoomedDue = 0, time.Time{}
+	var due []marker
+	var scan func(after string)
+	scan = func(after string) {
+		p.ask(ScanMarkers{After: after, Limit: scanPage}, func(ev Event) {
+			ms := ev.(MarkersScanned)
+			if ms.Err != nil {
+				then(ms.Err)
+				return
+			}
+			var item func(i int)
+			item = func(i int) {
+				if i == len(ms.Items) {
+					if len(ms.Items) < scanPage {
+						p.reclaimDue(due, then)
+						return
+					}
+					scan(ms.Items[len(ms.Items)-1].Key)
+					return
+				}
+				it := ms.Items[i]
+				d, err := settle.DecodeMarker(it.Value)
+				if err != nil {
+					then(fmt.Errorf("settle: doomed marker %s is %q, not a settled object's", it.Key, it.Value))
+					return
+				}
+				at := time.UnixMilli(d.At)
+				if !d.Deleting && p.cfg.DoomedGrace > 0 && p.now.Sub(at) < p.cfg.DoomedGrace {
+					p.res.DoomedWaiting++
+					if t := at.Add(p.cfg.DoomedGrace); p.res.DoomedDue.IsZero() || t.Before(p.res.DoomedDue) {
+						p.res.DoomedDue = t
+					}
+					item(i + 1)
+					return
+				}
+				if d.Ref == "" || d.Deleting {
+					due = append(due, marker{key: it.Key, ver: it.Version, m: d, obj: true})
+					item(i + 1)
+					return
+				}
+				// A pending marker past its grace: is its object referenced
+				// by now?
+				p.ask(GetRef{Key: d.Ref}, func(ev Event) {
+					rg := ev.(RefGot)
+					if rg.Err != nil {
+						then(rg.Err)
+						return
+					}
+					ref := false
+					if rg.Found {
+						sr, err := absorb.DecodeRef(rg.Item.Value)
+						if err != nil {
+							then(fmt.Errorf("ref %s: %w", d.Ref, err))
+							return
+						}
+						for _, e := range sr.Extents {
+							ref = ref || e.Key == d.Key
+						}
+					}
+					due = append(due, marker{key: it.Key, ver: it.Version, m: d, obj: !ref})
+					item(i + 1)
+				})
+			}
+			item(0)
+		})
+	}
+	scan("")
+}
+
+// reclaimDue deletes what the scan found due: referenced pending markers
+// are dropped; the others turn Deleting, their objects go, then they go.
+func (p *Pass) reclaimDue(due []marker, then func(error)) {
+	var dropOnly, marked, toMark []marker
+	for _, x := range due {
+		switch {
+		case !x.obj:
+			dropOnly = append(dropOnly, x)
+		case x.m.Deleting:
+			marked = append(marked, x)
+		default:
+			toMark = append(toMark, x)
+		}
+	}
+	del := func(x marker) metastore.Op {
+		return metastore.Op{Kind: metastore.OpDelete, Key: x.key, Expect: x.ver}
+	}
+	p.phase = "reclaim-drop"
+	p.commitEach("drop-referenced", dropOnly, del, func(_ []marker, err error) {
+		if err != nil {
+			then(err)
+			return
+		}
+		p.phase = "reclaim-mark"
+		p.commitEach("mark-deleting", toMark, func(x marker) metastore.Op {
+			m := x.m
+			m.Deleting = true
+			return metastore.Op{Kind: metastore.OpPut, Key: x.key, Value: m.Encode(), Expect: x.ver}
+		}, func(now []marker, err error) {
+			marked = append(marked, now...)
+			if err != nil {
+				then(err)
+				return
+			}
+			p.phase = "reclaim-delete"
+			var gone []marker
+			var derr error
+			var obj func(i, b int)
+			obj = func(i, b int) {
+				if i == len(marked) {
+					// After their objects: a marker left by a crash here
+					// only deletes again.
+					p.phase = "reclaim-unmark"
+					p.commitEach("unmark", gone, del, func(_ []marker, err error) {
+						if err != nil {
+							then(err)
+							return
+						}
+						then(derr)
+					})
+					return
+				}
+				x := marked[i]
+				if b == p.cfg.SettledBuckets {
+					gone = append(gone, x)
+					p.res.DeletedObjects++
+					obj(i+1, 0)
+					return
+				}
+				p.ask(DeleteObject{Bucket: b, Key: x.m.Key}, func(ev Event) {
+					if err := ev.(ObjectDeleted).Err; err != nil {
+						derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
+						obj(i+1, 0) // its marker stays: the next pass deletes again
+						return
+					}
+					obj(i, b+1)
+				})
+			}
+			obj(0, 0)
+		})
+	})
+}
+
+// commitEach commits one op per marker, in Commits of many; on a conflict
+// (a marker moved: a pass rewrote it) one at a time, leaving out the ones
+// that moved. then gets the markers committed, with the versions their
+// ops left.
+func (p *Pass) commitEach(what string, xs []marker, op func(marker) metastore.Op, then func([]marker, error)) {
+	maxOps := p.cfg.MaxCommitOps - 1 // the guard
+	var out []marker
+	var chunk func(rest []marker)
+	chunk = func(rest []marker) {
+		if len(rest) == 0 {
+			then(out, nil)
+			return
+		}
+		c := rest[:min(len(rest), maxOps)]
+		rest = rest[len(c):]
+		ops := make([]metastore.Op, len(c))
+		for i, x := range c {
+			ops[i] = op(x)
+		}
+		p.commit(what, ops, func(vs []metastore.Version, err error) {
+			if err == nil {
+				for i, x := range c {
+					x.ver = vs[i]
+					out = append(out, x)
+				}
+				chunk(rest)
+				return
+			}
+			if !errors.Is(err, metastore.ErrConflict) {
+				then(out, err)
+				return
+			}
+			var one func(i int)
+			one = func(i int) {
+				if i == len(c) {
+					chunk(rest)
+					return
+				}
+				x := c[i]
+				p.commit(what+"-one", []metastore.Op{op(x)}, func(vs []metastore.Version, err error) {
+					switch {
+					case err == nil:
+						x.ver = vs[0]
+						out = append(out, x)
+					case !errors.Is(err, metastore.ErrConflict):
+						then(out, err)
+						return
+					}
+					one(i + 1)
+				})
+			}
+			one(0)
+		})
+	}
+	chunk(xs)
+}

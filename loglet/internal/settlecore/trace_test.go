@@ -1,0 +1,462 @@
+package settlecore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/settle"
+)
+
+// TestTraces runs the data-driven scripts in testdata: each command starts
+// a pass or steps the result of the request it asked for into it, and its
+// expected output is what the pass then asks for (or its end). Rewrite the
+// expected output after a deliberate change with
+//
+//	go test ./loglet/internal/settlecore -run TestTraces -rewrite
+//
+// Commands (arguments are key=value; positions are EPOCH.NEXT; cuts are
+// EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
+// object's name; durations like 30s):
+//
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops=]
+//	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
+//	                         caller read the cursor; else the pass reads it)
+//	time +d                                   (the clock moves)
+//	trim at= deleted= [cuts=] | trim-failed   (ReadTrim's result)
+//	checkpoint [owner= epoch=] [ver=|same] | checkpoint-failed   (same: the version
+//	                         last read: the checkpoint did not move)
+//	committed | commit-conflict | commit-failed
+//	slots-deleted n= | slots-delete-failed n=
+//	markers [failed]   (input: one marker a line: OBJECT [at=-d] [ref=STREAM@END] [deleting])
+//	ref OBJECT,... | ref-missing | ref-failed
+//	object-deleted | object-delete-failed
+//	fenced cut= | fence-failed
+//	slots-read n= [full] [failed]   (the first n slots asked, 100 bytes each; full: the
+//	                         pass's bytes are reached; failed: the next slot unreadable)
+//	slots-settled [objects= repointed= merged= doomed-new guard= failed]
+type harness struct {
+	t   *testing.T
+	cfg Config
+	p   *Pass
+	now time.Time
+	ver int // metastore versions handed out
+	// cpVer is the checkpoint's version as last read.
+	cpVer metastore.Version
+	// marked maps a marker's key to its object's name, for display.
+	marked map[string]string
+}
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func TestTraces(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		h := &harness{t: t, now: t0, marked: map[string]string{}}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return h.run(d)
+		})
+	})
+}
+
+const star = "s1"
+
+func (h *harness) run(d *datadriven.TestData) string {
+	if d.Cmd != "new" && d.Cmd != "time" && h.cfg.Owner == "" {
+		d.Fatalf(h.t, "new first")
+	}
+	if d.Cmd != "new" && d.Cmd != "pass" && d.Cmd != "time" && (h.p == nil || h.p.Next() == nil) {
+		d.Fatalf(h.t, "%s: no request is waiting", d.Cmd)
+	}
+	switch d.Cmd {
+	case "new":
+		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
+			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
+			MaxCommitOps: int(h.u64(d, "maxops", 0))}
+		h.p = nil
+		return ""
+	case "pass":
+		if h.p != nil && h.p.Next() != nil {
+			d.Fatalf(h.t, "pass: the last pass still waits on %T", h.p.Next())
+		}
+		in := Input{Upto: h.pos(d, "upto"), Checkpoint: h.pos(d, "checkpoint"), Cuts: h.cuts(d, "cuts"), MaxSlots: int(h.u64(d, "maxslots", 0))}
+		if d.HasArg("trim") {
+			at, del, _ := strings.Cut(h.str(d, "trim", ""), "/")
+			in.TrimKnown = true
+			in.Trim = chain.TrimCursor{At: parsePos(h.t, d, at), Deleted: parsePos(h.t, d, del), Cuts: h.cuts(d, "trim-cuts")}
+			in.TrimVersion = h.version()
+		}
+		h.p = New(h.cfg, in, h.now)
+	case "time":
+		if len(d.CmdArgs) != 1 {
+			d.Fatalf(h.t, "time +d")
+		}
+		dd, err := time.ParseDuration(strings.TrimPrefix(d.CmdArgs[0].Key, "+"))
+		if err != nil {
+			d.Fatalf(h.t, "time: %v", err)
+		}
+		h.now = h.now.Add(dd)
+		return fmt.Sprintf("now +%v\n", h.now.Sub(t0))
+	case "trim":
+		h.step(TrimRead{Cursor: chain.TrimCursor{At: h.pos(d, "at"), Deleted: h.pos(d, "deleted"), Cuts: h.cuts(d, "cuts")}, Version: h.version()})
+	case "trim-failed":
+		h.step(TrimRead{Err: errors.New("metastore down")})
+	case "checkpoint":
+		v := metastore.Version(h.str(d, "ver", ""))
+		switch {
+		case d.HasArg("same"):
+			v = h.cpVer // the checkpoint did not move
+		case v == "":
+			v = h.version()
+		}
+		h.cpVer = v
+		h.step(CheckpointRead{Owner: h.str(d, "owner", h.cfg.Owner), Epoch: h.u64(d, "epoch", h.cfg.Epoch), Version: v})
+	case "checkpoint-failed":
+		h.step(CheckpointRead{Err: errors.New("metastore down")})
+	case "committed":
+		c, ok := h.p.Next().(Commit)
+		if !ok {
+			d.Fatalf(h.t, "committed: the pass waits on %T", h.p.Next())
+		}
+		vs := make([]metastore.Version, len(c.Ops))
+		for i := range vs {
+			vs[i] = h.version()
+		}
+		h.step(Committed{Versions: vs})
+	case "commit-conflict":
+		h.step(Committed{Err: fmt.Errorf("metastore: commit: %w", metastore.ErrConflict)})
+	case "commit-failed":
+		h.step(Committed{Err: errors.New("metastore down")})
+	case "slots-deleted":
+		h.step(SlotsDeleted{Deleted: int(h.u64(d, "n", 0))})
+	case "slots-delete-failed":
+		h.step(SlotsDeleted{Deleted: int(h.u64(d, "n", 0)), Err: errors.New("chain: trim: zone-1 down")})
+	case "markers":
+		if d.HasArg("failed") {
+			h.step(MarkersScanned{Err: errors.New("metastore down")})
+			break
+		}
+		var items []metastore.Item
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				continue
+			}
+			obj := h.object(d, f[0])
+			m := settle.Marker{Key: obj, At: h.now.UnixMilli()}
+			for _, a := range f[1:] {
+				k, v, _ := strings.Cut(a, "=")
+				switch k {
+				case "at":
+					dd, err := time.ParseDuration(v)
+					if err != nil {
+						d.Fatalf(h.t, "markers: %v", err)
+					}
+					m.At = h.now.Add(dd).UnixMilli()
+				case "ref":
+					s, end, _ := strings.Cut(v, "@")
+					n, _ := strconv.ParseUint(end, 10, 64)
+					m.Ref = chain.RefKey(s, n)
+				case "deleting":
+					m.Deleting = true
+				default:
+					d.Fatalf(h.t, "markers: unknown %q", a)
+				}
+			}
+			key := settle.MarkerKey(star, h.cfg.Class, obj)
+			h.marked[key] = f[0]
+			items = append(items, metastore.Item{Key: key, Value: m.Encode(), Version: h.version()})
+		}
+		h.step(MarkersScanned{Items: items})
+	case "ref":
+		sr := absorb.SpanRef{Stream: "x"}
+		for _, o := range strings.Split(d.CmdArgs[0].Key, ",") {
+			sr.Extents = append(sr.Extents, absorb.Extent{Key: h.object(d, o), FirstSeq: sr.End, Count: 1, Length: 10})
+			sr.End++
+		}
+		v, err := json.Marshal(sr)
+		if err != nil {
+			d.Fatalf(h.t, "ref: %v", err)
+		}
+		g, ok := h.p.Next().(GetRef)
+		if !ok {
+			d.Fatalf(h.t, "ref: the pass waits on %T", h.p.Next())
+		}
+		h.step(RefGot{Item: metastore.Item{Key: g.Key, Value: v, Version: h.version()}, Found: true})
+	case "ref-missing":
+		h.step(RefGot{})
+	case "ref-failed":
+		h.step(RefGot{Err: errors.New("metastore down")})
+	case "object-deleted":
+		h.step(ObjectDeleted{})
+	case "object-delete-failed":
+		h.step(ObjectDeleted{Err: fmt.Errorf("settled bucket down: %w", objstore.ErrUnavailable)})
+	case "fenced":
+		h.step(EpochFenced{Cut: h.u64(d, "cut", 0)})
+	case "fence-failed":
+		h.step(EpochFenced{Err: errors.New("chain: fence: slot 4 undecidable")})
+	case "slots-read":
+		rs, ok := h.p.Next().(ReadSlots)
+		if !ok {
+			d.Fatalf(h.t, "slots-read: the pass waits on %T", h.p.Next())
+		}
+		n := h.u64(d, "n", 0)
+		if n > rs.To-rs.From {
+			d.Fatalf(h.t, "slots-read: %d slots asked, not %d", rs.To-rs.From, n)
+		}
+		ev := SlotsRead{Full: d.HasArg("full")}
+		for i := uint64(0); i < n; i++ {
+			ev.Slots = append(ev.Slots, settle.Slot{Pos: chain.Position{Epoch: rs.Epoch, Next: rs.From + i}, Object: make([]byte, 100)}) // each slot object 100 bytes
+		}
+		if d.HasArg("failed") {
+			ev.Err = errors.New("chain: walk: slot unreadable")
+		}
+		h.step(ev)
+	case "slots-settled":
+		r := settle.SlotsResult{Objects: int(h.u64(d, "objects", 0)), Repointed: int(h.u64(d, "repointed", 0)), Merged: int(h.u64(d, "merged", 0)),
+			DoomedNew: d.HasArg("doomed-new"), Guard: metastore.Version(h.str(d, "guard", ""))}
+		var err error
+		if d.HasArg("failed") {
+			err = errors.New("settle: put settled/a in settled bucket 0: unavailable")
+		}
+		h.step(SlotsSettled{Result: r, Err: err})
+	default:
+		d.Fatalf(h.t, "unknown command %q", d.Cmd)
+	}
+	return h.render()
+}
+
+// answers pairs each request with its event's type.
+var answers = map[string]string{
+	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
+	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
+	"ReadSlots": "SlotsRead", "SettleSlots": "SlotsSettled",
+}
+
+func (h *harness) step(ev Event) {
+	req := strings.TrimPrefix(fmt.Sprintf("%T", h.p.Next()), "settlecore.")
+	if got := strings.TrimPrefix(fmt.Sprintf("%T", ev), "settlecore."); answers[req] != got {
+		h.t.Fatalf("the pass waits on %s, not on what %s answers", req, got)
+	}
+	h.p.Step(h.now, ev)
+}
+
+func (h *harness) version() metastore.Version {
+	h.ver++
+	return metastore.Version(fmt.Sprintf("v%d", h.ver))
+}
+
+// render is what the pass asks now: its logs, then its request or its end.
+func (h *harness) render() string {
+	var b strings.Builder
+	for _, l := range h.p.Logs() {
+		fmt.Fprintf(&b, "log %s %v\n", l.Msg, l.Attrs)
+	}
+	req := h.p.Next()
+	if req == nil {
+		done, res, err := h.p.Done()
+		if !done {
+			h.t.Fatalf("the pass asks for nothing and is not done")
+		}
+		fmt.Fprintf(&b, "done: cursor at=%s deleted=%s cuts=%s; %s", pos(res.Trim.At), pos(res.Trim.Deleted), cuts(res.Trim.Cuts), res.Describe())
+		fmt.Fprintf(&b, " merged=%d deleted-objects=%d freed=%d", res.Merged, res.DeletedObjects, res.FreedBytes)
+		if res.DoomedWaiting > 0 || !res.DoomedDue.IsZero() {
+			fmt.Fprintf(&b, " doomed-waiting=%d due=+%v", res.DoomedWaiting, res.DoomedDue.Sub(t0))
+		}
+		b.WriteString("\n")
+		if res.DeleteErr != nil {
+			fmt.Fprintf(&b, "  delete-err: %v\n", res.DeleteErr)
+		}
+		if err != nil {
+			fmt.Fprintf(&b, "  err: %v\n", err)
+			if errors.Is(err, settle.ErrDeposed) {
+				b.WriteString("  (deposed)\n")
+			}
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "[%s] ", h.p.Phase())
+	switch r := req.(type) {
+	case ReadTrim:
+		b.WriteString("read-trim")
+	case ReadCheckpoint:
+		b.WriteString("read-checkpoint")
+	case Commit:
+		fmt.Fprintf(&b, "commit %s:", r.What)
+		for _, op := range r.Ops {
+			b.WriteString("\n  ")
+			b.WriteString(h.op(op))
+		}
+	case DeleteSlots:
+		fmt.Fprintf(&b, "delete-slots e=%d [%d,%d)", r.Epoch, r.From, r.To)
+	case ScanMarkers:
+		fmt.Fprintf(&b, "scan-markers after=%q limit=%d", h.name(r.After), r.Limit)
+	case GetRef:
+		fmt.Fprintf(&b, "get-ref %s", r.Key)
+	case DeleteObject:
+		fmt.Fprintf(&b, "delete-object b=%d %s", r.Bucket, r.Key)
+	case FenceEpoch:
+		fmt.Fprintf(&b, "fence e=%d from=%d", r.Epoch, r.From)
+	case ReadSlots:
+		fmt.Fprintf(&b, "read-slots e=%d [%d,%d) max-bytes=%d", r.Epoch, r.From, r.To, r.MaxBytes)
+	case SettleSlots:
+		fmt.Fprintf(&b, "settle-slots %s upto=%s checkpoint=%s cuts=%s guard=%q", slotList(r.Pass.Slots), pos(r.Pass.Upto), pos(r.Pass.Checkpoint), cuts(r.Pass.Cuts), r.Pass.Guard)
+	default:
+		fmt.Fprintf(&b, "%T", r)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// op describes one op of a Commit.
+func (h *harness) op(op metastore.Op) string {
+	kind := map[metastore.OpKind]string{metastore.OpPut: "put", metastore.OpDelete: "delete", metastore.OpCheck: "check"}[op.Kind]
+	key := h.name(op.Key)
+	val := ""
+	switch {
+	case op.Key == chain.TrimKey(star, h.cfg.Class):
+		if t, err := chain.DecodeTrimCursor(op.Value); err == nil && op.Kind == metastore.OpPut {
+			val = fmt.Sprintf(" at=%s deleted=%s cuts=%s owner=%s", pos(t.At), pos(t.Deleted), cuts(t.Cuts), t.Owner)
+		}
+	case strings.HasPrefix(op.Key, settle.MarkerPrefix(star, h.cfg.Class)) && op.Kind == metastore.OpPut:
+		m, err := settle.DecodeMarker(op.Value)
+		if err == nil {
+			val = fmt.Sprintf(" deleting=%v", m.Deleting)
+		}
+	}
+	return fmt.Sprintf("%s %s%s @%s", kind, key, val, op.Expect)
+}
+
+// name shortens a metastore key for display.
+func (h *harness) name(key string) string {
+	switch key {
+	case chain.TrimKey(star, h.cfg.Class):
+		return "trim"
+	case chain.CheckpointKey(star, h.cfg.Class):
+		return "checkpoint"
+	}
+	if o, ok := h.marked[key]; ok {
+		return "marker(" + o + ")"
+	}
+	return key
+}
+
+// object is the settled object's key of a name STREAM:START-END.
+func (h *harness) object(d *datadriven.TestData, name string) string {
+	s, r, ok := strings.Cut(name, ":")
+	a, b, ok2 := strings.Cut(r, "-")
+	start, err1 := strconv.ParseUint(a, 10, 64)
+	end, err2 := strconv.ParseUint(b, 10, 64)
+	if !ok || !ok2 || err1 != nil || err2 != nil {
+		d.Fatalf(h.t, "object %q is not STREAM:START-END", name)
+	}
+	return chain.SettledKey(s, start, end)
+}
+
+func (h *harness) str(d *datadriven.TestData, key, def string) string {
+	if !d.HasArg(key) {
+		return def
+	}
+	var v string
+	d.ScanArgs(h.t, key, &v)
+	return v
+}
+
+func (h *harness) u64(d *datadriven.TestData, key string, def uint64) uint64 {
+	s := h.str(d, key, "")
+	if s == "" {
+		return def
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		d.Fatalf(h.t, "%s=%q: %v", key, s, err)
+	}
+	return v
+}
+
+func (h *harness) dur(d *datadriven.TestData, key string, def time.Duration) time.Duration {
+	s := h.str(d, key, "")
+	if s == "" {
+		return def
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.Fatalf(h.t, "%s=%q: %v", key, s, err)
+	}
+	return v
+}
+
+func (h *harness) pos(d *datadriven.TestData, key string) chain.Position {
+	s := h.str(d, key, "")
+	if s == "" {
+		d.Fatalf(h.t, "%s= is required", key)
+	}
+	return parsePos(h.t, d, s)
+}
+
+func parsePos(t *testing.T, d *datadriven.TestData, s string) chain.Position {
+	e, n, ok := strings.Cut(s, ".")
+	ev, err1 := strconv.ParseUint(e, 10, 64)
+	nv, err2 := strconv.ParseUint(n, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		d.Fatalf(t, "position %q is not EPOCH.NEXT", s)
+	}
+	return chain.Position{Epoch: ev, Next: nv}
+}
+
+func (h *harness) cuts(d *datadriven.TestData, key string) []chain.Cut {
+	s := h.str(d, key, "")
+	if s == "" {
+		return nil
+	}
+	var out []chain.Cut
+	for _, c := range strings.Split(s, ",") {
+		e, slot, _ := strings.Cut(c, "@")
+		ev, err1 := strconv.ParseUint(e, 10, 64)
+		sv, err2 := strconv.ParseUint(slot, 10, 64)
+		if err1 != nil || err2 != nil {
+			d.Fatalf(h.t, "cuts: %q is not epoch@slot", c)
+		}
+		out = append(out, chain.Cut{Epoch: ev, Slot: sv})
+	}
+	return out
+}
+
+// slotList is the slots' positions, a range per epoch: 1.[2,5) 2.[0,6).
+func slotList(ss []settle.Slot) string {
+	var parts []string
+	for i := 0; i < len(ss); {
+		j := i + 1
+		for j < len(ss) && ss[j].Pos.Epoch == ss[i].Pos.Epoch && ss[j].Pos.Next == ss[j-1].Pos.Next+1 {
+			j++
+		}
+		parts = append(parts, fmt.Sprintf("%d.[%d,%d)", ss[i].Pos.Epoch, ss[i].Pos.Next, ss[j-1].Pos.Next+1))
+		i = j
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+func pos(p chain.Position) string { return fmt.Sprintf("%d.%d", p.Epoch, p.Next) }
+
+func cuts(cs []chain.Cut) string {
+	if len(cs) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%d@%d", c.Epoch, c.Slot))
+	}
+	return strings.Join(parts, ",")
+}

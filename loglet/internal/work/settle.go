@@ -1,0 +1,148 @@
+package work
+
+import (
+	"context"
+	"errors"
+
+	"github.com/flightlog/flightlog/absorb"
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
+	"github.com/flightlog/flightlog/loglet/internal/settlecore"
+	"github.com/flightlog/flightlog/metastore"
+	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/settle"
+)
+
+// settle runs one settle pass from the trim cursor as stored: the pass's
+// core (loglet/internal/settlecore) decides, SettleExec executes.
+func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePassed {
+	if e.SettleTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.SettleTimeout)
+		defer cancel()
+	}
+	cfg := e.SettleConfig(r.Epoch)
+	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts}, false)
+	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg}, pass)
+	return chaincore.SettlePassed{Result: res, Err: err}
+}
+
+// SettleConfig is the settle configuration of a pass by this chain's leader
+// of epoch.
+func (e *Env) SettleConfig(epoch uint64) settle.Config {
+	cfg := settle.Config{Meta: e.Meta, Star: e.Star, Class: e.Class, Owner: e.Owner, Epoch: epoch, Transit: e.Set(),
+		Settled: e.Settled, Codec: e.SettleCodec, Liveness: e.Liveness, DoomedGrace: e.SettleGrace}
+	if e.Now != nil {
+		cfg.Now = e.Now
+	}
+	return cfg.WithDefaults()
+}
+
+// NewSettlePass is the core of one pass of cfg's chain, asked p (from p's
+// trim cursor if trimKnown, else from the stored one), at cfg.Now().
+func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore.Pass {
+	cfg = cfg.WithDefaults()
+	grace := cfg.DoomedGrace
+	if grace < 0 {
+		grace = 0
+	}
+	return settlecore.New(settlecore.Config{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Epoch: cfg.Epoch,
+		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta)},
+		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots},
+		cfg.Now())
+}
+
+// RunSettle runs one settle pass of cfg's chain from p.Trim (the cursor as
+// the caller read it) to its end. It returns what the pass did even with
+// an error; the next pass resumes from the cursor the result carries.
+func RunSettle(ctx context.Context, cfg settle.Config, p settle.Pass) (settle.Result, error) {
+	cfg = cfg.WithDefaults()
+	return DriveSettle(ctx, SettleExec{Cfg: cfg}, NewSettlePass(cfg, p, true))
+}
+
+// DriveSettle executes pass's requests one after the other until it is
+// done, logging what it asks to.
+func DriveSettle(ctx context.Context, x SettleExec, pass *settlecore.Pass) (settle.Result, error) {
+	for {
+		for _, l := range pass.Logs() {
+			x.Cfg.Logger.Warn(l.Msg, l.Attrs...)
+		}
+		req := pass.Next()
+		if req == nil {
+			_, res, err := pass.Done()
+			return res, err
+		}
+		ev := x.Do(ctx, req)
+		pass.Step(x.Cfg.Now(), ev)
+	}
+}
+
+var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
+
+// SettleExec executes a settle pass's requests against Cfg's stores: each
+// request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
+// SettleSlots: package settle's coarse step) and returns its event. It
+// holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
+type SettleExec struct {
+	Cfg settle.Config
+}
+
+// Do executes req.
+func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.Event {
+	c := x.Cfg
+	switch r := req.(type) {
+	case settlecore.ReadTrim:
+		t, ver, err := chain.ReadTrimCursor(ctx, c.Meta, c.Star, c.Class)
+		return settlecore.TrimRead{Cursor: t, Version: ver, Err: err}
+	case settlecore.ReadCheckpoint:
+		cp, ver, err := absorb.ReadCheckpoint(ctx, c.Meta, c.Star, c.Class)
+		return settlecore.CheckpointRead{Owner: cp.Owner, Epoch: cp.OwnerEpoch, Version: ver, Err: err}
+	case settlecore.Commit:
+		vs, err := c.Meta.Commit(ctx, r.Ops)
+		return settlecore.Committed{Versions: vs, Err: err}
+	case settlecore.DeleteSlots:
+		n, err := chain.Trim(ctx, c.Transit, c.Star, c.Class, r.Epoch, r.From, r.To)
+		return settlecore.SlotsDeleted{Deleted: n, Err: err}
+	case settlecore.ScanMarkers:
+		items, err := c.Meta.Scan(ctx, settle.MarkerPrefix(c.Star, c.Class), r.After, r.Limit)
+		return settlecore.MarkersScanned{Items: items, Err: err}
+	case settlecore.GetRef:
+		it, err := c.Meta.Get(ctx, r.Key)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return settlecore.RefGot{}
+		}
+		return settlecore.RefGot{Item: it, Found: err == nil, Err: err}
+	case settlecore.DeleteObject:
+		err := c.Settled[r.Bucket].Delete(ctx, r.Key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			err = nil
+		}
+		return settlecore.ObjectDeleted{Err: err}
+	case settlecore.FenceEpoch:
+		fctx, cancel := context.WithTimeout(ctx, settle.DeriveCutPatience)
+		defer cancel()
+		res, err := chain.Fence(fctx, c.Transit, c.Star, c.Class, r.Epoch, r.From, envelope.NewNonce(), chain.FenceOptions{Parallel: 1})
+		return settlecore.EpochFenced{Cut: res.Cut, Err: err}
+	case settlecore.ReadSlots:
+		var out settlecore.SlotsRead
+		var bytes int64
+		err := chain.Walk(ctx, c.Transit, c.Star, c.Class, r.Epoch, r.From, r.To, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+			if bytes >= r.MaxBytes {
+				out.Full = true
+				return errPassFull
+			}
+			out.Slots = append(out.Slots, settle.Slot{Pos: chain.Position{Epoch: r.Epoch, Next: slot}, Object: obj, Frames: frames})
+			bytes += int64(len(obj))
+			return nil
+		})
+		if !errors.Is(err, errPassFull) {
+			out.Err = err
+		}
+		return out
+	case settlecore.SettleSlots:
+		res, err := settle.SettleSlots(ctx, c, r.Pass)
+		return settlecore.SlotsSettled{Result: res, Err: err}
+	}
+	panic("work: unknown settle request") // a request type added without its execution: a bug here
+}
