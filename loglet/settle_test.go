@@ -231,7 +231,7 @@ func manyOpensThenSettle(t *testing.T, prep func(w *world, cuts map[Class][]chai
 		ctx := context.Background()
 		w := newWorld(t)
 		g := newLedger()
-		off := func(c *Config) { c.SettleInterval = -1; c.CoarseWakeups = true }
+		off := func(c *Config) { c.SettleInterval = -1 }
 		for i := 1; i <= 5; i++ {
 			p, err := w.open(fmt.Sprint("p", i), off)
 			if err != nil {
@@ -268,7 +268,7 @@ func manyOpensThenSettle(t *testing.T, prep func(w *world, cuts map[Class][]chai
 		if prep != nil {
 			prep(w, cuts)
 		}
-		p, err := w.open("p6", func(c *Config) { c.SettleInterval = 5 * time.Millisecond; c.CoarseWakeups = true })
+		p, err := w.open("p6", func(c *Config) { c.SettleInterval = 5 * time.Millisecond })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +378,7 @@ func TestSettleDeletesDoomedObjectsWhenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		r := newSettleRig()
-		r.cfg.CoarseWakeups, r.cfg.doomedGrace = true, time.Minute
+		r.cfg.doomedGrace = time.Minute
 		s, err := Open(ctx, r.cfg)
 		if err != nil {
 			t.Fatal(err)

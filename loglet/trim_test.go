@@ -544,8 +544,7 @@ func TestDeleteStreamReclaimsData(t *testing.T) {
 func TestReadSessionWaitsPastATrimToTheTail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		// Under synctest: no precise sleepers.
-		r := newRig(t, Standard, 1, 3, func(c *Config, _ []*objstore.FaultStore) { c.CoarseWakeups = true })
+		r := newRig(t, Standard, 1, 3, nil)
 		appendN(t, r.star, "t", 2, 5, nil) // seqs 0-9
 		sess, err := r.star.OpenReadSession(ctx, "t", ReadQuery{Start: AtSeq(0), MaxRecords: 3})
 		if err != nil {
