@@ -49,13 +49,23 @@ func closeBounded(ctx context.Context, t *testing.T, s *Star, bound time.Duratio
 // Outside a bubble it panics (synctest.Wait does).
 func waitUntil(t *testing.T, bound time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !quiesceUntil(bound, time.Millisecond, cond) {
+		t.Fatalf("not %s after %v (the bubble's clock)", what, bound)
+	}
+}
+
+// quiesceUntil is waitUntil's loop: it reports whether cond held within
+// bound of the bubble's clock, checked each time the bubble is blocked,
+// with step of that clock between checks.
+func quiesceUntil(bound, step time.Duration, cond func() bool) bool {
 	start := time.Now()
 	for synctest.Wait(); !cond(); synctest.Wait() {
 		if time.Since(start) >= bound {
-			t.Fatalf("not %s after %v (the bubble's clock)", what, bound)
+			return false
 		}
-		time.Sleep(time.Millisecond) // the bubble's clock: not a wait on the wall's
+		time.Sleep(step) // the bubble's clock: not a wait on the wall's
 	}
+	return true
 }
 
 // inBubble returns f to run in a testing/synctest bubble, for t.Run.
