@@ -216,7 +216,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 			}()
 			time.Sleep(5 * time.Millisecond) // one flight each (fake clock)
 		}
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // the outage lasts 10s (fake clock)
 		synctest.Wait()
 		st := s.Stats().Standard
 		if st.Backlog.Flights > 4 || !st.Backlog.Stalling || st.Backlog.StallingCause != "metastore slow" {
