@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
@@ -26,7 +27,7 @@ func (p *peakStore) enter() func() {
 	}
 	raise(&p.in, &p.peak)
 	raise(p.setIn, p.setPeak)
-	time.Sleep(time.Millisecond) // the store's latency, so that requests overlap
+	time.Sleep(time.Millisecond) // the store's latency (the bubble's clock), so that requests overlap
 	return func() { p.in.Add(-1); p.setIn.Add(-1) }
 }
 
@@ -51,6 +52,10 @@ func (p *peakStore) Delete(ctx context.Context, key string) error {
 // their default read-ahead to go far past it; and the bounded runs reach
 // the same cut and the same slots.
 func TestReadAheadBoundsRequestsInFlight(t *testing.T) {
+	synctest.Test(t, testReadAheadBoundsRequestsInFlight)
+}
+
+func testReadAheadBoundsRequestsInFlight(t *testing.T) {
 	const k, backlog, ahead = 3, 96, 4
 	ts := newTestSet(k, 2, 41)
 	ts.writeCommitted(t, 1, 0, backlog)

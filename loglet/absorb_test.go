@@ -195,7 +195,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mf := metastore.WithFaults(metastore.NewMem(), 3)
 		m := objstore.NewMem()
-		cfg := Config{Star: "s1", Meta: mf, CreateOnAppend: true, Logger: testLogger(), CoarseWakeups: true,
+		cfg := Config{Star: "s1", Meta: mf, CreateOnAppend: true, Logger: testLogger(),
 			Standard: ClassConfig{Buckets: []objstore.Store{m}, ParallelUploads: 2, ChainBacklogFlights: 4, FlushDeadline: time.Millisecond}}
 		s, err := Open(context.Background(), cfg)
 		if err != nil {
@@ -216,7 +216,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 			}()
 			time.Sleep(5 * time.Millisecond) // one flight each (fake clock)
 		}
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // the outage lasts 10s (fake clock)
 		synctest.Wait()
 		st := s.Stats().Standard
 		if st.Backlog.Flights > 4 || !st.Backlog.Stalling || st.Backlog.StallingCause != "metastore slow" {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
@@ -40,17 +41,36 @@ func closeBounded(ctx context.Context, t *testing.T, s *Star, bound time.Duratio
 	}
 }
 
-// waitFor polls cond every millisecond until it holds, failing the test if
-// it does not within bound.
-func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) {
+// waitUntil checks cond each time every goroutine of the synctest bubble
+// it runs in is blocked (synctest.Wait), and lets a millisecond of the
+// bubble's clock pass (its timers fire) while cond does not hold, failing
+// the test if cond does not hold within bound of that clock. The time is
+// fake: neither the check nor the bound depends on the machine's speed.
+// Outside a bubble it panics (synctest.Wait does).
+func waitUntil(t *testing.T, bound time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s after %v", what, bound)
-		}
-		time.Sleep(time.Millisecond)
+	if !quiesceUntil(bound, time.Millisecond, cond) {
+		t.Fatalf("not %s after %v (the bubble's clock)", what, bound)
 	}
+}
+
+// quiesceUntil is waitUntil's loop: it reports whether cond held within
+// bound of the bubble's clock, checked each time the bubble is blocked,
+// with step of that clock between checks.
+func quiesceUntil(bound, step time.Duration, cond func() bool) bool {
+	start := time.Now()
+	for synctest.Wait(); !cond(); synctest.Wait() {
+		if time.Since(start) >= bound {
+			return false
+		}
+		time.Sleep(step) // the bubble's clock: not a wait on the wall's
+	}
+	return true
+}
+
+// inBubble returns f to run in a testing/synctest bubble, for t.Run.
+func inBubble(f func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) { synctest.Test(t, f) }
 }
 
 // flying is a set of appends running in goroutines, each with a context
@@ -148,6 +168,10 @@ func appendOne(t *testing.T, s *Star, stream, body string) Ack {
 // be acked with every bucket down), the flights Close gave up on
 // outcome-unknown.
 func TestCloseBucketSetDown(t *testing.T) {
+	synctest.Test(t, testCloseBucketSetDown)
+}
+
+func testCloseBucketSetDown(t *testing.T) {
 	r := newRig(t, Express, 3, 21, func(c *Config, _ []*objstore.FaultStore) {
 		c.AbsorbInterval = 2 * time.Millisecond
 	})
@@ -162,8 +186,8 @@ func TestCloseBucketSetDown(t *testing.T) {
 	for i := 0; i < n; i++ {
 		fl.start(r.star, "a", fmt.Sprint("down-", i))
 	}
-	waitFor(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 5+n })
-	waitFor(t, 5*time.Second, "a flight in the window", func() bool { return r.star.Stats().Express.WindowInFlight > 0 })
+	waitUntil(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 5+n })
+	waitUntil(t, 5*time.Second, "a flight in the window", func() bool { return r.star.Stats().Express.WindowInFlight > 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -201,6 +225,10 @@ func TestCloseBucketSetDown(t *testing.T) {
 // flights; a process opened once the metastore is back takes the star over,
 // walks the chain and reads every acked record.
 func TestCloseMetastoreDown(t *testing.T) {
+	synctest.Test(t, testCloseMetastoreDown)
+}
+
+func testCloseMetastoreDown(t *testing.T) {
 	w := newWorld(t)
 	g := newLedger()
 	p1, err := w.open("p1", func(c *Config) { c.AbsorbInterval = 2 * time.Millisecond })
@@ -264,6 +292,10 @@ func TestCloseMetastoreDown(t *testing.T) {
 // halted flight (never fenced) ends outcome-unknown and every pooled batch
 // (never cut) not committed.
 func TestCloseMidRecovery(t *testing.T) {
+	synctest.Test(t, testCloseMidRecovery)
+}
+
+func testCloseMidRecovery(t *testing.T) {
 	key2 := chain.SlotKey("s1", Standard, 1, 2)
 	var down atomic.Bool
 	r := newRig(t, Standard, 1, 22, func(c *Config, fs []*objstore.FaultStore) {
@@ -284,14 +316,14 @@ func TestCloseMidRecovery(t *testing.T) {
 	appendOne(t, r.star, "a", "1")
 	var fl flying
 	fl.start(r.star, "a", "halted")
-	waitFor(t, 5*time.Second, "recovering", func() bool {
+	waitUntil(t, 5*time.Second, "recovering", func() bool {
 		st := r.star.Stats().Standard
 		return st.Halts == 1 && st.Recovering
 	})
 	for i := 0; i < 4; i++ {
 		fl.start(r.star, "a", fmt.Sprint("pooled-", i))
 	}
-	waitFor(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 7 })
+	waitUntil(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 7 })
 	if st := r.star.Stats().Standard; !st.Recovering || st.SuccessionStep != "fence" {
 		t.Fatalf("recovering %v at step %q, want the fence (blocked)", st.Recovering, st.SuccessionStep)
 	}
@@ -319,6 +351,10 @@ func TestCloseMidRecovery(t *testing.T) {
 // TestCloseCleanIsNilAndIdempotent: Close(context.Background()) on a
 // healthy star returns nil quickly, and a second Close returns the same.
 func TestCloseCleanIsNilAndIdempotent(t *testing.T) {
+	synctest.Test(t, testCloseCleanIsNilAndIdempotent)
+}
+
+func testCloseCleanIsNilAndIdempotent(t *testing.T) {
 	r := newRig(t, Express, 3, 23, nil)
 	var fl flying
 	for i := 0; i < 20; i++ {
@@ -353,6 +389,10 @@ func TestCloseCleanIsNilAndIdempotent(t *testing.T) {
 // finish (the bucket set is down); a second Close returns the first one's
 // error.
 func TestCloseWithoutDeadlineBoundedByCloseTimeout(t *testing.T) {
+	synctest.Test(t, testCloseWithoutDeadlineBoundedByCloseTimeout)
+}
+
+func testCloseWithoutDeadlineBoundedByCloseTimeout(t *testing.T) {
 	r := newRig(t, Express, 3, 24, func(c *Config, _ []*objstore.FaultStore) {
 		c.CloseTimeout = 300 * time.Millisecond
 	})
@@ -366,7 +406,7 @@ func TestCloseWithoutDeadlineBoundedByCloseTimeout(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		fl.start(r.star, "a", fmt.Sprint("down-", i))
 	}
-	waitFor(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 7 })
+	waitUntil(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 7 })
 	ctx, cancel := context.WithCancel(context.Background()) // no deadline
 	defer cancel()
 	took, err := closeBounded(ctx, t, r.star, 10*time.Second)
@@ -389,6 +429,10 @@ func TestCloseWithoutDeadlineBoundedByCloseTimeout(t *testing.T) {
 // still returns at once, and every admitted batch still gets exactly one
 // outcome; a nil error means every one was acked.
 func TestCloseWithEndedContext(t *testing.T) {
+	synctest.Test(t, testCloseWithEndedContext)
+}
+
+func testCloseWithEndedContext(t *testing.T) {
 	r := newRig(t, Standard, 1, 25, func(c *Config, fs []*objstore.FaultStore) {
 		c.Standard.FlushDeadline = time.Hour // only Close cuts
 		fs[0].SetLatency(objstore.OpPut, objstore.Fixed(20*time.Millisecond))
@@ -397,7 +441,7 @@ func TestCloseWithEndedContext(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		fl.start(r.star, "a", fmt.Sprint(i))
 	}
-	waitFor(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 10 })
+	waitUntil(t, 5*time.Second, "every append admitted", func() bool { return tailOf(r.star, "a") == 10 })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	took, err := closeBounded(ctx, t, r.star, 5*time.Second)

@@ -113,9 +113,10 @@ type Config struct {
 	// the runtime's timers wake up to a millisecond late there (its poller
 	// waits in whole milliseconds), a third of Express's 1 ms flush
 	// deadline, where nanosleep overshoots by the kernel's timer slack
-	// (tens of microseconds). Set it under testing/synctest, whose fake
-	// clock cannot advance while a goroutine sleeps in a real syscall, or
-	// on a host that counts its OS threads.
+	// (tens of microseconds). Set it on a host that counts its OS
+	// threads. (In a testing/synctest bubble, whose fake clock cannot
+	// advance while a goroutine sleeps in a system call, the wake-up is
+	// slept for on the bubble's clock.)
 	CoarseWakeups bool
 	// CloseTimeout bounds Close when its context has no deadline (default
 	// 30s): a close that cannot finish (a bucket set or the metastore down)

@@ -151,7 +151,7 @@ func (g *ledger) forget(stream string) {
 func TestOpenDespiteDamagedTailsSnapshot(t *testing.T) {
 	for _, damage := range []string{"flipped byte", "truncated", "deleted"} {
 		for _, clean := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/clean=%v", damage, clean), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/clean=%v", damage, clean), inBubble(func(t *testing.T) {
 				w := newWorld(t)
 				w.openTimeout = 5 * time.Second
 				g := newLedger()
@@ -203,7 +203,7 @@ func TestOpenDespiteDamagedTailsSnapshot(t *testing.T) {
 					t.Errorf("the owner after the rebuild rebuilt again (%d)", n)
 				}
 				g.verify(t, p3.star)
-			})
+			}))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -327,6 +328,7 @@ func TestZombieLeaderNeverAckedPastTheCut(t *testing.T) {
 			stop := make(chan struct{})
 			zombieDone := make(chan struct{})
 			var afterErrs, zombieAcks int
+			going := make(chan struct{}) // closed at the zombie's 30th ack
 			go func() {
 				defer close(zombieDone)
 				for i := 0; ; i++ {
@@ -338,7 +340,9 @@ func TestZombieLeaderNeverAckedPastTheCut(t *testing.T) {
 					_, err := g.append(t, p1.star, fmt.Sprint("z", i%3), fmt.Sprint("p1-", i))
 					switch {
 					case err == nil:
-						zombieAcks++
+						if zombieAcks++; zombieAcks == 30 {
+							close(going)
+						}
 					case errors.Is(err, ErrNotCommitted), errors.Is(err, ErrOutcomeUnknown):
 						afterErrs++
 					default:
@@ -347,8 +351,13 @@ func TestZombieLeaderNeverAckedPastTheCut(t *testing.T) {
 					}
 				}
 			}()
-			for p1.star.Stats().acked(class) < 30 {
-				time.Sleep(time.Millisecond) // let the incumbent get going
+			// Let the incumbent get going. (Not in a synctest bubble: once
+			// deposed, the zombie's appends fail at once and it never
+			// blocks, so the bubble's clock could not advance.)
+			select {
+			case <-going:
+			case <-zombieDone:
+				t.Fatalf("the zombie stopped after %d acks", zombieAcks)
 			}
 			// The live incumbent may win the mint race once (its own
 			// recovery after our seal); a host moving a star retries.
@@ -385,6 +394,10 @@ func TestZombieLeaderNeverAckedPastTheCut(t *testing.T) {
 // lag as Tail.Seq − Next must not underflow). The simulation found this
 // (one seed in 6,000 of a live takeover).
 func TestDeposedReadTailCoversRecords(t *testing.T) {
+	synctest.Test(t, testDeposedReadTailCoversRecords)
+}
+
+func testDeposedReadTailCoversRecords(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	express := func(c *Config) { c.Standard = ClassConfig{}; c.DefaultClass = Express }
@@ -398,13 +411,10 @@ func TestDeposedReadTailCoversRecords(t *testing.T) {
 		}
 	}
 	// Wait until p1 has absorbed everything: its reads then go to refs.
-	for {
+	waitUntil(t, 10*time.Second, "absorbed", func() bool {
 		cs := p1.star.Stats().Express
-		if cs.Checkpoint == cs.ReleasePoint {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return cs.Checkpoint == cs.ReleasePoint
+	})
 	p2, err := w.open("p2", express)
 	if err != nil {
 		t.Fatal(err)
@@ -432,16 +442,6 @@ func TestDeposedReadTailCoversRecords(t *testing.T) {
 	if res.Tail.Seq < res.Next {
 		t.Fatalf("Read returned records up to %d with Tail %d behind them", res.Next, res.Tail.Seq)
 	}
-}
-
-func (s Stats) acked(c Class) uint64 {
-	if c == Express && s.Express != nil {
-		return s.Express.AckedBatches
-	}
-	if s.Standard != nil {
-		return s.Standard.AckedBatches
-	}
-	return 0
 }
 
 // TestTakeoverCrashAtEveryStep: a successor dies after its k-th metastore
@@ -567,6 +567,10 @@ func TestRefuseLiveOwnerLeavesTheLeader(t *testing.T) {
 // every acked record. (Before, the incumbent minted the next epoch anyway
 // and resealed the checkpoint over the candidate's seal.)
 func TestSealedByDeadCandidate(t *testing.T) {
+	synctest.Test(t, testSealedByDeadCandidate)
+}
+
+func testSealedByDeadCandidate(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	g := newLedger()
@@ -590,7 +594,7 @@ func TestSealedByDeadCandidate(t *testing.T) {
 	}
 	// The incumbent goes on appending until it notices.
 	var nl *NotLeaderError
-	deadline := time.Now().Add(10 * time.Second)
+	start := time.Now() // the bubble's clock
 	for i := 0; ; i++ {
 		_, err := g.append(t, p1.star, "a", fmt.Sprint("p1-late-", i))
 		if errors.As(err, &nl) {
@@ -599,7 +603,7 @@ func TestSealedByDeadCandidate(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrNotCommitted) && !errors.Is(err, ErrOutcomeUnknown) {
 			t.Fatalf("append after the seal: %v", err)
 		}
-		if time.Now().After(deadline) {
+		if time.Since(start) > 10*time.Second {
 			t.Fatal("the incumbent never noticed it was sealed")
 		}
 	}

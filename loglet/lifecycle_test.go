@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
@@ -50,21 +51,14 @@ func appendBodies(t *testing.T, s *Star, stream string, bodies ...string) Ack {
 	return ack
 }
 
-// waitAbsorbed waits until every released flight of s's Standard chain is
-// absorbed.
+// waitAbsorbed waits, in a synctest bubble (see waitUntil), until every
+// released flight of s's Standard chain is absorbed.
 func waitAbsorbed(t *testing.T, s *Star) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, 10*time.Second, "absorbed", func() bool {
 		st := s.Stats().Standard
-		if st.FlightIndexBytes == 0 && st.Backlog.Flights == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not absorbed: %+v", st.Backlog)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return st.FlightIndexBytes == 0 && st.Backlog.Flights == 0
+	})
 }
 
 // TestDeleteAndRecreateIsAFreshStream (issue 13, item 1): a stream deleted
@@ -77,7 +71,7 @@ func waitAbsorbed(t *testing.T, s *Star) {
 // Open of the star failed.
 func TestDeleteAndRecreateIsAFreshStream(t *testing.T) {
 	for _, absorbed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("old-absorbed=%v", absorbed), func(t *testing.T) {
+		t.Run(fmt.Sprintf("old-absorbed=%v", absorbed), inBubble(func(t *testing.T) {
 			w := newWorld(t)
 			ctx := context.Background()
 			interval := time.Millisecond
@@ -142,7 +136,7 @@ func TestDeleteAndRecreateIsAFreshStream(t *testing.T) {
 			if got := readBodies(t, p2.star.Read, "a"); strings.Join(got, ",") != "new-0,new-1,new-2" {
 				t.Fatalf("after reopen the leader reads %v", got)
 			}
-		})
+		}))
 	}
 }
 
@@ -150,6 +144,10 @@ func TestDeleteAndRecreateIsAFreshStream(t *testing.T) {
 // incarnation; its refs do not collide with the old star's, and a Reader
 // sees only the new records.
 func TestRecreateOnAnotherStar(t *testing.T) {
+	synctest.Test(t, testRecreateOnAnotherStar)
+}
+
+func testRecreateOnAnotherStar(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	on := func(star string) func(*Config) {
@@ -197,6 +195,10 @@ func TestRecreateOnAnotherStar(t *testing.T) {
 // CreateOnAppend. Before, a 482-499-byte name was accepted and acked, and
 // every absorb round then failed with ErrInvalidKey.
 func TestStreamNameKeyLimit(t *testing.T) {
+	synctest.Test(t, testStreamNameKeyLimit)
+}
+
+func testStreamNameKeyLimit(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	longest := ""
@@ -281,6 +283,10 @@ func TestFutureTimestampsCapped(t *testing.T) {
 // every tail (a delta and its base: two reads). Before, every round
 // rewrote every tail (20,000 streams, one active: 874 KB PUT per round).
 func TestTailsSnapshotCostsWhatChanged(t *testing.T) {
+	synctest.Test(t, testTailsSnapshotCostsWhatChanged)
+}
+
+func testTailsSnapshotCostsWhatChanged(t *testing.T) {
 	const streams = 2000
 	w := newWorld(t)
 	ctx := context.Background()
@@ -402,6 +408,10 @@ func TestDeleteAppliedThenFailedForgetsTheStream(t *testing.T) {
 // the tails then failed ("builds on ..., itself a delta"; found by the
 // simulation's crowd of streams).
 func TestSuccessorNeverAdoptsAPredecessorsDelta(t *testing.T) {
+	synctest.Test(t, testSuccessorNeverAdoptsAPredecessorsDelta)
+}
+
+func testSuccessorNeverAdoptsAPredecessorsDelta(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	cfg := func(c *Config) { c.Express, c.AbsorbInterval = ClassConfig{}, time.Millisecond }
@@ -430,13 +440,9 @@ func TestSuccessorNeverAdoptsAPredecessorsDelta(t *testing.T) {
 		return metastore.Fault{}
 	})
 	appendBodies(t, p1.star, "s00", "w")
-	deadline := time.Now().Add(10 * time.Second)
-	for p1.star.Stats().Standard.AbsorbFailures == before.AbsorbFailures {
-		if time.Now().After(deadline) {
-			t.Fatal("the absorb never tried the round")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "the round tried by the absorb", func() bool {
+		return p1.star.Stats().Standard.AbsorbFailures != before.AbsorbFailures
+	})
 	p1.kill()
 	p2, err := w.open("p2", cfg)
 	if err != nil {

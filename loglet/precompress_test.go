@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
@@ -202,6 +203,10 @@ func TestPrecompressedBatches(t *testing.T) {
 // copy's bytes to the next flight (under -tags invariants, overwrite them
 // at once): every slot's three copies must be byte-identical and decode.
 func TestRecycledObjectsAreNotReusedEarly(t *testing.T) {
+	synctest.Test(t, testRecycledObjectsAreNotReusedEarly)
+}
+
+func testRecycledObjectsAreNotReusedEarly(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t, Express, 3, 5, func(c *Config, fs []*objstore.FaultStore) {
 		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(3*time.Millisecond))
@@ -236,10 +241,8 @@ func TestRecycledObjectsAreNotReusedEarly(t *testing.T) {
 		}
 		return n
 	}
-	for deadline := time.Now().Add(20 * time.Second); chainKeys(r.mems[2]) < chainKeys(r.mems[0]); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow bucket holds %d slots of %d", chainKeys(r.mems[2]), chainKeys(r.mems[0]))
-		}
+	if !quiesceUntil(20*time.Second, time.Millisecond, func() bool { return chainKeys(r.mems[2]) >= chainKeys(r.mems[0]) }) {
+		t.Fatalf("the slow bucket holds %d slots of %d", chainKeys(r.mems[2]), chainKeys(r.mems[0]))
 	}
 	if err := r.star.Close(ctx); err != nil {
 		t.Fatal(err)

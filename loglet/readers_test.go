@@ -74,15 +74,25 @@ func readersAgainstBusyLeader(t *testing.T, settling bool) {
 		}
 		streams = append(streams, name)
 	}
-	for _, name := range streams { // every stream has an absorbed record
+	// Every stream has an absorbed record. A Reader's tail moves only when
+	// the metastore is written (an absorb round commits there): checked
+	// again at each write, on the metastore's watch. (Not in a synctest
+	// bubble: this test races real goroutines.)
+	wctx, unwatch := context.WithCancel(ctx)
+	writes, err := w.meta.Watch(wctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range streams {
 		for {
 			rd, _ := NewReader(ReaderConfig{Meta: w.meta, Standard: []objstore.Store{w.std}, Express: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}})
 			if tl, err := rd.CheckTail(ctx, name); err == nil && tl.Seq > 0 {
 				break
 			}
-			time.Sleep(time.Millisecond)
+			<-writes
 		}
 	}
+	unwatch()
 
 	stop := make(chan struct{})
 	var writers sync.WaitGroup

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
@@ -122,6 +123,10 @@ func standardOnly(c *Config) {
 // the Fenced event that follows is stepped into a nil *succession, a nil
 // pointer panic in onFenced.)
 func TestRegressA_AbsorbDiesDuringRecovery(t *testing.T) {
+	synctest.Test(t, testRegressA_AbsorbDiesDuringRecovery)
+}
+
+func testRegressA_AbsorbDiesDuringRecovery(t *testing.T) {
 	hang := &hangOnce{}
 	var slow atomic.Pointer[slowAfter]
 	r := newRig(t, Standard, 1, 31, func(c *Config, fs []*objstore.FaultStore) {
@@ -141,7 +146,7 @@ func TestRegressA_AbsorbDiesDuringRecovery(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		appendOne(t, r.star, "a", fmt.Sprint("first-", i))
 	}
-	waitFor(t, 10*time.Second, "absorbed", func() bool {
+	waitUntil(t, 10*time.Second, "absorbed", func() bool {
 		st := r.star.Stats().Standard
 		return st.Checkpoint == st.ReleasePoint && st.FlightIndexBytes == 0
 	})
@@ -158,7 +163,7 @@ func TestRegressA_AbsorbDiesDuringRecovery(t *testing.T) {
 
 	var fl flying
 	fl.start(r.star, "a", "late") // lands, never answers: halts at the commit deadline
-	waitFor(t, 10*time.Second, "halted", func() bool { return r.star.Stats().Standard.Halts >= 1 })
+	waitUntil(t, 10*time.Second, "halted", func() bool { return r.star.Stats().Standard.Halts >= 1 })
 	for i := 0; i < 3; i++ {
 		fl.start(r.star, "a", fmt.Sprint("during-", i))
 	}
@@ -222,7 +227,7 @@ func TestRegressB_CloseReturnsWhenRecoveryCannotFinish(t *testing.T) {
 			meta.SetDown(true)
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name, inBubble(func(t *testing.T) {
 			var meta *metastore.FaultStore
 			r := newRig(t, Standard, 1, 32, func(c *Config, _ []*objstore.FaultStore) {
 				meta = metastore.WithFaults(c.Meta, 32)
@@ -235,9 +240,9 @@ func TestRegressB_CloseReturnsWhenRecoveryCannotFinish(t *testing.T) {
 			tc.prep(t, r, meta)
 			var fl flying
 			fl.start(r.star, "a", "halted")
-			waitFor(t, 10*time.Second, "halted", func() bool { return r.star.Stats().Standard.Halts >= 1 })
+			waitUntil(t, 10*time.Second, "halted", func() bool { return r.star.Stats().Standard.Halts >= 1 })
 			fl.start(r.star, "a", "pooled")
-			waitFor(t, 5*time.Second, "both appends admitted", func() bool { return tailOf(r.star, "a") == 4 })
+			waitUntil(t, 5*time.Second, "both appends admitted", func() bool { return tailOf(r.star, "a") == 4 })
 
 			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 			defer cancel()
@@ -257,7 +262,7 @@ func TestRegressB_CloseReturnsWhenRecoveryCannotFinish(t *testing.T) {
 					t.Errorf("the pooled batch (never cut) ended %v, want not committed", x.err)
 				}
 			}
-		})
+		}))
 	}
 }
 
@@ -284,7 +289,7 @@ func TestRegressB_CloseReturnsWhenRecoveryCannotFinish(t *testing.T) {
 func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 	for _, ambiguous := range []bool{false, true} {
 		name := map[bool]string{false: "unreachable", true: "ambiguous"}[ambiguous]
-		t.Run(name, func(t *testing.T) {
+		t.Run(name, inBubble(func(t *testing.T) {
 			w := newWorld(t)
 			g := newLedger()
 			ctx := context.Background()
@@ -331,19 +336,19 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 			var fl flying
 			for i, body := range []string{"x", "y", "z"} {
 				fl.start(p1.star, "a", body)
-				waitFor(t, 5*time.Second, fmt.Sprintf("%d flights in the window", i+1), func() bool {
+				waitUntil(t, 5*time.Second, fmt.Sprintf("%d flights in the window", i+1), func() bool {
 					return p1.star.Stats().Standard.WindowInFlight == i+1
 				})
 			}
 			for _, slot := range []uint64{3, 4} {
 				key := chain.SlotKey("s1", Standard, 1, slot)
-				waitFor(t, 5*time.Second, fmt.Sprintf("slot %d written", slot), func() bool {
+				waitUntil(t, 5*time.Second, fmt.Sprintf("slot %d written", slot), func() bool {
 					_, err := w.std.Get(ctx, key, 0, envelope.EnvelopeSize)
 					return err == nil
 				})
 			}
 			close(gate.gate) // slot 2 finds the poison: halt, fence (cut 2), mint
-			waitFor(t, 10*time.Second, "the mint tried twice", func() bool { return mints.Load() >= 2 })
+			waitUntil(t, 10*time.Second, "the mint tried twice", func() bool { return mints.Load() >= 2 })
 
 			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			defer cancel()
@@ -368,7 +373,7 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 			if ack, err := g.append(t, p2.star, "a", "p2"); err != nil || ack.Start != 2 {
 				t.Fatalf("append on the successor: %+v %v (want seq 2)", ack, err)
 			}
-		})
+		}))
 	}
 }
 
@@ -390,7 +395,7 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 func TestRegressG_DeposedReadSessionFollowsSuccessor(t *testing.T) {
 	for _, noticed := range []bool{false, true} {
 		name := map[bool]string{false: "idle", true: "noticed"}[noticed]
-		t.Run(name, func(t *testing.T) {
+		t.Run(name, inBubble(func(t *testing.T) {
 			w := newWorld(t)
 			ctx := context.Background()
 			cfg := func(c *Config) {
@@ -405,7 +410,7 @@ func TestRegressG_DeposedReadSessionFollowsSuccessor(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				appendOne(t, p1.star, "a", fmt.Sprint("p1-", i))
 			}
-			waitFor(t, 10*time.Second, "absorbed", func() bool {
+			waitUntil(t, 10*time.Second, "absorbed", func() bool {
 				st := p1.star.Stats().Standard
 				return st.Checkpoint == st.ReleasePoint && st.FlightIndexBytes == 0
 			})
@@ -475,6 +480,6 @@ func TestRegressG_DeposedReadSessionFollowsSuccessor(t *testing.T) {
 					t.Fatalf("record %d: seq %d body %q, want %q", i, rec.Seq, rec.Body, want)
 				}
 			}
-		})
+		}))
 	}
 }

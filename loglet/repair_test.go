@@ -23,7 +23,6 @@ func TestRepairUnderReplicated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		r := newRig(t, Express, 3, 1, func(c *Config, fs []*objstore.FaultStore) {
-			c.CoarseWakeups = true // under synctest
 			fs[2].SetDown(true)
 			c.Express.CommitDeadline = 100 * time.Millisecond
 			c.Express.StragglerTimeout = 200 * time.Millisecond
@@ -116,7 +115,6 @@ func TestRepairSkipsSettledSlots(t *testing.T) {
 		ctx := context.Background()
 		std := objstore.NewMem()
 		r := newRig(t, Express, 3, 1, func(c *Config, fs []*objstore.FaultStore) {
-			c.CoarseWakeups = true // under synctest
 			fs[2].SetDown(true)
 			fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
 				if op == objstore.OpDelete {

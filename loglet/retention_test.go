@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -11,6 +12,10 @@ import (
 // first record at or after now − MaxAge, and leaves a stream without
 // retention alone.
 func TestRetentionByAge(t *testing.T) {
+	synctest.Test(t, testRetentionByAge)
+}
+
+func testRetentionByAge(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)
@@ -62,6 +67,10 @@ func TestRetentionByAge(t *testing.T) {
 // TestRetentionByBytes: the pass keeps the newest records holding at least
 // MaxBytes (by the frames' decoded lengths), trimming whole frame runs.
 func TestRetentionByBytes(t *testing.T) {
+	synctest.Test(t, testRetentionByBytes)
+}
+
+func testRetentionByBytes(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)

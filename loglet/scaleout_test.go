@@ -162,6 +162,8 @@ func (c *soCluster) setRoute(star, node string) {
 // its outcome is unknown. Every attempt carries its own bodies (mk(attempt)),
 // whose fate is recorded.
 func (c *soCluster) send(st *soStream, mk func(attempt int) Batch) {
+	// A bound on the retries, not a wait: each attempt waits on its
+	// append's outcome.
 	deadline := time.Now().Add(20 * time.Second)
 	for attempt := 0; ; attempt++ {
 		if time.Now().After(deadline) {
@@ -221,7 +223,7 @@ func (c *soCluster) send(st *soStream, mk func(attempt int) Batch) {
 			c.otherNotCommitted.Add(1)
 			c.t.Logf("%s: not committed at %s, retrying: %v", st.name, node, err)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the router's back-off between attempts, as a host's
 	}
 }
 
@@ -342,6 +344,10 @@ func TestScaleOutMovesStarsUnderLoad(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	var takeovers, handoffs int
 	for m := 0; m < moves; m++ {
+		// The load between moves: a duration, not a wait for a condition.
+		// (Not in a synctest bubble: this test is about the goroutines'
+		// real interleavings; on a bubble's clock an Open takes no time and
+		// no producer ever meets a node still opening the star.)
 		time.Sleep(time.Duration(60+rng.IntN(140)) * time.Millisecond)
 		star := c.stars[rng.IntN(nStars)]
 		from := c.nodes[leader[star]]
@@ -368,7 +374,7 @@ func TestScaleOutMovesStarsUnderLoad(t *testing.T) {
 		leader[star] = to.name
 		t.Logf("move %d: %s %s → %s by %s in %v (acks so far %d)", m, star, from.name, to.name, map[bool]string{true: "handoff", false: "takeover"}[handoff], time.Since(start).Round(time.Millisecond), before)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the load after the last move: a duration, not a wait
 	close(stop)
 	wg.Wait()
 	t.Logf("moves: %d takeovers, %d handoffs; batches: %d acked, %d attempts not committed (re-routed or retried), %d outcome unknown", takeovers, handoffs, c.acks.Load(), c.notCommitted.Load(), c.unknown.Load())

@@ -48,18 +48,16 @@ func (r *settleRig) transitKeys() int {
 	return n
 }
 
-// waitSettled polls the star's figures until both chains' trim cursors
-// reach the end of the chain: every flight uploaded is absorbed, settled
-// and trimmed (a condition, not a sleep: the bound is only there so a
-// broken settle fails instead of hanging). Every round settled is not
-// enough: the last acked flight may not be absorbed yet, and its copies
-// (two of three, if the third PUT is still on its way) are then still
-// there. The star is fresh, so its chains start at slot 0 of epoch 1 and
-// the cursor reaches Flights.
+// waitSettled waits, in a synctest bubble (see quiesceUntil), until both
+// chains' trim cursors reach the end of the chain: every flight uploaded
+// is absorbed, settled and trimmed. Every round settled is not enough: the
+// last acked flight may not be absorbed yet, and its copies (two of three,
+// if the third PUT is still on its way) are then still there. The star is
+// fresh, so its chains start at slot 0 of epoch 1 and the cursor reaches
+// Flights.
 func waitSettled(t *testing.T, s *Star) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	settled := func() bool {
 		st := s.Stats()
 		done := true
 		for _, cs := range []*ClassStats{st.Standard, st.Express} {
@@ -72,13 +70,11 @@ func waitSettled(t *testing.T, s *Star) {
 				t.Fatalf("every round settled, yet %d transit bytes held", cs.Settle.TransitBytes)
 			}
 		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("settlement did not catch up: standard %+v express %+v", st.Standard.Settle, st.Express.Settle)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return done
+	}
+	if !quiesceUntil(30*time.Second, 2*time.Millisecond, settled) {
+		st := s.Stats()
+		t.Fatalf("settlement did not catch up: standard %+v express %+v", st.Standard.Settle, st.Express.Settle)
 	}
 }
 
@@ -88,6 +84,10 @@ func waitSettled(t *testing.T, s *Star) {
 // through the leader and through a fresh Reader; and a fresh Open after a
 // clean Close finds every stream at its tail.
 func TestSettleServesHistoryFromSettledObjectsAlone(t *testing.T) {
+	synctest.Test(t, testSettleServesHistoryFromSettledObjectsAlone)
+}
+
+func testSettleServesHistoryFromSettledObjectsAlone(t *testing.T) {
 	r := newSettleRig()
 	ctx := context.Background()
 	s, err := Open(ctx, r.cfg)
@@ -184,6 +184,10 @@ func TestSettleServesHistoryFromSettledObjectsAlone(t *testing.T) {
 // TestSettleTransitBytesHeld: Stats counts the flight copies absorbed
 // rounds hold in the buckets until settlement frees them.
 func TestSettleTransitBytesHeld(t *testing.T) {
+	synctest.Test(t, testSettleTransitBytesHeld)
+}
+
+func testSettleTransitBytesHeld(t *testing.T) {
 	r := newSettleRig()
 	r.cfg.SettleInterval = -1 // off: nothing is freed
 	ctx := context.Background()
@@ -197,13 +201,7 @@ func TestSettleTransitBytesHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats().Standard.FlightIndexBytes > 0 { // every flight absorbed
-		if time.Now().After(deadline) {
-			t.Fatal("the absorb did not catch up")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 30*time.Second, "every flight absorbed", func() bool { return s.Stats().Standard.FlightIndexBytes == 0 })
 	st := s.Stats().Standard
 	var stored int64
 	for _, k := range r.std.Keys() {
@@ -231,7 +229,7 @@ func manyOpensThenSettle(t *testing.T, prep func(w *world, cuts map[Class][]chai
 		ctx := context.Background()
 		w := newWorld(t)
 		g := newLedger()
-		off := func(c *Config) { c.SettleInterval = -1; c.CoarseWakeups = true }
+		off := func(c *Config) { c.SettleInterval = -1 }
 		for i := 1; i <= 5; i++ {
 			p, err := w.open(fmt.Sprint("p", i), off)
 			if err != nil {
@@ -268,7 +266,7 @@ func manyOpensThenSettle(t *testing.T, prep func(w *world, cuts map[Class][]chai
 		if prep != nil {
 			prep(w, cuts)
 		}
-		p, err := w.open("p6", func(c *Config) { c.SettleInterval = 5 * time.Millisecond; c.CoarseWakeups = true })
+		p, err := w.open("p6", func(c *Config) { c.SettleInterval = 5 * time.Millisecond })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,21 +277,19 @@ func manyOpensThenSettle(t *testing.T, prep func(w *world, cuts map[Class][]chai
 				}
 			}
 		}
-		for start := time.Now(); ; time.Sleep(5 * time.Millisecond) { // the bubble's clock
+		atLive := func() bool {
 			st := p.star.Stats()
-			done := true
 			for _, cs := range []*ClassStats{st.Standard, st.Express} {
 				if cs.Settle.TrimEpoch < cs.Epoch || cs.Settle.TrimNext < cs.ReleasePoint || cs.Settle.UnsettledRounds > 0 {
-					done = false
+					return false
 				}
 			}
-			if done {
-				break
-			}
-			if time.Since(start) > 10*time.Minute {
-				t.Fatalf("settlement never reached the live epoch: standard %+v (epoch %d); express %+v (epoch %d)",
-					st.Standard.Settle, st.Standard.Epoch, st.Express.Settle, st.Express.Epoch)
-			}
+			return true
+		}
+		if !quiesceUntil(10*time.Minute, 5*time.Millisecond, atLive) {
+			st := p.star.Stats()
+			t.Fatalf("settlement never reached the live epoch: standard %+v (epoch %d); express %+v (epoch %d)",
+				st.Standard.Settle, st.Standard.Epoch, st.Express.Settle, st.Express.Epoch)
 		}
 		g.verify(t, p.star)
 		live := p.star.Stats().Standard.Epoch
@@ -378,7 +374,7 @@ func TestSettleDeletesDoomedObjectsWhenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		r := newSettleRig()
-		r.cfg.CoarseWakeups, r.cfg.doomedGrace = true, time.Minute
+		r.cfg.doomedGrace = time.Minute
 		s, err := Open(ctx, r.cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -419,10 +415,8 @@ func TestSettleDeletesDoomedObjectsWhenIdle(t *testing.T) {
 			objs = append(objs, d.Key)
 		}
 		// Idle from here on.
-		for start := time.Now(); len(doomed()) > 0; time.Sleep(time.Second) {
-			if time.Since(start) > 10*time.Minute {
-				t.Fatalf("%d doomed objects still there after %v idle (grace %v): %v", len(doomed()), time.Since(start), time.Minute, objs)
-			}
+		if !quiesceUntil(10*time.Minute, time.Second, func() bool { return len(doomed()) == 0 }) {
+			t.Fatalf("%d doomed objects still there after 10m idle (grace %v): %v", len(doomed()), time.Minute, objs)
 		}
 		for _, k := range objs {
 			if _, err := r.std.Get(ctx, k, 0, -1); err == nil {

@@ -59,7 +59,6 @@ func TestCloseWaitsForEverySnapshotCopy(t *testing.T) {
 		cfg.Star, cfg.Owner, cfg.Meta = "s", "p1", metastore.NewMem()
 		cfg.Standard.Buckets = nil
 		cfg.Express.Buckets = []objstore.Store{objstore.NewMem(), objstore.NewMem(), slow}
-		cfg.CoarseWakeups = true
 		s, err := Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/objstore"
@@ -20,7 +21,7 @@ func (s inFlightStore) enter() func() {
 	n := s.in.Add(1)
 	for old := s.peak.Load(); n > old && !s.peak.CompareAndSwap(old, n); old = s.peak.Load() {
 	}
-	time.Sleep(time.Millisecond) // the store's latency, so that requests overlap
+	time.Sleep(time.Millisecond) // the store's latency (the bubble's clock), so that requests overlap
 	return func() { s.in.Add(-1) }
 }
 
@@ -47,6 +48,10 @@ func (s inFlightStore) Delete(ctx context.Context, key string) error {
 // the probe's end), where the defaults have far more; both recover every
 // record.
 func TestTakeoverReadAhead(t *testing.T) {
+	synctest.Test(t, testTakeoverReadAhead)
+}
+
+func testTakeoverReadAhead(t *testing.T) {
 	const backlog = 192
 	const ahead, k int64 = 2, 3
 	takeover := func(readAhead int64) int64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/objstore"
@@ -27,8 +28,14 @@ func (g gatedStore) PutIfAbsent(ctx context.Context, key string, body []byte) er
 }
 
 // TestWriteTrace: an AckFuture's trace is withheld until the outcome is
-// delivered, then gives the batch's stages in order.
+// delivered, then gives the batch's stages in order. On the fake clock of
+// a synctest bubble, so that "no outcome yet" is checked once every
+// goroutine is blocked, not after a guess at how long is long enough.
 func TestWriteTrace(t *testing.T) {
+	synctest.Test(t, testWriteTrace)
+}
+
+func testWriteTrace(t *testing.T) {
 	gate := make(chan struct{})
 	opened := false
 	open := func() {
@@ -60,8 +67,11 @@ func TestWriteTrace(t *testing.T) {
 		}
 		futures = append(futures, f)
 	}
-	// No slot PUT can land, so no outcome is delivered, whatever the cut.
+	// No slot PUT can land, so no outcome is delivered, whatever the cut:
+	// 20ms pass on the bubble's clock (many flush deadlines), then every
+	// goroutine is blocked (the PUTs on the gate).
 	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	for i, f := range futures {
 		select {
 		case <-f.Done():

@@ -186,6 +186,10 @@ func trimSeqOf(t *testing.T, meta metastore.Store, name string) uint64 {
 // below it are gone; the trim survives a clean reopen and a takeover; an
 // earlier point is a no-op and a later one past the tail is clamped.
 func TestTrimReadsFromTrimSeq(t *testing.T) {
+	synctest.Test(t, testTrimReadsFromTrimSeq)
+}
+
+func testTrimReadsFromTrimSeq(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)
@@ -296,6 +300,10 @@ func TestTrimFlightIndex(t *testing.T) {
 // TestTrimWrittenByAnotherProcess: a Reader honours a trim at its next
 // read; a leader at its next session, and in reads within trimRefresh.
 func TestTrimWrittenByAnotherProcess(t *testing.T) {
+	synctest.Test(t, testTrimWrittenByAnotherProcess)
+}
+
+func testTrimWrittenByAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)
@@ -420,6 +428,10 @@ func hasObject(m *objstore.Mem, key string) bool {
 // below the trim point are deleted; one a surviving (straddling) ref
 // points into is kept, and chain slots are never deleted.
 func TestTrimReclaimsSettledObjects(t *testing.T) {
+	synctest.Test(t, testTrimReclaimsSettledObjects)
+}
+
+func testTrimReclaimsSettledObjects(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)
@@ -471,6 +483,10 @@ func TestTrimReclaimsSettledObjects(t *testing.T) {
 // recorded leaves the records unreadable, and the retention pass finishes
 // it.
 func TestTrimReclaimRetried(t *testing.T) {
+	synctest.Test(t, testTrimReclaimRetried)
+}
+
+func testTrimReclaimRetried(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)
@@ -507,6 +523,10 @@ func TestTrimReclaimRetried(t *testing.T) {
 // incarnation and no settled object behind its refs; a re-created name
 // starts empty.
 func TestDeleteStreamReclaimsData(t *testing.T) {
+	synctest.Test(t, testDeleteStreamReclaimsData)
+}
+
+func testDeleteStreamReclaimsData(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", nil)
@@ -544,8 +564,7 @@ func TestDeleteStreamReclaimsData(t *testing.T) {
 func TestReadSessionWaitsPastATrimToTheTail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		// Under synctest: no precise sleepers.
-		r := newRig(t, Standard, 1, 3, func(c *Config, _ []*objstore.FaultStore) { c.CoarseWakeups = true })
+		r := newRig(t, Standard, 1, 3, nil)
 		appendN(t, r.star, "t", 2, 5, nil) // seqs 0-9
 		sess, err := r.star.OpenReadSession(ctx, "t", ReadQuery{Start: AtSeq(0), MaxRecords: 3})
 		if err != nil {
@@ -587,6 +606,10 @@ func TestReadSessionWaitsPastATrimToTheTail(t *testing.T) {
 // successor's walk continues the stream (the simulation found a successor
 // that could never open: its walk met a frame past the tail it rebuilt).
 func TestTrimPastTheAbsorbedTailKeepsTheLastRef(t *testing.T) {
+	synctest.Test(t, testTrimPastTheAbsorbedTailKeepsTheLastRef)
+}
+
+func testTrimPastTheAbsorbedTailKeepsTheLastRef(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	p, err := w.open("a", func(c *Config) { c.AbsorbInterval = time.Hour }) // the first round runs at once; later ones wait

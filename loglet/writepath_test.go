@@ -417,10 +417,31 @@ func TestBadInputIsRejectedClearly(t *testing.T) {
 	}
 }
 
+// issued closes ch when the first PUT of a key under prefix is issued,
+// before the store it wraps sees it.
+type issued struct {
+	objstore.Store
+	prefix string
+	ch     chan struct{}
+	once   sync.Once
+}
+
+func (s *issued) PutIfAbsent(ctx context.Context, key string, body []byte) error {
+	if strings.HasPrefix(key, s.prefix) {
+		s.once.Do(func() { close(s.ch) })
+	}
+	return s.Store.PutIfAbsent(ctx, key, body)
+}
+
 // TestPoolBudgetBlocksAndHonoursContext: with a full pool and a stuck store,
 // admission blocks and a caller's deadline ends it as not committed.
 func TestPoolBudgetBlocksAndHonoursContext(t *testing.T) {
 	release := make(chan struct{})
+	// Closed when the first flight's PUT is issued: the flight is in the
+	// window. (Not in a synctest bubble: the hook holds the fault store's
+	// lock while it blocks, and a goroutine waiting on a lock is not
+	// durably blocked, so the bubble's clock would stop.)
+	putting := make(chan struct{})
 	r := newRig(t, Standard, 1, 8, func(c *Config, fs []*objstore.FaultStore) {
 		c.Standard.MemoryBufferMiB = 2
 		c.Standard.ParallelUploads = 1
@@ -432,6 +453,7 @@ func TestPoolBudgetBlocksAndHonoursContext(t *testing.T) {
 			}
 			return objstore.Fault{}
 		})
+		c.Standard.Buckets[0] = &issued{Store: c.Standard.Buckets[0], prefix: "chains/", ch: putting}
 	})
 	defer close(release)
 	ctx := context.Background()
@@ -448,8 +470,8 @@ func TestPoolBudgetBlocksAndHonoursContext(t *testing.T) {
 			t.Fatalf("submit %d: %v", i, err)
 		}
 		futs = append(futs, f)
-		for i == 0 && r.star.Stats().Standard.WindowInFlight == 0 {
-			time.Sleep(time.Millisecond)
+		if i == 0 {
+			<-putting
 		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)

@@ -198,8 +198,8 @@ func TestFaultStoreLatencyHonoursCancellation(t *testing.T) {
 		start := time.Now()
 		done := make(chan error)
 		go func() { done <- f.PutIfAbsent(ctx, "k", []byte("x")) }()
-		synctest.Wait() // the put is waiting out its hour
-		time.Sleep(time.Minute)
+		synctest.Wait()         // the put is waiting out its hour
+		time.Sleep(time.Minute) // a minute of the hour passes (the bubble's clock)
 		cancel()
 		err := <-done
 		if !errors.Is(err, context.Canceled) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -28,6 +29,14 @@ func settledDir(t *testing.T) (dir string, want map[string]string) {
 	dir, g, b := tempBackends(t)
 	defer b.Close()
 	want = map[string]string{}
+	// The stars run in a synctest bubble, for waitSettledCLI; the backends
+	// (and the directory) outlive it.
+	synctest.Test(t, func(t *testing.T) { writeSettled(ctx, t, g, b, want) })
+	return dir, want
+}
+
+// writeSettled is settledDir's writing, in a synctest bubble.
+func writeSettled(ctx context.Context, t *testing.T, g *globalOpts, b *backends, want map[string]string) {
 	// Two sessions, so the trim cursor passes a whole epoch and its cut.
 	for session := 0; session < 2; session++ {
 		star, err := g.openStarAs(ctx, b, io.Discard, false, func(c *loglet.Config) {
@@ -61,20 +70,17 @@ func settledDir(t *testing.T) (dir string, want map[string]string) {
 			t.Fatal(err)
 		}
 	}
-	return dir, want
 }
 
-// waitSettledCLI polls the star's figures until both chains' trim cursors
-// reach their release points: every released flight of this epoch (and so
-// every one before it) is absorbed, settled and trimmed. Every absorbed
-// round settled is not enough: the last acked flight may not be absorbed
-// yet, and its ref then still points into the chain. A condition, not a
-// sleep: the deadline only turns a broken settle into a failure instead
-// of a hang.
+// waitSettledCLI waits, in a synctest bubble (see quiesceUntil), until
+// both chains' trim cursors reach their release points: every released
+// flight of this epoch (and so every one before it) is absorbed, settled
+// and trimmed. Every absorbed round settled is not enough: the last acked
+// flight may not be absorbed yet, and its ref then still points into the
+// chain.
 func waitSettledCLI(t *testing.T, star *loglet.Star) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	settled := func() bool {
 		st := star.Stats()
 		done := st.Standard != nil && st.Express != nil
 		for _, cs := range []*loglet.ClassStats{st.Standard, st.Express} {
@@ -83,14 +89,28 @@ func waitSettledCLI(t *testing.T, star *loglet.Star) {
 				done = false
 			}
 		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("settlement did not catch up: standard %+v express %+v", st.Standard.Settle, st.Express.Settle)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return done
 	}
+	if !quiesceUntil(30*time.Second, 2*time.Millisecond, settled) {
+		st := star.Stats()
+		t.Fatalf("settlement did not catch up: standard %+v express %+v", st.Standard.Settle, st.Express.Settle)
+	}
+}
+
+// quiesceUntil reports whether cond held within bound of the synctest
+// bubble's clock, checked each time every goroutine of the bubble is
+// blocked (synctest.Wait), with step of that clock between checks. The
+// time is fake: neither the check nor the bound depends on the machine's
+// speed. Outside a bubble it panics (synctest.Wait does).
+func quiesceUntil(bound, step time.Duration, cond func() bool) bool {
+	start := time.Now()
+	for synctest.Wait(); !cond(); synctest.Wait() {
+		if time.Since(start) >= bound {
+			return false
+		}
+		time.Sleep(step) // the bubble's clock: not a wait on the wall's
+	}
+	return true
 }
 
 // settledKeys returns the settled objects stream's refs point at, in

@@ -317,15 +317,25 @@ func TestWalkAndInspect(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe to read while tail writes it.
+// Each Write signals wrote (coalesced: one signal pending at most), for a
+// test waiting for what is written.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{wrote: make(chan struct{}, 1)} }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
 }
 
 func (s *syncBuffer) String() string {
@@ -337,17 +347,18 @@ func (s *syncBuffer) String() string {
 func TestTailFollowsUntilCancelled(t *testing.T) {
 	dir := seeded(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	out, errb := newSyncBuffer(), newSyncBuffer()
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"tail", "orders", "--from", "0", "--poll", "10ms", "--dir", dir}, mapEnv(nil), strings.NewReader(""), &out, &errb)
+		done <- run(ctx, []string{"tail", "orders", "--from", "0", "--poll", "10ms", "--dir", dir}, mapEnv(nil), strings.NewReader(""), out, errb)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	// Checked again at each write of the tail's output.
 	for out.String() != "one\ntwo\nthree\n" {
-		if time.Now().After(deadline) {
-			t.Fatalf("tail printed %q; stderr %s", out.String(), errb.String())
+		select {
+		case <-out.wrote:
+		case code := <-done:
+			t.Fatalf("tail exited %d before printing every record: printed %q; stderr %s", code, out.String(), errb.String())
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	cancel() // Ctrl-C
 	if code := <-done; code != exitOK {
