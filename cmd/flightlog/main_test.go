@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -450,7 +451,14 @@ func TestAppendRefusesLiveOwner(t *testing.T) {
 // (checksummed, but wrong: as a bug once wrote it) says a stream is further
 // on than its unabsorbed frames. Every Open of the star then fails; fsck,
 // which used to report 0 problems, finds it without writing anything.
+//
+// It runs in a synctest bubble: the wait for the first absorb round is a
+// wait on the bubble's clock, not a poll of the wall clock.
 func TestFsckFindsAStarThatCannotBeOpened(t *testing.T) {
+	synctest.Test(t, testFsckFindsAStarThatCannotBeOpened)
+}
+
+func testFsckFindsAStarThatCannotBeOpened(t *testing.T) {
 	ctx := context.Background()
 	dir, g, b := tempBackends(t)
 	cfg := g.starConfig(b, io.Discard)
@@ -468,7 +476,11 @@ func TestFsckFindsAStarThatCannotBeOpened(t *testing.T) {
 		}
 		if i == 0 {
 			for star.Stats().Standard.AbsorbRounds == 0 {
-				time.Sleep(time.Millisecond)
+				synctest.Wait()
+				if star.Stats().Standard.AbsorbRounds != 0 {
+					break
+				}
+				time.Sleep(time.Millisecond) // the bubble's clock: the next wake-up
 			}
 		}
 	}
