@@ -23,6 +23,11 @@
 // pass; and every metastore mutation of a pass is one Commit that also
 // checks the checkpoint is still sealed by the pass's leader, so a deposed
 // leader's pass changes nothing once a successor has sealed.
+//
+// Settlement's values and pure functions (Pass, Result, SlotsPass, Slot,
+// Segments, Marker and its keys, the sentinel errors) are declared in
+// settle/settleval, which does no I/O, and re-exported here under the same
+// names.
 package settle
 
 import (
