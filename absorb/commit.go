@@ -15,37 +15,6 @@ import (
 	"github.com/flightlog/flightlog/objstore"
 )
 
-// ErrDeposed: the checkpoint's seal names another owner (or a later epoch of
-// this one): a successor has taken the chain, and this leader must stop.
-var ErrDeposed = errors.New("absorb: deposed: the checkpoint is sealed by another owner")
-
-// ErrSnapshotTaken is what a round's Commit fails with when its tails
-// snapshot's key already holds an object that does not stand for the
-// snapshot (another content, or damaged): a PutIfAbsent cannot replace it,
-// so the round must write its snapshot under another key. It also matches
-// objstore.ErrExists.
-var ErrSnapshotTaken = errors.New("absorb: the tails snapshot's key holds another object")
-
-// ErrCheckpointExists is what InitCheckpoint fails with when the chain
-// already has a checkpoint that is not the one it creates (another
-// candidate sealed one for a takeover: SealCheckpoint creates one too).
-var ErrCheckpointExists = errors.New("absorb: the chain has a checkpoint already")
-
-// SealedError is the ErrDeposed a committer returns when it finds the
-// checkpoint carrying a seal other than its own: who sealed it, for which
-// epoch.
-type SealedError struct {
-	Owner      string
-	OwnerEpoch uint64
-}
-
-func (e *SealedError) Error() string {
-	return fmt.Sprintf("absorb: deposed: the checkpoint is sealed by %q for epoch %d", e.Owner, e.OwnerEpoch)
-}
-
-// Is makes it match ErrDeposed.
-func (e *SealedError) Is(target error) bool { return target == ErrDeposed }
-
 // Committer writes rounds for one chain and holds the checkpoint as last
 // written. It is not safe for concurrent use: one absorb loop owns it.
 //
@@ -67,28 +36,6 @@ type Committer struct {
 
 	// Requests counts metastore requests this committer made.
 	Requests uint64
-}
-
-// Progress is how far a committer got with a split round: the refs before
-// Written are there, and no chunk at or past Tried was sent. A retry of the
-// same round resumes at Written and checks only the refs it may have sent,
-// rather than every ref of the round: a round of thousands of refs under a
-// flaky metastore would otherwise fail its checks at every retry and never
-// finish. The zero Progress is no progress.
-type Progress struct {
-	Round          Round
-	N              int    // refs in the round
-	Last           string // the key of its last ref (the same refs)
-	Written, Tried int
-}
-
-// Held is what a committer holds, as a value: the checkpoint as its owner
-// last wrote it (carrying its seal), its version, and the progress of a
-// split round.
-type Held struct {
-	Checkpoint Checkpoint
-	Version    metastore.Version
-	Progress   Progress
 }
 
 // Resume returns a committer over h, a checkpoint that carries owner's seal

@@ -36,4 +36,11 @@
 // names this owner, so a deposed leader's absorb stops at its first CAS; the
 // number of metastore requests per round does not grow with ingest, and
 // rounds are paced, so requests per second per star stay in the tens.
+//
+// The absorb's values and pure functions (Round, Checkpoint, SpanRef,
+// Tails and their encodings and keys, Plan, Backlog, Held, the sentinel
+// errors) are declared in absorb/absorbval, which does no I/O, and
+// re-exported here under the same names: code that only decides imports
+// absorbval, code that commits imports absorb, and both see the same types
+// and errors.
 package absorb

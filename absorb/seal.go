@@ -12,15 +12,6 @@ import (
 	"github.com/flightlog/flightlog/metastore"
 )
 
-// ErrEpochMoved: the chain's epoch record changed while sealing (another
-// candidate, or the incumbent recovering, minted): start the takeover over
-// from the new record.
-var ErrEpochMoved = errors.New("absorb: the epoch record moved while sealing")
-
-// ErrSealRaced: the checkpoint moved between a seal's read of it and the
-// Commit that seals it (the incumbent's absorb advanced it): seal again.
-var ErrSealRaced = errors.New("absorb: the checkpoint moved while sealing")
-
 // errUnresolved marks a seal whose Commit failed and whose outcome the
 // re-reads could not tell.
 var errUnresolved = errors.New("absorb: the seal's outcome is unknown")

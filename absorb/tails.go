@@ -35,17 +35,6 @@ func ReadTails(ctx context.Context, stores []objstore.Store, key string) (Tails,
 	return Tails{Epoch: t.Epoch, Next: t.Next, Streams: merged, Base: t.Base}, nil
 }
 
-// IsSnapshotGone reports whether err says a snapshot (or its base) was not
-// found: a reader that raced the absorb may re-read the checkpoint and try
-// the newer snapshot.
-func IsSnapshotGone(err error) bool {
-	return errors.Is(err, objstore.ErrNotFound) && !errors.Is(err, ErrCorrupt)
-}
-
-// IsSnapshotDamaged reports whether err says a snapshot (or its base) is
-// corrupt in every copy that could be read.
-func IsSnapshotDamaged(err error) bool { return errors.Is(err, ErrCorrupt) }
-
 // TailsCache serves tail lookups from tails snapshots without decoding a
 // snapshot per lookup: it keeps the last few decoded snapshot objects by
 // key (a key names its position and its writer, so its content never

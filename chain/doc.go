@@ -63,4 +63,11 @@
 //  5. Trim(from, to) deletes settled slots below the cut from every bucket.
 //     Poison at dead slots (at or past a cut) is never trimmed, and no fence
 //     may start below a trimmed slot.
+//
+// The chain's values, keys and sentinel errors (EpochRecord, Cut,
+// TrimCursor, Position, SlotKey and the other keys, CopyResult, Tally,
+// FenceOptions, FenceResult, ErrDeposed, ...) are declared in chain/chainval,
+// which does no I/O, and re-exported here under the same names: code that
+// only decides imports chainval, code that writes imports chain, and both
+// see the same types and errors.
 package chain

@@ -149,19 +149,6 @@ func TestSealEpoch(t *testing.T) {
 	}
 }
 
-// TestEpochRecordCompat: a record written before Cuts and Seal existed
-// still reads, and an unsealed record without cuts encodes without them.
-func TestEpochRecordCompat(t *testing.T) {
-	var rec EpochRecord
-	if err := json.Unmarshal([]byte(`{"epoch":3,"owner":"p","window":4,"k":1,"w":1,"buckets":["b"],"counter":5}`), &rec); err != nil || rec.Epoch != 3 || rec.Cuts != nil || rec.Seal != nil {
-		t.Fatalf("%+v %v", rec, err)
-	}
-	b, _ := json.Marshal(rec)
-	if string(b) != `{"epoch":3,"owner":"p","window":4,"k":1,"w":1,"buckets":["b"],"counter":5}` {
-		t.Fatalf("encoded %s", b)
-	}
-}
-
 // TestHostileEpochRecordRefused (issue 13, item 8): an epoch record whose
 // fields break a bound (a huge window, K or W; cuts of later epochs) is
 // refused by ReadEpoch with ErrBadRecord, never used to size work.

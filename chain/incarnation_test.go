@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -29,7 +30,7 @@ func TestStreamIDsAndRefKeys(t *testing.T) {
 		if n, i := SplitStreamID(legacy); n != name || i != "" {
 			t.Fatalf("split %q = %q %q", legacy, n, i)
 		}
-		if RefKey(legacy, 7) != "refs/"+StreamKey(name)+"/"+pad(7) {
+		if RefKey(legacy, 7) != "refs/"+StreamKey(name)+"/"+fmt.Sprintf("%020d", 7) {
 			t.Fatalf("legacy ref key changed: %s", RefKey(legacy, 7))
 		}
 		k := RefKey(fresh, 7)

@@ -11,23 +11,6 @@ import (
 	"github.com/flightlog/flightlog/objstore"
 )
 
-// ProbeResult counts what a garbage probe did.
-type ProbeResult struct {
-	// Poisoned is the number of poisons placed (into free keys, and in
-	// place of deleted flight copies).
-	Poisoned int
-	// DeletedFlights is the number of flight copies deleted.
-	DeletedFlights int
-	// Unreachable is the number of (bucket, slot) keys the probe could not
-	// settle: the bucket was down or kept failing. A bucket whose attempts
-	// fail probeAttempts times in all (across its keys, probed in
-	// parallel) is given up, and each key it left unsettled counts here.
-	Unreachable int
-	// Left is the number of occupants left alone because they are neither
-	// a flight nor a poison of the slot (corrupt or foreign objects).
-	Left int
-}
-
 // probeAttempts bounds the tries of one key before its bucket is given up.
 const probeAttempts = 4
 

@@ -85,14 +85,14 @@ type backoff struct {
 }
 
 func newBackoff(p RetryPolicy) *backoff {
-	p = p.withDefaults()
+	p = retryDefaults(p)
 	return &backoff{p: p, next: p.MinBackoff}
 }
 
 // wait sleeps the next backoff or until ctx ends, and reports whether ctx
 // is still live.
 func (b *backoff) wait(ctx context.Context) bool {
-	d := b.p.wait(b.next)
+	d := retryWait(b.p, b.next)
 	b.next = min(2*b.next, b.p.MaxBackoff)
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -21,77 +21,58 @@ package metastore
 
 import (
 	"context"
-	"errors"
+
+	"github.com/flightlog/flightlog/metastore/metaval"
 )
 
-// Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
+// Sentinel errors, re-exported from metaval (the same values: errors.Is
+// matches either name). Backends wrap them with %w; callers test with
+// errors.Is.
 var (
-	// ErrNotFound: Get of a key that holds no value.
-	ErrNotFound = errors.New("metastore: key not found")
-	// ErrConflict: an expected version did not hold (the key was absent when
-	// a version was expected, present when NoVersion was expected, or at
-	// another version). Nothing was written.
-	ErrConflict = errors.New("metastore: version conflict")
-	// ErrInvalidKey: an empty key, a key over MaxKeyLen, or one with NUL.
-	ErrInvalidKey = errors.New("metastore: invalid key")
-	// ErrTooLarge: a value over the backend's limit, or a Commit with more
-	// ops than the backend's MaxCommitOps or bigger than its
-	// MaxCommitBytes. Nothing was written. Permanent: the same request
-	// fails again. An overloaded or full store is not ErrTooLarge but
-	// ErrUnavailable.
-	ErrTooLarge = errors.New("metastore: request too large")
-	// ErrUnavailable: the store cannot be reached, is closed, or is
-	// overloaded or out of space. Transient: retry after a backoff.
-	// Ambiguous for writes unless the backend documents that nothing was
-	// written.
-	ErrUnavailable = errors.New("metastore: unavailable")
+	// ErrNotFound is metaval.ErrNotFound.
+	ErrNotFound = metaval.ErrNotFound
+	// ErrConflict is metaval.ErrConflict.
+	ErrConflict = metaval.ErrConflict
+	// ErrInvalidKey is metaval.ErrInvalidKey.
+	ErrInvalidKey = metaval.ErrInvalidKey
+	// ErrTooLarge is metaval.ErrTooLarge.
+	ErrTooLarge = metaval.ErrTooLarge
+	// ErrUnavailable is metaval.ErrUnavailable.
+	ErrUnavailable = metaval.ErrUnavailable
 )
 
 // MaxKeyLen is the longest key every backend must accept.
 const MaxKeyLen = 512
 
-// Version identifies one write of one key. It is opaque: an etcd mod
-// revision, a bbolt counter, an S3 ETag all fit. Versions are compared only
-// for equality, and only versions of the same key.
-type Version string
+// Version is metaval.Version: the opaque identity of one write of one key.
+type Version = metaval.Version
 
 const (
-	// NoVersion as an expectation means "the key must be absent".
-	NoVersion Version = ""
-	// AnyVersion as an expectation means "whatever is there" (an
-	// unconditional write). flightlog itself never writes unconditionally;
-	// operators' tools may.
-	AnyVersion Version = "*"
+	// NoVersion is metaval.NoVersion: as an expectation, "the key must be
+	// absent".
+	NoVersion = metaval.NoVersion
+	// AnyVersion is metaval.AnyVersion: as an expectation, "whatever is
+	// there".
+	AnyVersion = metaval.AnyVersion
 )
 
-// Item is one key with its value and the version of the write that stored it.
-type Item struct {
-	Key     string
-	Value   []byte
-	Version Version
-}
+// Item is metaval.Item: one key with its value and version.
+type Item = metaval.Item
 
-// OpKind says what an Op in a Commit does.
-type OpKind uint8
+// OpKind is metaval.OpKind: what an Op in a Commit does.
+type OpKind = metaval.OpKind
 
 const (
-	// OpPut writes Value at Key if Expect holds.
-	OpPut OpKind = iota + 1
-	// OpDelete removes Key if Expect holds (Expect == AnyVersion: whether
-	// or not it exists).
-	OpDelete
-	// OpCheck writes nothing; the Commit applies only if Key is at Expect
-	// (NoVersion: absent).
-	OpCheck
+	// OpPut is metaval.OpPut.
+	OpPut = metaval.OpPut
+	// OpDelete is metaval.OpDelete.
+	OpDelete = metaval.OpDelete
+	// OpCheck is metaval.OpCheck.
+	OpCheck = metaval.OpCheck
 )
 
-// Op is one conditional operation of a Commit.
-type Op struct {
-	Kind   OpKind
-	Key    string
-	Value  []byte  // OpPut only
-	Expect Version // NoVersion, AnyVersion or a version read earlier
-}
+// Op is metaval.Op: one conditional operation of a Commit.
+type Op = metaval.Op
 
 // Store is a versioned key-value store with compare-and-swap.
 //

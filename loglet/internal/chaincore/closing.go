@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+	chain "github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/sequencer"
 )
 

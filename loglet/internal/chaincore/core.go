@@ -6,11 +6,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+	chain "github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/internal/invariants"
-	"github.com/flightlog/flightlog/metastore"
+	metastore "github.com/flightlog/flightlog/metastore/metaval"
 	"github.com/flightlog/flightlog/pool"
 	"github.com/flightlog/flightlog/sequencer"
 )

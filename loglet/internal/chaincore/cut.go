@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	"github.com/flightlog/flightlog/envelope"
 )
 

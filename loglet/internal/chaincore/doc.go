@@ -11,6 +11,13 @@
 // no I/O, starts no goroutine and reads no clock: time and I/O results
 // arrive as events.
 //
+// It imports no store package. What it decides with (records, keys,
+// results, sentinel errors) comes from the pure halves chain/chainval,
+// absorb/absorbval, settle/settleval, metastore/metaval and
+// objstore/objval, imported under the names of the packages that re-export
+// them, so chain.EpochRecord here is the very type chain's callers use;
+// internal/depcheck fails if a core gains an I/O dependency.
+//
 // The shell's loop (loglet's lane, or loglet/internal/sim's goroutine-free driver):
 //
 //  1. Hold one lock around every call into the Core.

@@ -4,10 +4,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+	chain "github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/metastore"
+	metastore "github.com/flightlog/flightlog/metastore/metaval"
 )
 
 // UploadID names one upload: a flight's write to one slot of one epoch. A

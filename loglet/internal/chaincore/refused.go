@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/flightlog/flightlog/objstore"
+	objstore "github.com/flightlog/flightlog/objstore/objval"
 )
 
 // refusedForGood ends a succession whose step failed because a bucket

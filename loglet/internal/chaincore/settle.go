@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/settle"
+	chain "github.com/flightlog/flightlog/chain/chainval"
+	settle "github.com/flightlog/flightlog/settle/settleval"
 )
 
 // Settle asks for one settle pass over the absorbed slots from the trim

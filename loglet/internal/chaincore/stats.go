@@ -3,7 +3,7 @@ package chaincore
 import (
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	"github.com/flightlog/flightlog/histogram"
 )
 

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+	chain "github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/internal/invariants"
-	"github.com/flightlog/flightlog/metastore"
+	metastore "github.com/flightlog/flightlog/metastore/metaval"
 )
 
 // ErrTakeoverLost: another process minted the chain's next epoch first, or

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flightlog/flightlog/chain"
+	chain "github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/internal/invariants"
-	"github.com/flightlog/flightlog/objstore"
+	objstore "github.com/flightlog/flightlog/objstore/objval"
 )
 
 // upload is one flight's write to one (epoch, slot): a render, then K

@@ -8,6 +8,13 @@
 // steps the call's result back in (an Event). The executor
 // (loglet/internal/work) makes each call and decides nothing.
 //
+// It imports no store package. What it decides with (records, keys,
+// results, sentinel errors) comes from the pure halves chain/chainval,
+// absorb/absorbval, settle/settleval, metastore/metaval and
+// objstore/objval, imported under the names of the packages that re-export
+// them, so chain.TrimCursor here is the very type chain's callers use;
+// internal/depcheck fails if a core gains an I/O dependency.
+//
 // A pass runs in this order, every metastore mutation a guarded Commit
 // (the checkpoint checked at the version last found sealed by the pass's
 // leader; a successor's seal deposes the pass):
@@ -41,10 +48,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/chain"
-	"github.com/flightlog/flightlog/metastore"
-	"github.com/flightlog/flightlog/settle"
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+	chain "github.com/flightlog/flightlog/chain/chainval"
+	metastore "github.com/flightlog/flightlog/metastore/metaval"
+	settle "github.com/flightlog/flightlog/settle/settleval"
 )
 
 // Config is what a pass knows of its chain and its backend.

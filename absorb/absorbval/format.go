@@ -1,11 +1,11 @@
-package absorb
+package absorbval
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/envelope"
 )
 
@@ -56,7 +56,7 @@ type SpanRef struct {
 // Settled reports whether every extent of the ref is in a settled object.
 func (r *SpanRef) Settled() bool {
 	for _, e := range r.Extents {
-		if !chain.IsSettledKey(e.Key) {
+		if !chainval.IsSettledKey(e.Key) {
 			return false
 		}
 	}
@@ -64,7 +64,7 @@ func (r *SpanRef) Settled() bool {
 }
 
 // Key is the ref's metastore key.
-func (r *SpanRef) Key() string { return chain.RefKey(r.Stream, r.End) }
+func (r *SpanRef) Key() string { return chainval.RefKey(r.Stream, r.End) }
 
 // Validate checks the ref's internal consistency: extents tile [Start, End).
 func (r *SpanRef) Validate() error {
@@ -153,7 +153,7 @@ type StreamTail struct {
 // snapshot (Base "") holds every stream of the chain that has records, with
 // its next sequence number and last timestamp, keyed by stream ID. A delta
 // (Base set) holds only the streams changed since the full snapshot at
-// Base, which it is read over (ReadTails): so a round writes the tails it
+// Base, which it is read over (absorb.ReadTails): so a round writes the tails it
 // changed, not every stream's, and a reader needs at most two objects.
 type Tails struct {
 	Epoch   uint64                `json:"epoch"`
@@ -168,11 +168,11 @@ type Tails struct {
 // delta builds on its writer's own full snapshot. A successor replaying its
 // predecessor's pending round (the same position) writes its own full
 // snapshot beside the predecessor's delta, never adopts that delta as its
-// base (PutSnapshot takes an existing object of the same content as its
+// base (absorb.PutSnapshot takes an existing object of the same content as its
 // own). It is TailsPlanKey's plan 0. This is the layout of older
 // versions, still read (a checkpoint names its snapshot's key in full);
 // rounds now write under TailsRoundKey.
-func TailsKey(star string, c chain.Class, epoch, next, writer uint64) string {
+func TailsKey(star string, c chainval.Class, epoch, next, writer uint64) string {
 	return TailsPlanKey(star, c, epoch, next, writer, 0)
 }
 
@@ -184,7 +184,7 @@ func TailsKey(star string, c chain.Class, epoch, next, writer uint64) string {
 // another base) for its own. Plan 0 is TailsKey's key; a later plan's adds
 // ".r<plan>" after the writer (the position, before the first dot, reads
 // the same).
-func TailsPlanKey(star string, c chain.Class, epoch, next, writer, plan uint64) string {
+func TailsPlanKey(star string, c chainval.Class, epoch, next, writer, plan uint64) string {
 	if plan == 0 {
 		return fmt.Sprintf("snapshots/%s/%s/%020d/%020d.%d", star, c, epoch, next, writer)
 	}
@@ -208,7 +208,7 @@ func TailsPlanKey(star string, c chain.Class, epoch, next, writer, plan uint64) 
 // Tails.Next). Keys of the older layout (TailsKey, TailsPlanKey) are
 // still read: a checkpoint names its snapshot's key, and a delta its
 // base's, in full.
-func TailsRoundKey(star string, c chain.Class, fromEpoch, fromNext, writer, plan uint64) string {
+func TailsRoundKey(star string, c chainval.Class, fromEpoch, fromNext, writer, plan uint64) string {
 	return fmt.Sprintf("snapshots/%s/%s/from/%020d/%020d.%d.p%d", star, c, fromEpoch, fromNext, writer, plan)
 }
 

@@ -1,4 +1,4 @@
-package absorb
+package absorbval
 
 import (
 	"fmt"

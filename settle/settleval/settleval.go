@@ -1,0 +1,193 @@
+package settleval
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/flightlog/flightlog/chain/chainval"
+	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore/metaval"
+)
+
+// Defaults.
+const (
+	// DefaultTargetBytes is the raw size a settled object grows to before
+	// settle starts the next one for the stream.
+	DefaultTargetBytes = 8 << 20
+	// DefaultFrameBytes is the raw size of one frame of a settled object:
+	// what one ranged GET of a read fetches and decodes.
+	DefaultFrameBytes = 256 << 10
+	// DefaultMaxSlots bounds the slots one pass reads.
+	DefaultMaxSlots = 64
+	// (MaxPassBytes bounds the bytes those slots may take.)
+)
+
+// Pass is what one pass is asked to do.
+type Pass struct {
+	Trim        chainval.TrimCursor
+	TrimVersion metaval.Version
+	// Upto is where the pass stops: at most the checkpoint, and before
+	// any slot whose copies are still uploading or missing.
+	Upto chainval.Position
+	// Checkpoint is the chain's checkpoint: refs may straddle Upto, and
+	// are settled whole when every extent lies before the checkpoint.
+	Checkpoint chainval.Position
+	// Cuts are the cuts of every epoch from Trim.Deleted's to Upto's
+	// (exclusive) the leader knows; the cursor's own are used too.
+	Cuts     []chainval.Cut
+	MaxSlots int
+}
+
+// Result is what a pass did.
+type Result struct {
+	Trim        chainval.TrimCursor // the cursor as the pass left it
+	TrimVersion metaval.Version
+	Slots       int   // slots read
+	Objects     int   // settled objects written (or adopted)
+	RawBytes    int64 // raw record bytes settled
+	StoredBytes int64 // bytes of the settled objects
+	Repointed   int   // refs replaced by settled refs
+	Merged      int   // small settled objects absorbed into larger ones
+	// DeletedObjects is settled objects deleted once merged away (or
+	// left unreferenced by a pass that lost its repoint).
+	DeletedObjects int
+	// DoomedWaiting is the doomed objects left waiting for their grace,
+	// and DoomedDue when the first of them is due: a pass should run then
+	// even if nothing new is absorbed (zero: none waits).
+	DoomedWaiting int
+	DoomedDue     time.Time
+	Reclaimed     int   // refs of deleted incarnations or trimmed records deleted
+	Deleted       int   // slot deletes that succeeded (per bucket)
+	FreedBytes    int64 // transit bytes of the slots deleted (as read by this pass)
+	// DeleteErr is why the deletes behind the cursor are not all done (a
+	// bucket down): they stay due for the next pass; the pass itself
+	// succeeded.
+	DeleteErr error
+}
+
+// ErrCutUnknown: the pass needed the cut of an epoch that neither the
+// cursor nor the leader knows.
+var ErrCutUnknown = errors.New("settle: the cut of an epoch is unknown")
+
+// ErrDeposed is wrapped by a pass's error when the chain's checkpoint is no
+// longer sealed by the pass's leader (settle.Config.Owner, settle.Config.Epoch): a
+// successor sealed it to take the chain over, and no metastore mutation of
+// the pass applies from then on.
+var ErrDeposed = errors.New("settle: deposed: a successor sealed the checkpoint")
+
+// GuardRetries bounds how often a Commit of a pass is retried because
+// this leader's own absorb moved the checkpoint under it.
+const GuardRetries = 8
+
+// Slot is one slot object a pass read, with its frames.
+type Slot struct {
+	Pos    chainval.Position
+	Object []byte
+	Frames []envelope.FrameInfo
+}
+
+// SlotsPass is what settle.SettleSlots is asked: settle the refs with records in
+// Slots, the slots a pass read in chain order, which end at Upto.
+type SlotsPass struct {
+	Upto, Checkpoint chainval.Position
+	// Cuts are the cuts of every epoch the pass knows (the cursor's, the
+	// leader's, and those it re-derived).
+	Cuts  []chainval.Cut
+	Slots []Slot
+	// Guard is the checkpoint's version as the pass last found it sealed
+	// by its leader ("": settle.SettleSlots reads it before its first Commit).
+	Guard metaval.Version
+}
+
+// SlotsResult is what settle.SettleSlots did.
+type SlotsResult struct {
+	// Objects, RawBytes, StoredBytes, Repointed, Merged and Reclaimed are
+	// as in Result.
+	Objects, Repointed, Merged, Reclaimed int
+	RawBytes, StoredBytes                 int64
+	// DoomedNew: a committed merge marked objects doomed.
+	DoomedNew bool
+	// Guard is the checkpoint's version as the step left it.
+	Guard metaval.Version
+}
+
+// Segments returns the committed slot ranges [from, to) of each epoch
+// between a and b, in chain order, by the cuts given (epoch → cut). It
+// fails, with the segments before it, on the first epoch before b's whose
+// cut is unknown.
+func Segments(cuts map[uint64]uint64, a, b chainval.Position) ([][3]uint64, error) {
+	var out [][3]uint64
+	for e := a.Epoch; e <= b.Epoch; e++ {
+		from := uint64(0)
+		if e == a.Epoch {
+			from = a.Next
+		}
+		to := b.Next
+		if e < b.Epoch {
+			cut, ok := cuts[e]
+			if !ok {
+				return out, fmt.Errorf("%w: epoch %d", ErrCutUnknown, e)
+			}
+			to = cut
+		}
+		if from < to {
+			out = append(out, [3]uint64{e, from, to})
+		}
+	}
+	return out, nil
+}
+
+// MaxPassBytes bounds the slot objects one pass holds in memory.
+const MaxPassBytes = 64 << 20
+
+// MarkerPrefix is where a chain's settle marks settled objects to delete
+// (metastore keys: an object key may be longer than a metastore key, so
+// the marker is keyed by its hash and holds it).
+func MarkerPrefix(star string, c chainval.Class) string {
+	return "stars/" + star + "/" + c.String() + "/doomed/"
+}
+
+// MarkerKey is the key of the marker of the settled object at objKey.
+func MarkerKey(star string, c chainval.Class, objKey string) string {
+	return fmt.Sprintf("%s%016x", MarkerPrefix(star, c), xxhash.Sum64String(objKey))
+}
+
+// Marker is a doomed marker's value: the settled object at Key is to be
+// deleted once no reader may still hold a ref to it.
+type Marker struct {
+	Key string `json:"key"`
+	At  int64  `json:"at_ms"` // when the merge that doomed it committed
+	// Ref is set on a pending marker: one written before the object, whose
+	// repoint onto it (the ref at Ref) deletes the marker in its Commit.
+	Ref string `json:"ref,omitempty"`
+	// Deleting: a pass decided to delete the object and may have begun;
+	// whichever pass finds the marker finishes, whatever the grace.
+	Deleting bool `json:"deleting,omitempty"`
+}
+
+// Encode is the marker's stored form.
+func (m Marker) Encode() []byte {
+	b, _ := json.Marshal(m) // a struct of strings, ints and bools
+	return b
+}
+
+// DecodeMarker parses a marker's stored form; it fails on one that does not
+// name a settled object.
+func DecodeMarker(b []byte) (Marker, error) {
+	var m Marker
+	if err := json.Unmarshal(b, &m); err != nil || !chainval.IsSettledKey(m.Key) {
+		return Marker{}, fmt.Errorf("settle: doomed marker %q is not a settled object's", b)
+	}
+	return m, nil
+}
+
+// Describe is a one-line summary of a result, for logs.
+func (res Result) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "slots=%d objects=%d raw=%d stored=%d repointed=%d reclaimed=%d deleted=%d", res.Slots, res.Objects, res.RawBytes, res.StoredBytes, res.Repointed, res.Reclaimed, res.Deleted)
+	return b.String()
+}

@@ -1,0 +1,70 @@
+package settle
+
+// Settlement's values, marker format, bounds and sentinel errors live in
+// settle/settleval, which does no I/O; this file re-exports every one of
+// them under its name here, so that settle's callers see no change (the
+// types are aliases, the errors the same values, so errors.Is matches
+// either name). Their documentation is in settleval.
+
+import (
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/settle/settleval"
+)
+
+// Marker is settleval.Marker.
+type Marker = settleval.Marker
+
+// Pass is settleval.Pass.
+type Pass = settleval.Pass
+
+// Result is settleval.Result.
+type Result = settleval.Result
+
+// Slot is settleval.Slot.
+type Slot = settleval.Slot
+
+// SlotsPass is settleval.SlotsPass.
+type SlotsPass = settleval.SlotsPass
+
+// SlotsResult is settleval.SlotsResult.
+type SlotsResult = settleval.SlotsResult
+
+const (
+	// DefaultFrameBytes is settleval.DefaultFrameBytes.
+	DefaultFrameBytes = settleval.DefaultFrameBytes
+	// DefaultMaxSlots is settleval.DefaultMaxSlots.
+	DefaultMaxSlots = settleval.DefaultMaxSlots
+	// DefaultTargetBytes is settleval.DefaultTargetBytes.
+	DefaultTargetBytes = settleval.DefaultTargetBytes
+	// GuardRetries is settleval.GuardRetries.
+	GuardRetries = settleval.GuardRetries
+	// MaxPassBytes is settleval.MaxPassBytes.
+	MaxPassBytes = settleval.MaxPassBytes
+)
+
+var (
+	// ErrCutUnknown is settleval.ErrCutUnknown.
+	ErrCutUnknown = settleval.ErrCutUnknown
+	// ErrDeposed is settleval.ErrDeposed.
+	ErrDeposed = settleval.ErrDeposed
+)
+
+// DecodeMarker is settleval.DecodeMarker.
+func DecodeMarker(b []byte) (Marker, error) {
+	return settleval.DecodeMarker(b)
+}
+
+// MarkerKey is settleval.MarkerKey.
+func MarkerKey(star string, c chain.Class, objKey string) string {
+	return settleval.MarkerKey(star, c, objKey)
+}
+
+// MarkerPrefix is settleval.MarkerPrefix.
+func MarkerPrefix(star string, c chain.Class) string {
+	return settleval.MarkerPrefix(star, c)
+}
+
+// Segments is settleval.Segments.
+func Segments(cuts map[uint64]uint64, a, b chain.Position) ([][3]uint64, error) {
+	return settleval.Segments(cuts, a, b)
+}
