@@ -630,35 +630,12 @@ func (l *lane) snapshot() *ClassStats {
 	l.mu.Lock()
 	cs := l.core.Stats(time.Now())
 	l.mu.Unlock()
+	// The core fills every figure it keeps; the shell owns the pool's
+	// budget and the precompress count.
 	ps := l.budget.Stats()
-	ps.QueuedBytes, ps.QueuedBatches = cs.QueuedBytes, cs.QueuedBatches
-	out := &ClassStats{
-		Epoch: cs.Epoch, Pool: ps,
-		WindowSize: cs.WindowSize, WindowInFlight: cs.WindowInFlight, ReleasePoint: cs.ReleasePoint,
-		Flights: cs.Flights, FlightPayload: cs.FlightPayload, FlightObjects: cs.FlightObjects, PrecompressSkipped: l.precompressSkipped.Load(),
-		AckedBatches: cs.AckedBatches, AckedRecords: cs.AckedRecords, AckedBytes: cs.AckedBytes,
-		FailedOutcomeUnknown: cs.FailedOutcomeUnknown, FailedNotCommitted: cs.FailedNotCommitted,
-		GhostPuts: cs.GhostPuts, ForeignOccupants: cs.ForeignOccupants,
-		UnderReplicated: cs.UnderReplicated, UnderReplSlots: cs.UnderReplSlots,
-		Halts: cs.Halts, HaltCause: cs.HaltCause, Recovering: cs.Recovering, SuccessionStep: cs.SuccessionStep,
-		SuccessionFailures: cs.SuccessionFailures, SuccessionFailingSince: cs.SuccessionFailingSince, SuccessionCause: cs.SuccessionCause, Deposed: cs.Deposed,
-		FlightIndexBytes: cs.FlightIndexBytes, Backlog: cs.Backlog,
-		WindowBytes: cs.WindowBytes, Stragglers: cs.Stragglers, StragglerBytes: cs.StragglerBytes, StragglersAbandoned: cs.StragglersAbandoned,
-		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
-		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
-		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes, TailsRebuilds: cs.TailsRebuilds,
-		Settle: SettleStats{Passes: cs.Settle.Passes, Failures: cs.Settle.Failures, Objects: cs.Settle.Objects, Repointed: cs.Settle.Repointed,
-			Reclaimed: cs.Settle.Reclaimed, DeletedCopies: cs.Settle.Deleted, Merged: cs.Settle.Merged, RawBytes: cs.Settle.RawBytes, StoredBytes: cs.Settle.StoredBytes,
-			FreedBytes: cs.Settle.FreedBytes, TrimEpoch: cs.Settle.TrimEpoch, TrimNext: cs.Settle.TrimNext, Lag: cs.Settle.Lag,
-			UnsettledRounds: cs.Settle.UnsettledRounds, TransitBytes: cs.Settle.TransitBytes, LastError: cs.Settle.LastError},
-		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
-		BucketNames: l.cfg.BucketNames,
-		Memory: MemoryStats{
-			Pool: ps.ReservedBytes, PoolBound: ps.BudgetBytes,
-			Backlog: cs.Backlog.Bytes, BacklogBound: cs.Backlog.MaxBytes,
-			Objects:    cs.WindowObjectBytes,
-			Stragglers: cs.StragglerBytes, StragglersBound: int64(l.cfg.StragglerMiB) << 20,
-		},
-	}
-	return out
+	ps.QueuedBytes, ps.QueuedBatches = cs.Pool.QueuedBytes, cs.Pool.QueuedBatches
+	cs.Pool = ps
+	cs.Memory.Pool, cs.Memory.PoolBound = ps.ReservedBytes, ps.BudgetBytes
+	cs.PrecompressSkipped = l.precompressSkipped.Load()
+	return &cs
 }
