@@ -80,6 +80,14 @@ type Config struct {
 	// streams. Settlement needs the Standard bucket set: without one, it is
 	// off.
 	SettleInterval time.Duration
+	// RetentionInterval paces the leader's retention pass, which trims
+	// each stream of its star that has a Retention (StreamOptions) and
+	// retries every failed reclaim (default a minute,
+	// DefaultRetentionInterval; negative: no pass, so Retention is not
+	// enforced and failed reclaims wait for the stream's next Trim). A
+	// positive interval under a millisecond is refused: each pass reads
+	// every stream record of the star.
+	RetentionInterval time.Duration
 	// doomedGrace overrides settle's grace before deleting a merged-away
 	// settled object (tests: negative deletes at once).
 	doomedGrace time.Duration
@@ -173,6 +181,9 @@ func (s *Star) settleInterval() time.Duration {
 	}
 	return s.cfg.SettleInterval
 }
+
+// DefaultRetentionInterval is Config.RetentionInterval's default.
+const DefaultRetentionInterval = time.Minute
 
 // DefaultCloseTimeout is Config.CloseTimeout's default.
 const DefaultCloseTimeout = 30 * time.Second
@@ -523,6 +534,9 @@ func (c *Config) applyDefaults() {
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout
 	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = DefaultRetentionInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -563,6 +577,9 @@ func (c *Config) validate() error {
 	}
 	if c.SealCheckInterval < 0 || c.CloseTimeout < 0 {
 		errs = append(errs, fmt.Errorf("loglet: SealCheckInterval=%v, CloseTimeout=%v: want >= 0", c.SealCheckInterval, c.CloseTimeout))
+	}
+	if c.RetentionInterval > 0 && c.RetentionInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("loglet: RetentionInterval=%v: want at least 1ms (or negative: no retention pass)", c.RetentionInterval))
 	}
 	if c.AbsorbInterval < 0 || c.AbsorbMaxSlots < 1 || c.ReaderPollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("loglet: AbsorbInterval=%v, AbsorbMaxSlots=%d, ReaderPollInterval=%v: want >= 0, >= 1, > 0", c.AbsorbInterval, c.AbsorbMaxSlots, c.ReaderPollInterval))

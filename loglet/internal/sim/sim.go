@@ -103,10 +103,6 @@ func Run(t *testing.T, o Options) (res *Result) {
 	return res
 }
 
-// The leader's retention pass runs every few seconds of virtual time, so
-// each seed's retained streams are trimmed several times.
-func init() { loglet.RetentionInterval = 2 * time.Second }
-
 // closeStar closes s, recording a violation if Close has not returned
 // after ten virtual minutes.
 func (w *world) closeStar(s *loglet.Star, name string) {
@@ -447,8 +443,11 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 		AbsorbInterval: w.p.absorbEvery, AbsorbMaxSlots: w.p.absorbMaxSlots,
 		SettleInterval:     w.p.settleEvery,
 		ReaderPollInterval: 50 * time.Millisecond,
-		Logger:             slog.New(logWatch{w: w}),
-		CoarseWakeups:      true, // a bubble's clock stops while a goroutine is in nanosleep
+		// The retention pass runs every few seconds of virtual time, so
+		// each seed's retained streams are trimmed several times.
+		RetentionInterval: 2 * time.Second,
+		Logger:            slog.New(logWatch{w: w}),
+		CoarseWakeups:     true, // a bubble's clock stops while a goroutine is in nanosleep
 	}
 	if w.settleOff {
 		cfg.SettleInterval = 0
