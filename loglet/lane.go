@@ -96,7 +96,6 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
-		LogReleases:       s.log.Enabled(context.Background(), slog.LevelDebug),
 		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
@@ -309,6 +308,11 @@ func (l *lane) execute(rd chaincore.Ready, readers []chan struct{}) (inline []ch
 	// The core's events are logged before the outcomes they explain are
 	// delivered: a "slot released" record (what the tests' release watch
 	// checks) precedes the ack a producer sees, never follows it.
+	if len(rd.Slots) > 0 && l.log.Enabled(context.Background(), slog.LevelDebug) {
+		for _, s := range rd.Slots {
+			l.log.LogAttrs(context.Background(), slog.LevelDebug, "slot released", slog.Uint64("epoch", s.Epoch), slog.Uint64("slot", s.Slot))
+		}
+	}
 	for _, lg := range rd.Logs {
 		l.log.LogAttrs(context.Background(), lg.Level, lg.Msg, lg.Attrs...)
 	}

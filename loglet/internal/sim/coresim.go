@@ -332,7 +332,7 @@ func (cw *coreWorld) open() *coreProc {
 	cfg := chaincore.Config{
 		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,
 		FlushDeadline: cw.p.flush, FlightBytes: cw.p.flight, MaxBatchBytes: 512, CommitDeadline: cw.p.commit, StragglerTimeout: 3 * cw.p.commit,
-		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots, LogReleases: true,
+		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots,
 		SealCheckInterval: 200 * time.Millisecond,
 	}
 	cw.settleConfigure(pr, &cfg)
@@ -383,11 +383,10 @@ func (cw *coreWorld) execute(pr *coreProc, rd chaincore.Ready) {
 			cw.tracef("p%d %s %s[%d,%d)", pr.n, b.Fate.Kind, b.Stream.Name(), b.Start, b.End())
 		}
 	}
+	for _, s := range rd.Slots {
+		cw.checkRelease(pr, s.Epoch, s.Slot)
+	}
 	for _, lg := range rd.Logs {
-		if lg.Msg == "slot released" {
-			cw.checkRelease(pr, lg)
-			continue
-		}
 		if lg.Level >= slog.LevelInfo {
 			cw.tracef("p%d log %s", pr.n, lg.Msg)
 		}
@@ -426,16 +425,7 @@ func (cw *coreWorld) latency(r chaincore.Request) time.Duration {
 // checkRelease checks invariant 1 as a slot releases: in order (an epoch's
 // first slot after any slot of an earlier epoch), and W copies of its
 // epoch's flight of one nonce stored.
-func (cw *coreWorld) checkRelease(pr *coreProc, lg chaincore.Log) {
-	var epoch, slot uint64
-	for _, a := range lg.Attrs {
-		switch a.Key {
-		case "epoch":
-			epoch = a.Value.Uint64()
-		case "slot":
-			slot = a.Value.Uint64()
-		}
-	}
+func (cw *coreWorld) checkRelease(pr *coreProc, epoch, slot uint64) {
 	cw.tracef("p%d released e=%d s=%d", pr.n, epoch, slot)
 	if last := pr.lastRel; last != [2]uint64{} && !(epoch == last[0] && slot == last[1]) && !(epoch > last[0] && slot == 0) {
 		cw.violation("p%d released %d/%d after %d/%d (invariant 1: slot order)", pr.n, epoch, slot, last[0], last[1]-1)
