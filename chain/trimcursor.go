@@ -21,8 +21,9 @@ func (p Position) Less(q Position) bool {
 	return p.Epoch < q.Epoch || (p.Epoch == q.Epoch && p.Next < q.Next)
 }
 
-// Start is the first position of a chain (its first epoch is 1).
-var Start = Position{Epoch: 1}
+// Start returns the first position of a chain (its first epoch is 1). A
+// function, not a variable, so no importer can move every chain's start.
+func Start() Position { return Position{Epoch: 1} }
 
 // TrimCursor is the value at TrimKey: how far settlement got through a
 // chain (docs/design.md, "Settlement").
@@ -62,7 +63,7 @@ func (t TrimCursor) CutOf(e uint64) (uint64, bool) {
 func ReadTrimCursor(ctx context.Context, ms metastore.Store, star string, c Class) (TrimCursor, metastore.Version, error) {
 	it, err := ms.Get(ctx, TrimKey(star, c))
 	if errors.Is(err, metastore.ErrNotFound) {
-		return TrimCursor{At: Start, Deleted: Start}, metastore.NoVersion, nil
+		return TrimCursor{At: Start(), Deleted: Start()}, metastore.NoVersion, nil
 	}
 	if err != nil {
 		return TrimCursor{}, "", fmt.Errorf("chain: read the trim cursor of %s/%s: %w", star, c, err)

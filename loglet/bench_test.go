@@ -439,7 +439,7 @@ func stageBreakdown(r *runResult, deadline time.Duration) *stages.Breakdown {
 // reportStages reports each stage's p50/p99/p99.9 in µs.
 func reportStages(b *testing.B, r *runResult, deadline time.Duration) {
 	st := stageBreakdown(r, deadline)
-	for _, s := range stages.All {
+	for _, s := range stages.All() {
 		sn := st.Snapshot(s)
 		b.ReportMetric(us(sn.Quantile(0.5)), s.String()+"-p50-us")
 		b.ReportMetric(us(sn.Quantile(0.99)), s.String()+"-p99-us")

@@ -283,7 +283,7 @@ func TestTwoSuccessorsRace(t *testing.T) {
 		t.Fatalf("no successor took over: %v", errs)
 	}
 	var owners [2]string
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		rec, _, err := chain.ReadEpoch(context.Background(), w.meta, "s1", c)
 		if err != nil {
 			t.Fatal(err)

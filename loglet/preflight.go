@@ -120,7 +120,7 @@ func preflight(ctx context.Context, cfg *Config) error {
 		out <- r
 	}()
 	names := map[[2]int]string{}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		cc := classOf(cfg, c)
 		for i, b := range cc.Buckets {
 			name := fmt.Sprintf("bucket-%d", i)
@@ -161,7 +161,7 @@ collect:
 	if !metaAnswered {
 		results = append(results, result{bucket: -1, err: &PreflightError{Bucket: -1, Name: "metastore", Step: "read", Err: context.Cause(ctx)}})
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		for i := range classOf(cfg, c).Buckets {
 			if !answered[[2]int{int(c), i}] {
 				results = append(results, result{class: c, bucket: i, err: &PreflightError{Class: c, Bucket: i, Name: names[[2]int{int(c), i}], Step: "probe", Err: context.Cause(ctx)}})

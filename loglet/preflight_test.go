@@ -107,7 +107,7 @@ func TestPreflightNamesTheBucketThatRefuses(t *testing.T) {
 			if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%q", wantName)) || !strings.Contains(msg, "NoSuchBucket") {
 				t.Fatalf("Open's error %q does not name the bucket %q and the cause", msg, wantName)
 			}
-			for _, c := range chain.Classes {
+			for _, c := range chain.Classes() {
 				if _, err := meta.Inner().Get(context.Background(), chain.EpochKey(cfg.Star, c)); !errors.Is(err, metastore.ErrNotFound) {
 					t.Fatalf("after a failed pre-flight the %s epoch record reads %v; want absent (Open must lead nothing)", c, err)
 				}
@@ -301,7 +301,7 @@ func TestPreflightRefusesAClassItCannotReach(t *testing.T) {
 		if strings.Contains(err.Error(), `"eb"`) || strings.Contains(err.Error(), `"std"`) {
 			t.Errorf("Open's error names a bucket that answered: %v", err)
 		}
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			if _, err := meta.Inner().Get(context.Background(), chain.EpochKey(cfg.Star, c)); !errors.Is(err, metastore.ErrNotFound) {
 				t.Fatalf("after a failed pre-flight the %s epoch record reads %v; want absent (Open must lead nothing)", c, err)
 			}

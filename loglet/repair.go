@@ -40,7 +40,7 @@ import (
 // ended ctx or an unreadable metastore.
 func (s *Star) RepairUnderReplicated(ctx context.Context) ([]repair.SlotResult, error) {
 	var out []repair.SlotResult
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		l := s.lanes[c]
 		if l == nil {
 			continue

@@ -176,7 +176,7 @@ func TestSettleServesHistoryFromSettledObjectsAlone(t *testing.T) {
 		}
 	}
 	cur, _, err := chain.ReadTrimCursor(ctx, r.meta, "s1", Express)
-	if err != nil || !chain.Start.Less(cur.At) {
+	if err != nil || !chain.Start().Less(cur.At) {
 		t.Fatalf("express trim cursor %+v %v", cur, err)
 	}
 }

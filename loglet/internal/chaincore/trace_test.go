@@ -406,7 +406,7 @@ func (h *harness) fenceReads() string {
 	for s := h.c.succ; s != nil && h.c.succ == s && s.step == stepFence && s.fstage != fenceSlots; {
 		switch s.fstage {
 		case fenceReadCursor, fenceRereadCursor:
-			h.step(TrimCursorRead{Cursor: chain.TrimCursor{At: chain.Start, Deleted: chain.Start}})
+			h.step(TrimCursorRead{Cursor: chain.TrimCursor{At: chain.Start(), Deleted: chain.Start()}})
 		default:
 			h.step(EpochRead{Record: s.prev, Version: s.prevVer})
 		}

@@ -104,7 +104,7 @@ func (w *world) startLife(ctx context.Context) (stopLifers func(), crowdDone <-c
 
 // crowdOne creates crowd stream i and appends one batch to it.
 func (w *world) crowdOne(ctx context.Context, rng *rand.Rand, who, i int) {
-	c := chain.Classes[i%2]
+	c := chain.Classes()[i%2]
 	name := fmt.Sprintf("%s-c%d", c, i)
 	if i%50 == 7 {
 		name = longestName(name + "-")
@@ -232,7 +232,7 @@ func (l *lifer) create() bool {
 // createThrough creates the lifer's next incarnation on star through the
 // process via returns at each attempt.
 func (l *lifer) createThrough(via func() *loglet.Star, star string) bool {
-	c := chain.Classes[l.rng.IntN(2)]
+	c := chain.Classes()[l.rng.IntN(2)]
 	failed := false
 	ok := l.retry("create", func(ctx context.Context, _ int) (bool, error) {
 		_, err := via().CreateStream(ctx, l.name, loglet.StreamOptions{Class: c, Star: star})

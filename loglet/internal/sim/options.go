@@ -35,8 +35,10 @@ type Faults struct {
 	MetaConflicts bool
 }
 
-// AllFaults switches every fault of the menu on.
-var AllFaults = Faults{true, true, true, true, true, true, true, true, true, true, true}
+// AllFaults returns the menu with every fault switched on.
+func AllFaults() Faults {
+	return Faults{true, true, true, true, true, true, true, true, true, true, true}
+}
 
 // Scenarios are the switchable whole-system events.
 type Scenarios struct {
@@ -123,7 +125,7 @@ func (b Broken) any() bool { return b != Broken{} }
 // sensible default: every fault on the menu, no scenario, nothing broken.
 type Options struct {
 	Seed      uint64
-	Faults    *Faults // nil: AllFaults
+	Faults    *Faults // nil: AllFaults()
 	Scenarios Scenarios
 	Broken    Broken
 	// Producers, Streams per class and OpsPerProducer: 0 draws them from
@@ -235,7 +237,7 @@ type window struct{ at, dur time.Duration }
 
 func drawPlan(o Options) plan {
 	r := rand.New(rand.NewPCG(o.Seed, 0x5eed))
-	menu := AllFaults
+	menu := AllFaults()
 	if o.Faults != nil {
 		menu = *o.Faults
 	}

@@ -543,7 +543,7 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 		}
 		w.h.violation("create stream %s: failed 20 times", name)
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		for i := 0; i < w.p.streams; i++ {
 			name := fmt.Sprintf("%s-%d", c, i)
 			var ret loglet.Retention
@@ -557,7 +557,7 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 	}
 	for i := 0; i < w.p.producers; i++ {
 		if i%3 == 0 {
-			c := chain.Classes[(i/3)%2]
+			c := chain.Classes()[(i/3)%2]
 			name := fmt.Sprintf("%s-x%d", c, i)
 			create(name, c, loglet.Retention{})
 			w.exclusive[i] = name
@@ -715,7 +715,7 @@ func (w *world) corruptOne(ctx context.Context) {
 // refs, so readers must read tails from the refs instead and the next
 // owner must rebuild them (nothing may fail, nothing may be lost).
 func (w *world) damageSnapshot(ctx context.Context) {
-	c := chain.Classes[w.intn(2)]
+	c := chain.Classes()[w.intn(2)]
 	cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, starName, c)
 	if err != nil || cp.Tails == "" {
 		return
@@ -956,7 +956,7 @@ func (w *world) prelude(ctx context.Context) bool {
 		if i == 0 {
 			w.createStreams(ctx, pr)
 		}
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			for _, stream := range w.streams[c] {
 				for b, n := 0, 1+rng.IntN(3); b < n; b++ {
 					recs := []loglet.Record{{Body: fmt.Appendf(nil, "prelude%d.%s.%d", i, stream, b)}}
@@ -973,7 +973,7 @@ func (w *world) prelude(ctx context.Context) bool {
 		w.res.PreludeOpens++
 		w.smu.Unlock()
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		rec, _, err := chain.ReadEpoch(ctx, w.meta, starName, c)
 		if err != nil {
 			w.res.Violations = append(w.res.Violations, fmt.Sprintf("prelude: read the %s epoch record: %v", c, err))
