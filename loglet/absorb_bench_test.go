@@ -13,6 +13,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -387,7 +388,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 			store := objstore.Store(mem)
 			if g.delay > 0 {
 				f := objstore.WithFaults(mem, 7)
-				f.SetLatency(objstore.OpGet, objstore.Fixed(g.delay))
+				f.SetLatency(fault.Fixed(g.delay), fault.Get)
 				store = f
 			}
 			rd, err := NewReader(ReaderConfig{Meta: meta, Standard: []objstore.Store{store}})

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -24,7 +25,7 @@ func TestAckedRecordsReadableFromFreshReader(t *testing.T) {
 	r := newRig(t, Express, 3, seed, func(c *Config, fs []*objstore.FaultStore) {
 		c.AbsorbInterval = 2 * time.Millisecond
 		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 8*time.Millisecond))
+			f.SetLatency(fault.LogNormal(time.Millisecond, 8*time.Millisecond), fault.Put)
 		}
 	})
 	rnd := rand.New(rand.NewPCG(seed, 0))

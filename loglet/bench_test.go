@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/internal/stages"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
@@ -120,7 +121,7 @@ func newBenchBuckets(m benchModel, seed uint64) *benchBuckets {
 	for i := 0; i < m.k; i++ {
 		mem := objstore.NewMem()
 		f := objstore.WithFaults(mem, seed*31+uint64(i))
-		f.SetLatency(objstore.OpPut, objstore.LogNormal(m.median, m.p99))
+		f.SetLatency(fault.LogNormal(m.median, m.p99), fault.Put)
 		bb.mems = append(bb.mems, mem)
 		bb.stores = append(bb.stores, timedStore{Store: f, put: &bb.put})
 	}

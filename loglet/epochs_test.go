@@ -14,6 +14,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -474,20 +475,22 @@ func TestTakeoverCrashAtEveryStep(t *testing.T) {
 				var writes atomic.Int32
 				crashAfter := func(p *proc) {
 					if kind == "meta" {
-						p.meta.SetHook(func(op string, _ []string) metastore.Fault {
-							if op != "Get" && op != "Scan" && writes.Add(1) > int32(k) {
-								return metastore.Fault{Kind: metastore.FaultUnavailable}
+						p.meta.SetHook(func(call fault.Call) fault.Fault {
+							op := call.Op
+							if op != fault.Get && op != fault.Scan && writes.Add(1) > int32(k) {
+								return fault.Fault{Kind: fault.Unavailable}
 							}
-							return metastore.Fault{}
+							return fault.Fault{}
 						})
 						return
 					}
 					for _, b := range p.bkts {
-						b.SetHook(func(op objstore.Op, _ string) objstore.Fault {
-							if op == objstore.OpPut && writes.Add(1) > int32(k) {
-								return objstore.Fault{Err: objstore.ErrUnavailable}
+						b.SetHook(func(call fault.Call) fault.Fault {
+							op := call.Op
+							if op == fault.Put && writes.Add(1) > int32(k) {
+								return fault.Fault{Err: objstore.ErrUnavailable}
 							}
-							return objstore.Fault{}
+							return fault.Fault{}
 						})
 					}
 				}

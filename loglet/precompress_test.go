@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -204,7 +205,7 @@ func TestPrecompressedBatches(t *testing.T) {
 func TestRecycledObjectsAreNotReusedEarly(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t, Express, 3, 5, func(c *Config, fs []*objstore.FaultStore) {
-		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(3*time.Millisecond))
+		fs[2].SetLatency(fault.Fixed(3*time.Millisecond), fault.Put)
 		c.Express.Codec = CodecNone
 		c.Express.FlightBytes = 4 << 10 // many flights
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -42,7 +43,7 @@ func TestWriteTrace(t *testing.T) {
 			cfg.Express.Buckets[i] = gatedStore{Store: b, gate: gate}
 		}
 		for _, f := range faults {
-			f.SetLatency(objstore.OpPut, objstore.Fixed(2*time.Millisecond))
+			f.SetLatency(fault.Fixed(2*time.Millisecond), fault.Put)
 		}
 	})
 	t.Cleanup(open) // before the rig's Close (cleanups run last first)

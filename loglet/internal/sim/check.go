@@ -13,8 +13,8 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
-	"github.com/flightlog/flightlog/objstore"
 )
 
 // check runs the checker over the run's history and the final state.
@@ -849,19 +849,14 @@ func (w *world) summarize(after loglet.Stats) {
 				add(&w.res.Injected, in)
 			}
 		}
-		m := pr.mf.Injected()
-		w.res.MetaInjected.Down += m.Down
-		w.res.MetaInjected.Failed += m.Failed
-		w.res.MetaInjected.Ambiguous += m.Ambiguous
-		w.res.MetaInjected.Delayed += m.Delayed
-		w.res.MetaInjected.Cancelled += m.Cancelled
+		add(&w.res.MetaInjected, pr.mf.Injected())
 		w.res.MetaConflicts += pr.cm.injected()
 	}
 }
 
-func add(a *objstore.FaultCounters, b objstore.FaultCounters) {
+func add(a *fault.Counters, b fault.Counters) {
 	a.Unavailable += b.Unavailable
-	a.Errors += b.Errors
+	a.Failed += b.Failed
 	a.Ambiguous += b.Ambiguous
 	a.Delayed += b.Delayed
 	a.Cancelled += b.Cancelled

@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/settlecore"
@@ -321,7 +322,7 @@ func (cw *coreWorld) open() *coreProc {
 	for i := range names {
 		names[i] = fmt.Sprintf("zone-%d", i)
 		f := objstore.WithFaults(cw.buckets[i], cw.o.Seed*1000+uint64(n*10+i))
-		f.SetAmbiguousRate(cw.p.ambiguousPuts)
+		f.SetAmbiguousRate(cw.p.ambiguousPuts, fault.Put)
 		putBuckets[i] = f
 	}
 	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}}

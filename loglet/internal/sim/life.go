@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -504,8 +505,8 @@ func (w *world) openNeighbour(ctx context.Context) error {
 	for c := range w.buckets {
 		for i, b := range w.buckets[c] {
 			f := objstore.WithFaults(b, w.o.Seed*1000+uint64(900+c*10+i))
-			f.SetLatency(objstore.OpPut, w.p.putLat)
-			f.SetLatency(objstore.OpGet, w.p.getLat)
+			f.SetLatency(w.p.putLat, fault.Put)
+			f.SetLatency(w.p.getLat, fault.Get)
 			fs[c] = append(fs[c], f)
 		}
 	}

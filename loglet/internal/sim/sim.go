@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
@@ -40,8 +41,8 @@ type Result struct {
 	Unknown, UnknownPresent      int
 	Reads, ReadErrors, Records   int
 	Halts                        uint64
-	Injected                     objstore.FaultCounters
-	MetaInjected                 metastore.FaultCounters
+	Injected                     fault.Counters
+	MetaInjected                 fault.Counters
 	ZoneDowns, Corrupted, Fences int
 	Outages, Takeovers, Crashes  int
 	OpenRetries                  int // successor Opens that failed (e.g. ErrTakeoverLost) and were retried
@@ -398,12 +399,12 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			f := objstore.WithFaults(b, w.o.Seed*1000+uint64(n*100+c*10+i))
 			put, get := w.p.putLat, w.p.getLat
 			if w.p.faults.SlowZone && i == w.p.slowZone {
-				put = objstore.Mixture(0.6, put, objstore.LogNormal(80*time.Millisecond, 600*time.Millisecond))
-				get = objstore.Mixture(0.6, get, objstore.LogNormal(40*time.Millisecond, 300*time.Millisecond))
+				put = fault.Mixture(0.6, put, fault.LogNormal(80*time.Millisecond, 600*time.Millisecond))
+				get = fault.Mixture(0.6, get, fault.LogNormal(40*time.Millisecond, 300*time.Millisecond))
 			}
-			f.SetLatency(objstore.OpPut, put)
-			f.SetLatency(objstore.OpGet, get)
-			f.SetLatency(objstore.OpDelete, w.p.getLat)
+			f.SetLatency(put, fault.Put)
+			f.SetLatency(get, fault.Get)
+			f.SetLatency(w.p.getLat, fault.Delete)
 			pr.fs[c] = append(pr.fs[c], f)
 		}
 	}
@@ -415,8 +416,8 @@ func (w *world) open(ctx context.Context) (*process, error) {
 	pr.mf = metastore.WithFaults(inner, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
 		med, p99 := w.p.metaLat, 8*w.p.metaLat
-		ln := objstore.LogNormal(med, p99)
-		pr.mf.SetLatencyDistribution(func(r *rand.Rand) time.Duration { return ln.Sample(r) })
+		ln := fault.LogNormal(med, p99)
+		pr.mf.SetLatency(ln)
 	}
 	cfg := w.starConfig(starName, fmt.Sprintf("proc-%d", n), pr.mf, pr.fs)
 	if w.o.Log != nil {
@@ -509,9 +510,9 @@ func (w *world) setFaults(pr *process, on bool) {
 	}
 	for c := range pr.fs {
 		for _, f := range pr.fs[c] {
-			f.SetErrorRate(objstore.OpPut, x(p.putErr))
-			f.SetErrorRate(objstore.OpGet, x(p.getErr))
-			f.SetAmbiguousRate(x(p.ambiguous))
+			f.SetErrorRate(x(p.putErr), fault.Put)
+			f.SetErrorRate(x(p.getErr), fault.Get)
+			f.SetAmbiguousRate(x(p.ambiguous), fault.Put)
 			if !on {
 				f.SetDown(false)
 			}
@@ -525,12 +526,12 @@ func (w *world) setFaults(pr *process, on bool) {
 func (w *world) noLatency(pr *process) {
 	for c := range pr.fs {
 		for _, f := range pr.fs[c] {
-			for _, op := range []objstore.Op{objstore.OpPut, objstore.OpGet, objstore.OpDelete, objstore.OpList} {
-				f.SetLatency(op, nil)
+			for _, op := range []fault.Op{fault.Put, fault.Get, fault.Delete, fault.List} {
+				f.SetLatency(nil, op)
 			}
 		}
 	}
-	pr.mf.SetLatency(0)
+	pr.mf.SetLatency(nil)
 }
 
 func (w *world) createStreams(ctx context.Context, pr *process) {

@@ -14,6 +14,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -253,11 +254,12 @@ func TestHandoffsLeaveNoTailsSnapshotsBehind(t *testing.T) {
 		if h == 2 {
 			// This owner's deletes fail in bucket 2: what it dooms stays
 			// doomed, in the checkpoint too, for its successors to delete.
-			r.faults[2].SetHook(func(op objstore.Op, key string) objstore.Fault {
-				if op == objstore.OpDelete {
-					return objstore.Fault{Err: errors.New("test: delete refused")}
+			r.faults[2].SetHook(func(call fault.Call) fault.Fault {
+				op := call.Op
+				if op == fault.Delete {
+					return fault.Fault{Err: errors.New("test: delete refused")}
 				}
-				return objstore.Fault{}
+				return fault.Fault{}
 			})
 		}
 		for i := 0; i < rounds; i++ {
