@@ -159,7 +159,7 @@ func runAbsorbLoad(b *testing.B, rate float64, streams int, window time.Duration
 		stores[i] = snapshotCounter{Store: st, bytes: &snapBytes}
 	}
 	s, err := Open(ctx, Config{Star: "absorb", Meta: meta, Logger: quietLogger(),
-		Standard: ClassConfig{Buckets: stores, W: modelStandard.w}})
+		Standard: ClassConfig{Stores: stores, W: modelStandard.w}})
 	if err != nil {
 		b.Fatalf("open: %v", err)
 	}
@@ -360,7 +360,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 			mem := objstore.NewMem()
 			meta := metastore.NewMem()
 			s, err := Open(ctx, Config{Star: "hist", Meta: meta, Logger: quietLogger(),
-				Standard: ClassConfig{Buckets: []objstore.Store{mem}, W: 1}})
+				Standard: ClassConfig{Stores: []objstore.Store{mem}, W: 1}})
 			if err != nil {
 				b.Fatalf("open: %v", err)
 			}
@@ -478,7 +478,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 // flush deadline, with one stream "tail".
 func openTailStar(b *testing.B, absorbInterval time.Duration) *Star {
 	s, err := Open(context.Background(), Config{Star: "tail", Meta: metastore.NewMem(), Logger: quietLogger(), AbsorbInterval: absorbInterval,
-		Standard: ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}, W: 1, FlushDeadline: time.Millisecond}})
+		Standard: ClassConfig{Stores: []objstore.Store{objstore.NewMem()}, W: 1, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		b.Fatalf("open: %v", err)
 	}

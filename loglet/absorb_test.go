@@ -197,7 +197,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 		mf := metastore.WithFaults(metastore.NewMem(), 3)
 		m := objstore.NewMem()
 		cfg := Config{Star: "s1", Meta: mf, CreateOnAppend: true, Logger: testLogger(), CoarseWakeups: true,
-			Standard: ClassConfig{Buckets: []objstore.Store{m}, ParallelUploads: 2, ChainBacklogFlights: 4, FlushDeadline: time.Millisecond}}
+			Standard: ClassConfig{Stores: []objstore.Store{m}, ParallelUploads: 2, ChainBacklogFlights: 4, FlushDeadline: time.Millisecond}}
 		s, err := Open(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -249,7 +249,7 @@ func TestMetastoreRequestsDoNotGrowWithStreams(t *testing.T) {
 		s, err := Open(context.Background(), Config{Star: "s1", Meta: meta, Logger: quietLogger(),
 			AbsorbInterval: time.Millisecond, AbsorbMaxSlots: 4,
 			// Small flights: many slots, so many rounds.
-			Standard: ClassConfig{Buckets: []objstore.Store{m}, FlushDeadline: time.Millisecond, FlightBytes: 256}})
+			Standard: ClassConfig{Stores: []objstore.Store{m}, FlushDeadline: time.Millisecond, FlightBytes: 256}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -309,7 +309,7 @@ func streamName(p int) string { return fmt.Sprintf("bench-%02d", p%benchStreams)
 // openBenchStar opens a star whose class m.class runs over bb with cc
 // (zero fields take the class defaults) and creates the benchmark streams.
 func openBenchStar(b *testing.B, m benchModel, bb *benchBuckets, cc ClassConfig) *Star {
-	cc.Buckets = bb.stores
+	cc.Stores = bb.stores
 	cc.W = m.w
 	cfg := Config{Star: "bench", Meta: metastore.NewMem(), Logger: slog.New(slog.DiscardHandler)}
 	if m.class == Express {

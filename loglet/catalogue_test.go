@@ -319,8 +319,8 @@ func TestDeleteStreamWaitsForTheAppendsAdmittedBeforeIt(t *testing.T) {
 	put := &heldPut{}
 	sig := &committed{key: chain.StreamRecordKey("x"), done: make(chan struct{})}
 	p1, err := w.open("p1", func(c *Config) {
-		put.Store = c.Standard.Buckets[0]
-		c.Standard.Buckets = []objstore.Store{put}
+		put.Store = c.Standard.Stores[0]
+		c.Standard.Stores = []objstore.Store{put}
 		sig.Store = c.Meta
 		c.Meta = sig
 	})

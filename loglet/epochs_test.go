@@ -73,8 +73,8 @@ func (w *world) openWith(owner string, prep func(*proc), tweak func(*Config)) (*
 	}
 	retry := chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
 	cfg := Config{Star: "s1", Owner: owner, Meta: p.meta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: 2 * time.Millisecond,
-		Standard: ClassConfig{Buckets: []objstore.Store{wrap(w.std)}, FlushDeadline: time.Millisecond, CommitDeadline: time.Second, StragglerTimeout: 2 * time.Second, Retry: retry},
-		Express: ClassConfig{Buckets: []objstore.Store{wrap(w.exp[0]), wrap(w.exp[1]), wrap(w.exp[2])}, FlushDeadline: time.Millisecond,
+		Standard: ClassConfig{Stores: []objstore.Store{wrap(w.std)}, FlushDeadline: time.Millisecond, CommitDeadline: time.Second, StragglerTimeout: 2 * time.Second, Retry: retry},
+		Express: ClassConfig{Stores: []objstore.Store{wrap(w.exp[0]), wrap(w.exp[1]), wrap(w.exp[2])}, FlushDeadline: time.Millisecond,
 			CommitDeadline: time.Second, StragglerTimeout: 2 * time.Second, Retry: retry}}
 	if tweak != nil {
 		tweak(&cfg)

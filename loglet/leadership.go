@@ -28,7 +28,7 @@ const maxChainRetakes = 4
 func (s *Star) newLeadership() (*starcore.Core, error) {
 	var classes []starcore.Class
 	for _, c := range chain.Classes() {
-		if len(s.classConfig(c).Buckets) > 0 {
+		if len(s.classConfig(c).Stores) > 0 {
 			classes = append(classes, starcore.Class(c))
 		}
 	}

@@ -34,7 +34,7 @@ func newOfsRig(t testing.TB) *ofsRig {
 	star, err := loglet.Open(context.Background(), loglet.Config{
 		Star: "s1", Meta: r.meta, Logger: slog.New(slog.DiscardHandler),
 		AbsorbInterval: 5 * time.Millisecond,
-		Standard:       loglet.ClassConfig{Buckets: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond},
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond},
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)

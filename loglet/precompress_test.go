@@ -47,7 +47,7 @@ func TestPrecompressedBatches(t *testing.T) {
 			ctx := context.Background()
 			meta, mem := metastore.NewMem(), objstore.NewMem()
 			cfg := Config{Star: "pc", Owner: "p1", Meta: meta, Logger: testLogger(),
-				Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: codec, PrecompressBytes: tc.pre}}
+				Standard: ClassConfig{Stores: []objstore.Store{mem}, Codec: codec, PrecompressBytes: tc.pre}}
 			s, err := Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -292,7 +292,7 @@ func TestPrecompressNeverWaitsWhileHolding(t *testing.T) {
 	defer cancel()
 	mem := objstore.NewMem()
 	cfg := Config{Star: "pc", Owner: "p1", Meta: metastore.NewMem(), Logger: testLogger(), MaxBatchBytes: 1 << 20, MaxRecordBytes: 1 << 20,
-		Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: envelope.CodecS2, PrecompressBytes: 4 << 10, MemoryBufferMiB: 1}}
+		Standard: ClassConfig{Stores: []objstore.Store{mem}, Codec: envelope.CodecS2, PrecompressBytes: 4 << 10, MemoryBufferMiB: 1}}
 	s, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -35,8 +35,8 @@ func preflightConfig(t *testing.T) (Config, *metastore.FaultStore, []*objstore.F
 	}
 	logs := &lockedBuffer{}
 	cfg := Config{Star: "s1", Meta: meta, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Standard: ClassConfig{Buckets: stores[:1], BucketNames: []string{"std"}},
-		Express:  ClassConfig{Buckets: stores[1:], BucketNames: []string{"ea", "eb", "ec"}},
+		Standard: ClassConfig{Stores: stores[:1], BucketNames: []string{"std"}},
+		Express:  ClassConfig{Stores: stores[1:], BucketNames: []string{"ea", "eb", "ec"}},
 	}
 	return cfg, meta, fs, &logs.buf
 }
@@ -237,7 +237,7 @@ func TestReaderNeedsNoWriteAccess(t *testing.T) {
 			return fault.Fault{}
 		})
 	}
-	r, err := NewReader(ReaderConfig{Meta: meta, Standard: cfg.Standard.Buckets, Express: cfg.Express.Buckets})
+	r, err := NewReader(ReaderConfig{Meta: meta, Standard: cfg.Standard.Stores, Express: cfg.Express.Stores})
 	if err != nil {
 		t.Fatal(err)
 	}

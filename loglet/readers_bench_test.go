@@ -32,7 +32,7 @@ func BenchmarkAckToReaderSession(b *testing.B) {
 			bucket.SetLatency(fault.LogNormal(5*time.Millisecond, 20*time.Millisecond), fault.Put)
 			ctx := context.Background()
 			s, err := Open(ctx, Config{Star: "s1", Meta: meta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: c.absorb,
-				Standard: ClassConfig{Buckets: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
+				Standard: ClassConfig{Stores: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -68,7 +68,7 @@ func benchAckToEtcdReader(b *testing.B, eps []string, absorb time.Duration, watc
 	bucket.SetLatency(fault.LogNormal(5*time.Millisecond, 20*time.Millisecond), fault.Put)
 	ctx := context.Background()
 	s, err := Open(ctx, Config{Star: "s1", Meta: leaderMeta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: absorb,
-		Standard: ClassConfig{Buckets: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
+		Standard: ClassConfig{Stores: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		b.Fatal(err)
 	}

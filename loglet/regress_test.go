@@ -129,8 +129,8 @@ func TestRegressA_AbsorbDiesDuringRecovery(t *testing.T) {
 		c.AbsorbInterval = 2 * time.Millisecond
 		c.Standard.CommitDeadline = 100 * time.Millisecond
 		c.Standard.StragglerTimeout = time.Second
-		hang.Store = c.Standard.Buckets[0]
-		c.Standard.Buckets[0] = hang
+		hang.Store = c.Standard.Stores[0]
+		c.Standard.Stores[0] = hang
 		fs[0].SetHook(func(call fault.Call) fault.Fault {
 			op, key := call.Op, call.Key
 			if s := slow.Load(); s != nil && op == fault.Put && strings.HasPrefix(key, s.prefix) && key > s.after {
@@ -299,8 +299,8 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 				standardOnly(c)
 				// Well above the time the test holds slot 2 at the gate.
 				c.Standard.CommitDeadline, c.Standard.StragglerTimeout = 3*time.Second, 4*time.Second
-				gate.Store = c.Standard.Buckets[0]
-				c.Standard.Buckets[0] = gate
+				gate.Store = c.Standard.Stores[0]
+				c.Standard.Stores[0] = gate
 			})
 			if err != nil {
 				t.Fatal(err)

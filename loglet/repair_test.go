@@ -128,7 +128,7 @@ func TestRepairSkipsSettledSlots(t *testing.T) {
 			})
 			c.Express.CommitDeadline = 100 * time.Millisecond
 			c.Express.StragglerTimeout = 200 * time.Millisecond
-			c.Standard = ClassConfig{Buckets: []objstore.Store{std}}
+			c.Standard = ClassConfig{Stores: []objstore.Store{std}}
 			c.SettleInterval = 50 * time.Millisecond
 		})
 		for i := 0; i < 4; i++ {

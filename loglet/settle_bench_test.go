@@ -91,7 +91,7 @@ func newSettleBenchRig(latency bool) *settleBenchRig {
 
 func (r *settleBenchRig) config(settle time.Duration, fast bool) Config {
 	cfg := Config{Star: "b", Owner: "bench", Meta: r.meta, Logger: slog.New(slog.DiscardHandler), SettleInterval: settle,
-		Standard: ClassConfig{Buckets: r.stdS}, Express: ClassConfig{Buckets: r.expS}}
+		Standard: ClassConfig{Stores: r.stdS}, Express: ClassConfig{Stores: r.expS}}
 	if fast {
 		cfg.AbsorbInterval = 2 * time.Millisecond
 		cfg.Standard.FlushDeadline, cfg.Express.FlushDeadline = time.Millisecond, time.Millisecond

@@ -337,8 +337,8 @@ func runTakeover(b *testing.B, m takeoverModel, n int) takeoverRun {
 		takeoverExpressOnly(c)
 		c.Express.ReadAhead = m.readAhead
 		c.Logger = slog.New(events)
-		for i, s := range c.Express.Buckets {
-			c.Express.Buckets[i] = rttStore{Store: s, put: &put, get: &get}
+		for i, s := range c.Express.Stores {
+			c.Express.Stores[i] = rttStore{Store: s, put: &put, get: &get}
 		}
 	})
 	if err != nil {

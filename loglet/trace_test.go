@@ -39,8 +39,8 @@ func TestWriteTrace(t *testing.T) {
 		}
 	}
 	r := newRig(t, Express, 3, 1, func(cfg *Config, faults []*objstore.FaultStore) {
-		for i, b := range cfg.Express.Buckets {
-			cfg.Express.Buckets[i] = gatedStore{Store: b, gate: gate}
+		for i, b := range cfg.Express.Stores {
+			cfg.Express.Stores[i] = gatedStore{Store: b, gate: gate}
 		}
 		for _, f := range faults {
 			f.SetLatency(fault.Fixed(2*time.Millisecond), fault.Put)

@@ -294,7 +294,7 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 					continue
 				}
 				seen[e.Key] = true
-				for _, b := range s.cfg.Standard.Buckets {
+				for _, b := range s.cfg.Standard.Stores {
 					if err := b.Delete(ctx, e.Key); err != nil {
 						return fmt.Errorf("delete settled object %s: %w", e.Key, err)
 					}

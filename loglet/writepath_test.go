@@ -322,9 +322,9 @@ func (s *lateStore) PutIfAbsent(ctx context.Context, key string, body []byte) er
 // acked in epoch 1 and nothing is republished (no duplicate).
 func TestHaltedSlotThatCommittedIsAckedNotRepublished(t *testing.T) {
 	r := newRig(t, Standard, 1, 6, func(c *Config, fs []*objstore.FaultStore) {
-		ls := &lateStore{Store: c.Standard.Buckets[0]}
+		ls := &lateStore{Store: c.Standard.Stores[0]}
 		ls.late.Store(1)
-		c.Standard.Buckets[0] = ls
+		c.Standard.Stores[0] = ls
 		c.Standard.CommitDeadline = 50 * time.Millisecond
 		c.Standard.StragglerTimeout = time.Second
 	})
@@ -729,9 +729,9 @@ func TestConfigValidate(t *testing.T) {
 	bad := []Config{
 		{},
 		{Star: "Bad Name", Meta: nil},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: 4}},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: -1}},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m}, FlightBytes: 64 << 20}},
+		{Star: "s", Standard: ClassConfig{Stores: []objstore.Store{m, m, m}, W: 4}},
+		{Star: "s", Standard: ClassConfig{Stores: []objstore.Store{m, m, m}, W: -1}},
+		{Star: "s", Standard: ClassConfig{Stores: []objstore.Store{m}, FlightBytes: 64 << 20}},
 	}
 	for i, c := range bad {
 		if err := c.Validate(); err == nil {
@@ -739,7 +739,7 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	for w := 1; w <= 3; w++ { // any W in [1, K] is safe
-		ok := Config{Star: "s", Meta: metastore.NewMem(), Express: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: w}}
+		ok := Config{Star: "s", Meta: metastore.NewMem(), Express: ClassConfig{Stores: []objstore.Store{m, m, m}, W: w}}
 		if err := ok.Validate(); err != nil {
 			t.Errorf("W=%d of K=3 rejected: %v", w, err)
 		}

@@ -326,9 +326,9 @@ func (cw *coreWorld) open() *coreProc {
 		putBuckets[i] = f
 	}
 	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}}
-	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
+	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
-	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: putBuckets, Names: names, W: cw.p.w, Meta: mf,
+	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: putBuckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	cfg := chaincore.Config{
 		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,

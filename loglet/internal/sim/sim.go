@@ -462,7 +462,7 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 			ReadAhead: w.p.readAhead,
 		}
 		for _, f := range fs[c] {
-			cc.Buckets = append(cc.Buckets, f)
+			cc.Stores = append(cc.Stores, f)
 		}
 		if c == int(loglet.Express) {
 			cfg.Express = cc

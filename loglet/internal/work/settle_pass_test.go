@@ -123,8 +123,8 @@ func newWorld(t *testing.T) *world {
 	ctx := context.Background()
 	s, err := loglet.Open(ctx, loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Millisecond,
 		Logger:   slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
-		Express:  loglet.ClassConfig{Buckets: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}})
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:  loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,8 +387,8 @@ func TestSettleMetastoreRequestsPerStream(t *testing.T) {
 	}
 	cfg := loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Hour,
 		Logger:   slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
-		Express:  loglet.ClassConfig{Buckets: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:  loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
 	const streams = 300
 	for round := 0; round < 2; round++ {
 		s, err := loglet.Open(ctx, cfg)

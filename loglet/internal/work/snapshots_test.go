@@ -81,7 +81,7 @@ func (r *chainRig) open() *rigProc {
 	r.owners++
 	cfg := r.cfg
 	cfg.Owner = fmt.Sprintf("p%d", r.owners)
-	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: r.stores(), Names: cfg.Buckets, W: cfg.W,
+	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Stores: r.stores(), Names: cfg.Buckets, W: cfg.W,
 		Meta: r.meta, Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return r.now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
 	p := &rigProc{r: r, c: chaincore.New(cfg, r.now), env: env}
