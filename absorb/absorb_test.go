@@ -10,6 +10,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -387,11 +388,12 @@ func TestUncommittedSnapshots(t *testing.T) {
 	if want := []string{key(4, 0), key(3, 0), key(3, 1), key(2, 0)}; err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("found %v, %v: want %v", got, err, want)
 	}
-	faulty.SetHook(func(op objstore.Op, k string) objstore.Fault {
-		if op == objstore.OpGet && k == key(3, 2) {
-			return objstore.Fault{Err: errors.New("test: bucket down")}
+	faulty.SetHook(func(call fault.Call) fault.Fault {
+		op, k := call.Op, call.Key
+		if op == fault.Get && k == key(3, 2) {
+			return fault.Fault{Err: errors.New("test: bucket down")}
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	got, err = UncommittedSnapshots(ctx, stores, "s", chain.Standard, cp)
 	if want := []string{key(3, 0), key(3, 1), key(3, 2), key(2, 0)}; err == nil || !strings.HasPrefix(err.Error(), "absorb: ") || fmt.Sprint(got) != fmt.Sprint(want) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -67,12 +68,13 @@ func TestWriteFlightAllOurs(t *testing.T) {
 func TestGhostPutRecognisedByNonce(t *testing.T) {
 	_, fs, ss := threeBuckets()
 	first := true
-	fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-		if op == objstore.OpPut && first {
+	fs[0].SetHook(func(call fault.Call) fault.Fault {
+		op := call.Op
+		if op == fault.Put && first {
 			first = false
-			return objstore.Fault{ApplyThenFail: true}
+			return fault.Fault{Kind: fault.Ambiguous}
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	f := testFlight(t, 1, 0)
 	tally, rs := collect(WriteFlight(context.Background(), ss, f, RetryPolicy{MinBackoff: time.Millisecond}))
@@ -149,7 +151,7 @@ func TestMintFirst(t *testing.T) {
 	}
 	// An ambiguous create that applied is recognised as ours.
 	fs := metastore.WithFaults(metastore.NewMem(), 1)
-	fs.SetAmbiguousRate(1)
+	fs.SetAmbiguousRate(1, fault.Put)
 	rec, _, err = MintFirst(ctx, fs, "s", Express, EpochRecord{Owner: "p3", Window: 4, K: 3, W: 2, Buckets: []string{"a", "b", "c"}})
 	if err != nil || rec.Owner != "p3" {
 		t.Fatalf("mint through an ambiguous put: %+v %v", rec, err)

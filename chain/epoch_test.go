@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -70,7 +71,7 @@ func TestMintNextRace(t *testing.T) {
 // stale version loses.
 func TestMintNextAmbiguous(t *testing.T) {
 	ctx := context.Background()
-	for name, kind := range map[string]metastore.FaultKind{"applied then failed": metastore.FaultAmbiguous, "failed unapplied": metastore.FaultFail} {
+	for name, kind := range map[string]fault.Kind{"applied then failed": fault.Ambiguous, "failed unapplied": fault.Fail} {
 		t.Run(name, func(t *testing.T) {
 			fs := metastore.WithFaults(metastore.NewMem(), 1)
 			first, v, err := MintFirst(ctx, fs, "s", Standard, EpochRecord{Owner: "p1", Window: 4, K: 1, W: 1, Buckets: []string{"a"}})
@@ -78,11 +79,12 @@ func TestMintNextAmbiguous(t *testing.T) {
 				t.Fatal(err)
 			}
 			var fired atomic.Bool
-			fs.SetHook(func(op string, keys []string) metastore.Fault {
-				if op == "Put" && fired.CompareAndSwap(false, true) {
-					return metastore.Fault{Kind: kind}
+			fs.SetHook(func(call fault.Call) fault.Fault {
+				op := call.Op
+				if op == fault.Put && fired.CompareAndSwap(false, true) {
+					return fault.Fault{Kind: kind}
 				}
-				return metastore.Fault{}
+				return fault.Fault{}
 			})
 			rec, v2, err := MintNext(ctx, fs, "s", Standard, first, v, EpochRecord{Owner: "p2", Window: 4, K: 1, W: 1, Buckets: []string{"a"}})
 			if err != nil || rec.Epoch != 2 || rec.Owner != "p2" || !fired.Load() {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -432,8 +433,8 @@ func raceOnce(t *testing.T, k, w int, seed uint64) (bothPlaced, zombieCounted in
 		expected = n + 3
 	}
 	for _, f := range ts.faults {
-		f.SetLatency(objstore.OpPut, objstore.Uniform(0, 2*time.Millisecond))
-		f.SetLatency(objstore.OpGet, objstore.Uniform(0, time.Millisecond))
+		f.SetLatency(fault.Uniform(0, 2*time.Millisecond), fault.Put)
+		f.SetLatency(fault.Uniform(0, time.Millisecond), fault.Get)
 	}
 	zombie := rng.IntN(2) == 0
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -519,14 +520,15 @@ func TestFenceAmbiguousPoison(t *testing.T) {
 				cutKey := SlotKey(tStar, tClass, 1, 3)
 				victim := sh.k - 1
 				var fired atomic.Bool
-				ts.faults[victim].SetHook(func(op objstore.Op, key string) objstore.Fault {
-					if op == objstore.OpPut && key == cutKey && fired.CompareAndSwap(false, true) {
+				ts.faults[victim].SetHook(func(call fault.Call) fault.Fault {
+					op, key := call.Op, call.Key
+					if op == fault.Put && key == cutKey && fired.CompareAndSwap(false, true) {
 						if mode == "applied" {
-							return objstore.Fault{ApplyThenFail: true}
+							return fault.Fault{Kind: fault.Ambiguous}
 						}
-						return objstore.Fault{Err: objstore.ErrInjected}
+						return fault.Fault{Err: objstore.ErrInjected}
 					}
-					return objstore.Fault{}
+					return fault.Fault{}
 				})
 				nonce := envelope.NewNonce()
 				res := fence(t, ts, 1, 0, nonce, FenceOptions{Retry: quickRetry})
@@ -608,9 +610,9 @@ func TestFenceDownBuckets(t *testing.T) {
 		var calls atomic.Int32
 		retrying := make(chan struct{}, 1)
 		for _, i := range []int{1, 2} {
-			ts.faults[i].SetHook(func(op objstore.Op, key string) objstore.Fault {
+			ts.faults[i].SetHook(func(call fault.Call) fault.Fault {
 				if !down.Load() {
-					return objstore.Fault{}
+					return fault.Fault{}
 				}
 				if calls.Add(1) >= 8 { // several rounds have failed
 					select {
@@ -618,7 +620,7 @@ func TestFenceDownBuckets(t *testing.T) {
 					default:
 					}
 				}
-				return objstore.Fault{Err: objstore.ErrUnavailable}
+				return fault.Fault{Err: objstore.ErrUnavailable}
 			})
 		}
 		done := make(chan FenceResult, 1)
@@ -791,8 +793,8 @@ func BenchmarkFenceBacklog(b *testing.B) {
 						m.ResetCounters()
 					}
 					for _, f := range ts.faults {
-						f.SetLatency(objstore.OpPut, objstore.Fixed(20*time.Millisecond))
-						f.SetLatency(objstore.OpGet, objstore.Fixed(20*time.Millisecond))
+						f.SetLatency(fault.Fixed(20*time.Millisecond), fault.Put)
+						f.SetLatency(fault.Fixed(20*time.Millisecond), fault.Get)
 					}
 					b.StartTimer()
 					res, err := Fence(context.Background(), ts.set, tStar, tClass, 1, 0, envelope.NewNonce(), opt.opt)

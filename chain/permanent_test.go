@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -14,8 +15,8 @@ import (
 // missing bucket or wrong credentials.
 func refusing(name string) *objstore.FaultStore {
 	f := objstore.WithFaults(objstore.NewMem(), 1)
-	f.SetHook(func(op objstore.Op, key string) objstore.Fault {
-		return objstore.Fault{Err: fmt.Errorf("%w: NoSuchBucket %s", objstore.ErrPermanent, name)}
+	f.SetHook(func(call fault.Call) fault.Fault {
+		return fault.Fault{Err: fmt.Errorf("%w: NoSuchBucket %s", objstore.ErrPermanent, name)}
 	})
 	return f
 }
@@ -42,11 +43,12 @@ func TestWriteCopyStopsAtAPermanentRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := objstore.WithFaults(mem, 1)
-	b.SetHook(func(op objstore.Op, key string) objstore.Fault {
-		if op == objstore.OpGet {
-			return objstore.Fault{Err: fmt.Errorf("%w: AccessDenied", objstore.ErrPermanent)}
+	b.SetHook(func(call fault.Call) fault.Fault {
+		op := call.Op
+		if op == fault.Get {
+			return fault.Fault{Err: fmt.Errorf("%w: AccessDenied", objstore.ErrPermanent)}
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	r = WriteCopy(ctx, b, f, RetryPolicy{})
 	if r.Status != CopyFailed || !errors.Is(r.Err, objstore.ErrPermanent) || r.Attempts != 1 || ctx.Err() != nil {

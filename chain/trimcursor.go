@@ -14,7 +14,7 @@ import (
 func ReadTrimCursor(ctx context.Context, ms metastore.Store, star string, c Class) (TrimCursor, metastore.Version, error) {
 	it, err := ms.Get(ctx, TrimKey(star, c))
 	if errors.Is(err, metastore.ErrNotFound) {
-		return TrimCursor{At: Start, Deleted: Start}, metastore.NoVersion, nil
+		return TrimCursor{At: Start(), Deleted: Start()}, metastore.NoVersion, nil
 	}
 	if err != nil {
 		return TrimCursor{}, "", fmt.Errorf("chain: read the trim cursor of %s/%s: %w", star, c, err)

@@ -99,8 +99,6 @@ const (
 )
 
 var (
-	// Classes is chainval.Classes.
-	Classes = chainval.Classes
 	// ErrBadRecord is chainval.ErrBadRecord.
 	ErrBadRecord = chainval.ErrBadRecord
 	// ErrCorruptTrimCursor is chainval.ErrCorruptTrimCursor.
@@ -117,9 +115,13 @@ var (
 	ErrMintLost = chainval.ErrMintLost
 	// ErrUndecided is chainval.ErrUndecided.
 	ErrUndecided = chainval.ErrUndecided
-	// Start is chainval.Start.
-	Start = chainval.Start
 )
+
+// Classes is chainval.Classes.
+func Classes() []Class { return chainval.Classes() }
+
+// Start is chainval.Start.
+func Start() Position { return chainval.Start() }
 
 // CheckpointKey is chainval.CheckpointKey.
 func CheckpointKey(star string, c Class) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -93,13 +94,14 @@ func TestWalkReadAhead(t *testing.T) {
 	}
 	var mu sync.Mutex
 	gets := map[string]int{}
-	ts.faults[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-		if op == objstore.OpGet {
+	ts.faults[0].SetHook(func(call fault.Call) fault.Fault {
+		op, key := call.Op, call.Key
+		if op == fault.Get {
 			mu.Lock()
 			gets[key]++
 			mu.Unlock()
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	var objs [][]byte
 	for s := uint64(0); s < n; s++ {
@@ -327,7 +329,7 @@ func TestGarbageProbeDownBucket(t *testing.T) {
 	}
 	// An ambiguous PUT that applied is still counted and the key poisoned.
 	ts = newTestSet(1, 1, 25)
-	ts.faults[0].SetAmbiguousRate(1)
+	ts.faults[0].SetAmbiguousRate(1, fault.Put)
 	pr, err = GarbageProbe(context.Background(), ts.set, tStar, tClass, 1, 0, 3, envelope.NewNonce())
 	if err != nil || pr.Poisoned != 3 || pr.Unreachable != 0 {
 		t.Fatalf("probe through ambiguous PUTs: %+v %v", pr, err)
@@ -401,7 +403,7 @@ func BenchmarkWalkBacklog(b *testing.B) {
 			ts := newTestSet(3, 2, 1)
 			ts.writeCommitted(b, 1, 0, n)
 			for _, f := range ts.faults {
-				f.SetLatency(objstore.OpGet, objstore.Fixed(20*time.Millisecond))
+				f.SetLatency(fault.Fixed(20*time.Millisecond), fault.Get)
 			}
 			var gets int64
 			for i := 0; i < b.N; i++ {

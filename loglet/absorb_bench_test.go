@@ -13,6 +13,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -158,7 +159,7 @@ func runAbsorbLoad(b *testing.B, rate float64, streams int, window time.Duration
 		stores[i] = snapshotCounter{Store: st, bytes: &snapBytes}
 	}
 	s, err := Open(ctx, Config{Star: "absorb", Meta: meta, Logger: quietLogger(),
-		Standard: ClassConfig{Buckets: stores, W: modelStandard.w}})
+		Standard: ClassConfig{Stores: stores, W: modelStandard.w}})
 	if err != nil {
 		b.Fatalf("open: %v", err)
 	}
@@ -359,7 +360,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 			mem := objstore.NewMem()
 			meta := metastore.NewMem()
 			s, err := Open(ctx, Config{Star: "hist", Meta: meta, Logger: quietLogger(),
-				Standard: ClassConfig{Buckets: []objstore.Store{mem}, W: 1}})
+				Standard: ClassConfig{Stores: []objstore.Store{mem}, W: 1}})
 			if err != nil {
 				b.Fatalf("open: %v", err)
 			}
@@ -387,7 +388,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 			store := objstore.Store(mem)
 			if g.delay > 0 {
 				f := objstore.WithFaults(mem, 7)
-				f.SetLatency(objstore.OpGet, objstore.Fixed(g.delay))
+				f.SetLatency(fault.Fixed(g.delay), fault.Get)
 				store = f
 			}
 			rd, err := NewReader(ReaderConfig{Meta: meta, Standard: []objstore.Store{store}})
@@ -477,7 +478,7 @@ func BenchmarkHistoryRead(b *testing.B) {
 // flush deadline, with one stream "tail".
 func openTailStar(b *testing.B, absorbInterval time.Duration) *Star {
 	s, err := Open(context.Background(), Config{Star: "tail", Meta: metastore.NewMem(), Logger: quietLogger(), AbsorbInterval: absorbInterval,
-		Standard: ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}, W: 1, FlushDeadline: time.Millisecond}})
+		Standard: ClassConfig{Stores: []objstore.Store{objstore.NewMem()}, W: 1, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		b.Fatalf("open: %v", err)
 	}

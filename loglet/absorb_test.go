@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -24,7 +25,7 @@ func TestAckedRecordsReadableFromFreshReader(t *testing.T) {
 	r := newRig(t, Express, 3, seed, func(c *Config, fs []*objstore.FaultStore) {
 		c.AbsorbInterval = 2 * time.Millisecond
 		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 8*time.Millisecond))
+			f.SetLatency(fault.LogNormal(time.Millisecond, 8*time.Millisecond), fault.Put)
 		}
 	})
 	rnd := rand.New(rand.NewPCG(seed, 0))
@@ -196,7 +197,7 @@ func TestMetastoreOutageStallsThenRecovers(t *testing.T) {
 		mf := metastore.WithFaults(metastore.NewMem(), 3)
 		m := objstore.NewMem()
 		cfg := Config{Star: "s1", Meta: mf, CreateOnAppend: true, Logger: testLogger(),
-			Standard: ClassConfig{Buckets: []objstore.Store{m}, ParallelUploads: 2, ChainBacklogFlights: 4, FlushDeadline: time.Millisecond}}
+			Standard: ClassConfig{Stores: []objstore.Store{m}, ParallelUploads: 2, ChainBacklogFlights: 4, FlushDeadline: time.Millisecond}}
 		s, err := Open(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +249,7 @@ func TestMetastoreRequestsDoNotGrowWithStreams(t *testing.T) {
 		s, err := Open(context.Background(), Config{Star: "s1", Meta: meta, Logger: quietLogger(),
 			AbsorbInterval: time.Millisecond, AbsorbMaxSlots: 4,
 			// Small flights: many slots, so many rounds.
-			Standard: ClassConfig{Buckets: []objstore.Store{m}, FlushDeadline: time.Millisecond, FlightBytes: 256}})
+			Standard: ClassConfig{Stores: []objstore.Store{m}, FlushDeadline: time.Millisecond, FlightBytes: 256}})
 		if err != nil {
 			t.Fatal(err)
 		}

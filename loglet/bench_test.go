@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/internal/stages"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
@@ -120,7 +121,7 @@ func newBenchBuckets(m benchModel, seed uint64) *benchBuckets {
 	for i := 0; i < m.k; i++ {
 		mem := objstore.NewMem()
 		f := objstore.WithFaults(mem, seed*31+uint64(i))
-		f.SetLatency(objstore.OpPut, objstore.LogNormal(m.median, m.p99))
+		f.SetLatency(fault.LogNormal(m.median, m.p99), fault.Put)
 		bb.mems = append(bb.mems, mem)
 		bb.stores = append(bb.stores, timedStore{Store: f, put: &bb.put})
 	}
@@ -308,7 +309,7 @@ func streamName(p int) string { return fmt.Sprintf("bench-%02d", p%benchStreams)
 // openBenchStar opens a star whose class m.class runs over bb with cc
 // (zero fields take the class defaults) and creates the benchmark streams.
 func openBenchStar(b *testing.B, m benchModel, bb *benchBuckets, cc ClassConfig) *Star {
-	cc.Buckets = bb.stores
+	cc.Stores = bb.stores
 	cc.W = m.w
 	cfg := Config{Star: "bench", Meta: metastore.NewMem(), Logger: slog.New(slog.DiscardHandler)}
 	if m.class == Express {
@@ -439,7 +440,7 @@ func stageBreakdown(r *runResult, deadline time.Duration) *stages.Breakdown {
 // reportStages reports each stage's p50/p99/p99.9 in µs.
 func reportStages(b *testing.B, r *runResult, deadline time.Duration) {
 	st := stageBreakdown(r, deadline)
-	for _, s := range stages.All {
+	for _, s := range stages.All() {
 		sn := st.Snapshot(s)
 		b.ReportMetric(us(sn.Quantile(0.5)), s.String()+"-p50-us")
 		b.ReportMetric(us(sn.Quantile(0.99)), s.String()+"-p99-us")

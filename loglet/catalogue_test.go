@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -134,15 +135,16 @@ func TestNoAckIntoAnIncarnationDeletedBefore(t *testing.T) {
 func ambiguousDelete(meta *metastore.FaultStore, name string) {
 	key := chain.StreamRecordKey(name)
 	committed := false // the hook runs under the FaultStore's lock
-	meta.SetHook(func(op string, keys []string) metastore.Fault {
+	meta.SetHook(func(call fault.Call) fault.Fault {
+		op, keys := call.Op, call.Keys
 		switch {
-		case op == "Commit" && slices.Contains(keys, key):
+		case op == fault.Commit && slices.Contains(keys, key):
 			committed = true
-			return metastore.Fault{Kind: metastore.FaultAmbiguous}
-		case op == "Get" && committed && keys[0] == key:
-			return metastore.Fault{Kind: metastore.FaultFail}
+			return fault.Fault{Kind: fault.Ambiguous}
+		case op == fault.Get && committed && keys[0] == key:
+			return fault.Fault{Kind: fault.Fail}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 }
 
@@ -174,11 +176,12 @@ func TestDeleteStreamReclaimsRefsAbsorbedAfterIt(t *testing.T) {
 	}
 	appendN(t, p1.star, "d", 1, 5, nil)
 	id := streamID(t, w.meta, "d")
-	p1.meta.SetHook(func(op string, keys []string) metastore.Fault {
-		if op == "Commit" && slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "refs/") }) {
-			return metastore.Fault{Kind: metastore.FaultFail} // every absorb round fails, for now
+	p1.meta.SetHook(func(call fault.Call) fault.Fault {
+		op, keys := call.Op, call.Keys
+		if op == fault.Commit && slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "refs/") }) {
+			return fault.Fault{Kind: fault.Fail} // every absorb round fails, for now
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 	appendN(t, p1.star, "d", 3, 5, nil) // acked, not absorbed
 	if err := p1.star.DeleteStream(ctx, "d"); err != nil {
@@ -241,11 +244,12 @@ func TestAmbiguousDeleteStreamReclaims(t *testing.T) {
 	}
 	deletedLeft(t, w.meta, d, "after the retried ambiguous delete")
 
-	p1.meta.SetHook(func(op string, keys []string) metastore.Fault {
-		if op == "Commit" && slices.Contains(keys, chain.StreamRecordKey("e")) {
-			return metastore.Fault{Kind: metastore.FaultAmbiguous}
+	p1.meta.SetHook(func(call fault.Call) fault.Fault {
+		op, keys := call.Op, call.Keys
+		if op == fault.Commit && slices.Contains(keys, chain.StreamRecordKey("e")) {
+			return fault.Fault{Kind: fault.Ambiguous}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 	err = p1.star.DeleteStream(ctx, "e")
 	p1.meta.SetHook(nil)
@@ -315,8 +319,8 @@ func TestDeleteStreamWaitsForTheAppendsAdmittedBeforeIt(t *testing.T) {
 	put := &heldPut{}
 	sig := &committed{key: chain.StreamRecordKey("x"), done: make(chan struct{})}
 	p1, err := w.open("p1", func(c *Config) {
-		put.Store = c.Standard.Buckets[0]
-		c.Standard.Buckets = []objstore.Store{put}
+		put.Store = c.Standard.Stores[0]
+		c.Standard.Stores = []objstore.Store{put}
 		sig.Store = c.Meta
 		c.Meta = sig
 	})

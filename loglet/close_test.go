@@ -13,6 +13,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -299,14 +300,15 @@ func testCloseMidRecovery(t *testing.T) {
 	key2 := chain.SlotKey("s1", Standard, 1, 2)
 	var down atomic.Bool
 	r := newRig(t, Standard, 1, 22, func(c *Config, fs []*objstore.FaultStore) {
-		fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
+		fs[0].SetHook(func(call fault.Call) fault.Fault {
+			op, key := call.Op, call.Key
 			if down.Load() {
-				return objstore.Fault{Err: objstore.ErrUnavailable}
+				return fault.Fault{Err: objstore.ErrUnavailable}
 			}
-			if op == objstore.OpGet && key == key2 {
+			if op == fault.Get && key == key2 {
 				down.Store(true) // the upload reads the occupant; everything after fails
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
 	})
 	if err := r.mems[0].PutIfAbsent(context.Background(), key2, envelope.Poison(1, 2, envelope.NewNonce())); err != nil {
@@ -435,7 +437,7 @@ func TestCloseWithEndedContext(t *testing.T) {
 func testCloseWithEndedContext(t *testing.T) {
 	r := newRig(t, Standard, 1, 25, func(c *Config, fs []*objstore.FaultStore) {
 		c.Standard.FlushDeadline = time.Hour // only Close cuts
-		fs[0].SetLatency(objstore.OpPut, objstore.Fixed(20*time.Millisecond))
+		fs[0].SetLatency(fault.Fixed(20*time.Millisecond), fault.Put)
 	})
 	var fl flying
 	for i := 0; i < 10; i++ {

@@ -28,8 +28,8 @@ func TestOpenRefusesTooFewCommitOps(t *testing.T) {
 		c := DefaultConfig()
 		c.Star, c.Owner = "s", "p1"
 		c.Meta = opsLimited{metastore.NewMem(), n}
-		c.Standard.Buckets = []objstore.Store{objstore.NewMem()}
-		c.Express.Buckets = nil
+		c.Standard.Stores = []objstore.Store{objstore.NewMem()}
+		c.Express.Stores = nil
 		return c
 	}
 	for _, n := range []int{1, metastore.MinCommitOps - 1} {

@@ -25,7 +25,7 @@ type Config struct {
 	// Meta is the metastore. Required. The write path never calls it.
 	Meta metastore.Store
 	// Standard and Express configure the two chains. A class with no
-	// Buckets is disabled: its streams cannot be created or appended to.
+	// Stores is disabled: its streams cannot be created or appended to.
 	Standard, Express ClassConfig
 	// Stars lists every star of the deployment, for placing new streams by
 	// hash (chain.PlaceStream). Default: just Star.
@@ -80,6 +80,14 @@ type Config struct {
 	// streams. Settlement needs the Standard bucket set: without one, it is
 	// off.
 	SettleInterval time.Duration
+	// RetentionInterval paces the leader's retention pass, which trims
+	// each stream of its star that has a Retention (StreamOptions) and
+	// retries every failed reclaim (default a minute,
+	// DefaultRetentionInterval; negative: no pass, so Retention is not
+	// enforced and failed reclaims wait for the stream's next Trim). A
+	// positive interval under a millisecond is refused: each pass reads
+	// every stream record of the star.
+	RetentionInterval time.Duration
 	// doomedGrace overrides settle's grace before deleting a merged-away
 	// settled object (tests: negative deletes at once).
 	doomedGrace time.Duration
@@ -139,14 +147,14 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with every default filled in, for a caller
-// to edit: set Star, Meta and the classes' Buckets and BucketNames (or pass
+// to edit: set Star, Meta and the classes' Stores and BucketNames (or pass
 // it to OpenDir, which sets them), change what differs, and Open. Opening it
 // behaves exactly as opening the zero Config with the same fields set.
 //
 // A few fields stay zero because their defaults follow from fields the
 // caller sets, and Open derives them then: Owner (per process:
 // "<hostname>/<pid>/<random>"), Stars (just Star), Logger (slog.Default()
-// at Open), and per class W (K/2+1 of the Buckets), BucketNames
+// at Open), and per class W (K/2+1 of the Stores), BucketNames
 // ("bucket-0", ...: set your own, see ClassConfig.BucketNames),
 // StragglerMiB (half of MemoryBufferMiB) and ChainBacklogMiB (twice
 // MemoryBufferMiB), so that editing MemoryBufferMiB moves them with it.
@@ -169,11 +177,14 @@ const DefaultSettleInterval = time.Second
 
 // settleInterval is the core's pacing: off without a Standard bucket set.
 func (s *Star) settleInterval() time.Duration {
-	if s.cfg.SettleInterval <= 0 || len(s.cfg.Standard.Buckets) == 0 {
+	if s.cfg.SettleInterval <= 0 || len(s.cfg.Standard.Stores) == 0 {
 		return 0
 	}
 	return s.cfg.SettleInterval
 }
+
+// DefaultRetentionInterval is Config.RetentionInterval's default.
+const DefaultRetentionInterval = time.Minute
 
 // DefaultCloseTimeout is Config.CloseTimeout's default.
 const DefaultCloseTimeout = 30 * time.Second
@@ -236,10 +247,11 @@ const DefaultSealCheckInterval = time.Second
 // ClassConfig configures one class's chain. Defaults differ per class; see
 // the Default* constants.
 type ClassConfig struct {
-	// Buckets is the bucket set, K = len(Buckets). Every flight is written
-	// to the same key in each.
-	Buckets []objstore.Store
-	// BucketNames names the buckets, in Buckets' order, in epoch records,
+	// Stores are the buckets of the class's bucket set, K = len(Stores).
+	// Every flight is written to the same key in each. (Buckets, in epoch
+	// records and errors, are their names: BucketNames.)
+	Stores []objstore.Store
+	// BucketNames names the buckets, in Stores' order, in epoch records,
 	// errors and Stats. They are part of the chain's identity: the first
 	// Open records them in the chain's epoch record, and every later Open
 	// of the star (this program's, another host's, the CLI's) must give the
@@ -369,10 +381,10 @@ func (c *ClassConfig) applyDefaults(class Class) {
 		return e
 	}
 	if c.W == 0 {
-		c.W = len(c.Buckets)/2 + 1
+		c.W = len(c.Stores)/2 + 1
 	}
 	if len(c.BucketNames) == 0 {
-		for i := range c.Buckets {
+		for i := range c.Stores {
 			c.BucketNames = append(c.BucketNames, fmt.Sprintf("bucket-%d", i))
 		}
 	}
@@ -421,15 +433,15 @@ func (c *ClassConfig) applyDefaults(class Class) {
 const CodecNone = envelope.Codec(255)
 
 func (c *ClassConfig) validate(class Class, maxBatch int) error {
-	if len(c.Buckets) == 0 {
+	if len(c.Stores) == 0 {
 		return nil
 	}
-	k := len(c.Buckets)
+	k := len(c.Stores)
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("loglet: %s: "+format, append([]any{class}, args...)...))
 	}
-	for i, b := range c.Buckets {
+	for i, b := range c.Stores {
 		if b == nil {
 			bad("bucket %d is nil", i)
 		}
@@ -524,6 +536,9 @@ func (c *Config) applyDefaults() {
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout
 	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = DefaultRetentionInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -548,8 +563,8 @@ func (c *Config) validate() error {
 	} else if n := metastore.MaxCommitOps(c.Meta); n > 0 && n < metastore.MinCommitOps {
 		errs = append(errs, fmt.Errorf("loglet: the metastore takes %d ops per Commit: want at least metastore.MinCommitOps (%d)", n, metastore.MinCommitOps))
 	}
-	if len(c.Standard.Buckets) == 0 && len(c.Express.Buckets) == 0 {
-		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Buckets or Express.Buckets"))
+	if len(c.Standard.Stores) == 0 && len(c.Express.Stores) == 0 {
+		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Stores or Express.Stores"))
 	}
 	if c.MaxRecordBytes < 1 || c.MaxBatchRecords < 1 || c.MaxBatchBytes < c.MaxRecordBytes {
 		errs = append(errs, fmt.Errorf("loglet: limits: MaxRecordBytes=%d, MaxBatchRecords=%d, MaxBatchBytes=%d (must be positive, batch >= record)", c.MaxRecordBytes, c.MaxBatchRecords, c.MaxBatchBytes))
@@ -564,6 +579,9 @@ func (c *Config) validate() error {
 	}
 	if c.SealCheckInterval < 0 || c.CloseTimeout < 0 {
 		errs = append(errs, fmt.Errorf("loglet: SealCheckInterval=%v, CloseTimeout=%v: want >= 0", c.SealCheckInterval, c.CloseTimeout))
+	}
+	if c.RetentionInterval > 0 && c.RetentionInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("loglet: RetentionInterval=%v: want at least 1ms (or negative: no retention pass)", c.RetentionInterval))
 	}
 	if c.AbsorbInterval < 0 || c.AbsorbMaxSlots < 1 || c.ReaderPollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("loglet: AbsorbInterval=%v, AbsorbMaxSlots=%d, ReaderPollInterval=%v: want >= 0, >= 1, > 0", c.AbsorbInterval, c.AbsorbMaxSlots, c.ReaderPollInterval))

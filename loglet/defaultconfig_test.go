@@ -15,7 +15,7 @@ import (
 func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 	zeroOK := map[string]bool{
 		// set by the caller
-		"Star": true, "Meta": true, "Buckets": true,
+		"Star": true, "Meta": true, "Stores": true,
 		// derived at Open, documented at DefaultConfig
 		"Owner": true, "Stars": true, "Logger": true,
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,
@@ -53,7 +53,7 @@ func TestDefaultConfigOpensAsZeroConfig(t *testing.T) {
 	exp := []objstore.Store{objstore.NewMem(), objstore.NewMem(), objstore.NewMem()}
 	fill := func(c Config) Config {
 		c.Star, c.Owner, c.Meta = "s", "host/1/x", meta
-		c.Standard.Buckets, c.Express.Buckets = std, exp
+		c.Standard.Stores, c.Express.Stores = std, exp
 		return c
 	}
 	got, want := fill(DefaultConfig()), fill(Config{})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -73,8 +74,8 @@ func (w *world) openWith(owner string, prep func(*proc), tweak func(*Config)) (*
 	}
 	retry := chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
 	cfg := Config{Star: "s1", Owner: owner, Meta: p.meta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: 2 * time.Millisecond,
-		Standard: ClassConfig{Buckets: []objstore.Store{wrap(w.std)}, FlushDeadline: time.Millisecond, CommitDeadline: time.Second, StragglerTimeout: 2 * time.Second, Retry: retry},
-		Express: ClassConfig{Buckets: []objstore.Store{wrap(w.exp[0]), wrap(w.exp[1]), wrap(w.exp[2])}, FlushDeadline: time.Millisecond,
+		Standard: ClassConfig{Stores: []objstore.Store{wrap(w.std)}, FlushDeadline: time.Millisecond, CommitDeadline: time.Second, StragglerTimeout: 2 * time.Second, Retry: retry},
+		Express: ClassConfig{Stores: []objstore.Store{wrap(w.exp[0]), wrap(w.exp[1]), wrap(w.exp[2])}, FlushDeadline: time.Millisecond,
 			CommitDeadline: time.Second, StragglerTimeout: 2 * time.Second, Retry: retry}}
 	if tweak != nil {
 		tweak(&cfg)
@@ -284,7 +285,7 @@ func TestTwoSuccessorsRace(t *testing.T) {
 		t.Fatalf("no successor took over: %v", errs)
 	}
 	var owners [2]string
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		rec, _, err := chain.ReadEpoch(context.Background(), w.meta, "s1", c)
 		if err != nil {
 			t.Fatal(err)
@@ -474,20 +475,22 @@ func TestTakeoverCrashAtEveryStep(t *testing.T) {
 				var writes atomic.Int32
 				crashAfter := func(p *proc) {
 					if kind == "meta" {
-						p.meta.SetHook(func(op string, _ []string) metastore.Fault {
-							if op != "Get" && op != "Scan" && writes.Add(1) > int32(k) {
-								return metastore.Fault{Kind: metastore.FaultUnavailable}
+						p.meta.SetHook(func(call fault.Call) fault.Fault {
+							op := call.Op
+							if op != fault.Get && op != fault.Scan && writes.Add(1) > int32(k) {
+								return fault.Fault{Kind: fault.Unavailable}
 							}
-							return metastore.Fault{}
+							return fault.Fault{}
 						})
 						return
 					}
 					for _, b := range p.bkts {
-						b.SetHook(func(op objstore.Op, _ string) objstore.Fault {
-							if op == objstore.OpPut && writes.Add(1) > int32(k) {
-								return objstore.Fault{Err: objstore.ErrUnavailable}
+						b.SetHook(func(call fault.Call) fault.Fault {
+							op := call.Op
+							if op == fault.Put && writes.Add(1) > int32(k) {
+								return fault.Fault{Err: objstore.ErrUnavailable}
 							}
-							return objstore.Fault{}
+							return fault.Fault{}
 						})
 					}
 				}

@@ -20,7 +20,7 @@ func ExampleStar_OpenGroupSession() {
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star:     "orders",
 		Meta:     metastore.NewMem(),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}},
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{objstore.NewMem()}},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

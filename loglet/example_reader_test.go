@@ -22,7 +22,7 @@ func ExampleReader() {
 	// The leader, in its own process normally.
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star: "demo", Meta: meta,
-		Standard: loglet.ClassConfig{Buckets: buckets},
+		Standard: loglet.ClassConfig{Stores: buckets},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ func openMemStar(ctx context.Context, stream string) *loglet.Star {
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star:     "demo",
 		Meta:     metastore.NewMem(),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}},
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{objstore.NewMem()}},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ func Example() {
 	cfg := loglet.Config{
 		Star:     "orders",
 		Meta:     meta,
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{bucket}},
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{bucket}},
 		Logger:   slog.New(slog.DiscardHandler),
 	}
 	star, err := loglet.Open(ctx, cfg)

@@ -48,7 +48,7 @@ func newRig(t testing.TB, c Class, k int, seed uint64, tweak func(*Config, []*ob
 	// epoch's first slot after any slot of an earlier epoch), each holding
 	// W copies of its epoch's flight.
 	cfg := Config{Star: "s1", Meta: r.meta, CreateOnAppend: true, DefaultClass: c, Logger: slog.New(releaseWatch{r: r, class: c})}
-	cc := ClassConfig{Buckets: stores, FlushDeadline: time.Millisecond, FlightBytes: 64 << 10, ParallelUploads: 8,
+	cc := ClassConfig{Stores: stores, FlushDeadline: time.Millisecond, FlightBytes: 64 << 10, ParallelUploads: 8,
 		CommitDeadline: 5 * time.Second, StragglerTimeout: 10 * time.Second, Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}}
 	if c == Express {
 		cfg.Express = cc

@@ -76,9 +76,9 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		star: s, class: class, cfg: cfg,
 		log:    s.log.With("star", s.cfg.Star, "class", class.String()),
 		budget: pool.NewBudget(int64(cfg.MemoryBufferMiB) << 20),
-		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.Buckets, Names: cfg.BucketNames,
+		env: &work.Env{Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Stores: cfg.Stores, Names: cfg.BucketNames,
 			W: cfg.W, Meta: s.cfg.Meta, Codec: cfg.codec(), Retry: cfg.Retry, ReadAhead: cfg.ReadAhead, Frames: chaincore.DefaultFrameLimits(int64(cfg.FrameBytes)),
-			Settled: s.cfg.Standard.Buckets, Liveness: s.streamLiveness, SettleTimeout: settlePassTimeout, SettleGrace: s.cfg.doomedGrace},
+			Settled: s.cfg.Standard.Stores, Liveness: s.streamLiveness, SettleTimeout: settlePassTimeout, SettleGrace: s.cfg.doomedGrace},
 		waiters: map[*chaincore.Stream]chan struct{}{},
 		kick:    make(chan struct{}, 1),
 		wakes:   make(chan time.Time, maxSleepers),
@@ -96,7 +96,6 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
-		LogReleases:       s.log.Enabled(context.Background(), slog.LevelDebug),
 		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
@@ -309,6 +308,11 @@ func (l *lane) execute(rd chaincore.Ready, readers []chan struct{}) (inline []ch
 	// The core's events are logged before the outcomes they explain are
 	// delivered: a "slot released" record (what the tests' release watch
 	// checks) precedes the ack a producer sees, never follows it.
+	if len(rd.Slots) > 0 && l.log.Enabled(context.Background(), slog.LevelDebug) {
+		for _, s := range rd.Slots {
+			l.log.LogAttrs(context.Background(), slog.LevelDebug, "slot released", slog.Uint64("epoch", s.Epoch), slog.Uint64("slot", s.Slot))
+		}
+	}
 	for _, lg := range rd.Logs {
 		l.log.LogAttrs(context.Background(), lg.Level, lg.Msg, lg.Attrs...)
 	}
@@ -630,35 +634,12 @@ func (l *lane) snapshot() *ClassStats {
 	l.mu.Lock()
 	cs := l.core.Stats(time.Now())
 	l.mu.Unlock()
+	// The core fills every figure it keeps; the shell owns the pool's
+	// budget and the precompress count.
 	ps := l.budget.Stats()
-	ps.QueuedBytes, ps.QueuedBatches = cs.QueuedBytes, cs.QueuedBatches
-	out := &ClassStats{
-		Epoch: cs.Epoch, Pool: ps,
-		WindowSize: cs.WindowSize, WindowInFlight: cs.WindowInFlight, ReleasePoint: cs.ReleasePoint,
-		Flights: cs.Flights, FlightPayload: cs.FlightPayload, FlightObjects: cs.FlightObjects, PrecompressSkipped: l.precompressSkipped.Load(),
-		AckedBatches: cs.AckedBatches, AckedRecords: cs.AckedRecords, AckedBytes: cs.AckedBytes,
-		FailedOutcomeUnknown: cs.FailedOutcomeUnknown, FailedNotCommitted: cs.FailedNotCommitted,
-		GhostPuts: cs.GhostPuts, ForeignOccupants: cs.ForeignOccupants,
-		UnderReplicated: cs.UnderReplicated, UnderReplSlots: cs.UnderReplSlots,
-		Halts: cs.Halts, HaltCause: cs.HaltCause, Recovering: cs.Recovering, SuccessionStep: cs.SuccessionStep,
-		SuccessionFailures: cs.SuccessionFailures, SuccessionFailingSince: cs.SuccessionFailingSince, SuccessionCause: cs.SuccessionCause, Deposed: cs.Deposed,
-		FlightIndexBytes: cs.FlightIndexBytes, Backlog: cs.Backlog,
-		WindowBytes: cs.WindowBytes, Stragglers: cs.Stragglers, StragglerBytes: cs.StragglerBytes, StragglersAbandoned: cs.StragglersAbandoned,
-		AbsorbRounds: cs.AbsorbRounds, AbsorbRefs: cs.AbsorbRefs, AbsorbFailures: cs.AbsorbFailures, MetastoreRequests: cs.MetastoreRequests,
-		AbsorbRoundLatency: cs.AbsorbRoundLatency, Checkpoint: cs.Checkpoint,
-		TailsSnapshotBytes: cs.TailsSnapshotBytes, TailsFullSnapshots: cs.TailsFullSnapshots, TailsBaseBytes: cs.TailsBaseBytes, TailsRebuilds: cs.TailsRebuilds,
-		Settle: SettleStats{Passes: cs.Settle.Passes, Failures: cs.Settle.Failures, Objects: cs.Settle.Objects, Repointed: cs.Settle.Repointed,
-			Reclaimed: cs.Settle.Reclaimed, DeletedCopies: cs.Settle.Deleted, Merged: cs.Settle.Merged, RawBytes: cs.Settle.RawBytes, StoredBytes: cs.Settle.StoredBytes,
-			FreedBytes: cs.Settle.FreedBytes, TrimEpoch: cs.Settle.TrimEpoch, TrimNext: cs.Settle.TrimNext, Lag: cs.Settle.Lag,
-			UnsettledRounds: cs.Settle.UnsettledRounds, TransitBytes: cs.Settle.TransitBytes, LastError: cs.Settle.LastError},
-		AckLatency: cs.AckLatency, QuorumLatency: cs.QuorumLatency, FlightSize: cs.FlightSize, PutLatency: cs.PutLatency,
-		BucketNames: l.cfg.BucketNames,
-		Memory: MemoryStats{
-			Pool: ps.ReservedBytes, PoolBound: ps.BudgetBytes,
-			Backlog: cs.Backlog.Bytes, BacklogBound: cs.Backlog.MaxBytes,
-			Objects:    cs.WindowObjectBytes,
-			Stragglers: cs.StragglerBytes, StragglersBound: int64(l.cfg.StragglerMiB) << 20,
-		},
-	}
-	return out
+	ps.QueuedBytes, ps.QueuedBatches = cs.Pool.QueuedBytes, cs.Pool.QueuedBatches
+	cs.Pool = ps
+	cs.Memory.Pool, cs.Memory.PoolBound = ps.ReservedBytes, ps.BudgetBytes
+	cs.PrecompressSkipped = l.precompressSkipped.Load()
+	return &cs
 }

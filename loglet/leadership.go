@@ -27,8 +27,8 @@ const maxChainRetakes = 4
 // class, Standard first (the first chain is the star's lock).
 func (s *Star) newLeadership() (*starcore.Core, error) {
 	var classes []starcore.Class
-	for _, c := range chain.Classes {
-		if len(s.classConfig(c).Buckets) > 0 {
+	for _, c := range chain.Classes() {
+		if len(s.classConfig(c).Stores) > 0 {
 			classes = append(classes, starcore.Class(c))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -433,11 +434,12 @@ func testSuccessorNeverAdoptsAPredecessorsDelta(t *testing.T) {
 		t.Fatalf("precondition: a round of one stream wrote a full snapshot (%d full before, %d after)", before.TailsFullSnapshots, st.TailsFullSnapshots)
 	}
 	// The next round's snapshot is PUT (a delta), its Commit never lands.
-	p1.meta.SetHook(func(op string, keys []string) metastore.Fault {
-		if op == "Commit" {
-			return metastore.Fault{Kind: metastore.FaultFail}
+	p1.meta.SetHook(func(call fault.Call) fault.Fault {
+		op := call.Op
+		if op == fault.Commit {
+			return fault.Fault{Kind: fault.Fail}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 	appendBodies(t, p1.star, "s00", "w")
 	waitUntil(t, 10*time.Second, "the round tried by the absorb", func() bool {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -197,7 +198,7 @@ func TestSmallReadsDoNotRefetchFrames(t *testing.T) {
 // oldest are abandoned to the under-replicated list.
 func TestHangingBucketStragglersBounded(t *testing.T) {
 	r := newRig(t, Express, 3, 1, func(c *Config, fs []*objstore.FaultStore) {
-		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(time.Hour)) // never answers (until cancelled)
+		fs[2].SetLatency(fault.Fixed(time.Hour), fault.Put) // never answers (until cancelled)
 		c.Express.StragglerTimeout = time.Hour
 		c.Express.CommitDeadline = 30 * time.Second
 		c.Express.StragglerMiB = 1

@@ -697,7 +697,7 @@ func manyProc(b *testing.B, phase, owner string, meta metastore.Store, store obj
 		defer cancel()
 		start := time.Now()
 		s, err = Open(ctx, Config{Star: manyStar, Owner: owner, Meta: meta, Logger: slog.New(ev),
-			Standard: ClassConfig{Buckets: []objstore.Store{store}, W: 1}})
+			Standard: ClassConfig{Stores: []objstore.Store{store}, W: 1}})
 		took = time.Since(start)
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -33,7 +34,7 @@ func newOfsRig(t testing.TB) *ofsRig {
 	star, err := loglet.Open(context.Background(), loglet.Config{
 		Star: "s1", Meta: r.meta, Logger: slog.New(slog.DiscardHandler),
 		AbsorbInterval: 5 * time.Millisecond,
-		Standard:       loglet.ClassConfig{Buckets: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond},
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond},
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -316,21 +317,22 @@ func TestOffsetsAmbiguousCommit(t *testing.T) {
 	o := r.star.Offsets()
 	key := loglet.OffsetKey("billing", "orders", info.Incarnation)
 	var mu sync.Mutex
-	fault := metastore.NoFault
-	r.meta.SetHook(func(op string, keys []string) metastore.Fault {
+	next := fault.None
+	r.meta.SetHook(func(call fault.Call) fault.Fault {
+		op, keys := call.Op, call.Keys
 		mu.Lock()
 		defer mu.Unlock()
-		if op == "Commit" && len(keys) == 2 && keys[1] == key && fault != metastore.NoFault {
-			f := fault
-			fault = metastore.NoFault
-			return metastore.Fault{Kind: f}
+		if op == fault.Commit && len(keys) == 2 && keys[1] == key && next != fault.None {
+			f := next
+			next = fault.None
+			return fault.Fault{Kind: f}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
-	setFault := func(k metastore.FaultKind) { mu.Lock(); fault = k; mu.Unlock() }
+	setFault := func(k fault.Kind) { mu.Lock(); next = k; mu.Unlock() }
 
 	prev, _ := o.Get(ctx, "billing", "orders")
-	setFault(metastore.FaultAmbiguous)
+	setFault(fault.Ambiguous)
 	got, err := o.Commit(ctx, prev, 4)
 	if err != nil || got.Next != 4 {
 		t.Fatalf("commit that applied and then failed: %+v, %v; want it recognised (Next 4)", got, err)
@@ -338,7 +340,7 @@ func TestOffsetsAmbiguousCommit(t *testing.T) {
 	if n := r.meta.Injected().Ambiguous; n != 1 {
 		t.Fatalf("the hook did not fire (%d ambiguous calls): the op or key names changed?", n)
 	}
-	setFault(metastore.FaultFail)
+	setFault(fault.Fail)
 	if _, err := o.Commit(ctx, got, 9); err == nil || errors.Is(err, loglet.ErrOffsetConflict) {
 		t.Fatalf("commit that failed before applying: %v, want a metastore error", err)
 	}

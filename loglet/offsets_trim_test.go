@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 )
@@ -101,15 +102,16 @@ func TestOffsetsCommitRacesTrim(t *testing.T) {
 	key := loglet.OffsetKey("billing", "orders", info.Incarnation)
 	var mu sync.Mutex
 	var before []func() // each runs before one commit of the offset reaches the store
-	r.meta.SetHook(func(op string, keys []string) metastore.Fault {
+	r.meta.SetHook(func(call fault.Call) fault.Fault {
+		op, keys := call.Op, call.Keys
 		mu.Lock()
 		defer mu.Unlock()
-		if op == "Commit" && len(keys) == 2 && keys[1] == key && len(before) > 0 {
+		if op == fault.Commit && len(keys) == 2 && keys[1] == key && len(before) > 0 {
 			f := before[0]
 			before = before[1:]
 			f()
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 	setBefore := func(fs ...func()) { mu.Lock(); before = fs; mu.Unlock() }
 	fired := func() {

@@ -38,7 +38,7 @@ var dirExpressBuckets = []string{"express-a", "express-b", "express-c"}
 // seal; after a crash by a takeover that keeps every acked record).
 //
 // cfg is a Config as for Open (DefaultConfig, or the zero Config) with Meta
-// and both classes' Buckets and BucketNames left unset: OpenDir supplies
+// and both classes' Stores and BucketNames left unset: OpenDir supplies
 // them and refuses a cfg that sets them. cfg.Star defaults to "default", the
 // CLI's --star default. Every other field keeps its meaning.
 //
@@ -59,8 +59,8 @@ func OpenDir(ctx context.Context, dir string, cfg Config) (*Star, error) {
 		name string
 		cc   *ClassConfig
 	}{{"Standard", &cfg.Standard}, {"Express", &cfg.Express}} {
-		if len(c.cc.Buckets) > 0 {
-			set = append(set, c.name+".Buckets")
+		if len(c.cc.Stores) > 0 {
+			set = append(set, c.name+".Stores")
 		}
 		if len(c.cc.BucketNames) > 0 {
 			set = append(set, c.name+".BucketNames")
@@ -89,14 +89,14 @@ func OpenDir(ctx context.Context, dir string, cfg Config) (*Star, error) {
 		meta.Close()
 		return nil, fmt.Errorf("loglet: OpenDir %s: %w", dir, err)
 	}
-	cfg.Standard.Buckets, cfg.Standard.BucketNames = []objstore.Store{std}, []string{dirStandardBucket}
+	cfg.Standard.Stores, cfg.Standard.BucketNames = []objstore.Store{std}, []string{dirStandardBucket}
 	for _, name := range dirExpressBuckets {
 		b, err := bucket(name)
 		if err != nil {
 			meta.Close()
 			return nil, fmt.Errorf("loglet: OpenDir %s: %w", dir, err)
 		}
-		cfg.Express.Buckets = append(cfg.Express.Buckets, b)
+		cfg.Express.Stores = append(cfg.Express.Stores, b)
 		cfg.Express.BucketNames = append(cfg.Express.BucketNames, name)
 	}
 	cfg.Meta = meta

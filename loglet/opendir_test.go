@@ -140,7 +140,7 @@ func TestBucketNamesAreChainIdentity(t *testing.T) {
 	}
 	open := func(names []string) (*Star, error) {
 		return Open(ctx, Config{Star: "default", Meta: meta, Logger: slog.New(slog.DiscardHandler),
-			Standard: ClassConfig{Buckets: []objstore.Store{bucket}, BucketNames: names}})
+			Standard: ClassConfig{Stores: []objstore.Store{bucket}, BucketNames: names}})
 	}
 	for _, names := range [][]string{nil, {"bucket-0"}, {"Standard"}} {
 		_, err := open(names)

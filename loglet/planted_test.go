@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/internal/invariants"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -20,7 +21,7 @@ func TestPlantedOutOfOrderReleaseIsCaught(t *testing.T) {
 	r := newRig(t, Express, 3, 30, func(c *Config, fs []*objstore.FaultStore) {
 		c.Express.FlightBytes = 16 // one batch per flight: many flights in the window
 		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 20*time.Millisecond))
+			f.SetLatency(fault.LogNormal(time.Millisecond, 20*time.Millisecond), fault.Put)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

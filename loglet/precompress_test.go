@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -47,7 +48,7 @@ func TestPrecompressedBatches(t *testing.T) {
 			ctx := context.Background()
 			meta, mem := metastore.NewMem(), objstore.NewMem()
 			cfg := Config{Star: "pc", Owner: "p1", Meta: meta, Logger: testLogger(),
-				Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: codec, PrecompressBytes: tc.pre}}
+				Standard: ClassConfig{Stores: []objstore.Store{mem}, Codec: codec, PrecompressBytes: tc.pre}}
 			s, err := Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -209,7 +210,7 @@ func TestRecycledObjectsAreNotReusedEarly(t *testing.T) {
 func testRecycledObjectsAreNotReusedEarly(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t, Express, 3, 5, func(c *Config, fs []*objstore.FaultStore) {
-		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(3*time.Millisecond))
+		fs[2].SetLatency(fault.Fixed(3*time.Millisecond), fault.Put)
 		c.Express.Codec = CodecNone
 		c.Express.FlightBytes = 4 << 10 // many flights
 	})
@@ -294,7 +295,7 @@ func TestPrecompressNeverWaitsWhileHolding(t *testing.T) {
 	defer cancel()
 	mem := objstore.NewMem()
 	cfg := Config{Star: "pc", Owner: "p1", Meta: metastore.NewMem(), Logger: testLogger(), MaxBatchBytes: 1 << 20, MaxRecordBytes: 1 << 20,
-		Standard: ClassConfig{Buckets: []objstore.Store{mem}, Codec: envelope.CodecS2, PrecompressBytes: 4 << 10, MemoryBufferMiB: 1}}
+		Standard: ClassConfig{Stores: []objstore.Store{mem}, Codec: envelope.CodecS2, PrecompressBytes: 4 << 10, MemoryBufferMiB: 1}}
 	s, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func preflight(ctx context.Context, cfg *Config) error {
 	}
 	// Buffered for every probe: a probe the store does not end in time
 	// finishes (or not) on its own, after preflight has returned.
-	out := make(chan result, 1+len(cfg.Standard.Buckets)+len(cfg.Express.Buckets))
+	out := make(chan result, 1+len(cfg.Standard.Stores)+len(cfg.Express.Stores))
 	pending := 1
 	go func() {
 		_, err := cfg.Meta.Get(ctx, chain.EpochKey(cfg.Star, Standard))
@@ -120,9 +120,9 @@ func preflight(ctx context.Context, cfg *Config) error {
 		out <- r
 	}()
 	names := map[[2]int]string{}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		cc := classOf(cfg, c)
-		for i, b := range cc.Buckets {
+		for i, b := range cc.Stores {
 			name := fmt.Sprintf("bucket-%d", i)
 			if i < len(cc.BucketNames) {
 				name = cc.BucketNames[i]
@@ -161,8 +161,8 @@ collect:
 	if !metaAnswered {
 		results = append(results, result{bucket: -1, err: &PreflightError{Bucket: -1, Name: "metastore", Step: "read", Err: context.Cause(ctx)}})
 	}
-	for _, c := range chain.Classes {
-		for i := range classOf(cfg, c).Buckets {
+	for _, c := range chain.Classes() {
+		for i := range classOf(cfg, c).Stores {
 			if !answered[[2]int{int(c), i}] {
 				results = append(results, result{class: c, bucket: i, err: &PreflightError{Class: c, Bucket: i, Name: names[[2]int{int(c), i}], Step: "probe", Err: context.Cause(ctx)}})
 			}
@@ -181,7 +181,7 @@ collect:
 	}
 	cutOff := func(c Class) bool {
 		cc := classOf(cfg, c)
-		return len(cc.Buckets)-unreachable[c] < cc.W
+		return len(cc.Stores)-unreachable[c] < cc.W
 	}
 	var errs []error
 	for _, r := range results {
@@ -195,7 +195,7 @@ collect:
 		case unreachableBucket(r.err.Err) && cutOff(r.class):
 			cc := classOf(cfg, r.class)
 			r.err.Err = fmt.Errorf("%w (%d of the class's %d buckets cannot be reached: the %d left are fewer than W=%d, so nothing could be acked or fenced)",
-				r.err.Err, unreachable[r.class], len(cc.Buckets), len(cc.Buckets)-unreachable[r.class], cc.W)
+				r.err.Err, unreachable[r.class], len(cc.Stores), len(cc.Stores)-unreachable[r.class], cc.W)
 			errs = append(errs, r.err)
 		default:
 			cfg.Logger.Warn("pre-flight: a bucket does not answer; opening anyway (the chain rides out an outage)", "class", r.class.String(), "bucket", r.bucket, "name", r.err.Name, "err", r.err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -34,8 +35,8 @@ func preflightConfig(t *testing.T) (Config, *metastore.FaultStore, []*objstore.F
 	}
 	logs := &lockedBuffer{}
 	cfg := Config{Star: "s1", Meta: meta, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Standard: ClassConfig{Buckets: stores[:1], BucketNames: []string{"std"}},
-		Express:  ClassConfig{Buckets: stores[1:], BucketNames: []string{"ea", "eb", "ec"}},
+		Standard: ClassConfig{Stores: stores[:1], BucketNames: []string{"std"}},
+		Express:  ClassConfig{Stores: stores[1:], BucketNames: []string{"ea", "eb", "ec"}},
 	}
 	return cfg, meta, fs, &logs.buf
 }
@@ -77,20 +78,21 @@ func TestPreflightNamesTheBucketThatRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		bucket int // in fs: 0 Standard, 1-3 Express
-		op     objstore.Op
+		op     fault.Op
 		step   string
 	}{
-		{"missing bucket (PUT refused)", 2, objstore.OpPut, "write"},
-		{"no ListBucket (GET of a missing key refused)", 0, objstore.OpGet, "read a missing key"},
-		{"standard bucket refuses", 0, objstore.OpPut, "write"},
+		{"missing bucket (PUT refused)", 2, fault.Put, "write"},
+		{"no ListBucket (GET of a missing key refused)", 0, fault.Get, "read a missing key"},
+		{"standard bucket refuses", 0, fault.Put, "write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, meta, fs, _ := preflightConfig(t)
-			fs[tc.bucket].SetHook(func(op objstore.Op, key string) objstore.Fault {
+			fs[tc.bucket].SetHook(func(call fault.Call) fault.Fault {
+				op := call.Op
 				if op == tc.op {
-					return objstore.Fault{Err: refusal("NoSuchBucket")}
+					return fault.Fault{Err: refusal("NoSuchBucket")}
 				}
-				return objstore.Fault{}
+				return fault.Fault{}
 			})
 			_, err, _ := openBounded(t, cfg)
 			var pe *PreflightError
@@ -107,7 +109,7 @@ func TestPreflightNamesTheBucketThatRefuses(t *testing.T) {
 			if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%q", wantName)) || !strings.Contains(msg, "NoSuchBucket") {
 				t.Fatalf("Open's error %q does not name the bucket %q and the cause", msg, wantName)
 			}
-			for _, c := range chain.Classes {
+			for _, c := range chain.Classes() {
 				if _, err := meta.Inner().Get(context.Background(), chain.EpochKey(cfg.Star, c)); !errors.Is(err, metastore.ErrNotFound) {
 					t.Fatalf("after a failed pre-flight the %s epoch record reads %v; want absent (Open must lead nothing)", c, err)
 				}
@@ -134,11 +136,12 @@ func TestPreflightNamesAMetastoreThatDoesNotAnswer(t *testing.T) {
 func TestPreflightRidesOutABucketThatDoesNotAnswer(t *testing.T) {
 	cfg, _, fs, logs := preflightConfig(t)
 	cfg.PreflightTimeout = 100 * time.Millisecond
-	fs[3].SetHook(func(op objstore.Op, key string) objstore.Fault {
+	fs[3].SetHook(func(call fault.Call) fault.Fault {
+		key := call.Key
 		if strings.HasPrefix(key, preflightPrefix) {
-			return objstore.Fault{Delay: time.Hour} // honours the caller's context
+			return fault.Fault{Delay: time.Hour} // honours the caller's context
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	s, err, _ := openBounded(t, cfg)
 	if err != nil {
@@ -161,15 +164,16 @@ func TestPreflightRidesOutABucketThatDoesNotAnswer(t *testing.T) {
 func TestPreflightLeavesNothingBehind(t *testing.T) {
 	cfg, _, fs, _ := preflightConfig(t)
 	var mu sync.Mutex
-	probes := map[objstore.Op]int{}
+	probes := map[fault.Op]int{}
 	for _, f := range fs {
-		f.SetHook(func(op objstore.Op, key string) objstore.Fault {
+		f.SetHook(func(call fault.Call) fault.Fault {
+			op, key := call.Op, call.Key
 			if strings.HasPrefix(key, preflightPrefix) {
 				mu.Lock()
 				probes[op]++
 				mu.Unlock()
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
 	}
 	if _, err, _ := openBounded(t, cfg); err != nil {
@@ -182,7 +186,7 @@ func TestPreflightLeavesNothingBehind(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	for op, want := range map[objstore.Op]int{objstore.OpGet: 2 * len(fs), objstore.OpPut: len(fs), objstore.OpDelete: len(fs)} {
+	for op, want := range map[fault.Op]int{fault.Get: 2 * len(fs), fault.Put: len(fs), fault.Delete: len(fs)} {
 		if got := probes[op]; got != want {
 			t.Fatalf("%d %v calls under %s; want %d (the check's requests, per bucket)", got, op, preflightPrefix, want)
 		}
@@ -193,11 +197,12 @@ func TestPreflightLeavesNothingBehind(t *testing.T) {
 	cfg2, _, fs2, _ := preflightConfig(t)
 	cfg2.PreflightTimeout = -1
 	for _, f := range fs2 {
-		f.SetHook(func(op objstore.Op, key string) objstore.Fault {
+		f.SetHook(func(call fault.Call) fault.Fault {
+			op, key := call.Op, call.Key
 			if strings.HasPrefix(key, preflightPrefix) {
 				t.Errorf("probe %v %s with the check off", op, key)
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
 	}
 	if _, err, _ := openBounded(t, cfg2); err != nil {
@@ -224,14 +229,15 @@ func TestReaderNeedsNoWriteAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range fs {
-		f.SetHook(func(op objstore.Op, key string) objstore.Fault {
-			if op == objstore.OpPut || op == objstore.OpDelete {
-				return objstore.Fault{Err: refusal("AccessDenied")}
+		f.SetHook(func(call fault.Call) fault.Fault {
+			op := call.Op
+			if op == fault.Put || op == fault.Delete {
+				return fault.Fault{Err: refusal("AccessDenied")}
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
 	}
-	r, err := NewReader(ReaderConfig{Meta: meta, Standard: cfg.Standard.Buckets, Express: cfg.Express.Buckets})
+	r, err := NewReader(ReaderConfig{Meta: meta, Standard: cfg.Standard.Stores, Express: cfg.Express.Stores})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +262,12 @@ func TestPermanentRefusalReachesProducers(t *testing.T) {
 	if _, err := s.CreateStream(context.Background(), "x", StreamOptions{Class: Standard}); err != nil {
 		t.Fatal(err)
 	}
-	fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-		if op == objstore.OpPut {
-			return objstore.Fault{Err: refusal("AccessDenied")}
+	fs[0].SetHook(func(call fault.Call) fault.Fault {
+		op := call.Op
+		if op == fault.Put {
+			return fault.Fault{Err: refusal("AccessDenied")}
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -301,7 +308,7 @@ func TestPreflightRefusesAClassItCannotReach(t *testing.T) {
 		if strings.Contains(err.Error(), `"eb"`) || strings.Contains(err.Error(), `"std"`) {
 			t.Errorf("Open's error names a bucket that answered: %v", err)
 		}
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			if _, err := meta.Inner().Get(context.Background(), chain.EpochKey(cfg.Star, c)); !errors.Is(err, metastore.ErrNotFound) {
 				t.Fatalf("after a failed pre-flight the %s epoch record reads %v; want absent (Open must lead nothing)", c, err)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -28,10 +29,10 @@ func BenchmarkAckToReaderSession(b *testing.B) {
 		b.Run(fmt.Sprintf("absorb=%v/poll=%v", c.absorb, c.poll), func(b *testing.B) {
 			meta := metastore.NewMem()
 			bucket := objstore.WithFaults(objstore.NewMem(), 1)
-			bucket.SetLatency(objstore.OpPut, objstore.LogNormal(5*time.Millisecond, 20*time.Millisecond))
+			bucket.SetLatency(fault.LogNormal(5*time.Millisecond, 20*time.Millisecond), fault.Put)
 			ctx := context.Background()
 			s, err := Open(ctx, Config{Star: "s1", Meta: meta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: c.absorb,
-				Standard: ClassConfig{Buckets: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
+				Standard: ClassConfig{Stores: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/metastore/etcd"
 	"github.com/flightlog/flightlog/objstore"
@@ -64,10 +65,10 @@ func benchAckToEtcdReader(b *testing.B, eps []string, absorb time.Duration, watc
 		leaderMeta.Client().Delete(ctx, prefix, clientv3.WithPrefix())
 	})
 	bucket := objstore.WithFaults(objstore.NewMem(), 1)
-	bucket.SetLatency(objstore.OpPut, objstore.LogNormal(5*time.Millisecond, 20*time.Millisecond))
+	bucket.SetLatency(fault.LogNormal(5*time.Millisecond, 20*time.Millisecond), fault.Put)
 	ctx := context.Background()
 	s, err := Open(ctx, Config{Star: "s1", Meta: leaderMeta, CreateOnAppend: true, Logger: quietLogger(), AbsorbInterval: absorb,
-		Standard: ClassConfig{Buckets: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
+		Standard: ClassConfig{Stores: []objstore.Store{bucket}, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		b.Fatal(err)
 	}

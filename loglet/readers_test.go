@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -131,7 +132,7 @@ func readersAgainstBusyLeader(t *testing.T, settling bool) {
 					return m
 				}
 				f := objstore.WithFaults(m, seed+uint64(10*i+n))
-				f.SetLatency(objstore.OpGet, objstore.Uniform(0, 2*time.Millisecond))
+				f.SetLatency(fault.Uniform(0, 2*time.Millisecond), fault.Get)
 				return f
 			}
 			rd, err := NewReader(ReaderConfig{Meta: w.meta, Standard: []objstore.Store{wrap(w.std, 0)},

@@ -88,7 +88,7 @@ func newReaderRig(t *testing.T, createOnAppend bool) *readerRig {
 	t.Helper()
 	r := &readerRig{meta: metastore.NewMem(), bucket: objstore.NewMem()}
 	s, err := Open(context.Background(), Config{Star: "s1", Meta: r.meta, CreateOnAppend: createOnAppend, Logger: quietLogger(),
-		AbsorbInterval: time.Millisecond, Standard: ClassConfig{Buckets: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond}})
+		AbsorbInterval: time.Millisecond, Standard: ClassConfig{Stores: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -133,13 +134,14 @@ func testRegressA_AbsorbDiesDuringRecovery(t *testing.T) {
 		c.AbsorbInterval = 2 * time.Millisecond
 		c.Standard.CommitDeadline = 100 * time.Millisecond
 		c.Standard.StragglerTimeout = time.Second
-		hang.Store = c.Standard.Buckets[0]
-		c.Standard.Buckets[0] = hang
-		fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-			if s := slow.Load(); s != nil && op == objstore.OpPut && strings.HasPrefix(key, s.prefix) && key > s.after {
-				return objstore.Fault{Delay: 300 * time.Millisecond}
+		hang.Store = c.Standard.Stores[0]
+		c.Standard.Stores[0] = hang
+		fs[0].SetHook(func(call fault.Call) fault.Fault {
+			op, key := call.Op, call.Key
+			if s := slow.Load(); s != nil && op == fault.Put && strings.HasPrefix(key, s.prefix) && key > s.after {
+				return fault.Fault{Delay: 300 * time.Millisecond}
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
 	})
 	ctx := context.Background()
@@ -302,8 +304,8 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 				standardOnly(c)
 				// Well above the time the test holds slot 2 at the gate.
 				c.Standard.CommitDeadline, c.Standard.StragglerTimeout = 3*time.Second, 4*time.Second
-				gate.Store = c.Standard.Buckets[0]
-				c.Standard.Buckets[0] = gate
+				gate.Store = c.Standard.Stores[0]
+				c.Standard.Stores[0] = gate
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -312,21 +314,22 @@ func TestRegressF_MintFailsAfterFenceNotCommitted(t *testing.T) {
 			// mint writes it here.
 			epKey := chain.EpochKey("s1", Standard)
 			var mints atomic.Int32
-			p1.meta.SetHook(func(op string, keys []string) metastore.Fault {
+			p1.meta.SetHook(func(call fault.Call) fault.Fault {
+				op, keys := call.Op, call.Keys
 				if !slices.Contains(keys, epKey) {
-					return metastore.Fault{}
+					return fault.Fault{}
 				}
 				switch {
-				case op == "Put" || op == "Commit":
+				case op == fault.Put || op == fault.Commit:
 					mints.Add(1)
 					if ambiguous {
-						return metastore.Fault{Kind: metastore.FaultAmbiguous}
+						return fault.Fault{Kind: fault.Ambiguous}
 					}
-					return metastore.Fault{Kind: metastore.FaultUnavailable}
-				case ambiguous && op == "Get":
-					return metastore.Fault{Kind: metastore.FaultUnavailable}
+					return fault.Fault{Kind: fault.Unavailable}
+				case ambiguous && op == fault.Get:
+					return fault.Fault{Kind: fault.Unavailable}
 				}
-				return metastore.Fault{}
+				return fault.Fault{}
 			})
 			for i := 0; i < 2; i++ {
 				if _, err := g.append(t, p1.star, "a", fmt.Sprint("acked-", i)); err != nil {

@@ -40,7 +40,7 @@ import (
 // ended ctx or an unreadable metastore.
 func (s *Star) RepairUnderReplicated(ctx context.Context) ([]repair.SlotResult, error) {
 	var out []repair.SlotResult
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		l := s.lanes[c]
 		if l == nil {
 			continue
@@ -51,7 +51,7 @@ func (s *Star) RepairUnderReplicated(ctx context.Context) ([]repair.SlotResult, 
 		}
 		cc := s.classConfig(c)
 		rc := repair.Chain{Meta: s.cfg.Meta, Star: s.cfg.Star, Class: c,
-			Set: chain.BucketSet{Stores: cc.Buckets, Names: cc.BucketNames, W: cc.W, Retry: cc.Retry, ReadAhead: cc.ReadAhead}}
+			Set: chain.BucketSet{Stores: cc.Stores, Names: cc.BucketNames, W: cc.W, Retry: cc.Retry, ReadAhead: cc.ReadAhead}}
 		slots := slices.Clone(cs.UnderReplSlots)
 		slices.Sort(slots)
 		slots = slices.Compact(slots)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -116,15 +117,16 @@ func TestRepairSkipsSettledSlots(t *testing.T) {
 		std := objstore.NewMem()
 		r := newRig(t, Express, 3, 1, func(c *Config, fs []*objstore.FaultStore) {
 			fs[2].SetDown(true)
-			fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-				if op == objstore.OpDelete {
-					return objstore.Fault{Err: errors.New("refusing deletes")}
+			fs[0].SetHook(func(call fault.Call) fault.Fault {
+				op := call.Op
+				if op == fault.Delete {
+					return fault.Fault{Err: errors.New("refusing deletes")}
 				}
-				return objstore.Fault{}
+				return fault.Fault{}
 			})
 			c.Express.CommitDeadline = 100 * time.Millisecond
 			c.Express.StragglerTimeout = 200 * time.Millisecond
-			c.Standard = ClassConfig{Buckets: []objstore.Store{std}}
+			c.Standard = ClassConfig{Stores: []objstore.Store{std}}
 			c.SettleInterval = 50 * time.Millisecond
 		})
 		for i := 0; i < 4; i++ {

@@ -3,9 +3,12 @@ package loglet
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // TestRetentionByAge: the retention pass trims a stream with MaxAge to the
@@ -100,5 +103,57 @@ func testRetentionByBytes(t *testing.T) {
 	p.star.runRetention(ctx, time.Now())
 	if got := trimSeqOf(t, w.meta, "big"); got != 5 {
 		t.Fatalf("a second pass moved the trim to %d", got)
+	}
+}
+
+// TestRetentionIntervalPacesThePass: the leader's retention pass runs every
+// Config.RetentionInterval (not before), a negative interval turns it off,
+// and an interval under a millisecond is refused.
+func TestRetentionIntervalPacesThePass(t *testing.T) {
+	run := func(t *testing.T, every time.Duration) *rig {
+		ctx := context.Background()
+		// Under synctest: no precise sleepers.
+		r := newRig(t, Standard, 1, 1, func(c *Config, _ []*objstore.FaultStore) {
+			c.CoarseWakeups, c.RetentionInterval = true, every
+		})
+		if _, err := r.star.CreateStream(ctx, "big", StreamOptions{Class: Standard, Star: "s1", Retention: Retention{MaxBytes: 4500}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			if _, err := r.star.Append(ctx, "big", Batch{Records: []Record{{Body: bytes.Repeat([]byte{'x'}, 1000)}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		r := run(t, 10*time.Second)
+		time.Sleep(start.Add(9 * time.Second).Sub(time.Now())) // absorbed by now, the pass not yet due
+		synctest.Wait()
+		if got := trimSeqOf(t, r.meta, "big"); got != 0 {
+			t.Fatalf("trimmed to %d before the first pass was due", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := trimSeqOf(t, r.meta, "big"); got != 5 {
+			t.Fatalf("after the first pass: trim at %d, want 5", got)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		r := run(t, -1)
+		time.Sleep(2 * DefaultRetentionInterval)
+		synctest.Wait()
+		if got := trimSeqOf(t, r.meta, "big"); got != 0 {
+			t.Fatalf("with the pass off, trimmed to %d", got)
+		}
+	})
+	cfg := DefaultConfig()
+	if cfg.RetentionInterval != DefaultRetentionInterval {
+		t.Errorf("DefaultConfig's RetentionInterval %v, want %v", cfg.RetentionInterval, DefaultRetentionInterval)
+	}
+	cfg.RetentionInterval = time.Microsecond
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "RetentionInterval") {
+		t.Errorf("Validate with a 1µs RetentionInterval: %v, want it refused", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -77,8 +78,8 @@ func newSettleBenchRig(latency bool) *settleBenchRig {
 				continue
 			}
 			f := objstore.WithFaults(mem, uint64(7*len(*mems)+i))
-			for _, op := range []objstore.Op{objstore.OpPut, objstore.OpGet, objstore.OpDelete} {
-				f.SetLatency(op, objstore.LogNormal(m.median, m.p99))
+			for _, op := range []fault.Op{fault.Put, fault.Get, fault.Delete} {
+				f.SetLatency(fault.LogNormal(m.median, m.p99), op)
 			}
 			*stores = append(*stores, f)
 		}
@@ -90,7 +91,7 @@ func newSettleBenchRig(latency bool) *settleBenchRig {
 
 func (r *settleBenchRig) config(settle time.Duration, fast bool) Config {
 	cfg := Config{Star: "b", Owner: "bench", Meta: r.meta, Logger: slog.New(slog.DiscardHandler), SettleInterval: settle,
-		Standard: ClassConfig{Buckets: r.stdS}, Express: ClassConfig{Buckets: r.expS}}
+		Standard: ClassConfig{Stores: r.stdS}, Express: ClassConfig{Stores: r.expS}}
 	if fast {
 		cfg.AbsorbInterval = 2 * time.Millisecond
 		cfg.Standard.FlushDeadline, cfg.Express.FlushDeadline = time.Millisecond, time.Millisecond

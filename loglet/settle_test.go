@@ -30,8 +30,8 @@ func newSettleRig() *settleRig {
 	}
 	r.cfg = Config{Star: "s1", Owner: "p1", Meta: r.meta, CreateOnAppend: true, Logger: testLogger(),
 		AbsorbInterval: 2 * time.Millisecond, SettleInterval: 5 * time.Millisecond,
-		Standard: ClassConfig{Buckets: []objstore.Store{r.std}, FlushDeadline: time.Millisecond},
-		Express:  ClassConfig{Buckets: []objstore.Store{r.exp[0], r.exp[1], r.exp[2]}, FlushDeadline: time.Millisecond}}
+		Standard: ClassConfig{Stores: []objstore.Store{r.std}, FlushDeadline: time.Millisecond},
+		Express:  ClassConfig{Stores: []objstore.Store{r.exp[0], r.exp[1], r.exp[2]}, FlushDeadline: time.Millisecond}}
 	return r
 }
 
@@ -176,7 +176,7 @@ func testSettleServesHistoryFromSettledObjectsAlone(t *testing.T) {
 		}
 	}
 	cur, _, err := chain.ReadTrimCursor(ctx, r.meta, "s1", Express)
-	if err != nil || !chain.Start.Less(cur.At) {
+	if err != nil || !chain.Start().Less(cur.At) {
 		t.Fatalf("express trim cursor %+v %v", cur, err)
 	}
 }

@@ -57,8 +57,8 @@ func TestCloseWaitsForEverySnapshotCopy(t *testing.T) {
 		slow := &slowSnapshots{Store: objstore.NewMem(), finish: make(chan struct{})}
 		cfg := DefaultConfig()
 		cfg.Star, cfg.Owner, cfg.Meta = "s", "p1", metastore.NewMem()
-		cfg.Standard.Buckets = nil
-		cfg.Express.Buckets = []objstore.Store{objstore.NewMem(), objstore.NewMem(), slow}
+		cfg.Standard.Stores = nil
+		cfg.Express.Stores = []objstore.Store{objstore.NewMem(), objstore.NewMem(), slow}
 		s, err := Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -61,7 +61,7 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		cfg: cfg, log: cfg.Logger,
 		streams: map[string]*streamState{},
 		closing: make(chan struct{}),
-		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Buckets, cfg.Express.Buckets}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
+		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Stores, cfg.Express.Stores}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
 	}
 	lead, err := s.newLeadership()
 	if err != nil {

@@ -1,12 +1,6 @@
 package loglet
 
-import (
-	"time"
-
-	"github.com/flightlog/flightlog/absorb"
-	"github.com/flightlog/flightlog/histogram"
-	"github.com/flightlog/flightlog/pool"
-)
+import "github.com/flightlog/flightlog/loglet/stats"
 
 // Stats is a point-in-time view of a star: one plain struct, cheap to take.
 type Stats struct {
@@ -20,128 +14,17 @@ type Stats struct {
 	ReadCacheHits, ReadCacheMisses      uint64
 }
 
-// ClassStats are one chain's gauges, counters and histograms. Latencies are
-// in nanoseconds, sizes in bytes. Counters only grow for the star's life
-// (a halt, a recovery or a new epoch does not reset them), so they can be
-// rated. The histograms are snapshots with their buckets
-// (histogram.Snapshot): Summary gives the usual percentiles, Buckets map
-// one to one onto a Prometheus native histogram of schema 5 and an
-// OpenTelemetry exponential histogram of scale 5 (latencies bucketed in
-// seconds); contrib/prometheus and contrib/otel export them.
-type ClassStats struct {
-	Epoch uint64
-	Pool  pool.Stats // budget, reserved and queued bytes, blocked admission time
+// ClassStats are one chain's gauges, counters and histograms, defined in
+// package stats (which documents them) and filled by the chain's core
+// directly. contrib/prometheus and contrib/otel export them.
+type ClassStats = stats.Class
 
-	WindowSize, WindowInFlight int
-	ReleasePoint               uint64 // every slot below it is released
+// MemoryStats accounts for what one chain holds on behalf of producers,
+// each part against its bound (see stats.Memory).
+type MemoryStats = stats.Memory
 
-	Flights       uint64 // flights uploaded
-	FlightPayload uint64 // record bytes in them
-	FlightObjects uint64 // bytes of the rendered objects (after compression), per copy
-	// PrecompressSkipped counts batches of PrecompressBytes or more that
-	// were compressed at the claim instead of at admission: the pool's
-	// budget had no room for their compressed copy then.
-	PrecompressSkipped uint64
-
-	AckedBatches, AckedRecords, AckedBytes uint64
-	// FailedOutcomeUnknown and FailedNotCommitted count batches that
-	// ended with those errors after admission.
-	FailedOutcomeUnknown, FailedNotCommitted uint64
-
-	GhostPuts        uint64   // copies recognised by nonce after ErrExists
-	ForeignOccupants uint64   // copies that found someone else's object
-	UnderReplicated  uint64   // durable slots with fewer than K copies
-	UnderReplSlots   []uint64 // the most recent such slots (for a repair pass)
-	Halts            uint64
-	HaltCause        string
-	// Recovering: a halt's recovery (fence, late acks, mint, republish)
-	// runs now, at SuccessionStep.
-	Recovering     bool
-	SuccessionStep string
-	// SuccessionFailures counts the failed attempts of the step a recovery
-	// is at since SuccessionFailingSince, and SuccessionCause says what
-	// the last one met: a fence blocked at a slot names the slot, each
-	// bucket and what it holds. (An Open that cannot finish its takeover
-	// logs the same at WARN, with backoff, and its error names it.)
-	SuccessionFailures     int
-	SuccessionFailingSince time.Time
-	SuccessionCause        string
-	// Deposed: a successor has sealed or taken the chain; this process no
-	// longer leads it.
-	Deposed bool
-
-	// FlightIndexBytes: released, unabsorbed payload the leader holds to
-	// serve the tail of each stream.
-	FlightIndexBytes int64
-	// WindowBytes: payload and rendered objects of claimed, unreleased
-	// flights (kept for a republish). Stragglers, StragglerBytes: acked
-	// flights with copies still trying, and the objects they hold (bounded
-	// by ClassConfig.StragglerMiB); StragglersAbandoned: cancelled over it.
-	WindowBytes         int64
-	Stragglers          int
-	StragglerBytes      int64
-	StragglersAbandoned uint64
-	// Memory is what the chain holds for producers and readers, part by
-	// part, each against its bound.
-	Memory MemoryStats
-	// Backlog: claimed-but-unabsorbed flights and bytes, the age of the
-	// oldest, and stalls by diagnosed cause.
-	Backlog absorb.BacklogStats
-	// Absorb rounds, refs written, failed commit attempts, the metastore
-	// requests they took, and round latency (ns).
-	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
-	AbsorbRoundLatency                                          histogram.Snapshot
-	// Checkpoint is the next unabsorbed slot of the current epoch.
-	Checkpoint uint64
-	// TailsSnapshotBytes is the bytes of every tails snapshot written (per
-	// copy); TailsFullSnapshots counts the full ones (the others are deltas
-	// of the streams changed since the last full one).
-	TailsSnapshotBytes, TailsFullSnapshots uint64
-	// TailsBaseBytes is the size of the last full snapshot (a delta is at
-	// most 1/16 of it).
-	TailsBaseBytes int
-	// TailsRebuilds counts takeovers that found the checkpoint's tails
-	// snapshot damaged or missing and rebuilt the tails from the span refs
-	// (a scan of every ref; logged at WARN).
-	TailsRebuilds uint64
-	// Settle is settlement's figures (Config.SettleInterval).
-	Settle SettleStats
-
-	AckLatency    histogram.Snapshot   // admission to ack
-	QuorumLatency histogram.Snapshot   // claim to W copies
-	FlightSize    histogram.Snapshot   // object bytes
-	PutLatency    []histogram.Snapshot // per bucket: start of the write to our copy confirmed
-	BucketNames   []string
-}
-
-// MemoryStats accounts for what one chain holds on behalf of producers, in
-// bytes, each part against the bound that limits it. At a bound, admission
-// blocks (the pool directly; the backlog by stopping the claims, which
-// leaves the pool full) and Backlog.Stalls names the cause; stragglers over
-// theirs are abandoned to the under-replicated list.
-//
-//	Pool        admitted batches not yet cut into a flight, encodes
-//	            included (reserved before encoding)     MemoryBufferMiB
-//	Backlog     payload of cut, unabsorbed flights: the window's
-//	            (kept for a republish) and the flight
-//	            index's (served to reads until absorbed) ChainBacklogMiB
-//	Objects     rendered objects of the window's flights: about the
-//	            payload they hold, compressed, plus framing; bounded
-//	            with the window (ParallelUploads flights)
-//	Stragglers  objects of acked flights whose remaining
-//	            copies still upload                     StragglerMiB
-//
-// History reads (the star's frame cache) are the star's, in
-// Stats.ReadCacheBytes against ReadCacheMiB.
-type MemoryStats struct {
-	Pool, PoolBound             int64
-	Backlog, BacklogBound       int64
-	Objects                     int64
-	Stragglers, StragglersBound int64
-}
-
-// Total is the bytes held, every part summed.
-func (m MemoryStats) Total() int64 { return m.Pool + m.Backlog + m.Objects + m.Stragglers }
+// SettleStats are one chain's settlement figures (see stats.Settle).
+type SettleStats = stats.Settle
 
 // Stats returns the star's current figures.
 func (s *Star) Stats() Stats {
@@ -154,36 +37,4 @@ func (s *Star) Stats() Stats {
 		out.Express = l.snapshot()
 	}
 	return out
-}
-
-// SettleStats are one chain's settlement figures: what the auditor
-// rewrote into settled objects and what trim reclaimed (since this process
-// began), the trim cursor, and the settle lag.
-type SettleStats struct {
-	Passes, Failures uint64
-	// Objects is settled objects written (or found in place after a
-	// crash); Repointed, refs moved onto them; Reclaimed, refs of deleted
-	// incarnations or trimmed records deleted instead; DeletedCopies, chain
-	// slot copies deleted by trim.
-	Objects, Repointed, Reclaimed, DeletedCopies uint64
-	// Merged is small settled objects absorbed into a larger one (a slow
-	// stream's objects grow toward the target size; the absorbed ones are
-	// deleted).
-	Merged uint64
-	// RawBytes is the record bytes settled, StoredBytes the settled
-	// objects' size, FreedBytes the transit copies' bytes deleted.
-	RawBytes, StoredBytes, FreedBytes int64
-	// TrimEpoch and TrimNext are the trim cursor: every slot before it is
-	// settled and deleted (or its deletes are due).
-	TrimEpoch, TrimNext uint64
-	// Lag is the age of the oldest absorbed round this process committed
-	// that is not settled yet; UnsettledRounds counts those rounds. Transit
-	// storage is bounded by the lag: what arrived in that time.
-	Lag             time.Duration
-	UnsettledRounds int
-	// TransitBytes is what those rounds' flights hold in the chain's
-	// buckets (every copy): the transit storage settlement has yet to free
-	// (rounds a takeover walked are not counted).
-	TransitBytes int64
-	LastError    string
 }

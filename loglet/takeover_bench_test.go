@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -89,8 +89,8 @@ import (
 // repeats the untimed fill for every timed takeover).
 type takeoverModel struct {
 	name     string
-	put, get objstore.LatencyDist // nil: none
-	meta     objstore.LatencyDist // metastore latency; nil: none
+	put, get fault.LatencyDist // nil: none
+	meta     fault.LatencyDist // metastore latency; nil: none
 	backlogs []int
 	// readAhead is the successor's ClassConfig.ReadAhead (0: defaults).
 	readAhead int
@@ -98,16 +98,16 @@ type takeoverModel struct {
 
 var takeoverModels = []takeoverModel{
 	{name: "zero", backlogs: []int{0, 64, 256, 1024}},
-	{name: "fixed-1ms", put: objstore.Fixed(time.Millisecond), get: objstore.Fixed(time.Millisecond), meta: objstore.Fixed(time.Millisecond),
+	{name: "fixed-1ms", put: fault.Fixed(time.Millisecond), get: fault.Fixed(time.Millisecond), meta: fault.Fixed(time.Millisecond),
 		backlogs: []int{0, 64, 256, 1024}},
-	{name: "express", put: objstore.LogNormal(4*time.Millisecond, 15*time.Millisecond), get: objstore.LogNormal(2*time.Millisecond, 8*time.Millisecond),
-		meta: objstore.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{0, 64, 256, 1024}},
-	{name: "fixed-20ms", put: objstore.Fixed(20 * time.Millisecond), get: objstore.Fixed(20 * time.Millisecond),
-		meta: objstore.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{0, 1024}},
+	{name: "express", put: fault.LogNormal(4*time.Millisecond, 15*time.Millisecond), get: fault.LogNormal(2*time.Millisecond, 8*time.Millisecond),
+		meta: fault.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{0, 64, 256, 1024}},
+	{name: "fixed-20ms", put: fault.Fixed(20 * time.Millisecond), get: fault.Fixed(20 * time.Millisecond),
+		meta: fault.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{0, 1024}},
 	// The same with ReadAhead 16: at most 48 requests in flight, for a
 	// store with a per-prefix request rate or a small connection pool.
-	{name: "fixed-20ms-readahead-16", put: objstore.Fixed(20 * time.Millisecond), get: objstore.Fixed(20 * time.Millisecond),
-		meta: objstore.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{1024}, readAhead: 16},
+	{name: "fixed-20ms-readahead-16", put: fault.Fixed(20 * time.Millisecond), get: fault.Fixed(20 * time.Millisecond),
+		meta: fault.LogNormal(2*time.Millisecond, 10*time.Millisecond), backlogs: []int{1024}, readAhead: 16},
 }
 
 // takeoverStreams is how many streams the backlog's flights are spread over.
@@ -319,15 +319,15 @@ func runTakeover(b *testing.B, m takeoverModel, n int) takeoverRun {
 	model := func(p *proc) {
 		for _, f := range p.bkts {
 			if m.put != nil {
-				f.SetLatency(objstore.OpPut, m.put)
-				f.SetLatency(objstore.OpDelete, m.put)
+				f.SetLatency(m.put, fault.Put)
+				f.SetLatency(m.put, fault.Delete)
 			}
 			if m.get != nil {
-				f.SetLatency(objstore.OpGet, m.get)
+				f.SetLatency(m.get, fault.Get)
 			}
 		}
 		if m.meta != nil {
-			p.meta.SetLatencyDistribution(func(r *rand.Rand) time.Duration { return m.meta.Sample(r) })
+			p.meta.SetLatency(m.meta)
 		}
 	}
 	w.openTimeout = time.Minute
@@ -337,8 +337,8 @@ func runTakeover(b *testing.B, m takeoverModel, n int) takeoverRun {
 		takeoverExpressOnly(c)
 		c.Express.ReadAhead = m.readAhead
 		c.Logger = slog.New(events)
-		for i, s := range c.Express.Buckets {
-			c.Express.Buckets[i] = rttStore{Store: s, put: &put, get: &get}
+		for i, s := range c.Express.Stores {
+			c.Express.Stores[i] = rttStore{Store: s, put: &put, get: &get}
 		}
 	})
 	if err != nil {

@@ -62,8 +62,8 @@ func testTakeoverReadAhead(t *testing.T) {
 		succ, err := w.openWith("successor", nil, func(c *Config) {
 			takeoverExpressOnly(c)
 			c.Express.ReadAhead = int(readAhead)
-			for i, s := range c.Express.Buckets {
-				c.Express.Buckets[i] = inFlightStore{Store: s, in: &in, peak: &peak}
+			for i, s := range c.Express.Stores {
+				c.Express.Stores[i] = inFlightStore{Store: s, in: &in, peak: &peak}
 			}
 		})
 		if err != nil {

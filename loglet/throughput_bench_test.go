@@ -320,7 +320,7 @@ func BenchmarkAckFloor(b *testing.B) {
 				stores[i] = newSinkStore()
 			}
 			cfg := Config{Star: "floor", Meta: metastore.NewMem(), Logger: slog.New(slog.DiscardHandler), CreateOnAppend: true, DefaultClass: Express,
-				Express: ClassConfig{Buckets: stores, Codec: CodecNone}}
+				Express: ClassConfig{Stores: stores, Codec: CodecNone}}
 			s, err := Open(context.Background(), cfg)
 			if err != nil {
 				b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -45,11 +46,11 @@ func testWriteTrace(t *testing.T) {
 		}
 	}
 	r := newRig(t, Express, 3, 1, func(cfg *Config, faults []*objstore.FaultStore) {
-		for i, b := range cfg.Express.Buckets {
-			cfg.Express.Buckets[i] = gatedStore{Store: b, gate: gate}
+		for i, b := range cfg.Express.Stores {
+			cfg.Express.Stores[i] = gatedStore{Store: b, gate: gate}
 		}
 		for _, f := range faults {
-			f.SetLatency(objstore.OpPut, objstore.Fixed(2*time.Millisecond))
+			f.SetLatency(fault.Fixed(2*time.Millisecond), fault.Put)
 		}
 	})
 	t.Cleanup(open) // before the rig's Close (cleanups run last first)

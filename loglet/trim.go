@@ -28,7 +28,7 @@ import (
 // incarnation's reclaim works off its durable marker (catalogue.go).
 
 // Retention bounds what a stream keeps (StreamOptions.Retention). The
-// leader's retention pass (every RetentionInterval, default a minute)
+// leader's retention pass (every Config.RetentionInterval, default a minute)
 // trims each stream of its star that has one. Zero fields are off, and so
 // is retention by default.
 type Retention struct {
@@ -49,11 +49,6 @@ func (r Retention) on() bool { return r.MaxAge > 0 || r.MaxBytes > 0 }
 func (r streamRecord) retention() Retention {
 	return Retention{MaxAge: time.Duration(r.RetentionMaxAgeMs) * time.Millisecond, MaxBytes: r.RetentionMaxBytes}
 }
-
-// RetentionInterval paces the leader's retention pass; a negative value
-// disables it. (A knob of its own rather than a Config field; tests call
-// runRetention directly.)
-var RetentionInterval = time.Minute
 
 // trimRefresh bounds how stale this process's view of a stream's trim
 // point may be when another process (the CLI, say) trimmed it: a leader's
@@ -299,7 +294,7 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 					continue
 				}
 				seen[e.Key] = true
-				for _, b := range s.cfg.Standard.Buckets {
+				for _, b := range s.cfg.Standard.Stores {
 					if err := b.Delete(ctx, e.Key); err != nil {
 						return fmt.Errorf("delete settled object %s: %w", e.Key, err)
 					}
@@ -323,14 +318,14 @@ func (s *Star) reclaim(ctx context.Context, id string, upTo uint64) error {
 
 // startRetention starts the leader's retention loop (unless disabled).
 func (s *Star) startRetention() {
-	if RetentionInterval < 0 {
+	if s.cfg.RetentionInterval < 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.trims.stop, s.trims.done = cancel, make(chan struct{})
 	go func() {
 		defer close(s.trims.done)
-		t := time.NewTicker(RetentionInterval)
+		t := time.NewTicker(s.cfg.RetentionInterval)
 		defer t.Stop()
 		for {
 			select {

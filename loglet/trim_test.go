@@ -12,6 +12,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -496,11 +497,12 @@ func testTrimReclaimRetried(t *testing.T) {
 	appendN(t, p.star, "t", 4, 10, nil)
 	waitAbsorbed(t, p.star)
 	id := streamID(t, w.meta, "t")
-	failDeletes := func(op string, keys []string) metastore.Fault {
-		if op == "Delete" && len(keys) == 1 && strings.HasPrefix(keys[0], "refs/") {
-			return metastore.Fault{Kind: metastore.FaultFail}
+	failDeletes := func(call fault.Call) fault.Fault {
+		op, keys := call.Op, call.Keys
+		if op == fault.Delete && len(keys) == 1 && strings.HasPrefix(keys[0], "refs/") {
+			return fault.Fault{Kind: fault.Fail}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	}
 	p.meta.SetHook(failDeletes) // every ref delete fails
 	if err := p.star.Trim(ctx, "t", 25); err != nil {

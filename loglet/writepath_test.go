@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
-	"go.uber.org/goleak"
 )
 
 // TestWritePathInvariants drives many producers over many streams through
@@ -37,7 +39,7 @@ func TestWritePathInvariants(t *testing.T) {
 			t.Logf("seed %d (replay: FLIGHTLOG_SEED=%d)", seed, seed)
 			r := newRig(t, tc.class, tc.k, seed, func(c *Config, fs []*objstore.FaultStore) {
 				for _, f := range fs {
-					f.SetLatency(objstore.OpPut, objstore.LogNormal(2*time.Millisecond, 20*time.Millisecond))
+					f.SetLatency(fault.LogNormal(2*time.Millisecond, 20*time.Millisecond), fault.Put)
 				}
 			})
 			const producers, streams, perProducer = 8, 5, 60
@@ -188,9 +190,9 @@ func TestOneBucketDownAcksFlow(t *testing.T) {
 // ones.
 func TestSlowBucketInvisible(t *testing.T) {
 	r := newRig(t, Express, 3, 2, func(c *Config, fs []*objstore.FaultStore) {
-		fs[0].SetLatency(objstore.OpPut, objstore.Fixed(2*time.Millisecond))
-		fs[1].SetLatency(objstore.OpPut, objstore.Fixed(3*time.Millisecond))
-		fs[2].SetLatency(objstore.OpPut, objstore.Fixed(300*time.Millisecond))
+		fs[0].SetLatency(fault.Fixed(2*time.Millisecond), fault.Put)
+		fs[1].SetLatency(fault.Fixed(3*time.Millisecond), fault.Put)
+		fs[2].SetLatency(fault.Fixed(300*time.Millisecond), fault.Put)
 	})
 	for i := 0; i < 10; i++ {
 		if _, err := r.star.Append(context.Background(), "a", Batch{Records: []Record{{Body: []byte("x")}}}); err != nil {
@@ -212,14 +214,15 @@ func TestAmbiguousPutRecognisedByNonce(t *testing.T) {
 	seen := map[string]bool{}
 	var mu sync.Mutex
 	r := newRig(t, Standard, 1, 3, func(c *Config, fs []*objstore.FaultStore) {
-		fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
+		fs[0].SetHook(func(call fault.Call) fault.Fault {
+			op, key := call.Op, call.Key
 			mu.Lock()
 			defer mu.Unlock()
-			if op == objstore.OpPut && !seen[key] {
+			if op == fault.Put && !seen[key] {
 				seen[key] = true
-				return objstore.Fault{ApplyThenFail: true}
+				return fault.Fault{Kind: fault.Ambiguous}
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
 	})
 	for i := 0; i < 5; i++ {
@@ -277,9 +280,10 @@ func TestForeignOccupantRecovers(t *testing.T) {
 func TestCommitDeadlineRecovers(t *testing.T) {
 	var once sync.Once
 	r := newRig(t, Standard, 1, 5, func(c *Config, fs []*objstore.FaultStore) {
-		fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-			var f objstore.Fault
-			if op == objstore.OpPut && strings.HasPrefix(key, "chains/") {
+		fs[0].SetHook(func(call fault.Call) fault.Fault {
+			op, key := call.Op, call.Key
+			var f fault.Fault
+			if op == fault.Put && strings.HasPrefix(key, "chains/") {
 				once.Do(func() { f.Delay = time.Hour })
 			}
 			return f
@@ -318,9 +322,9 @@ func (s *lateStore) PutIfAbsent(ctx context.Context, key string, body []byte) er
 // acked in epoch 1 and nothing is republished (no duplicate).
 func TestHaltedSlotThatCommittedIsAckedNotRepublished(t *testing.T) {
 	r := newRig(t, Standard, 1, 6, func(c *Config, fs []*objstore.FaultStore) {
-		ls := &lateStore{Store: c.Standard.Buckets[0]}
+		ls := &lateStore{Store: c.Standard.Stores[0]}
 		ls.late.Store(1)
-		c.Standard.Buckets[0] = ls
+		c.Standard.Stores[0] = ls
 		c.Standard.CommitDeadline = 50 * time.Millisecond
 		c.Standard.StragglerTimeout = time.Second
 	})
@@ -447,13 +451,14 @@ func TestPoolBudgetBlocksAndHonoursContext(t *testing.T) {
 		c.Standard.ParallelUploads = 1
 		c.Standard.FlightBytes = 1 << 20
 		c.MaxRecordBytes = 1 << 20
-		fs[0].SetHook(func(op objstore.Op, key string) objstore.Fault {
-			if op == objstore.OpPut {
+		fs[0].SetHook(func(call fault.Call) fault.Fault {
+			op := call.Op
+			if op == fault.Put {
 				<-release
 			}
-			return objstore.Fault{}
+			return fault.Fault{}
 		})
-		c.Standard.Buckets[0] = &issued{Store: c.Standard.Buckets[0], prefix: "chains/", ch: putting}
+		c.Standard.Stores[0] = &issued{Store: c.Standard.Stores[0], prefix: "chains/", ch: putting}
 	})
 	defer close(release)
 	ctx := context.Background()
@@ -491,7 +496,7 @@ func TestPoolBudgetBlocksAndHonoursContext(t *testing.T) {
 func TestAppendSessionOrderAndFailure(t *testing.T) {
 	r := newRig(t, Express, 3, 9, func(c *Config, fs []*objstore.FaultStore) {
 		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 10*time.Millisecond))
+			f.SetLatency(fault.LogNormal(time.Millisecond, 10*time.Millisecond), fault.Put)
 		}
 	})
 	ctx := context.Background()
@@ -536,7 +541,7 @@ func TestAcksDeliveredInSlotOrder(t *testing.T) {
 		c.Express.FlightBytes = 256 // about one batch per flight
 		c.Express.ParallelUploads = 16
 		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.Uniform(0, 200*time.Microsecond))
+			f.SetLatency(fault.Uniform(0, 200*time.Microsecond), fault.Put)
 		}
 	})
 	ctx := context.Background()
@@ -657,9 +662,9 @@ func TestEveryAppendEndsInOneOutcome(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := newRig(t, Express, 3, seed, func(c *Config, fs []*objstore.FaultStore) {
 		for _, f := range fs {
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(time.Millisecond, 30*time.Millisecond))
-			f.SetErrorRate(objstore.OpPut, 0.1)
-			f.SetAmbiguousRate(0.1)
+			f.SetLatency(fault.LogNormal(time.Millisecond, 30*time.Millisecond), fault.Put)
+			f.SetErrorRate(0.1, fault.Put)
+			f.SetAmbiguousRate(0.1, fault.Put)
 		}
 	})
 	var wg sync.WaitGroup
@@ -746,9 +751,9 @@ func TestConfigValidate(t *testing.T) {
 	bad := []Config{
 		{},
 		{Star: "Bad Name", Meta: nil},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: 4}},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: -1}},
-		{Star: "s", Standard: ClassConfig{Buckets: []objstore.Store{m}, FlightBytes: 64 << 20}},
+		{Star: "s", Standard: ClassConfig{Stores: []objstore.Store{m, m, m}, W: 4}},
+		{Star: "s", Standard: ClassConfig{Stores: []objstore.Store{m, m, m}, W: -1}},
+		{Star: "s", Standard: ClassConfig{Stores: []objstore.Store{m}, FlightBytes: 64 << 20}},
 	}
 	for i, c := range bad {
 		if err := c.Validate(); err == nil {
@@ -756,7 +761,7 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	for w := 1; w <= 3; w++ { // any W in [1, K] is safe
-		ok := Config{Star: "s", Meta: metastore.NewMem(), Express: ClassConfig{Buckets: []objstore.Store{m, m, m}, W: w}}
+		ok := Config{Star: "s", Meta: metastore.NewMem(), Express: ClassConfig{Stores: []objstore.Store{m, m, m}, W: w}}
 		if err := ok.Validate(); err != nil {
 			t.Errorf("W=%d of K=3 rejected: %v", w, err)
 		}

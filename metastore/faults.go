@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
-	"time"
 
-	"github.com/flightlog/flightlog/internal/keyed"
+	"github.com/flightlog/flightlog/fault"
 )
 
 // Injected-fault errors. FaultStore wraps them with %w (together with
@@ -25,67 +22,36 @@ var (
 	ErrInjectedAmbiguous = errors.New("metastore: injected failure after the call applied")
 )
 
-// FaultKind is what a FaultStore does to one call besides delaying it.
-type FaultKind uint8
-
-const (
-	// NoFault passes the call on.
-	NoFault FaultKind = iota
-	// FaultFail fails the call with ErrInjected without passing it on.
-	FaultFail
-	// FaultAmbiguous passes the call on, then fails it with
-	// ErrInjectedAmbiguous whatever the inner store returned (a read's
-	// result is dropped).
-	FaultAmbiguous
-	// FaultUnavailable fails the call with ErrUnavailable (and ErrInjected)
-	// without passing it on, as a down store would.
-	FaultUnavailable
+// The operations a FaultStore over a Store knows, for per-operation
+// settings and hooks: fault.Get, fault.Put, fault.Delete, fault.Scan and
+// fault.Commit. Put, Delete and Commit are its writes.
+var (
+	faultOps    = []fault.Op{fault.Get, fault.Put, fault.Delete, fault.Scan, fault.Commit}
+	faultWrites = []fault.Op{fault.Put, fault.Delete, fault.Commit}
 )
 
-// Fault is a hook's verdict on one call.
-type Fault struct {
-	// Kind is what happens to the call.
-	Kind FaultKind
-	// Delay is waited before the call, on top of the configured latency,
-	// honouring the caller's context.
-	Delay time.Duration
-}
-
-// FaultCounters counts what a FaultStore injected.
-type FaultCounters struct {
-	Down      uint64 // calls refused because the store was down (SetDown or FaultUnavailable)
-	Failed    uint64 // calls failed with ErrInjected without applying
-	Ambiguous uint64 // calls applied and then failed with ErrInjectedAmbiguous
-	Delayed   uint64 // calls that waited a non-zero latency or delay
-	Cancelled uint64 // calls whose context ended while they waited
-}
+// faultDraws names each operation in the keys of a call's draws (the
+// names these draws have always had, so a seed replays as before).
+var faultDraws = map[fault.Op]string{fault.Get: "Get", fault.Put: "Put", fault.Delete: "Delete", fault.Scan: "Scan", fault.Commit: "Commit"}
 
 // FaultStore wraps a Store and injects failures and latency into the calls
-// that pass through it. It is safe for concurrent use. Each call's random
-// choices come from a generator seeded by the FaultStore's seed, the call's
-// op and keys, and how many calls with the same op and keys came before it:
-// what a call draws does not depend on how concurrent calls interleave, so
-// a seed replays the same faults however goroutines are scheduled. (The
-// per-key call counts are kept for the FaultStore's life: a test helper,
-// not a production wrapper.)
+// that pass through it: the settings, draws and counters of its
+// fault.Injector (SetDown, SetLatency, SetErrorRate, SetAmbiguousRate,
+// SetHook, Injected), the same as objstore.FaultStore's. A call's draws are
+// keyed by its operation and keys (a Scan's: its prefix; a Commit's: every
+// op's key), so a seed replays the same faults however goroutines are
+// scheduled. It is safe for concurrent use.
 //
-// For each call, in order: the context is checked; a down store fails the
-// call at once (ErrUnavailable); the hook, if set, gives a Fault; the call
-// waits the latency plus the Fault's Delay (a timer raced against ctx, so it
-// works under testing/synctest); then the hook's Kind, or else the error
-// and ambiguous rates, decide its fate. With no fault configured a
-// FaultStore behaves exactly like the store it wraps.
+// A call whose context has ended fails at once, with no fault. A down
+// store (SetDown, or a hook's fault.Unavailable) fails calls with an error
+// wrapping ErrUnavailable and ErrInjected; a Fail with one wrapping
+// ErrInjected (or the Fault's Err); an Ambiguous one passes the call on,
+// drops its result and returns an error wrapping ErrInjectedAmbiguous (or
+// the Fault's Err). With no fault configured a FaultStore behaves exactly
+// like the store it wraps.
 type FaultStore struct {
+	*fault.Injector
 	inner Store
-
-	mu        sync.Mutex
-	draws     *keyed.Source
-	down      bool
-	latency   func(r *rand.Rand) time.Duration
-	errRate   float64
-	ambigRate float64
-	hook      func(op string, keys []string) Fault
-	counts    FaultCounters
 }
 
 var (
@@ -96,75 +62,11 @@ var (
 // WithFaults wraps inner. seed drives every random choice the FaultStore
 // makes; print it on failure to reproduce a run.
 func WithFaults(inner Store, seed uint64) *FaultStore {
-	return &FaultStore{inner: inner, draws: keyed.New(seed)}
+	return &FaultStore{Injector: fault.NewInjector("metastore", seed, faultOps, faultWrites), inner: inner}
 }
 
 // Inner returns the wrapped store.
 func (f *FaultStore) Inner() Store { return f.inner }
-
-// SetDown makes every call fail at once with an error wrapping
-// ErrUnavailable and ErrInjected (down == true), passing nothing on, or
-// brings the store back (down == false).
-func (f *FaultStore) SetDown(down bool) {
-	f.mu.Lock()
-	f.down = down
-	f.mu.Unlock()
-}
-
-// SetLatency makes every call wait d before it is passed on (0: no wait).
-func (f *FaultStore) SetLatency(d time.Duration) {
-	if d <= 0 {
-		f.SetLatencyDistribution(nil)
-		return
-	}
-	f.SetLatencyDistribution(func(*rand.Rand) time.Duration { return d })
-}
-
-// SetLatencyDistribution makes every call wait dist(r) before it is passed
-// on, where r is the FaultStore's seeded generator; dist is called with the
-// FaultStore's mutex held and must not call back into it. nil: no wait.
-func (f *FaultStore) SetLatencyDistribution(dist func(r *rand.Rand) time.Duration) {
-	f.mu.Lock()
-	f.latency = dist
-	f.mu.Unlock()
-}
-
-// SetErrorRate makes each call fail with probability p with an error
-// wrapping ErrInjected, without passing it on.
-func (f *FaultStore) SetErrorRate(p float64) {
-	f.mu.Lock()
-	f.errRate = p
-	f.mu.Unlock()
-}
-
-// SetAmbiguousRate makes each write (Put, Delete, Commit) that is not failed
-// by the error rate go through to the inner store with probability p and
-// then fail with an error wrapping ErrInjectedAmbiguous, whatever the inner
-// store returned. Reads are not affected.
-func (f *FaultStore) SetAmbiguousRate(p float64) {
-	f.mu.Lock()
-	f.ambigRate = p
-	f.mu.Unlock()
-}
-
-// SetHook installs a script: hook is called for every call that reaches it
-// with the call's name ("Get", "Put", "Delete", "Scan", "Commit") and keys
-// (the key; for Scan the prefix; for Commit every op's key, in op order),
-// and its Fault overrides the error and ambiguous rates when its Kind is
-// not NoFault. hook runs with the FaultStore's mutex held: it must not call
-// back into the FaultStore, and should be quick. nil removes the hook.
-func (f *FaultStore) SetHook(hook func(op string, keys []string) Fault) {
-	f.mu.Lock()
-	f.hook = hook
-	f.mu.Unlock()
-}
-
-// Injected returns what the FaultStore has injected so far.
-func (f *FaultStore) Injected() FaultCounters {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.counts
-}
 
 // MaxCommitOps implements CommitLimiter with the inner store's limit.
 func (f *FaultStore) MaxCommitOps() int { return MaxCommitOps(f.inner) }
@@ -178,7 +80,7 @@ func (f *FaultStore) OpBytes(op Op) int { return OpBytes(f.inner, op) }
 // Get implements Store.
 func (f *FaultStore) Get(ctx context.Context, key string) (Item, error) {
 	var it Item
-	err := f.do(ctx, "Get", []string{key}, false, func() error {
+	err := f.do(ctx, fault.Get, []string{key}, func() error {
 		var err error
 		it, err = f.inner.Get(ctx, key)
 		return err
@@ -192,7 +94,7 @@ func (f *FaultStore) Get(ctx context.Context, key string) (Item, error) {
 // Put implements Store.
 func (f *FaultStore) Put(ctx context.Context, key string, value []byte, expect Version) (Version, error) {
 	var v Version
-	err := f.do(ctx, "Put", []string{key}, true, func() error {
+	err := f.do(ctx, fault.Put, []string{key}, func() error {
 		var err error
 		v, err = f.inner.Put(ctx, key, value, expect)
 		return err
@@ -205,7 +107,7 @@ func (f *FaultStore) Put(ctx context.Context, key string, value []byte, expect V
 
 // Delete implements Store.
 func (f *FaultStore) Delete(ctx context.Context, key string, expect Version) error {
-	return f.do(ctx, "Delete", []string{key}, true, func() error {
+	return f.do(ctx, fault.Delete, []string{key}, func() error {
 		return f.inner.Delete(ctx, key, expect)
 	})
 }
@@ -213,7 +115,7 @@ func (f *FaultStore) Delete(ctx context.Context, key string, expect Version) err
 // Scan implements Store.
 func (f *FaultStore) Scan(ctx context.Context, prefix, startAfter string, limit int) ([]Item, error) {
 	var items []Item
-	err := f.do(ctx, "Scan", []string{prefix}, false, func() error {
+	err := f.do(ctx, fault.Scan, []string{prefix}, func() error {
 		var err error
 		items, err = f.inner.Scan(ctx, prefix, startAfter, limit)
 		return err
@@ -231,7 +133,7 @@ func (f *FaultStore) Commit(ctx context.Context, ops []Op) ([]Version, error) {
 		keys[i] = op.Key
 	}
 	var vs []Version
-	err := f.do(ctx, "Commit", keys, true, func() error {
+	err := f.do(ctx, fault.Commit, keys, func() error {
 		var err error
 		vs, err = f.inner.Commit(ctx, ops)
 		return err
@@ -242,74 +144,37 @@ func (f *FaultStore) Commit(ctx context.Context, ops []Op) ([]Version, error) {
 	return vs, nil
 }
 
-// do runs one call through the fault pipeline described on FaultStore.
-func (f *FaultStore) do(ctx context.Context, op string, keys []string, write bool, call func() error) error {
+// do runs one call under its fault. call passes it on to the inner store.
+func (f *FaultStore) do(ctx context.Context, op fault.Op, keys []string, call func() error) error {
+	name := faultDraws[op]
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("metastore: %s: %w", op, err)
+		return fmt.Errorf("metastore: %s: %w", name, err)
 	}
-	f.mu.Lock()
-	if f.down {
-		f.counts.Down++
-		f.mu.Unlock()
-		return fmt.Errorf("metastore: %s %q: store down (%w): %w", op, keys, ErrInjected, ErrUnavailable)
+	c := fault.Call{Op: op, Keys: keys}
+	if len(keys) > 0 {
+		c.Key = keys[0]
 	}
-	var fault Fault
-	if f.hook != nil {
-		fault = f.hook(op, keys)
-	}
-	rng := f.draws.Rand(append([]string{op}, keys...)...)
-	// Draw the fate first, whatever the rates, so that changing a rate or
-	// the latency does not shift the other draws.
-	e, a := rng.Float64(), rng.Float64()
-	wait := fault.Delay
-	if f.latency != nil {
-		wait += f.latency(rng)
-	}
-	kind := fault.Kind
-	if kind == NoFault {
-		switch {
-		case e < f.errRate:
-			kind = FaultFail
-		case write && a < f.ambigRate:
-			kind = FaultAmbiguous
+	ft, err := f.Do(ctx, c, append([]string{name}, keys...), call)
+	switch ft.Kind {
+	case fault.Unavailable:
+		return fmt.Errorf("metastore: %s %q: store down (%w): %w", name, keys, ErrInjected, ErrUnavailable)
+	case fault.Fail:
+		if ft.Err != nil {
+			return fmt.Errorf("metastore: %s %q: %w", name, keys, ft.Err)
 		}
-	}
-	if wait > 0 {
-		f.counts.Delayed++
-	}
-	f.mu.Unlock()
-
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			f.count(func(c *FaultCounters) { c.Cancelled++ })
-			return fmt.Errorf("metastore: %s %q: waiting injected latency: %w", op, keys, ctx.Err())
+		return fmt.Errorf("metastore: %s %q: %w", name, keys, ErrInjected)
+	case fault.Ambiguous:
+		cause := ft.Err
+		if cause == nil {
+			cause = ErrInjectedAmbiguous
 		}
-	}
-
-	switch kind {
-	case FaultFail:
-		f.count(func(c *FaultCounters) { c.Failed++ })
-		return fmt.Errorf("metastore: %s %q: %w", op, keys, ErrInjected)
-	case FaultUnavailable:
-		f.count(func(c *FaultCounters) { c.Down++ })
-		return fmt.Errorf("metastore: %s %q: store down (%w): %w", op, keys, ErrInjected, ErrUnavailable)
-	case FaultAmbiguous:
-		err := call()
-		f.count(func(c *FaultCounters) { c.Ambiguous++ })
 		if err != nil {
-			return fmt.Errorf("metastore: %s %q: %w (inner: %v)", op, keys, ErrInjectedAmbiguous, err)
+			return fmt.Errorf("metastore: %s %q: %w (inner: %v)", name, keys, cause, err)
 		}
-		return fmt.Errorf("metastore: %s %q: %w", op, keys, ErrInjectedAmbiguous)
+		return fmt.Errorf("metastore: %s %q: %w", name, keys, cause)
 	}
-	return call()
-}
-
-func (f *FaultStore) count(inc func(*FaultCounters)) {
-	f.mu.Lock()
-	inc(&f.counts)
-	f.mu.Unlock()
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("metastore: %s %q: waiting injected latency: %w", name, keys, err)
+	}
+	return err
 }

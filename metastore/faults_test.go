@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/metastore/metastoretest"
 )
@@ -43,8 +44,8 @@ func TestFaultStoreDown(t *testing.T) {
 	if _, err := f.Put(ctx, "k", []byte("v"), metastore.NoVersion); err != nil {
 		t.Fatalf("Put after SetDown(false): %v", err)
 	}
-	if got := f.Injected().Down; got != 2 {
-		t.Fatalf("Injected().Down = %d, want 2", got)
+	if got := f.Injected().Unavailable; got != 2 {
+		t.Fatalf("Injected().Unavailable = %d, want 2", got)
 	}
 }
 
@@ -136,7 +137,7 @@ func TestFaultStoreLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		f := metastore.WithFaults(metastore.NewMem(), 1)
-		f.SetLatency(time.Second)
+		f.SetLatency(fault.Fixed(time.Second))
 		start := time.Now()
 		if _, err := f.Put(ctx, "k", []byte("v"), metastore.NoVersion); err != nil {
 			t.Fatal(err)
@@ -162,15 +163,15 @@ func TestFaultStoreLatency(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Put cancelled during latency: %v, want context.Canceled", err)
 		}
-		f.SetLatency(0)
+		f.SetLatency(nil)
 		if _, err := f.Get(ctx, "k2"); !errors.Is(err, metastore.ErrNotFound) {
 			t.Fatalf("a Put cancelled during its latency applied: %v", err)
 		}
 
 		// A distribution draws from the seeded generator.
-		f.SetLatencyDistribution(func(r *rand.Rand) time.Duration {
+		f.SetLatency(fault.DistFunc(func(r *rand.Rand) time.Duration {
 			return time.Duration(1+r.IntN(10)) * time.Millisecond
-		})
+		}))
 		start = time.Now()
 		if _, err := f.Get(ctx, "k"); err != nil {
 			t.Fatal(err)
@@ -190,26 +191,27 @@ func TestFaultStoreHook(t *testing.T) {
 	m := metastore.NewMem()
 	f := metastore.WithFaults(m, 1)
 	type call struct {
-		op   string
+		op   fault.Op
 		keys []string
 	}
 	var calls []call
 	commits := 0
-	f.SetHook(func(op string, keys []string) metastore.Fault {
+	f.SetHook(func(fc fault.Call) fault.Fault {
+		op, keys := fc.Op, fc.Keys
 		calls = append(calls, call{op, slices.Clone(keys)})
 		switch op {
-		case "Commit":
+		case fault.Commit:
 			commits++
 			if commits == 2 {
-				return metastore.Fault{Kind: metastore.FaultFail}
+				return fault.Fault{Kind: fault.Fail}
 			}
 			if commits == 3 {
-				return metastore.Fault{Kind: metastore.FaultAmbiguous}
+				return fault.Fault{Kind: fault.Ambiguous}
 			}
-		case "Get":
-			return metastore.Fault{Kind: metastore.FaultUnavailable}
+		case fault.Get:
+			return fault.Fault{Kind: fault.Unavailable}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 	ops := func(key string) []metastore.Op {
 		return []metastore.Op{
@@ -240,11 +242,11 @@ func TestFaultStoreHook(t *testing.T) {
 		t.Fatalf("inner store holds %v, want a and c (b failed before applying)", items)
 	}
 	want := []call{
-		{"Commit", []string{"a", "z"}},
-		{"Commit", []string{"b", "z"}},
-		{"Commit", []string{"c", "z"}},
-		{"Get", []string{"a"}},
-		{"Scan", []string{"p/"}},
+		{fault.Commit, []string{"a", "z"}},
+		{fault.Commit, []string{"b", "z"}},
+		{fault.Commit, []string{"c", "z"}},
+		{fault.Get, []string{"a"}},
+		{fault.Scan, []string{"p/"}},
 	}
 	if !slices.EqualFunc(calls, want, func(a, b call) bool { return a.op == b.op && slices.Equal(a.keys, b.keys) }) {
 		t.Fatalf("hook saw %v, want %v", calls, want)
@@ -254,7 +256,7 @@ func TestFaultStoreHook(t *testing.T) {
 		t.Fatalf("Get after removing the hook: %v", err)
 	}
 	got := f.Injected()
-	if got.Failed != 1 || got.Ambiguous != 1 || got.Down != 1 {
+	if got.Failed != 1 || got.Ambiguous != 1 || got.Unavailable != 1 {
 		t.Fatalf("Injected() = %+v", got)
 	}
 }

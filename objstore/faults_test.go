@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/objstore/objstoretest"
 )
@@ -65,7 +65,7 @@ func TestFaultStoreErrorRate(t *testing.T) {
 	const calls, p = 2000, 0.25
 	mem := objstore.NewMem()
 	f := objstore.WithFaults(mem, 42)
-	f.SetErrorRate(objstore.OpPut, p)
+	f.SetErrorRate(p, fault.Put)
 	failed := 0
 	for i := range calls {
 		key := fmt.Sprintf("k/%d", i)
@@ -90,8 +90,8 @@ func TestFaultStoreErrorRate(t *testing.T) {
 	if failed < 400 || failed > 600 {
 		t.Fatalf("%d of %d puts failed at error rate %v (seed 42)", failed, calls, p)
 	}
-	if got := f.Injected().Errors; got != int64(failed) {
-		t.Fatalf("Injected().Errors = %d, want %d", got, failed)
+	if got := f.Injected().Failed; got != uint64(failed) {
+		t.Fatalf("Injected().Failed = %d, want %d", got, failed)
 	}
 	// Other operations are unaffected.
 	for i := range 100 {
@@ -102,7 +102,7 @@ func TestFaultStoreErrorRate(t *testing.T) {
 
 	// The same seed and call sequence inject the same faults.
 	again := objstore.WithFaults(objstore.NewMem(), 42)
-	again.SetErrorRate(objstore.OpPut, p)
+	again.SetErrorRate(p, fault.Put)
 	failedAgain := 0
 	for i := range calls {
 		if again.PutIfAbsent(ctx, fmt.Sprintf("k/%d", i), []byte("x")) != nil {
@@ -118,7 +118,7 @@ func TestFaultStoreAmbiguousAppliesThenFails(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMem()
 	f := objstore.WithFaults(mem, 7)
-	f.SetAmbiguousRate(1)
+	f.SetAmbiguousRate(1, fault.Put)
 	err := f.PutIfAbsent(ctx, "slot", []byte("flight"))
 	if !errors.Is(err, objstore.ErrInjectedAmbiguous) {
 		t.Fatalf("PutIfAbsent at ambiguous rate 1 = %v, want ErrInjectedAmbiguous", err)
@@ -130,7 +130,7 @@ func TestFaultStoreAmbiguousAppliesThenFails(t *testing.T) {
 	if getErr != nil || string(got) != "flight" {
 		t.Fatalf("after an ambiguous put, the object = %q, %v; want it applied", got, getErr)
 	}
-	f.SetAmbiguousRate(0)
+	f.SetAmbiguousRate(0, fault.Put)
 	// The retry finds its own earlier write.
 	if err := f.PutIfAbsent(ctx, "slot", []byte("flight")); !errors.Is(err, objstore.ErrExists) {
 		t.Fatalf("retry after an ambiguous put = %v, want ErrExists", err)
@@ -146,17 +146,18 @@ func TestFaultStoreHook(t *testing.T) {
 	f := objstore.WithFaults(mem, 1)
 	errZone := errors.New("zone b is on fire")
 	var seen []string
-	f.SetHook(func(op objstore.Op, key string) objstore.Fault {
-		seen = append(seen, op.String()+" "+key)
+	f.SetHook(func(call fault.Call) fault.Fault {
+		op, key := call.Op, call.Key
+		seen = append(seen, string(op)+" "+key)
 		switch key {
 		case "fail":
-			return objstore.Fault{Err: errZone}
+			return fault.Fault{Err: errZone}
 		case "lost-response":
-			return objstore.Fault{ApplyThenFail: true}
+			return fault.Fault{Kind: fault.Ambiguous}
 		case "lost-with-cause":
-			return objstore.Fault{ApplyThenFail: true, Err: objstore.ErrUnavailable}
+			return fault.Fault{Kind: fault.Ambiguous, Err: objstore.ErrUnavailable}
 		}
-		return objstore.Fault{}
+		return fault.Fault{}
 	})
 	if err := f.PutIfAbsent(ctx, "fail", nil); !errors.Is(err, errZone) {
 		t.Fatalf("scripted failure = %v, want %v", err, errZone)
@@ -184,7 +185,7 @@ func TestFaultStoreHook(t *testing.T) {
 	if !slices.Equal(seen, want) {
 		t.Fatalf("hook saw %q, want %q", seen, want)
 	}
-	if got := f.Injected(); got.Hooked != 4 || got.Errors != 2 || got.Ambiguous != 2 {
+	if got := f.Injected(); got.Hooked != 4 || got.Failed != 2 || got.Ambiguous != 2 {
 		t.Fatalf("Injected() = %+v, want 4 hooked, 2 errors, 2 ambiguous", got)
 	}
 }
@@ -193,7 +194,7 @@ func TestFaultStoreLatencyHonoursCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := objstore.NewMem()
 		f := objstore.WithFaults(mem, 1)
-		f.SetLatency(objstore.OpPut, objstore.Fixed(time.Hour))
+		f.SetLatency(fault.Fixed(time.Hour), fault.Put)
 		ctx, cancel := context.WithCancel(context.Background())
 		start := time.Now()
 		done := make(chan error)
@@ -225,7 +226,7 @@ func TestFaultStoreLatencyHonoursCancellation(t *testing.T) {
 		}
 
 		// A deadline ends the wait too.
-		f.SetLatency(objstore.OpGet, objstore.Fixed(time.Hour))
+		f.SetLatency(fault.Fixed(time.Hour), fault.Get)
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
 		defer dcancel()
 		if _, err := f.Get(dctx, "k", 0, -1); !errors.Is(err, context.DeadlineExceeded) {
@@ -239,7 +240,7 @@ func TestFaultStoreLatencyHonoursCancellation(t *testing.T) {
 func TestFaultStoreLatencyReordersCompletions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := objstore.WithFaults(objstore.NewMem(), 2024)
-		f.SetLatency(objstore.OpPut, objstore.LogNormal(20*time.Millisecond, 400*time.Millisecond))
+		f.SetLatency(fault.LogNormal(20*time.Millisecond, 400*time.Millisecond), fault.Put)
 		const n = 32
 		completed := make(chan int, n)
 		for i := range n {
@@ -265,38 +266,6 @@ func TestFaultStoreLatencyReordersCompletions(t *testing.T) {
 	})
 }
 
-func TestLatencyDistributions(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	sample := func(d objstore.LatencyDist, n int) []time.Duration {
-		out := make([]time.Duration, n)
-		for i := range out {
-			out[i] = d.Sample(r)
-		}
-		slices.Sort(out)
-		return out
-	}
-	if got := sample(objstore.Fixed(3*time.Millisecond), 10); got[0] != 3*time.Millisecond || got[9] != 3*time.Millisecond {
-		t.Fatalf("Fixed(3ms) sampled %v", got)
-	}
-	u := sample(objstore.Uniform(time.Millisecond, 2*time.Millisecond), 1000)
-	if u[0] < time.Millisecond || u[999] > 2*time.Millisecond || u[500] < 1400*time.Microsecond || u[500] > 1600*time.Microsecond {
-		t.Fatalf("Uniform(1ms, 2ms): min %v median %v max %v", u[0], u[500], u[999])
-	}
-	const n = 20000
-	ln := sample(objstore.LogNormal(10*time.Millisecond, 100*time.Millisecond), n)
-	if p50 := ln[n/2]; p50 < 9*time.Millisecond || p50 > 11*time.Millisecond {
-		t.Fatalf("LogNormal(10ms, 100ms) median = %v", p50)
-	}
-	if p99 := ln[n*99/100]; p99 < 80*time.Millisecond || p99 > 125*time.Millisecond {
-		t.Fatalf("LogNormal(10ms, 100ms) p99 = %v", p99)
-	}
-	mix := sample(objstore.Mixture(0.1, objstore.Fixed(time.Millisecond), objstore.Fixed(time.Second)), n)
-	slow := n - slices.Index(mix, time.Second)
-	if slow < n*8/100 || slow > n*12/100 {
-		t.Fatalf("Mixture(0.1, 1ms, 1s): %d of %d slow", slow, n)
-	}
-}
-
 // A call's latency and fate depend on the seed, its op and key, and how
 // many such calls came before it, not on calls to other keys: two
 // FaultStores with one seed, called on the same keys in opposite orders,
@@ -311,8 +280,8 @@ func TestFaultStoreDrawsDoNotDependOnInterleaving(t *testing.T) {
 		got := map[string][]call{}
 		synctest.Test(t, func(t *testing.T) {
 			f := objstore.WithFaults(objstore.NewMem(), 7)
-			f.SetErrorRate(objstore.OpGet, 0.5)
-			f.SetLatency(objstore.OpGet, objstore.Uniform(0, time.Second))
+			f.SetErrorRate(0.5, fault.Get)
+			f.SetLatency(fault.Uniform(0, time.Second), fault.Get)
 			for range 10 {
 				for _, k := range order {
 					start := time.Now()

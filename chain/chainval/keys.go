@@ -24,8 +24,9 @@ const (
 	Express
 )
 
-// Classes lists every class, in key order.
-var Classes = []Class{Standard, Express}
+// Classes returns every class, in key order (a new slice each call: no
+// importer can change the classes another iterates).
+func Classes() []Class { return []Class{Standard, Express} }
 
 // String returns "standard" or "express": the <class> key segment.
 func (c Class) String() string {

@@ -18,8 +18,9 @@ func (p Position) Less(q Position) bool {
 	return p.Epoch < q.Epoch || (p.Epoch == q.Epoch && p.Next < q.Next)
 }
 
-// Start is the first position of a chain (its first epoch is 1).
-var Start = Position{Epoch: 1}
+// Start returns the first position of a chain (its first epoch is 1). A
+// function, not a variable, so no importer can move every chain's start.
+func Start() Position { return Position{Epoch: 1} }
 
 // TrimCursor is the value at TrimKey: how far settlement got through a
 // chain (docs/design.md, "Settlement").

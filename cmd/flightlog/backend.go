@@ -271,12 +271,12 @@ func (g *globalOpts) starConfig(b *backends, stderr io.Writer) loglet.Config {
 		Meta:   b.meta,
 		Logger: g.logger(stderr),
 		Standard: loglet.ClassConfig{
-			Buckets: b.sets[chain.Standard], BucketNames: b.names[chain.Standard],
+			Stores: b.sets[chain.Standard], BucketNames: b.names[chain.Standard],
 			MemoryBufferMiB: g.memMiB, ParallelUploads: g.parallelUploads,
 			ChainBacklogFlights: g.backlogFlights, FlushDeadline: g.flushDeadline, ReadAhead: g.readAhead,
 		},
 		Express: loglet.ClassConfig{
-			Buckets: b.sets[chain.Express], BucketNames: b.names[chain.Express],
+			Stores: b.sets[chain.Express], BucketNames: b.names[chain.Express],
 			MemoryBufferMiB: g.expressMemMiB, ParallelUploads: g.expressParallel,
 			ChainBacklogFlights: g.backlogFlights, FlushDeadline: g.expressFlushDeadln, ReadAhead: g.readAhead,
 		},

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/histogram"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
@@ -390,7 +391,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 		}
 		for i := 0; i < m.K; i++ {
 			f := objstore.WithFaults(objstore.NewMem(), o.seed*31+uint64(i))
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(m.Median, m.P99))
+			f.SetLatency(fault.LogNormal(m.Median, m.P99), fault.Put)
 			sets[c] = append(sets[c], f)
 			names[c] = append(names[c], fmt.Sprintf("mem-%d", i))
 		}
@@ -401,7 +402,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 			// measured).
 			sm := latencyModels["s3-standard"]
 			f := objstore.WithFaults(objstore.NewMem(), o.seed*31+99)
-			f.SetLatency(objstore.OpPut, objstore.LogNormal(sm.Median, sm.P99))
+			f.SetLatency(fault.LogNormal(sm.Median, sm.P99), fault.Put)
 			sets[chain.Standard], names[chain.Standard] = []objstore.Store{f}, []string{"mem-standard"}
 		}
 		meta = &countedMeta{Store: metastore.NewMem()}

@@ -60,7 +60,7 @@ func (cs stageCollectors) figures(deadline time.Duration) *stageFigures {
 	}
 	b := all.Breakdown(deadline)
 	var l [stages.NumStages]latency
-	for _, s := range stages.All {
+	for _, s := range stages.All() {
 		sn := b.Snapshot(s)
 		l[s] = latency{us(sn.Quantile(0.5)), us(sn.Quantile(0.99)), us(sn.Quantile(0.999))}
 	}

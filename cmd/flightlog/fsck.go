@@ -71,7 +71,7 @@ type chainInfo struct {
 	cp     absorb.Checkpoint
 	hasCP  bool
 	tails  map[string]absorb.StreamTail // nil if none or unreadable
-	// trim is the chain's trim cursor (both positions at chain.Start when
+	// trim is the chain's trim cursor (both positions at chain.Start() when
 	// nothing is settled): slots below trim.Deleted are deleted on purpose.
 	trim chain.TrimCursor
 	// repairSnapshots: a snapshot copy is damaged and fsck --repair would
@@ -334,7 +334,7 @@ func (run *fsckRun) chain(ctx context.Context, star string, c chain.Class) (*cha
 	// The trim cursor before the checkpoint: it never passes the
 	// checkpoint and both only grow, so read in this order they compare
 	// soundly beside a live leader.
-	ci.trim = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
+	ci.trim = chain.TrimCursor{At: chain.Start(), Deleted: chain.Start()}
 	switch t, _, err := chain.ReadTrimCursor(ctx, b.meta, star, c); {
 	case err == nil:
 		ci.trim = t

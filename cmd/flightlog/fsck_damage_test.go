@@ -12,6 +12,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/metastore/bbolt"
@@ -73,15 +74,16 @@ func crashed(t *testing.T, class loglet.Class, stream string, recs ...string) st
 	dir, g, b := tempBackends(t)
 	faulty := metastore.WithFaults(b.meta, 1)
 	var blockAbsorb atomic.Bool
-	faulty.SetHook(func(op string, keys []string) metastore.Fault {
+	faulty.SetHook(func(call fault.Call) fault.Fault {
+		keys := call.Keys
 		if blockAbsorb.Load() {
 			for _, k := range keys {
 				if strings.HasPrefix(k, "refs/") || strings.HasSuffix(k, "/checkpoint") || strings.HasSuffix(k, "/epoch") {
-					return metastore.Fault{Kind: metastore.FaultFail}
+					return fault.Fault{Kind: fault.Fail}
 				}
 			}
 		}
-		return metastore.Fault{}
+		return fault.Fault{}
 	})
 	cfg := g.starConfig(b, io.Discard)
 	cfg.Meta = faulty

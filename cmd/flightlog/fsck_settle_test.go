@@ -176,7 +176,7 @@ func TestFsckSettledStar(t *testing.T) {
 	}
 	cur, ver, err := chain.ReadTrimCursor(context.Background(), ms, defaultStarName, chain.Express)
 	if err == nil {
-		cur.Deleted = chain.Start
+		cur.Deleted = chain.Start()
 		_, err = ms.Put(context.Background(), chain.TrimKey(defaultStarName, chain.Express), cur.Encode(), ver)
 	}
 	ms.Close()

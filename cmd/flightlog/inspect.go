@@ -164,7 +164,7 @@ func inspectCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, 
 			key = chain.SlotKey(env.g.star, c, e, slot)
 		}
 		sk, isSlot := parseSlotKey(key)
-		classes := chain.Classes
+		classes := chain.Classes()
 		if isSlot {
 			classes = []chain.Class{sk.class}
 		}

@@ -450,7 +450,7 @@ func TestStreamsLeadsNothing(t *testing.T) {
 		}
 		defer ms.Close()
 		var s string
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			it, err := ms.Get(ctx, chain.EpochKey(defaultStarName, c))
 			if err != nil {
 				t.Fatal(err)

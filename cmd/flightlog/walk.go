@@ -67,7 +67,7 @@ func walkCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 		prog := newProgress(env.stderr)
 		defer prog.done()
 		problems, any := 0, false
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			n, found, err := walkChain(ctx, env.stdout, prog, b, env.g.star, c, *slots)
 			if err != nil {
 				prog.done()

@@ -131,12 +131,37 @@ var chainInstrs = []chainInstr{
 	{"flightlog.recovering", "1", "1 while a halt's recovery runs.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Recovering) }},
 	{"flightlog.deposed", "1", "1 once a successor has sealed or taken the chain.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Deposed) }},
 	{"flightlog.succession.failures", "{attempt}", "Failed attempts of the step a recovery is at.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.SuccessionFailures) }},
+	{"flightlog.release_point", "1", "Every slot of the epoch below it is released.", gauge, func(s *loglet.ClassStats) int64 { return u(s.ReleasePoint) }},
+	{"flightlog.checkpoint.epoch", "1", "The epoch of the checkpoint (the next unabsorbed slot's).", gauge, func(s *loglet.ClassStats) int64 { return u(s.CheckpointEpoch) }},
+	{"flightlog.pool.queued_bytes", "By", "Bytes queued in the pool.", gauge, func(s *loglet.ClassStats) int64 { return s.Pool.QueuedBytes }},
+	{"flightlog.backlog.max_flights", "{flight}", "The backlog's flight bound.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Backlog.MaxFlights) }},
+	{"flightlog.memory.pool.bound", "By", "Bound of the memory part pool (MemoryBufferMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.PoolBound }},
+	{"flightlog.memory.backlog.bound", "By", "Bound of the memory part backlog (ChainBacklogMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.BacklogBound }},
+	{"flightlog.memory.stragglers.bound", "By", "Bound of the memory part stragglers (StragglerMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.StragglersBound }},
+	{"flightlog.tails.base_bytes", "By", "Size of the last full tails snapshot.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.TailsBaseBytes) }},
+
+	{"flightlog.settle.passes", "{pass}", "Settlement passes run.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Passes) }},
+	{"flightlog.settle.failures", "{pass}", "Settlement passes that failed.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Failures) }},
+	{"flightlog.settle.objects", "{object}", "Settled objects written (or found in place after a crash).", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Objects) }},
+	{"flightlog.settle.repointed", "{ref}", "Span refs moved onto settled objects.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Repointed) }},
+	{"flightlog.settle.reclaimed", "{ref}", "Refs of deleted incarnations or trimmed records deleted by settlement.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Reclaimed) }},
+	{"flightlog.settle.deleted_copies", "{copy}", "Chain slot copies deleted by trim.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.DeletedCopies) }},
+	{"flightlog.settle.merged", "{object}", "Small settled objects absorbed into larger ones.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Merged) }},
+	{"flightlog.settle.raw_bytes", "By", "Record bytes settled.", counter, func(s *loglet.ClassStats) int64 { return s.Settle.RawBytes }},
+	{"flightlog.settle.stored_bytes", "By", "Bytes of the settled objects written.", counter, func(s *loglet.ClassStats) int64 { return s.Settle.StoredBytes }},
+	{"flightlog.settle.freed_bytes", "By", "Bytes of transit copies deleted.", counter, func(s *loglet.ClassStats) int64 { return s.Settle.FreedBytes }},
+	{"flightlog.trim.epoch", "1", "The trim cursor's epoch: every slot before the cursor is settled and deleted.", gauge, func(s *loglet.ClassStats) int64 { return u(s.Settle.TrimEpoch) }},
+	{"flightlog.trim.next", "1", "The trim cursor's slot within its epoch.", gauge, func(s *loglet.ClassStats) int64 { return u(s.Settle.TrimNext) }},
+	{"flightlog.settle.unsettled_rounds", "{round}", "Absorbed rounds this process committed that are not settled yet.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Settle.UnsettledRounds) }},
+	{"flightlog.settle.transit_bytes", "By", "Bytes of flight copies (every copy) the unsettled rounds hold in the chain's buckets.", gauge, func(s *loglet.ClassStats) int64 { return s.Settle.TransitBytes }},
 }
 
 var chainSecs = []chainSeconds{
 	{"flightlog.pool.blocked", "Time producers spent blocked at the pool budget.", counter, func(s *loglet.ClassStats) float64 { return float64(s.Pool.BlockedNanos) / 1e9 }},
 	{"flightlog.backlog.stalled", "Time publishes spent stalled at the backlog bound (ended stalls).", counter, func(s *loglet.ClassStats) float64 { return float64(s.Backlog.StalledNanos) / 1e9 }},
 	{"flightlog.backlog.oldest_age", "Age of the oldest unabsorbed claimed flight.", gauge, func(s *loglet.ClassStats) float64 { return s.Backlog.OldestAge.Seconds() }},
+	{"flightlog.backlog.stalling_for", "How long publishes have been blocked at the backlog bound (0 when not).", gauge, func(s *loglet.ClassStats) float64 { return s.Backlog.StallingFor.Seconds() }},
+	{"flightlog.settle.lag", "Age of the oldest absorbed round not yet settled.", gauge, func(s *loglet.ClassStats) float64 { return s.Settle.Lag.Seconds() }},
 }
 
 type readerInstr struct {
@@ -275,8 +300,12 @@ var _ sdkmetric.Producer = (*Producer)(nil)
 // flightlog.put.latency (per bucket) in seconds, flightlog.flight.size in
 // bytes.
 func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
-	st := p.star.Stats()
-	now := time.Now()
+	out := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: ScopeName}, Metrics: histograms(p.star.Stats(), p.start, time.Now())}
+	return []metricdata.ScopeMetrics{out}, nil
+}
+
+// histograms are st's histograms as Produce returns them.
+func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 	type latency struct {
 		name, desc string
 		points     []metricdata.ExponentialHistogramDataPoint[float64]
@@ -293,7 +322,7 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 		set := attribute.NewSet(kv...)
 		seconds := func(ns int64) float64 { return float64(ns) / 1e9 }
 		for i, snap := range []histogram.Snapshot{s.AckLatency, s.QuorumLatency, s.AbsorbRoundLatency} {
-			lat[i].points = append(lat[i].points, point(snap, set, p.start, now, seconds))
+			lat[i].points = append(lat[i].points, point(snap, set, start, now, seconds))
 		}
 		for b, snap := range s.PutLatency {
 			name := ""
@@ -301,18 +330,18 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 				name = s.BucketNames[b]
 			}
 			set := attribute.NewSet(append(kv[:2:2], attribute.String("flightlog.bucket", name))...)
-			lat[3].points = append(lat[3].points, point(snap, set, p.start, now, seconds))
+			lat[3].points = append(lat[3].points, point(snap, set, start, now, seconds))
 		}
-		sizes = append(sizes, point(s.FlightSize, set, p.start, now, func(v int64) int64 { return v }))
+		sizes = append(sizes, point(s.FlightSize, set, start, now, func(v int64) int64 { return v }))
 	})
-	out := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: ScopeName}}
+	var out []metricdata.Metrics
 	for _, l := range lat {
-		out.Metrics = append(out.Metrics, metricdata.Metrics{Name: l.name, Description: l.desc, Unit: "s",
+		out = append(out, metricdata.Metrics{Name: l.name, Description: l.desc, Unit: "s",
 			Data: metricdata.ExponentialHistogram[float64]{DataPoints: l.points, Temporality: metricdata.CumulativeTemporality}})
 	}
-	out.Metrics = append(out.Metrics, metricdata.Metrics{Name: "flightlog.flight.size", Description: "Size of each flight object.", Unit: "By",
+	out = append(out, metricdata.Metrics{Name: "flightlog.flight.size", Description: "Size of each flight object.", Unit: "By",
 		Data: metricdata.ExponentialHistogram[int64]{DataPoints: sizes, Temporality: metricdata.CumulativeTemporality}})
-	return []metricdata.ScopeMetrics{out}, nil
+	return out
 }
 
 // point is snap as an exponential histogram data point: OpenTelemetry's

@@ -24,7 +24,7 @@ func openStar(t *testing.T, n int) (*loglet.Star, *loglet.Reader) {
 	buckets := []objstore.Store{objstore.NewMem(), objstore.NewMem()}
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star: "orders", Meta: meta,
-		Standard: loglet.ClassConfig{Buckets: buckets, BucketNames: []string{"a", "b"}, W: 2},
+		Standard: loglet.ClassConfig{Stores: buckets, BucketNames: []string{"a", "b"}, W: 2},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

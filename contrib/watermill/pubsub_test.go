@@ -29,7 +29,7 @@ func openStarOn(t *testing.T, meta metastore.Store, bucket objstore.Store) *logl
 		AbsorbInterval: 5 * time.Millisecond,
 		// A short flush deadline: the suite publishes one message per
 		// Publish, mostly one after another.
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{bucket}, FlushDeadline: time.Millisecond},
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{bucket}, FlushDeadline: time.Millisecond},
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)

@@ -61,7 +61,7 @@ func serve(addr, dir string) error {
 	}
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star: "default", Meta: meta,
-		Standard:       loglet.ClassConfig{Buckets: []objstore.Store{bucket}, BucketNames: []string{"standard"}},
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{bucket}, BucketNames: []string{"standard"}},
 		CreateOnAppend: true, DefaultClass: loglet.Standard,
 		Logger: slog.Default(),
 	})

@@ -21,7 +21,7 @@ func newTestServer(t *testing.T) (*httptest.Server, chan struct{}, *loglet.Star)
 	t.Helper()
 	star, err := loglet.Open(context.Background(), loglet.Config{
 		Star: "default", Meta: metastore.NewMem(),
-		Standard:       loglet.ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}, FlushDeadline: time.Millisecond},
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{objstore.NewMem()}, FlushDeadline: time.Millisecond},
 		CreateOnAppend: true,
 		Logger:         slog.New(slog.DiscardHandler),
 	})

@@ -41,7 +41,7 @@ func Example_inMemory() {
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star:     "demo",
 		Meta:     metastore.NewMem(),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}},
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{objstore.NewMem()}},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

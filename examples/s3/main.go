@@ -106,8 +106,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	star, err := loglet.Open(ctx, loglet.Config{
 		Star:     c.star,
 		Meta:     meta,
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{standard}, BucketNames: []string{c.standardBucket}},
-		Express:  loglet.ClassConfig{Buckets: zones, BucketNames: c.expressBuckets},
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{standard}, BucketNames: []string{c.standardBucket}},
+		Express:  loglet.ClassConfig{Stores: zones, BucketNames: c.expressBuckets},
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

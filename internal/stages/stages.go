@@ -96,8 +96,10 @@ func (s Stage) String() string {
 	return names[s]
 }
 
-// All is every stage, in order.
-var All = [NumStages]Stage{CutOver, ClaimPut, WthCopy, OrderWait, ToProducer, OwnCost}
+// All returns every stage, in order.
+func All() [NumStages]Stage {
+	return [NumStages]Stage{CutOver, ClaimPut, WthCopy, OrderWait, ToProducer, OwnCost}
+}
 
 // Durations is one batch's time in each stage, indexed by Stage.
 type Durations [NumStages]time.Duration

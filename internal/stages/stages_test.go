@@ -87,7 +87,7 @@ func checkRows(t *testing.T, got []handRow) {
 		if g.epoch != w.epoch || g.slot != w.slot {
 			t.Errorf("batch %d: flight %d/%d, want %d/%d", i, g.epoch, g.slot, w.epoch, w.slot)
 		}
-		for s := range All {
+		for s := range All() {
 			// dur() truncates to the nanosecond: allow one either side.
 			if diff := g.d[s] - w.d[s]; diff > 2e-6 || diff < -2e-6 {
 				t.Errorf("batch %d (flight %d/%d): %s = %.6fms, want %.6fms", i, w.epoch, w.slot, Stage(s), g.d[s], w.d[s])
@@ -128,7 +128,7 @@ func TestComputeHistograms(t *testing.T) {
 	if b.Batches != 5 || b.Skipped != 1 {
 		t.Fatalf("%d batches, %d skipped; want 5, 1", b.Batches, b.Skipped)
 	}
-	for s := range All {
+	for s := range All() {
 		sn := b.Snapshot(Stage(s))
 		var hi float64
 		var zeros uint64
@@ -162,7 +162,7 @@ func TestEmptyAndNames(t *testing.T) {
 		t.Fatalf("empty breakdown: %+v", b)
 	}
 	var got []string
-	for _, s := range All {
+	for _, s := range All() {
 		got = append(got, s.String())
 	}
 	if w := []string{"cut-over", "claim-put", "wth-copy", "order-wait", "to-producer", "own-cost"}; !slices.Equal(got, w) {

@@ -460,8 +460,11 @@ func testCancelled(t *testing.T, h Harness) {
 	}
 }
 
-// InvalidKeys are keys every backend must reject with ErrInvalidKey.
-var InvalidKeys = []string{
+// InvalidKeys returns keys every backend must reject with ErrInvalidKey (a
+// new slice each call: the kit's own list cannot be changed).
+func InvalidKeys() []string { return append([]string(nil), invalidKeys...) }
+
+var invalidKeys = []string{
 	"", ".", "..", "a/../b", "../a", "a/..", "./a", "a/./b", "/a", "/", "a/", "a//b",
 	"a\x00b", "\x00", "bad\xffutf8", strings.Repeat("k", objstore.MaxKeyLen+1),
 }
@@ -471,7 +474,7 @@ func testInvalidKeys(t *testing.T, h Harness) {
 	ctx := context.Background()
 	mustPut(t, s, "a/b", []byte("x")) // so "a/../b" etc. would find something if mapped naively
 	mustPut(t, s, "b", []byte("x"))
-	for _, key := range InvalidKeys {
+	for _, key := range invalidKeys {
 		if err := s.PutIfAbsent(ctx, key, []byte("x")); !errors.Is(err, objstore.ErrInvalidKey) {
 			t.Errorf("PutIfAbsent(%s) = %v, want ErrInvalidKey", short([]byte(key)), err)
 		}
@@ -488,9 +491,11 @@ func testInvalidKeys(t *testing.T, h Harness) {
 	checkList(t, h.Caps, got, []string{"a/b", "b"}, 0, "List after invalid keys")
 }
 
-// OddKeys are legal keys that a backend mapping keys to names (paths, URLs)
-// can easily get wrong.
-var OddKeys = []string{
+// OddKeys returns legal keys that a backend mapping keys to names (paths,
+// URLs) can easily get wrong (a new slice each call).
+func OddKeys() []string { return append([]string(nil), oddKeys...) }
+
+var oddKeys = []string{
 	"with space", " leading-space", "trailing-space ", "ünïcödé/日本語/🚀",
 	"100%", "%2F", "%2e%2e", "a+b", "k=v&x=y", "~tilde", "?query#frag", "back\\slash",
 	"colon:name", "quote\"'`", "star*", "<angle>", "tab\there", "line\nbreak",
@@ -507,7 +512,7 @@ var OddKeys = []string{
 
 func testOddKeys(t *testing.T, h Harness) {
 	s := h.New(t)
-	oddKeys := usableKeys(h.Caps, OddKeys)
+	oddKeys := usableKeys(h.Caps, oddKeys)
 	for _, k := range oddKeys {
 		if err := objstore.ValidateKey(k); err != nil {
 			t.Fatalf("kit bug: odd key %q is not valid: %v", k, err)

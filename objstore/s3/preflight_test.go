@@ -38,11 +38,11 @@ func TestPreflightAgainstS3(t *testing.T) {
 			f(&cfg)
 		}
 		for _, c := range std {
-			cfg.Standard.Buckets = append(cfg.Standard.Buckets, newStore(t, c))
+			cfg.Standard.Stores = append(cfg.Standard.Stores, newStore(t, c))
 			cfg.Standard.BucketNames = append(cfg.Standard.BucketNames, c.Bucket)
 		}
 		for _, c := range express {
-			cfg.Express.Buckets = append(cfg.Express.Buckets, newStore(t, c))
+			cfg.Express.Stores = append(cfg.Express.Stores, newStore(t, c))
 			cfg.Express.BucketNames = append(cfg.Express.BucketNames, c.Bucket)
 		}
 		// The bound only keeps a regression from hanging the test.

@@ -61,7 +61,7 @@ func TestOpenAgainstARefusedEndpointFailsFast(t *testing.T) {
 			}
 			var logs bytes.Buffer
 			cfg := loglet.Config{Star: "refused", Meta: meta, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				Standard: loglet.ClassConfig{Buckets: []objstore.Store{st}, BucketNames: []string{"flights"}}}
+				Standard: loglet.ClassConfig{Stores: []objstore.Store{st}, BucketNames: []string{"flights"}}}
 			// The bound only keeps a regression from hanging the test (Open
 			// used to retry until it ended); the check ends long before.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -100,7 +100,7 @@ func writeHistory(t *testing.T, meta metastore.Store, clean bool) {
 	t.Helper()
 	ctx := context.Background()
 	cfg := loglet.Config{Star: "refused", Meta: meta, Logger: slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{objstore.NewMem()}, BucketNames: []string{"flights"}}}
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{objstore.NewMem()}, BucketNames: []string{"flights"}}}
 	s, err := loglet.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

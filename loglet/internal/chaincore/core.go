@@ -59,10 +59,6 @@ type Config struct {
 	// FenceOverride is the operator's way past a slot no fence can decide
 	// (chain.FenceOptions): FenceAcceptReadable or FenceDiscardUnreadable.
 	FenceOverride FenceOverride
-	// LogReleases logs every released slot at debug level ("slot
-	// released", epoch, slot), in release order: what tests watch to check
-	// invariant 1 at the moment of release.
-	LogReleases bool
 	// StragglerBytes bounds the rendered objects held by copies still out
 	// after their flight was acked (0: no bound): past it the oldest
 	// stragglers are abandoned to the under-replicated list.

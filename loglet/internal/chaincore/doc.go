@@ -29,7 +29,8 @@
 //     names, while Fence, CommitRound, MintFirst and Settle still run
 //     several steps in the worker: docs/design.md, "The lane"), cancels the workers of rd.Cancels, returns rd.PoolFreed to
 //     the pool budget, delivers rd.Outcomes in order (then wakes readers of
-//     rd.Released), emits rd.Logs, and reports rd.Opened to Open.
+//     rd.Released), emits rd.Logs (and rd.Slots, the released slots, at
+//     debug level), and reports rd.Opened to Open.
 //  4. It waits for the next event, or for rd.WakeAt (then steps Tick), and
 //     steps it in; Step(now, ev) applies it and decides whatever follows.
 //  5. Close starts a clean close; when it cannot finish in time, Abort

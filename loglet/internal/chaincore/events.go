@@ -419,6 +419,11 @@ type Ready struct {
 	// Released lists the streams whose durable tail moved (wake their
 	// readers), after the outcomes are delivered.
 	Released []*Stream
+	// Slots lists the slots released since the last Ready, in release
+	// order: each was durable at W copies when it released, and every
+	// slot before it had released (invariant 1). The shell logs them at
+	// debug level; simulators check the invariant on them.
+	Slots []ReleasedSlot
 	// PoolFreed is pool budget to return (bytes that left the FIFO).
 	PoolFreed int64
 	// Logs to emit.
@@ -436,8 +441,11 @@ type Ready struct {
 	WakeAt time.Time
 }
 
+// ReleasedSlot names a released slot of the chain.
+type ReleasedSlot struct{ Epoch, Slot uint64 }
+
 // Empty reports whether rd asks for nothing but (maybe) a wake-up.
 func (rd *Ready) Empty() bool {
-	return len(rd.Requests) == 0 && len(rd.Cancels) == 0 && len(rd.Outcomes) == 0 && len(rd.Released) == 0 &&
+	return len(rd.Requests) == 0 && len(rd.Cancels) == 0 && len(rd.Outcomes) == 0 && len(rd.Released) == 0 && len(rd.Slots) == 0 &&
 		rd.PoolFreed == 0 && len(rd.Logs) == 0 && rd.Opened == nil && rd.Dead == nil && !rd.Stopped
 }

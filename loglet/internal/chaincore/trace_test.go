@@ -363,7 +363,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
-			s.Phase, s.Epoch, s.WindowInFlight, s.WindowSize, s.ReleasePoint, s.QueuedBatches, s.Flights, s.AckedBatches, s.FailedOutcomeUnknown, s.FailedNotCommitted, s.Halts,
+			s.Phase, s.Epoch, s.WindowInFlight, s.WindowSize, s.ReleasePoint, s.Pool.QueuedBatches, s.Flights, s.AckedBatches, s.FailedOutcomeUnknown, s.FailedNotCommitted, s.Halts,
 			s.Backlog.Flights, s.Backlog.MaxFlights, s.Backlog.Stalling, s.Backlog.StallingCause, stallCounts(s.Backlog.Stalls), s.FlightIndexBytes, s.AbsorbRounds, s.CheckpointEpoch, s.Checkpoint, s.UnderReplicated)
 	default:
 		d.Fatalf(h.t, "unknown command %q", d.Cmd)
@@ -406,7 +406,7 @@ func (h *harness) fenceReads() string {
 	for s := h.c.succ; s != nil && h.c.succ == s && s.step == stepFence && s.fstage != fenceSlots; {
 		switch s.fstage {
 		case fenceReadCursor, fenceRereadCursor:
-			h.step(TrimCursorRead{Cursor: chain.TrimCursor{At: chain.Start, Deleted: chain.Start}})
+			h.step(TrimCursorRead{Cursor: chain.TrimCursor{At: chain.Start(), Deleted: chain.Start()}})
 		default:
 			h.step(EpochRead{Record: s.prev, Version: s.prevVer})
 		}

@@ -282,9 +282,7 @@ func (c *Core) release() {
 // flight joins the absorb queue.
 func (c *Core) releaseFlight(f *flight) {
 	f.released = true
-	if c.cfg.LogReleases {
-		c.logf(slog.LevelDebug, "slot released", attrU("epoch", f.epoch), attrU("slot", f.slot))
-	}
+	c.rd.Slots = append(c.rd.Slots, ReleasedSlot{Epoch: f.epoch, Slot: f.slot})
 	if up := f.up; up != nil {
 		up.f = nil // its straggling copies go on, only counted
 		f.up = nil

@@ -13,8 +13,8 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
-	"github.com/flightlog/flightlog/objstore"
 )
 
 // check runs the checker over the run's history and the final state.
@@ -193,7 +193,7 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 	walkedIDs := map[seqKey]uint64{}
 	hist := map[string][]loglet.SequencedRecord{}
 	byID := map[string][]loglet.SequencedRecord{}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		rec, _, err := chain.ReadEpoch(ctx, w.meta, starName, c)
 		if err != nil {
 			bad("%s: read epoch record: %v", c, err)
@@ -202,7 +202,7 @@ func (w *world) checkChains(ctx context.Context, final map[string][]loglet.Seque
 		trim, _, err := chain.ReadTrimCursor(ctx, w.meta, starName, c)
 		if err != nil {
 			bad("%s: read the trim cursor: %v", c, err)
-			trim = chain.TrimCursor{At: chain.Start, Deleted: chain.Start}
+			trim = chain.TrimCursor{At: chain.Start(), Deleted: chain.Start()}
 		}
 		w.trimCursor[c] = trim
 		if pe := w.preludeEpoch[c]; pe > 0 && w.p.settleEvery > 0 && trim.At.Less(chain.Position{Epoch: pe + 1}) {
@@ -459,7 +459,7 @@ func (w *world) checkProcesses(appends []*appendOp, present map[uint32]uint64) {
 			continue
 		}
 		st := pr.star.Stats()
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			cs := classStats(st, c)
 			if cs == nil {
 				continue
@@ -495,7 +495,7 @@ func (w *world) checkProcesses(appends []*appendOp, present map[uint32]uint64) {
 // fencing is idempotent).
 func (w *world) refence(ctx context.Context) {
 	bad := w.h.violation
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		w.obs.mu.Lock()
 		latest := w.obs.latest[c]
 		w.obs.mu.Unlock()
@@ -849,19 +849,14 @@ func (w *world) summarize(after loglet.Stats) {
 				add(&w.res.Injected, in)
 			}
 		}
-		m := pr.mf.Injected()
-		w.res.MetaInjected.Down += m.Down
-		w.res.MetaInjected.Failed += m.Failed
-		w.res.MetaInjected.Ambiguous += m.Ambiguous
-		w.res.MetaInjected.Delayed += m.Delayed
-		w.res.MetaInjected.Cancelled += m.Cancelled
+		add(&w.res.MetaInjected, pr.mf.Injected())
 		w.res.MetaConflicts += pr.cm.injected()
 	}
 }
 
-func add(a *objstore.FaultCounters, b objstore.FaultCounters) {
+func add(a *fault.Counters, b fault.Counters) {
 	a.Unavailable += b.Unavailable
-	a.Errors += b.Errors
+	a.Failed += b.Failed
 	a.Ambiguous += b.Ambiguous
 	a.Delayed += b.Delayed
 	a.Cancelled += b.Cancelled

@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/settlecore"
@@ -321,18 +322,18 @@ func (cw *coreWorld) open() *coreProc {
 	for i := range names {
 		names[i] = fmt.Sprintf("zone-%d", i)
 		f := objstore.WithFaults(cw.buckets[i], cw.o.Seed*1000+uint64(n*10+i))
-		f.SetAmbiguousRate(cw.p.ambiguousPuts)
+		f.SetAmbiguousRate(cw.p.ambiguousPuts, fault.Put)
 		putBuckets[i] = f
 	}
 	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}}
-	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
+	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
-	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Buckets: putBuckets, Names: names, W: cw.p.w, Meta: mf,
+	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: putBuckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	cfg := chaincore.Config{
 		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,
 		FlushDeadline: cw.p.flush, FlightBytes: cw.p.flight, MaxBatchBytes: 512, CommitDeadline: cw.p.commit, StragglerTimeout: 3 * cw.p.commit,
-		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots, LogReleases: true,
+		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots,
 		SealCheckInterval: 200 * time.Millisecond,
 	}
 	cw.settleConfigure(pr, &cfg)
@@ -383,11 +384,10 @@ func (cw *coreWorld) execute(pr *coreProc, rd chaincore.Ready) {
 			cw.tracef("p%d %s %s[%d,%d)", pr.n, b.Fate.Kind, b.Stream.Name(), b.Start, b.End())
 		}
 	}
+	for _, s := range rd.Slots {
+		cw.checkRelease(pr, s.Epoch, s.Slot)
+	}
 	for _, lg := range rd.Logs {
-		if lg.Msg == "slot released" {
-			cw.checkRelease(pr, lg)
-			continue
-		}
 		if lg.Level >= slog.LevelInfo {
 			cw.tracef("p%d log %s", pr.n, lg.Msg)
 		}
@@ -426,16 +426,7 @@ func (cw *coreWorld) latency(r chaincore.Request) time.Duration {
 // checkRelease checks invariant 1 as a slot releases: in order (an epoch's
 // first slot after any slot of an earlier epoch), and W copies of its
 // epoch's flight of one nonce stored.
-func (cw *coreWorld) checkRelease(pr *coreProc, lg chaincore.Log) {
-	var epoch, slot uint64
-	for _, a := range lg.Attrs {
-		switch a.Key {
-		case "epoch":
-			epoch = a.Value.Uint64()
-		case "slot":
-			slot = a.Value.Uint64()
-		}
-	}
+func (cw *coreWorld) checkRelease(pr *coreProc, epoch, slot uint64) {
 	cw.tracef("p%d released e=%d s=%d", pr.n, epoch, slot)
 	if last := pr.lastRel; last != [2]uint64{} && !(epoch == last[0] && slot == last[1]) && !(epoch > last[0] && slot == 0) {
 		cw.violation("p%d released %d/%d after %d/%d (invariant 1: slot order)", pr.n, epoch, slot, last[0], last[1]-1)

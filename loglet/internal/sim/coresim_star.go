@@ -145,7 +145,7 @@ func RunCoreStar(o StarOptions) *StarResult {
 	cw.now = cw.start
 	cw.meta = metastore.NewMem()
 	sw := &starWorld{cw: cw, p: p, blind: o.BlindHoldChecks, res: &StarResult{Seed: o.Seed, Plan: p.String()}}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		k, w := 3, 2
 		if c == chain.Standard {
 			k, w = 1, 1
@@ -318,7 +318,7 @@ func (sw *starWorld) openChain(s *starProc, c chain.Class) *coreProc {
 	mf.SetErrorRate(sw.p.metaErr)
 	retry := chain.RetryPolicy{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond, Jitter: fixedJitter}
 	pr := &coreProc{n: n, owner: s.owner, streams: map[string]*chaincore.Stream{}}
-	pr.env = &work.Env{Star: starName, Class: c, Owner: s.owner, Buckets: sw.buckets[c], Names: sw.names[c], W: sw.w[c], Meta: mf,
+	pr.env = &work.Env{Star: starName, Class: c, Owner: s.owner, Stores: sw.buckets[c], Names: sw.names[c], W: sw.w[c], Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	pr.putEnv = pr.env
 	pr.core = chaincore.New(chaincore.Config{
@@ -457,7 +457,7 @@ func (sw *starWorld) react() {
 	for changed := true; changed; {
 		changed = false
 		for _, s := range sw.stars {
-			for _, c := range chain.Classes {
+			for _, c := range chain.Classes() {
 				pr := s.chains[c]
 				switch {
 				case s.starting[c] && (pr.opened || pr.openErr != nil || pr.stopped):
@@ -590,7 +590,7 @@ func (sw *starWorld) checkServing(s *starProc) {
 func (sw *starWorld) checkAbandoned() {
 	for _, s := range sw.stars {
 		if s.state == "failed" || s.state == "closed" || s.state == "crashed" {
-			for _, c := range chain.Classes {
+			for _, c := range chain.Classes() {
 				if serving(s.chains[c]) {
 					sw.cw.violation("%s (%s) still serves from its %s chain (p%d)", s.owner, s.state, c, s.chains[c].n)
 				}

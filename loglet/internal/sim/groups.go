@@ -22,7 +22,7 @@ import (
 // group's committed offset never moves back.
 func (w *world) grouper(ctx context.Context, i int) {
 	rng := rand.New(rand.NewPCG(w.o.Seed, uint64(i)+0x6e0b))
-	c := chain.Classes[rng.IntN(2)]
+	c := chain.Classes()[rng.IntN(2)]
 	streams := w.streams[c]
 	stream := streams[rng.IntN(len(streams))]
 	for _, s := range streams {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -104,7 +105,7 @@ func (w *world) startLife(ctx context.Context) (stopLifers func(), crowdDone <-c
 
 // crowdOne creates crowd stream i and appends one batch to it.
 func (w *world) crowdOne(ctx context.Context, rng *rand.Rand, who, i int) {
-	c := chain.Classes[i%2]
+	c := chain.Classes()[i%2]
 	name := fmt.Sprintf("%s-c%d", c, i)
 	if i%50 == 7 {
 		name = longestName(name + "-")
@@ -232,7 +233,7 @@ func (l *lifer) create() bool {
 // createThrough creates the lifer's next incarnation on star through the
 // process via returns at each attempt.
 func (l *lifer) createThrough(via func() *loglet.Star, star string) bool {
-	c := chain.Classes[l.rng.IntN(2)]
+	c := chain.Classes()[l.rng.IntN(2)]
 	failed := false
 	ok := l.retry("create", func(ctx context.Context, _ int) (bool, error) {
 		_, err := via().CreateStream(ctx, l.name, loglet.StreamOptions{Class: c, Star: star})
@@ -504,8 +505,8 @@ func (w *world) openNeighbour(ctx context.Context) error {
 	for c := range w.buckets {
 		for i, b := range w.buckets[c] {
 			f := objstore.WithFaults(b, w.o.Seed*1000+uint64(900+c*10+i))
-			f.SetLatency(objstore.OpPut, w.p.putLat)
-			f.SetLatency(objstore.OpGet, w.p.getLat)
+			f.SetLatency(w.p.putLat, fault.Put)
+			f.SetLatency(w.p.getLat, fault.Get)
 			fs[c] = append(fs[c], f)
 		}
 	}

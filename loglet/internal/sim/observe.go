@@ -293,7 +293,7 @@ func (m observedMeta) wrote(ctx context.Context, key string, value []byte) {
 	if name, ok := strings.CutPrefix(key, "streams/"); ok && o.w != nil {
 		m.streamWrite(name, value)
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		if key == chain.TrimKey(starName, c) {
 			m.trimWrite(ctx, c, value)
 		}

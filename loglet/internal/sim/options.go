@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
-	"github.com/flightlog/flightlog/objstore"
 )
 
 // Faults is the fault menu: each field switches one kind of fault on for
@@ -35,8 +35,10 @@ type Faults struct {
 	MetaConflicts bool
 }
 
-// AllFaults switches every fault of the menu on.
-var AllFaults = Faults{true, true, true, true, true, true, true, true, true, true, true}
+// AllFaults returns the menu with every fault switched on.
+func AllFaults() Faults {
+	return Faults{true, true, true, true, true, true, true, true, true, true, true}
+}
 
 // Scenarios are the switchable whole-system events.
 type Scenarios struct {
@@ -123,7 +125,7 @@ func (b Broken) any() bool { return b != Broken{} }
 // sensible default: every fault on the menu, no scenario, nothing broken.
 type Options struct {
 	Seed      uint64
-	Faults    *Faults // nil: AllFaults
+	Faults    *Faults // nil: AllFaults()
 	Scenarios Scenarios
 	Broken    Broken
 	// Producers, Streams per class and OpsPerProducer: 0 draws them from
@@ -167,7 +169,7 @@ type plan struct {
 	absorbEvery               time.Duration
 	absorbMaxSlots            int
 	commitDeadline            time.Duration
-	putLat, getLat            objstore.LatencyDist
+	putLat, getLat            fault.LatencyDist
 	latDesc                   string
 	putErr, getErr, ambiguous float64
 	downZone                  int
@@ -235,7 +237,7 @@ type window struct{ at, dur time.Duration }
 
 func drawPlan(o Options) plan {
 	r := rand.New(rand.NewPCG(o.Seed, 0x5eed))
-	menu := AllFaults
+	menu := AllFaults()
 	if o.Faults != nil {
 		menu = *o.Faults
 	}
@@ -258,16 +260,16 @@ func drawPlan(o Options) plan {
 	p.commitDeadline = time.Duration(4+r.IntN(6)) * time.Second
 	// "Fixed" 1 ms, spread by a microsecond so that the K copies of a
 	// flight never land at the same virtual instant (see nsUpTo).
-	p.putLat = objstore.Uniform(time.Millisecond-time.Microsecond, time.Millisecond+time.Microsecond)
+	p.putLat = fault.Uniform(time.Millisecond-time.Microsecond, time.Millisecond+time.Microsecond)
 	p.getLat = p.putLat
 	p.latDesc = "fixed 1ms"
 	if p.faults.Latency {
 		med := time.Duration(2+r.IntN(15)) * time.Millisecond
 		p99 := med * time.Duration(5+r.IntN(30))
-		p.putLat, p.getLat = objstore.LogNormal(med, p99), objstore.LogNormal(med/2, p99/2)
+		p.putLat, p.getLat = fault.LogNormal(med, p99), fault.LogNormal(med/2, p99/2)
 		p.latDesc = fmt.Sprintf("lognormal(median %v, p99 %v)", med, p99)
 		if r.IntN(2) == 0 {
-			p.putLat = objstore.Mixture(0.01, p.putLat, objstore.Uniform(200*time.Millisecond, 1500*time.Millisecond))
+			p.putLat = fault.Mixture(0.01, p.putLat, fault.Uniform(200*time.Millisecond, 1500*time.Millisecond))
 			p.latDesc += " + 1% stalls 0.2-1.5s"
 		}
 	}

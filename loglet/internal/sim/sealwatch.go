@@ -50,7 +50,7 @@ func (m sealWatch) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.
 // returns the check to run once they have. Callers hold o.sealMu.
 func (m sealWatch) before(ctx context.Context, ops []metastore.Op) func() {
 	var checks []func()
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		cpKey, epKey := chain.CheckpointKey(starName, c), chain.EpochKey(starName, c)
 		var newCP *absorb.Checkpoint
 		epochNew := uint64(0)

@@ -17,6 +17,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
@@ -40,8 +41,8 @@ type Result struct {
 	Unknown, UnknownPresent      int
 	Reads, ReadErrors, Records   int
 	Halts                        uint64
-	Injected                     objstore.FaultCounters
-	MetaInjected                 metastore.FaultCounters
+	Injected                     fault.Counters
+	MetaInjected                 fault.Counters
 	ZoneDowns, Corrupted, Fences int
 	Outages, Takeovers, Crashes  int
 	OpenRetries                  int // successor Opens that failed (e.g. ErrTakeoverLost) and were retried
@@ -102,10 +103,6 @@ func Run(t *testing.T, o Options) (res *Result) {
 	}
 	return res
 }
-
-// The leader's retention pass runs every few seconds of virtual time, so
-// each seed's retained streams are trimmed several times.
-func init() { loglet.RetentionInterval = 2 * time.Second }
 
 // closeStar closes s, recording a violation if Close has not returned
 // after ten virtual minutes.
@@ -402,12 +399,12 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			f := objstore.WithFaults(b, w.o.Seed*1000+uint64(n*100+c*10+i))
 			put, get := w.p.putLat, w.p.getLat
 			if w.p.faults.SlowZone && i == w.p.slowZone {
-				put = objstore.Mixture(0.6, put, objstore.LogNormal(80*time.Millisecond, 600*time.Millisecond))
-				get = objstore.Mixture(0.6, get, objstore.LogNormal(40*time.Millisecond, 300*time.Millisecond))
+				put = fault.Mixture(0.6, put, fault.LogNormal(80*time.Millisecond, 600*time.Millisecond))
+				get = fault.Mixture(0.6, get, fault.LogNormal(40*time.Millisecond, 300*time.Millisecond))
 			}
-			f.SetLatency(objstore.OpPut, put)
-			f.SetLatency(objstore.OpGet, get)
-			f.SetLatency(objstore.OpDelete, w.p.getLat)
+			f.SetLatency(put, fault.Put)
+			f.SetLatency(get, fault.Get)
+			f.SetLatency(w.p.getLat, fault.Delete)
 			pr.fs[c] = append(pr.fs[c], f)
 		}
 	}
@@ -419,8 +416,8 @@ func (w *world) open(ctx context.Context) (*process, error) {
 	pr.mf = metastore.WithFaults(inner, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
 		med, p99 := w.p.metaLat, 8*w.p.metaLat
-		ln := objstore.LogNormal(med, p99)
-		pr.mf.SetLatencyDistribution(func(r *rand.Rand) time.Duration { return ln.Sample(r) })
+		ln := fault.LogNormal(med, p99)
+		pr.mf.SetLatency(ln)
 	}
 	cfg := w.starConfig(starName, fmt.Sprintf("proc-%d", n), pr.mf, pr.fs)
 	if w.o.Log != nil {
@@ -447,8 +444,11 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 		AbsorbInterval: w.p.absorbEvery, AbsorbMaxSlots: w.p.absorbMaxSlots,
 		SettleInterval:     w.p.settleEvery,
 		ReaderPollInterval: 50 * time.Millisecond,
-		Logger:             slog.New(logWatch{w: w}),
-		CoarseWakeups:      true, // a bubble's clock stops while a goroutine is in nanosleep
+		// The retention pass runs every few seconds of virtual time, so
+		// each seed's retained streams are trimmed several times.
+		RetentionInterval: 2 * time.Second,
+		Logger:            slog.New(logWatch{w: w}),
+		CoarseWakeups:     true, // a bubble's clock stops while a goroutine is in nanosleep
 	}
 	if w.settleOff {
 		cfg.SettleInterval = 0
@@ -462,7 +462,7 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 			ReadAhead: w.p.readAhead,
 		}
 		for _, f := range fs[c] {
-			cc.Buckets = append(cc.Buckets, f)
+			cc.Stores = append(cc.Stores, f)
 		}
 		if c == int(loglet.Express) {
 			cfg.Express = cc
@@ -510,9 +510,9 @@ func (w *world) setFaults(pr *process, on bool) {
 	}
 	for c := range pr.fs {
 		for _, f := range pr.fs[c] {
-			f.SetErrorRate(objstore.OpPut, x(p.putErr))
-			f.SetErrorRate(objstore.OpGet, x(p.getErr))
-			f.SetAmbiguousRate(x(p.ambiguous))
+			f.SetErrorRate(x(p.putErr), fault.Put)
+			f.SetErrorRate(x(p.getErr), fault.Get)
+			f.SetAmbiguousRate(x(p.ambiguous), fault.Put)
 			if !on {
 				f.SetDown(false)
 			}
@@ -526,12 +526,12 @@ func (w *world) setFaults(pr *process, on bool) {
 func (w *world) noLatency(pr *process) {
 	for c := range pr.fs {
 		for _, f := range pr.fs[c] {
-			for _, op := range []objstore.Op{objstore.OpPut, objstore.OpGet, objstore.OpDelete, objstore.OpList} {
-				f.SetLatency(op, nil)
+			for _, op := range []fault.Op{fault.Put, fault.Get, fault.Delete, fault.List} {
+				f.SetLatency(nil, op)
 			}
 		}
 	}
-	pr.mf.SetLatency(0)
+	pr.mf.SetLatency(nil)
 }
 
 func (w *world) createStreams(ctx context.Context, pr *process) {
@@ -544,7 +544,7 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 		}
 		w.h.violation("create stream %s: failed 20 times", name)
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		for i := 0; i < w.p.streams; i++ {
 			name := fmt.Sprintf("%s-%d", c, i)
 			var ret loglet.Retention
@@ -558,7 +558,7 @@ func (w *world) createStreams(ctx context.Context, pr *process) {
 	}
 	for i := 0; i < w.p.producers; i++ {
 		if i%3 == 0 {
-			c := chain.Classes[(i/3)%2]
+			c := chain.Classes()[(i/3)%2]
 			name := fmt.Sprintf("%s-x%d", c, i)
 			create(name, c, loglet.Retention{})
 			w.exclusive[i] = name
@@ -716,7 +716,7 @@ func (w *world) corruptOne(ctx context.Context) {
 // refs, so readers must read tails from the refs instead and the next
 // owner must rebuild them (nothing may fail, nothing may be lost).
 func (w *world) damageSnapshot(ctx context.Context) {
-	c := chain.Classes[w.intn(2)]
+	c := chain.Classes()[w.intn(2)]
 	cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, starName, c)
 	if err != nil || cp.Tails == "" {
 		return
@@ -957,7 +957,7 @@ func (w *world) prelude(ctx context.Context) bool {
 		if i == 0 {
 			w.createStreams(ctx, pr)
 		}
-		for _, c := range chain.Classes {
+		for _, c := range chain.Classes() {
 			for _, stream := range w.streams[c] {
 				for b, n := 0, 1+rng.IntN(3); b < n; b++ {
 					recs := []loglet.Record{{Body: fmt.Appendf(nil, "prelude%d.%s.%d", i, stream, b)}}
@@ -974,7 +974,7 @@ func (w *world) prelude(ctx context.Context) bool {
 		w.res.PreludeOpens++
 		w.smu.Unlock()
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		rec, _, err := chain.ReadEpoch(ctx, w.meta, starName, c)
 		if err != nil {
 			w.res.Violations = append(w.res.Violations, fmt.Sprintf("prelude: read the %s epoch record: %v", c, err))

@@ -167,7 +167,7 @@ func (p *producer) exclusive(ctx context.Context, pr *process) int {
 // outcome it retries once without MatchSeqNum (which may duplicate the
 // content under a new identity: the documented hazard).
 func (p *producer) shared(ctx context.Context, pr *process) int {
-	c := chain.Classes[p.rng.IntN(2)]
+	c := chain.Classes()[p.rng.IntN(2)]
 	stream := p.w.streams[c][p.rng.IntN(len(p.w.streams[c]))]
 	recs := p.batch()
 	op := p.append(ctx, pr, stream, recs, nil)
@@ -184,7 +184,7 @@ func (p *producer) shared(ctx context.Context, pr *process) int {
 func (p *producer) session(ctx context.Context, pr *process) int {
 	h := p.w.h
 	s := pr.star
-	c := chain.Classes[p.rng.IntN(2)]
+	c := chain.Classes()[p.rng.IntN(2)]
 	stream := p.w.streams[c][p.rng.IntN(len(p.w.streams[c]))]
 	sess, err := s.OpenAppendSession(ctx, stream)
 	if err != nil {
@@ -313,7 +313,7 @@ func (w *world) startReaders(pr *process) {
 			h.observeRead(who, stream, from, res.Records, res.Tail.Seq, true, call)
 		}
 	}()
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		bg.Add(1)
 		go func() { // leader: a session following one stream
 			defer bg.Done()

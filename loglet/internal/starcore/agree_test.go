@@ -11,10 +11,10 @@ import (
 // restates two of their facts; these tests hold them to the originals.
 
 func TestClassesAreTheChainPackages(t *testing.T) {
-	if len(chain.Classes) != NumClasses {
-		t.Fatalf("chain has %d classes, starcore %d", len(chain.Classes), NumClasses)
+	if len(chain.Classes()) != NumClasses {
+		t.Fatalf("chain has %d classes, starcore %d", len(chain.Classes()), NumClasses)
 	}
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		if got, want := Class(c).String(), c.String(); got != want {
 			t.Errorf("class %d: starcore names it %q, chain %q", c, got, want)
 		}

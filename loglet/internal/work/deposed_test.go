@@ -38,7 +38,7 @@ func deposedFenceOfSettledEpoch(t *testing.T, keepCut bool) {
 	cfg := coreConfig(64<<10, chaincore.DefaultFrameLimits(4<<20))
 	cfg.Owner, cfg.Window = "p1", 4
 	ms := metastore.NewMem()
-	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: []objstore.Store{objstore.NewMem()}, Names: cfg.Buckets,
+	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Stores: []objstore.Store{objstore.NewMem()}, Names: cfg.Buckets,
 		W: 1, Meta: ms, Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
 	c := chaincore.New(cfg, now)

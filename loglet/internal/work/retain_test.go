@@ -26,7 +26,7 @@ func TestAbsorbedBatchesAreNotRetained(t *testing.T) {
 	now := time.Unix(1000, 0)
 	cfg := coreConfig(64<<10, chaincore.DefaultFrameLimits(4<<20))
 	cfg.AbsorbInterval, cfg.Window = time.Millisecond, 4
-	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: []objstore.Store{objstore.NewMem()}, Names: cfg.Buckets,
+	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Stores: []objstore.Store{objstore.NewMem()}, Names: cfg.Buckets,
 		W: 1, Meta: metastore.NewMem(), Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
 	c := chaincore.New(cfg, now)

@@ -123,8 +123,8 @@ func newWorld(t *testing.T) *world {
 	ctx := context.Background()
 	s, err := loglet.Open(ctx, loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Millisecond,
 		Logger:   slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
-		Express:  loglet.ClassConfig{Buckets: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}})
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:  loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func (w *world) verify(t *testing.T, when string) {
 func (w *world) converged(t *testing.T, when string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		cp, _, _ := absorb.ReadCheckpoint(ctx, w.meta, "s1", c)
 		tc, _, err := chain.ReadTrimCursor(ctx, w.meta, "s1", c)
 		if err != nil || tc.At != (chain.Position{Epoch: cp.Epoch, Next: cp.Next}) || tc.Deleted != tc.At {
@@ -285,7 +285,7 @@ func TestSettleCrashAtEveryStep(t *testing.T) {
 		meta := crashMeta{Store: w.meta, c: c}
 		wrap := func(s objstore.Store) objstore.Store { return crashObj{Store: s, c: c} }
 		var crashed bool
-		for _, cl := range chain.Classes {
+		for _, cl := range chain.Classes() {
 			for i := 0; i < 20 && !c.dead(); i++ {
 				res, err := w.pass(ctx, cl, meta, wrap)
 				if err != nil && !c.dead() {
@@ -299,7 +299,7 @@ func TestSettleCrashAtEveryStep(t *testing.T) {
 		}
 		when := fmt.Sprintf("crash after %d mutations", after)
 		w.verify(t, when)
-		for _, cl := range chain.Classes {
+		for _, cl := range chain.Classes() {
 			for i := 0; i < 20; i++ {
 				res, err := w.pass(ctx, cl, w.meta, func(s objstore.Store) objstore.Store { return s })
 				if err != nil {
@@ -340,7 +340,7 @@ func TestSettleNeverPassesTheCheckpoint(t *testing.T) {
 	if err == nil {
 		t.Fatal("a pass past the checkpoint ran")
 	}
-	if got, _, _ := chain.ReadTrimCursor(ctx, w.meta, "s1", chain.Standard); got.At != chain.Start {
+	if got, _, _ := chain.ReadTrimCursor(ctx, w.meta, "s1", chain.Standard); got.At != chain.Start() {
 		t.Fatalf("the cursor moved to %+v", got.At)
 	}
 }
@@ -387,8 +387,8 @@ func TestSettleMetastoreRequestsPerStream(t *testing.T) {
 	}
 	cfg := loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Hour,
 		Logger:   slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Buckets: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
-		Express:  loglet.ClassConfig{Buckets: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:  loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
 	const streams = 300
 	for round := 0; round < 2; round++ {
 		s, err := loglet.Open(ctx, cfg)
@@ -578,7 +578,7 @@ func TestSettleDeposedPassChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	w.maxSlots = 100
-	for _, c := range chain.Classes {
+	for _, c := range chain.Classes() {
 		cp, _, err := absorb.ReadCheckpoint(ctx, w.meta, "s1", c)
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -80,7 +81,7 @@ func (r *chainRig) open() *rigProc {
 	r.owners++
 	cfg := r.cfg
 	cfg.Owner = fmt.Sprintf("p%d", r.owners)
-	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Buckets: r.stores(), Names: cfg.Buckets, W: cfg.W,
+	env := &Env{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Stores: r.stores(), Names: cfg.Buckets, W: cfg.W,
 		Meta: r.meta, Codec: envelope.CodecNone, Frames: cfg.Frames, Now: func() time.Time { return r.now },
 		Retry: chain.RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}}
 	p := &rigProc{r: r, c: chaincore.New(cfg, r.now), env: env}
@@ -253,11 +254,12 @@ func TestHandoffsLeaveNoTailsSnapshotsBehind(t *testing.T) {
 		if h == 2 {
 			// This owner's deletes fail in bucket 2: what it dooms stays
 			// doomed, in the checkpoint too, for its successors to delete.
-			r.faults[2].SetHook(func(op objstore.Op, key string) objstore.Fault {
-				if op == objstore.OpDelete {
-					return objstore.Fault{Err: errors.New("test: delete refused")}
+			r.faults[2].SetHook(func(call fault.Call) fault.Fault {
+				op := call.Op
+				if op == fault.Delete {
+					return fault.Fault{Err: errors.New("test: delete refused")}
 				}
-				return objstore.Fault{}
+				return fault.Fault{}
 			})
 		}
 		for i := 0; i < rounds; i++ {

@@ -37,15 +37,15 @@ type Env struct {
 	// W-th): the shell waits for it when it stops, as for its workers.
 	Background *sync.WaitGroup
 
-	Star    string
-	Class   chain.Class
-	Owner   string
-	Buckets []objstore.Store
-	Names   []string
-	W       int
-	Meta    metastore.Store
-	Codec   envelope.Codec
-	Retry   chain.RetryPolicy
+	Star   string
+	Class  chain.Class
+	Owner  string
+	Stores []objstore.Store
+	Names  []string
+	W      int
+	Meta   metastore.Store
+	Codec  envelope.Codec
+	Retry  chain.RetryPolicy
 	// ReadAhead bounds the slots a fence, walk or probe works on at once
 	// (chain.BucketSet.ReadAhead; 0: their defaults).
 	ReadAhead int
@@ -98,7 +98,7 @@ func (e *Env) buffer(n int) []byte {
 
 // Set is the chain's bucket set as chain's successor-side primitives take it.
 func (e *Env) Set() chain.BucketSet {
-	return chain.BucketSet{Stores: e.Buckets, Names: e.Names, W: e.W, Retry: e.Retry, ReadAhead: e.ReadAhead}
+	return chain.BucketSet{Stores: e.Stores, Names: e.Names, W: e.W, Retry: e.Retry, ReadAhead: e.ReadAhead}
 }
 
 func (e *Env) now() time.Time {
@@ -116,7 +116,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return e.render(r)
 	case chaincore.PutCopy:
 		start := e.now()
-		res := chain.WriteCopy(ctx, e.Buckets[r.Bucket], r.Flight, e.Retry)
+		res := chain.WriteCopy(ctx, e.Stores[r.Bucket], r.Flight, e.Retry)
 		res.Bucket, res.Latency = r.Bucket, e.now().Sub(start)
 		return chaincore.CopyDone{Upload: r.Upload, Result: res}
 	case chaincore.ReadEpoch:
@@ -164,7 +164,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		// What the predecessor's last round wrote and never committed is
 		// garbage collection: a failed lookup leaves it behind, never
 		// fails the takeover.
-		orphans, _ := absorb.UncommittedSnapshots(ctx, e.Buckets, e.Star, e.Class, r.Checkpoint)
+		orphans, _ := absorb.UncommittedSnapshots(ctx, e.Stores, e.Star, e.Class, r.Checkpoint)
 		if r.Rebuild {
 			t, err := absorb.RebuildTails(ctx, e.Meta, e.Star, e.Class, r.Checkpoint)
 			return chaincore.TailsRead{Tails: t, Rebuilt: true, Orphans: orphans, Err: err}
@@ -172,19 +172,19 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		if r.Key == "" {
 			return chaincore.TailsRead{Orphans: orphans}
 		}
-		t, err := absorb.ReadTails(ctx, e.Buckets, r.Key)
+		t, err := absorb.ReadTails(ctx, e.Stores, r.Key)
 		return chaincore.TailsRead{Tails: t, Orphans: orphans, Err: err}
 	case chaincore.Walk:
 		return e.walk(ctx, r)
 	case chaincore.PutSnapshot:
-		err := absorb.PutSnapshotTracked(ctx, e.Buckets, e.W, r.Key, r.Snapshot, e.Background)
+		err := absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, r.Snapshot, e.Background)
 		return chaincore.SnapshotPut{Round: r.Round, Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
 		err := cm.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
 		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
 	case chaincore.DropSnapshots:
-		return chaincore.SnapshotsDropped{Dropped: dropSnapshots(ctx, e.Buckets, r.Keys)}
+		return chaincore.SnapshotsDropped{Dropped: dropSnapshots(ctx, e.Stores, r.Keys)}
 	case chaincore.SealEpoch:
 		cm := e.committer(r.Held)
 		v, err := cm.SealEpoch(ctx, r.Record, r.Version, r.Cut)
