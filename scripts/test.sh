@@ -159,9 +159,13 @@ fi
 # real servers: scripts/test.sh -run XXX -bench . ./objstore/...).
 race=-race
 [ "${FLIGHTLOG_RACE:-1}" = 0 ] && race=
-log "go test $race -count=1 ${args[*]}"
+# A package's tests get 25 minutes, not go test's default 10: the
+# simulation's seed budgets fit in a few minutes on an idle 2-core machine,
+# and a busy one must not fail them for being slow (a hang still ends).
+timeout=-timeout=25m
+log "go test $race $timeout -count=1 ${args[*]}"
 cd "$root"
-go test $race -count=1 "${args[@]}"
+go test $race $timeout -count=1 "${args[@]}"
 
 # The full run also gives the simulation its larger seed budget: without the
 # race detector a seed is ~15x cheaper, so loglet/internal/sim runs seeds 1-300
@@ -178,7 +182,7 @@ if ! $has_pkg; then
 fi
 if ! $has_pkg && [ -n "$race" ]; then
 	log "go test -count=1 ./loglet/internal/sim (the non-race seed budget)"
-	go test -count=1 ./loglet/internal/sim
+	go test $timeout -count=1 ./loglet/internal/sim
 	# Planted bugs and "cannot happen" assertions compile only with
 	# -tags invariants (internal/invariants): every planted bug must be
 	# caught, and the whole suite of the packages that hold them must pass
@@ -186,5 +190,5 @@ if ! $has_pkg && [ -n "$race" ]; then
 	log "go test -tags invariants (planted bugs, assertions)"
 	# The simulation's own seeds run once above; here its planted bugs and
 	# 100 seeds with the assertions on (SIM_SEEDS) keep the run short.
-	SIM_SEEDS=100 go test -count=1 -tags invariants ./loglet/internal/chaincore ./loglet/internal/work ./loglet ./absorb ./loglet/internal/sim
+	SIM_SEEDS=100 go test $timeout -count=1 -tags invariants ./loglet/internal/chaincore ./loglet/internal/work ./loglet ./absorb ./loglet/internal/sim
 fi
