@@ -134,7 +134,7 @@ func TestRetentionIntervalPacesThePass(t *testing.T) {
 		if got := trimSeqOf(t, r.meta, "big"); got != 0 {
 			t.Fatalf("trimmed to %d before the first pass was due", got)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the bubble's clock: past the first pass's due time
 		synctest.Wait()
 		if got := trimSeqOf(t, r.meta, "big"); got != 5 {
 			t.Fatalf("after the first pass: trim at %d, want 5", got)
@@ -142,7 +142,7 @@ func TestRetentionIntervalPacesThePass(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		r := run(t, -1)
-		time.Sleep(2 * DefaultRetentionInterval)
+		time.Sleep(2 * DefaultRetentionInterval) // the bubble's clock: two passes' worth, none runs
 		synctest.Wait()
 		if got := trimSeqOf(t, r.meta, "big"); got != 0 {
 			t.Fatalf("with the pass off, trimmed to %d", got)
