@@ -3,7 +3,6 @@ package sim
 import (
 	"flag"
 	"os"
-	"strings"
 	"testing"
 )
 
@@ -18,32 +17,20 @@ var (
 // twice: a seed must pass the
 // checks and replay its exact trace (the two runs' trace hashes equal).
 func TestCatalogSim(t *testing.T) {
-	first, n := uint64(1), coreSeeds
-	if *flagCatalogSeed != 0 {
-		first, n = *flagCatalogSeed, 1
-	}
-	if *flagCatalogSeeds > 0 {
-		n = *flagCatalogSeeds
+	first, n := coreSeedRange(*flagCatalogSeed, *flagCatalogSeeds)
+	replay := func(s uint64) string {
+		return "go test ./loglet/internal/sim -run '^TestCatalogSim$' -sim.catalog.seed=" + itoa(s) + " -sim.catalog.trace -v"
 	}
 	var tot CatalogResult
-	replayed := 0
-	for s := first; s < first+uint64(n); s++ {
+	_, replayed := replayTwice(t, first, n, *flagCatalogTrace, func(s uint64, trace bool) *CatalogResult {
 		o := CatalogOptions{Seed: s}
-		if *flagCatalogTrace {
+		if trace {
 			o.Trace = os.Stderr
 		}
-		r := RunCatalog(o)
-		o.Trace = nil
-		again := RunCatalog(o)
-		replay := "go test ./loglet/internal/sim -run '^TestCatalogSim$' -sim.catalog.seed=" + itoa(s) + " -sim.catalog.trace -v"
-		if r.Trace == again.Trace && r.Steps == again.Steps {
-			replayed++
-		} else {
-			t.Errorf("seed %d did not replay: trace %x (%d steps), then %x (%d steps); replay: %s", s, r.Trace, r.Steps, again.Trace, again.Steps, replay)
-		}
-		if r.Failed() {
-			t.Errorf("seed %d: %d violations:\n  %s\nreplay: %s", s, len(r.Violations), strings.Join(r.Violations, "\n  "), replay)
-		}
+		return RunCatalog(o)
+	}, func(r *CatalogResult) seedRun {
+		return seedRun{trace: r.Trace, steps: r.Steps, violations: r.Violations}
+	}, replay, func(r *CatalogResult) {
 		tot.Steps += r.Steps
 		tot.Ops += r.Ops
 		tot.Served += r.Served
@@ -54,7 +41,7 @@ func TestCatalogSim(t *testing.T) {
 		tot.Offsets += r.Offsets
 		tot.Conflicts += r.Conflicts
 		tot.Refused += r.Refused
-	}
+	})
 	t.Logf("%d seeds from %d, each run twice: %d replayed their exact trace; %d steps, %d operations: served %d, created %d (re-created %d), deleted %d, trimmed %d, offsets committed %d, offset conflicts %d, appends refused %d",
 		n, first, replayed, tot.Steps, tot.Ops, tot.Served, tot.Created, tot.Recreated, tot.Deleted, tot.Trimmed, tot.Offsets, tot.Conflicts, tot.Refused)
 }

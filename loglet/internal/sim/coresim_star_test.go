@@ -17,42 +17,27 @@ var (
 // TestCoreStarSim runs the star-leadership simulation (coresim_star.go),
 // each seed twice: a seed must pass the checker and replay its exact trace.
 func TestCoreStarSim(t *testing.T) {
-	first, n := uint64(1), coreSeeds
-	if *flagStarSeed != 0 {
-		first, n = *flagStarSeed, 1
-	}
-	if *flagStarSeeds > 0 {
-		n = *flagStarSeeds
-	}
+	first, n := coreSeedRange(*flagStarSeed, *flagStarSeeds)
 	replay := func(s uint64) string {
 		return "go test ./loglet/internal/sim -run '^TestCoreStarSim$' -sim.star.seed=" + itoa(s) + " -sim.star.trace -v"
 	}
 	var tot StarResult
-	failed, replayed := 0, 0
-	for s := first; s < first+uint64(n); s++ {
+	failed, replayed := replayTwice(t, first, n, *flagStarTrace, func(s uint64, trace bool) *StarResult {
 		o := StarOptions{Seed: s}
-		if *flagStarTrace {
+		if trace {
 			o.Trace = os.Stderr
 		}
-		r := RunCoreStar(o)
-		o.Trace = nil
-		again := RunCoreStar(o)
-		if r.Trace == again.Trace && r.Steps == again.Steps {
-			replayed++
-		} else {
-			t.Errorf("seed %d did not replay: trace %x (%d steps), then %x (%d steps); replay: %s", s, r.Trace, r.Steps, again.Trace, again.Steps, replay(s))
-		}
-		if r.failed() {
-			failed++
-			t.Errorf("seed %d: %d violations:\n  %s\nplan: %s\nreplay: %s", s, len(r.Violations), strings.Join(r.Violations, "\n  "), r.Plan, replay(s))
-		}
+		return RunCoreStar(o)
+	}, func(r *StarResult) seedRun {
+		return seedRun{trace: r.Trace, steps: r.Steps, violations: r.Violations, plan: r.Plan}
+	}, replay, func(r *StarResult) {
 		tot.Opens += r.Opens
 		tot.Served += r.Served
 		tot.Failed += r.Failed
 		tot.Retakes += r.Retakes
 		tot.Steps += r.Steps
 		tot.SimTime += r.SimTime
-	}
+	})
 	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; star openings %d (served %d, failed %d), retakes %d",
 		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Opens, tot.Served, tot.Failed, tot.Retakes)
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"flag"
 	"os"
-	"strings"
 	"testing"
 )
 
@@ -12,17 +11,6 @@ var (
 	flagCoreSeed  = flag.Uint64("sim.core.seed", 0, "TestCoreSim: first seed (default 1); alone, replays that one seed")
 	flagCoreTrace = flag.Bool("sim.core.trace", false, "TestCoreSim: print each seed's trace to stderr")
 )
-
-func coreRange() (first uint64, n int) {
-	first, n = 1, coreSeeds
-	if *flagCoreSeed != 0 {
-		first, n = *flagCoreSeed, 1
-	}
-	if *flagCoreSeeds > 0 {
-		n = *flagCoreSeeds
-	}
-	return first, n
-}
 
 func coreReplay(seed uint64) string {
 	return "go test ./loglet/internal/sim -run '^TestCoreSim$' -sim.core.seed=" + itoa(seed) + " -sim.core.trace -v"
@@ -45,26 +33,17 @@ func itoa(v uint64) string {
 // budget, each seed twice: a seed must pass the checker and replay its
 // exact trace (the two runs' trace hashes equal).
 func TestCoreSim(t *testing.T) {
-	first, n := coreRange()
+	first, n := coreSeedRange(*flagCoreSeed, *flagCoreSeeds)
 	var tot CoreResult
-	failed, replayed := 0, 0
-	for s := first; s < first+uint64(n); s++ {
+	failed, replayed := replayTwice(t, first, n, *flagCoreTrace, func(s uint64, trace bool) *CoreResult {
 		o := CoreOptions{Seed: s}
-		if *flagCoreTrace {
+		if trace {
 			o.Trace = os.Stderr
 		}
-		r := RunCore(o)
-		o.Trace = nil
-		again := RunCore(o)
-		if r.Trace == again.Trace && r.Steps == again.Steps {
-			replayed++
-		} else {
-			t.Errorf("seed %d did not replay: trace %x (%d steps), then %x (%d steps); replay: %s", s, r.Trace, r.Steps, again.Trace, again.Steps, coreReplay(s))
-		}
-		if r.Failed() {
-			failed++
-			t.Errorf("seed %d: %d violations:\n  %s\nplan: %s\nreplay: %s", s, len(r.Violations), strings.Join(r.Violations, "\n  "), r.Plan, coreReplay(s))
-		}
+		return RunCore(o)
+	}, func(r *CoreResult) seedRun {
+		return seedRun{trace: r.Trace, steps: r.Steps, violations: r.Violations, plan: r.Plan}
+	}, coreReplay, func(r *CoreResult) {
 		tot.Batches += r.Batches
 		tot.Acked += r.Acked
 		tot.NotCommitted += r.NotCommitted
@@ -81,7 +60,7 @@ func TestCoreSim(t *testing.T) {
 		tot.Repoints += r.Repoints
 		tot.StragglerLeaks += r.StragglerLeaks
 		tot.SimTime += r.SimTime
-	}
+	})
 	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d; settlement: %d passes of %d requests, %d repoints checked, %d settled objects at the end, %d straggler copies landed after their slot's delete",
 		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs, tot.SettlePasses, tot.SettleSteps, tot.Repoints, tot.SettledObjects, tot.StragglerLeaks)
 }
