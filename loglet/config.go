@@ -106,6 +106,13 @@ type Config struct {
 	// that must never depose a running service by accident (the CLI's
 	// append without --takeover) set it.
 	RefuseLiveOwner bool
+	// ProducerWindow bounds each stream's dedupe window of producer
+	// identities (Batch.Producer): the producers a stream remembers
+	// (default 1024; the least recently committed is forgotten first) and
+	// how long after its last commit (default 10 minutes). A retry of a
+	// batch the window holds is answered with the batch's original range
+	// (Ack.Duplicate) instead of being committed again; see Producer.
+	ProducerWindow ProducerWindow
 	// UncappedTimestamps keeps record timestamps in the future as the
 	// producer set them. By default a timestamp later than the record's
 	// arrival is capped at the arrival time (S2's rule), so a producer whose
@@ -568,6 +575,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxRecordBytes < 1 || c.MaxBatchRecords < 1 || c.MaxBatchBytes < c.MaxRecordBytes {
 		errs = append(errs, fmt.Errorf("loglet: limits: MaxRecordBytes=%d, MaxBatchRecords=%d, MaxBatchBytes=%d (must be positive, batch >= record)", c.MaxRecordBytes, c.MaxBatchRecords, c.MaxBatchBytes))
+	}
+	if c.ProducerWindow.Producers < 0 || c.ProducerWindow.Age < 0 {
+		errs = append(errs, fmt.Errorf("loglet: ProducerWindow %+v: must not be negative", c.ProducerWindow))
 	}
 	if c.MaxBatchRecords > envelope.MaxFrameRecords {
 		errs = append(errs, fmt.Errorf("loglet: MaxBatchRecords=%d over the format's %d", c.MaxBatchRecords, envelope.MaxFrameRecords))

@@ -83,6 +83,11 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 	if err := a.failure(); err != nil {
 		return nil, notCommitted(fmt.Errorf("%w: %v", ErrSessionFailed, err))
 	}
+	if b.Producer != (ProducerID{}) {
+		// A retry's answer (a duplicate's range, an earlier attempt's
+		// outcome) has no place in a session's order: use a Producer.
+		return nil, notCommitted(fmt.Errorf("%w: an append session's batches take no producer identity (Star.NewProducer retries with one)", ErrInvalidBatch))
+	}
 	ad, l, err := a.s.submit(ctx, a.stream, b)
 	if err != nil {
 		a.fail(err)

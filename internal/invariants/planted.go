@@ -24,6 +24,12 @@ var (
 	// (breaks: no record of an old incarnation is ever readable through a
 	// new one).
 	RecreateReusesKeys Switch
+
+	// DedupeOff admits every batch with a producer identity as if its
+	// producer were new (breaks exactly once across retries: a retry of a
+	// committed batch is never committed again, and is answered with the
+	// original range).
+	DedupeOff Switch
 )
 
 // ResetPlanted switches every planted bug off.
@@ -33,5 +39,6 @@ func ResetPlanted() {
 		AbsorbOverwritesRefs.Set(false)
 		MintIgnoresSeal.Set(false)
 		RecreateReusesKeys.Set(false)
+		DedupeOff.Set(false)
 	}
 }

@@ -70,6 +70,13 @@ func (s *bundleShape) add(b *Batch) bool {
 		s.footer += entry
 		fill = FrameFill{}
 	}
+	if b.Producer.ID != "" {
+		mark := envelope.ProducerMarkMaxBytes(len(b.Producer.ID))
+		if s.frames > 1 && s.footer+mark > envelope.MaxFooterBytes {
+			return false
+		}
+		s.footer += mark
+	}
 	s.fills[b.Stream] = fill.Add(b)
 	return true
 }

@@ -21,6 +21,7 @@ type counters struct {
 	halts                                 uint64
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
+	duplicates, producersEvicted          uint64 // producer window (not in Stats yet)
 	haltCause                             string
 	underReplSlots                        []uint64
 	ackLatency, quorumLatency             histogramH
