@@ -255,7 +255,7 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 	}
 	b.Start = start
 	if b.Producer.ID != "" {
-		st.prod.inflight[b.Producer] = b
+		st.window().inflight[b.Producer] = b
 	}
 	if !monotone || b.MinTS < st.seq.LastTimestamp {
 		// Rare: timestamps would go backwards. Re-stamp and re-encode; the
