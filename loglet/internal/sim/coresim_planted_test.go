@@ -73,3 +73,9 @@ func TestCorePlantedMintIgnoresSeal(t *testing.T) {
 	defer invariants.ResetPlanted()
 	expectCoreCaught(t, "a mint over another owner's seal", CoreOptions{})
 }
+
+func TestCorePlantedDedupeOff(t *testing.T) {
+	invariants.DedupeOff.Set(true)
+	defer invariants.ResetPlanted()
+	expectCoreCaught(t, "producer dedupe off", CoreOptions{})
+}
