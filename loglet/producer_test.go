@@ -31,7 +31,9 @@ func withProducer(b Batch, id string, seq uint64) Batch {
 // while they are still down (outcome unknown again, never a mismatch that
 // reads as "already written") and after they return: the batch is
 // committed once, and the retry is answered with the original range.
-func TestProducerRetryWhileBucketsDown(t *testing.T) { synctest.Test(t, testProducerRetryWhileBucketsDown) }
+func TestProducerRetryWhileBucketsDown(t *testing.T) {
+	synctest.Test(t, testProducerRetryWhileBucketsDown)
+}
 
 func testProducerRetryWhileBucketsDown(t *testing.T) {
 	w := newWorld(t)
