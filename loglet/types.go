@@ -148,7 +148,7 @@ type Loglet interface {
 	// its flight and of every earlier flight of its chain are in object
 	// storage. An error wraps exactly one of ErrNotCommitted (definitely
 	// not written; safe to retry) or ErrOutcomeUnknown (may yet become
-	// durable: retry with MatchSeqNum, or read, to find out); a ctx that
+	// durable: retry with the same Batch.Producer, or read, to find out); a ctx that
 	// ends after admission is ErrOutcomeUnknown. A MatchSeqNum miss is a
 	// *SeqNumMismatchError carrying the tail. Append does not retain b's
 	// slices after it returns.
@@ -206,8 +206,9 @@ var (
 	ErrNotCommitted = errors.New("loglet: not committed")
 	// ErrOutcomeUnknown: the batch was admitted and may or may not become
 	// durable (the caller's context ended while it was in flight, or its
-	// chain halted at or before its slot). Retry with MatchSeqNum to make
-	// the retry idempotent, or read the stream to find out.
+	// chain halted at or before its slot). Retry with the same
+	// Batch.Producer to have it committed once (Producer does it for you),
+	// or read the stream to find out.
 	ErrOutcomeUnknown = errors.New("loglet: outcome unknown")
 )
 
