@@ -187,21 +187,23 @@ func (c *Core) evictOldest(p *producers, keep string) {
 }
 
 // addProducerTail inserts t into batches (Seq order; a Seq already there
-// is kept as it is) and keeps the last ProducerBatches. It returns a new
-// slice: a tail's list may be shared with a plan's undo.
+// is kept as it is) and keeps the last ProducerBatches, in place: the
+// list is this producer's own (the tails' lists are copied before they
+// change, foldProducers).
 func addProducerTail(batches []absorb.ProducerTail, t absorb.ProducerTail) []absorb.ProducerTail {
-	i, found := slices.BinarySearchFunc(batches, t.Seq, func(x absorb.ProducerTail, s uint64) int { return cmpU64(x.Seq, s) })
+	i, found := slices.BinarySearchFunc(batches, t.Seq, func(x absorb.ProducerTail, s uint64) int { return cmp.Compare(x.Seq, s) })
 	if found {
 		return batches
 	}
-	out := make([]absorb.ProducerTail, 0, len(batches)+1)
-	out = append(out, batches[:i]...)
-	out = append(out, t)
-	out = append(out, batches[i:]...)
-	if len(out) > ProducerBatches {
-		out = out[len(out)-ProducerBatches:]
+	if len(batches) >= ProducerBatches {
+		if i == 0 {
+			return batches // older than every batch kept
+		}
+		copy(batches, batches[1:i]) // the oldest goes
+		batches[i-1] = t
+		return batches
 	}
-	return out
+	return slices.Insert(batches, i, t)
 }
 
 // loadProducers fills a new stream's window from its tail.
