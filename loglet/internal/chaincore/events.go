@@ -21,12 +21,35 @@ type UploadID struct{ Epoch, Slot uint64 }
 // the core.
 type Request interface{ isRequest() }
 
-// Render asks for a flight's transit bundle: one frame per stream, holding
-// that stream's batches (consecutive sequence numbers), frames in the order
-// each stream first appears, with a fresh nonce. → Rendered.
+// Render asks for a flight's transit bundle: for each of Streams, in
+// order, that stream's parts (consecutive sequence numbers) in frames
+// split greedily within the frame limits, with a fresh nonce. → Rendered.
+// It carries values the core built for it (renderOf), not the core's
+// batches: the worker shares nothing with the core but the payload bytes,
+// which are immutable once admitted.
 type Render struct {
 	Upload  UploadID
-	Batches []*Batch
+	Streams []RenderStream
+}
+
+// RenderStream is one stream's batches of a flight, in sequence order.
+type RenderStream struct {
+	Name  string
+	Parts []RenderPart
+}
+
+// RenderPart is one batch as a render needs it: the fields of Batch of the
+// same names. Payload and Stored are the batch's bytes, immutable once
+// admitted (the worker only reads them).
+type RenderPart struct {
+	Start        uint64
+	Count        int
+	Headers      int
+	MinTS, MaxTS int64
+	Payload      []byte
+	Stored       []byte
+	StoredCodec  envelope.Codec
+	StoredCRC    uint32
 }
 
 // PutCopy asks for one bucket's copy of a rendered flight (chain.WriteCopy:

@@ -74,7 +74,7 @@ import (
 //	stats
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		h := &harness{t: t, renders: map[UploadID][]*Batch{}}
+		h := &harness{t: t, renders: map[UploadID][]RenderStream{}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return h.run(d)
 		})
@@ -89,7 +89,7 @@ type harness struct {
 	now     time.Time
 	t0      time.Time
 	streams map[string]*Stream
-	renders map[UploadID][]*Batch // the batches of each render asked for
+	renders map[UploadID][]RenderStream // the streams of each render asked for
 	wake    time.Time
 	lastReq []Request
 	round   CommitRound // the last round commit asked for
@@ -386,7 +386,7 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		SettleInterval: h.dur(d, "settle", 0)}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
-	h.renders = map[UploadID][]*Batch{}
+	h.renders = map[UploadID][]RenderStream{}
 	h.wake = time.Time{}
 	h.c = New(h.cfg, h.now)
 }
@@ -521,15 +521,12 @@ func (h *harness) upload(d *datadriven.TestData) UploadID {
 // first-arrival order.
 func (h *harness) frames(id UploadID) []envelope.FrameInfo {
 	var out []envelope.FrameInfo
-	idx := map[string]int{}
-	for _, b := range h.renders[id] {
-		i, ok := idx[b.Stream.name]
-		if !ok {
-			i = len(out)
-			idx[b.Stream.name] = i
-			out = append(out, envelope.FrameInfo{Stream: b.Stream.name, FirstSeq: b.Start, Offset: 60 + uint64(i)*10, Length: 10, RawLength: 10})
+	for i, st := range h.renders[id] {
+		f := envelope.FrameInfo{Stream: st.Name, FirstSeq: st.Parts[0].Start, Offset: 60 + uint64(i)*10, Length: 10, RawLength: 10}
+		for _, p := range st.Parts {
+			f.Count += uint32(p.Count)
 		}
-		out[i].Count += uint32(b.Count)
+		out = append(out, f)
 	}
 	return out
 }
@@ -623,10 +620,12 @@ func (h *harness) ready() string {
 func (h *harness) request(r Request) string {
 	switch r := r.(type) {
 	case Render:
-		h.renders[r.Upload] = r.Batches
+		h.renders[r.Upload] = r.Streams
 		var parts []string
-		for _, b := range r.Batches {
-			parts = append(parts, fmt.Sprintf("%s[%d,%d)", b.Stream.name, b.Start, b.End()))
+		for _, st := range r.Streams {
+			for _, p := range st.Parts {
+				parts = append(parts, fmt.Sprintf("%s[%d,%d)", st.Name, p.Start, p.Start+uint64(p.Count)))
+			}
 		}
 		return fmt.Sprintf("render e=%d s=%d %s", r.Upload.Epoch, r.Upload.Slot, strings.Join(parts, " "))
 	case PutCopy:

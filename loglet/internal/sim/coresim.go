@@ -938,7 +938,11 @@ func memStores(ms []*objstore.Mem) []objstore.Store {
 func describe(r chaincore.Request) string {
 	switch r := r.(type) {
 	case chaincore.Render:
-		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, len(r.Batches))
+		n := 0
+		for _, st := range r.Streams {
+			n += len(st.Parts)
+		}
+		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, n)
 	case chaincore.PutCopy:
 		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
 	case chaincore.Fence:
