@@ -28,7 +28,7 @@ var coreRequests = map[string][]any{
 		chaincore.MintFirst{}, chaincore.CreateCheckpoint{}, chaincore.Seal{}, chaincore.Fence{},
 		chaincore.Mint{}, chaincore.Probe{}, chaincore.ReadCheckpoint{}, chaincore.ReadTails{},
 		chaincore.Walk{}, chaincore.PutSnapshot{}, chaincore.CommitRound{}, chaincore.DropSnapshots{},
-		chaincore.SealEpoch{}, chaincore.Settle{},
+		chaincore.SealEpoch{}, chaincore.Settle{}, chaincore.MarkRoundPending{}, chaincore.CommitRefs{}, chaincore.AdvanceRound{},
 	},
 	"settlecore": {
 		settlecore.ReadTrim{}, settlecore.ReadCheckpoint{}, settlecore.Commit{}, settlecore.DeleteSlots{},

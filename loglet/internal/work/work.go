@@ -181,7 +181,19 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return chaincore.SnapshotPut{Round: r.Round, Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
-		err := cm.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
+		split, err := cm.CommitAtomic(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
+		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Split: split, Requests: cm.Requests, Err: err}
+	case chaincore.MarkRoundPending:
+		cm := e.committer(r.Held)
+		err := cm.MarkPending(ctx, r.Round)
+		return chaincore.RoundMarked{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
+	case chaincore.CommitRefs:
+		cm := e.committer(r.Held)
+		err := cm.CommitRefs(ctx, r.Round, r.Refs, r.MayExist)
+		return chaincore.RefsCommitted{Round: r.Round, To: r.To, Held: cm.Held(), Requests: cm.Requests, Err: err}
+	case chaincore.AdvanceRound:
+		cm := e.committer(r.Held)
+		err := cm.Advance(ctx, r.Round, r.SnapshotKey, r.SnapshotBase, r.Doomed)
 		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
 	case chaincore.DropSnapshots:
 		return chaincore.SnapshotsDropped{Dropped: dropSnapshots(ctx, e.Stores, r.Keys)}
