@@ -61,6 +61,11 @@ import (
 //	round-committed [only] | round-failed | round-deposed by= | round-too-large
 //	                      (the commit, after the snapshot's PUT if that is out; then,
 //	                      unless only, every snapshot of the drop deleted)
+//	round-split chunks=E,E,...  (the commit finds the round too large for one
+//	                      Commit: the ends of its chunks; after the snapshot's PUT)
+//	round-marked [failed] (a split round's MarkRoundPending: the checkpoint held
+//	                      records the round as pending)
+//	refs-committed [failed] | refs-deposed by=   (the chunk of refs out)
 //	snapshots-dropped [none]   (the drop: every snapshot deleted, or none)
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
@@ -92,7 +97,8 @@ type harness struct {
 	renders map[UploadID][]RenderStream // the streams of each render asked for
 	wake    time.Time
 	lastReq []Request
-	round   CommitRound // the last round commit asked for
+	round   CommitRound // the last round commit asked for (an AdvanceRound's too)
+	refsTo  int         // the end of the last CommitRefs' chunk
 	drop    []string    // the snapshots its round deletes once committed
 	dropOut bool        // a DropSnapshots is out
 	// checkEpoch is the epoch the last ReadCheckpoint was asked under.
@@ -327,6 +333,35 @@ func (h *harness) run(d *datadriven.TestData) string {
 		out := h.snapshotPut()
 		h.step(h.committed(errors.New("metastore: unavailable")))
 		return join(out, h.ready())
+	case "round-split":
+		out := h.snapshotPut()
+		var ends []int
+		for _, v := range strings.Split(h.str(d, "chunks", ""), ",") {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				d.Fatalf(h.t, "chunks: %v", err)
+			}
+			ends = append(ends, n)
+		}
+		h.step(RoundCommitted{Round: h.c.ab.planned.round, Held: h.c.held, Split: ends})
+		return join(out, h.ready())
+	case "round-marked":
+		r := h.c.ab.planned.round
+		if d.HasArg("failed") {
+			h.step(RoundMarked{Round: r, Held: h.c.held, Err: errors.New("metastore: unavailable")})
+			break
+		}
+		held := h.c.held
+		held.Checkpoint.Pending = &r
+		h.step(RoundMarked{Round: r, Held: held})
+	case "refs-committed":
+		var err error
+		if d.HasArg("failed") {
+			err = errors.New("metastore: unavailable")
+		}
+		h.step(RefsCommitted{Round: h.c.ab.planned.round, To: h.refsTo, Held: h.c.held, Err: err})
+	case "refs-deposed":
+		h.step(RefsCommitted{Round: h.c.ab.planned.round, To: h.refsTo, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
 	case "round-too-large":
 		out := h.snapshotPut()
 		h.step(h.committed(fmt.Errorf("absorb: ref too large: %w", metastore.ErrTooLarge)))
@@ -431,7 +466,7 @@ func (h *harness) committed(err error) RoundCommitted {
 	r := h.c.ab.planned.round
 	held := h.c.held
 	if err == nil {
-		held.Checkpoint.Epoch, held.Checkpoint.Next, held.Checkpoint.Tails = r.Epoch, r.To, h.round.SnapshotKey
+		held.Checkpoint.Epoch, held.Checkpoint.Next, held.Checkpoint.Tails, held.Checkpoint.Pending = r.Epoch, r.To, h.round.SnapshotKey, nil
 	}
 	return RoundCommitted{Round: r, Held: held, Err: err}
 }
@@ -683,6 +718,23 @@ func (h *harness) request(r Request) string {
 			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
 		}
 		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%s at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+	case MarkRoundPending:
+		return fmt.Sprintf("mark-round-pending e=%d [%d,%d) at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+	case CommitRefs:
+		h.refsTo = r.To
+		var refs []string
+		for _, ref := range r.Refs {
+			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
+		}
+		out := fmt.Sprintf("commit-refs e=%d [%d,%d) refs=%s to=%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.To)
+		if r.MayExist {
+			out += " may-exist"
+		}
+		return out
+	case AdvanceRound:
+		h.round = CommitRound{Held: r.Held, Round: r.Round, SnapshotKey: r.SnapshotKey, SnapshotBase: r.SnapshotBase, Doomed: r.Doomed}
+		h.drop = h.c.ab.planned.drop
+		return fmt.Sprintf("advance-round e=%d [%d,%d) at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
 	case DropSnapshots:
 		h.dropOut = true
 		return fmt.Sprintf("drop-snapshots %v", r.Keys)
