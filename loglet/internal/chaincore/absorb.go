@@ -50,7 +50,6 @@ type absorbState struct {
 	plan uint64
 
 	rounds, refs, failures, requests uint64
-	splitRounds                      uint64 // rounds committed in steps
 	roundLatency                     histogramH
 
 	maxSlots   int       // > 0: rounds cover at most this many slots (after a refusal)
@@ -438,12 +437,10 @@ func (c *Core) commitPlanned() {
 // records p as pending (a predecessor's round replayed, or this owner's
 // earlier attempt) needs no marking, and any of p's refs may be there.
 func (c *Core) splitRound(p *plannedRound, split []int) {
-	a := &c.ab
 	p.split, p.refsDone = split, 0
 	if pend := c.held.Checkpoint.Pending; pend != nil && *pend == p.round {
 		p.marked, p.tried = true, len(p.refs)
 	}
-	a.splitRounds++
 	c.logf(slog.LevelDebug, "absorb round too large for one commit; committing it in steps", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrI("chunks", len(split)))
 	c.commitPlanned()
 }
