@@ -229,8 +229,9 @@ func (c *Core) roundSlots() int {
 // over its size limit, a key it does not take): nothing was written. A
 // round of several slots is planned again with half as many, unless the
 // checkpoint records it as pending (then only it may commit next); a
-// refusal that splitting cannot cure is permanent, and the chain stops loudly with the
-// cause, which its producers then see, rather than stall for ever.
+// refusal that splitting cannot cure is permanent, and the chain stops
+// loudly with the cause, which its producers then see, rather than stall
+// for ever.
 func (c *Core) roundRefused(p *plannedRound, err error) {
 	a := &c.ab
 	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact && !p.marked {
