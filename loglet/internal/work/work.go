@@ -210,8 +210,9 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 // render builds a flight's transit bundle: each stream's batches of this
 // flight (consecutive sequence numbers), in frames split greedily within
 // the frame limits (one frame per stream unless it fills one), streams in
-// the order each first arrived; a batch compressed at admission
-// (Batch.Stored) is a frame of its own. Each batch's bytes go straight
+// the order the request lists them (each stream's first arrival); a batch
+// compressed at admission (RenderPart.Stored) is a frame of its own. Each
+// batch's bytes go straight
 // from its payload (or stored form) into an object sized at the start, so
 // every byte is copied once, and a flight of batches compressed ahead of
 // time is only assembled here (issue 16).
