@@ -21,7 +21,6 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,
 		// the zero value is the default
 		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "doomedGrace": true,
-		"SettleInterval":     true, // off until settled objects are compacted (its doc)
 		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true, "CoarseWakeups": true,
 		"ReadAhead": true, // 0: chain's read-ahead defaults (its doc)
 	}
