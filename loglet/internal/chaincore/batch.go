@@ -186,6 +186,9 @@ type Stream struct {
 	noted   bool       // in the current Ready's Released
 	retired bool       // Core.Retire: admission refuses it for good
 	prod    *producers // the producer window (nil until a producer writes)
+	// renderIdx is scratch for renderOf: 1 + the stream's index among
+	// the streams of the flight being rendered (0 outside renderOf).
+	renderIdx int
 }
 
 // Name is the stream's name.
