@@ -170,9 +170,9 @@ func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) 
 // batches this process admitted and has not acked yet: Tail.Pending says
 // how many records those are (Seq−Pending is the durable tail). A
 // MatchSeqNum taken from Seq while Pending is non-zero presumes they all
-// succeed; if one fails, every later batch fails its match. A producer
-// that wants exactly-once retries takes Seq when Pending is 0, or the tail
-// in its last Ack.
+// succeed; if one fails, every later batch fails its match. A mismatch
+// says someone's batch is at that position, not that yours landed: a
+// producer that wants exactly-once retries sets Batch.Producer.
 func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	if ctx == nil {
 		return Tail{}, ErrNilContext

@@ -13,7 +13,9 @@
 // Every append ends in exactly one of three ways, and the error says which:
 // acked (nil); definitely not committed (errors.Is(err, ErrNotCommitted):
 // safe to retry); or outcome unknown (errors.Is(err, ErrOutcomeUnknown):
-// retry with Batch.MatchSeqNum to make the retry idempotent).
+// retry with the same Batch.Producer, and the batch is committed once: a
+// Producer does it for you; docs/design.md, "Producers: exactly once
+// across retries").
 //
 // # A chain's runtime: a pure core and a thin shell
 //

@@ -62,6 +62,11 @@ func TestAppendReadTail(t *testing.T) {
 	if code, out := post(t, ts.URL+"/streams/greetings?match_seq_num=7", "late"); code != http.StatusConflict || out["tail"] != 2.0 {
 		t.Fatalf("append with a stale match_seq_num: %d %v, want 409 with tail 2", code, out)
 	}
+	for i, dup := range []bool{false, true} { // a retry with the same producer identity
+		if code, out := post(t, ts.URL+"/streams/other?producer_id=svc-1&producer_seq=1", "once"); code != 200 || out["start"] != 0.0 || out["duplicate"] != dup {
+			t.Fatalf("append %d with a producer identity: %d %v, want [0, 1) duplicate=%v", i, code, out, dup)
+		}
+	}
 	resp, err := http.Get(ts.URL + "/streams/greetings?from=1")
 	if err != nil {
 		t.Fatal(err)
