@@ -533,6 +533,12 @@ func (c *Config) applyDefaults() {
 	if c.AbsorbMaxSlots == 0 {
 		c.AbsorbMaxSlots = 256
 	}
+	if c.ProducerWindow.Producers == 0 {
+		c.ProducerWindow.Producers = chaincore.DefaultProducerWindow.Producers
+	}
+	if c.ProducerWindow.Age == 0 {
+		c.ProducerWindow.Age = chaincore.DefaultProducerWindow.Age
+	}
 	if c.ReaderPollInterval == 0 {
 		c.ReaderPollInterval = 250 * time.Millisecond
 	}
