@@ -94,6 +94,10 @@ func recordsOrError(recs []SequencedRecord, err error) ([]SequencedRecord, error
 	return nil, err
 }
 
+// Metastore is the Reader's metastore (ReaderConfig.Meta), for packages
+// that keep their own records beside the star's (loglet/groups).
+func (r *Reader) Metastore() metastore.Store { return r.cfg.Meta }
+
 // record reads a stream's record.
 func (r *Reader) record(ctx context.Context, stream string) (streamRecord, Class, error) {
 	if err := checkStreamName(stream); err != nil {
@@ -322,7 +326,7 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 			return ctx.Err()
 		}
 	}
-	return &ReadSession{next: next, read: read, wait: wait}, nil
+	return &ReadSession{next: next, inc: rec.Incarnation, read: read, wait: wait}, nil
 }
 
 // ReaderStats counts a Reader's object reads.

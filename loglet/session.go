@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 )
 
@@ -155,6 +156,9 @@ func (a *AppendSession) Close(ctx context.Context) error {
 // use.
 type ReadSession struct {
 	next uint64
+	// inc is the incarnation the session reads ("" for a stream that has
+	// none): it never reads another.
+	inc  string
 	read func(ctx context.Context, from uint64) ([]SequencedRecord, error)
 	// wait blocks until records at or past next may have become readable.
 	wait func(ctx context.Context, next uint64) error
@@ -234,7 +238,8 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 			return ErrClosed
 		}
 	}
-	return &ReadSession{next: next, read: read, wait: wait}, nil
+	_, inc := chain.SplitStreamID(st.id)
+	return &ReadSession{next: next, inc: inc, read: read, wait: wait}, nil
 }
 
 // pollWait waits d, or until ctx ends or closing is closed.
@@ -276,3 +281,9 @@ func (r *ReadSession) Recv(ctx context.Context) ([]SequencedRecord, error) {
 
 // Next is the sequence number the next Recv starts at.
 func (r *ReadSession) Next() uint64 { return r.next }
+
+// Incarnation is the incarnation of the stream the session reads, as it
+// was when the session opened ("" for a stream created before
+// incarnations existed). The session reads no other: once the stream is
+// deleted (and maybe created again), Recv fails with ErrStreamNotFound.
+func (r *ReadSession) Incarnation() string { return r.inc }
