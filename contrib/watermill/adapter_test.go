@@ -10,6 +10,7 @@ import (
 
 	flightwatermill "github.com/flightlog/flightlog/contrib/watermill"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -129,7 +130,7 @@ func TestAtLeastOnce(t *testing.T) {
 	}
 	// m1 was delivered (and say processed) and never acked: the
 	// subscriber goes away. m0's commit happened before m1 was delivered.
-	if off, err := star.Offsets().Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
+	if off, err := groups.OffsetsOf(star).Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
 		t.Fatalf("offset after acking m0: %+v, %v; want 1", off, err)
 	}
 	if err := sub.Close(); err != nil {
@@ -203,7 +204,7 @@ func TestRefusals(t *testing.T) {
 	if err := pub.Publish("missing", message.NewMessage("x", nil)); !errors.Is(err, flightwatermill.ErrClosed) {
 		t.Fatalf("publish after Close: %v", err)
 	}
-	if _, err := flightwatermill.NewSubscriber(star, flightwatermill.SubscriberConfig{}); !errors.Is(err, loglet.ErrInvalidGroup) {
+	if _, err := flightwatermill.NewSubscriber(star, flightwatermill.SubscriberConfig{}); !errors.Is(err, groups.ErrInvalidName) {
 		t.Fatalf("subscriber without a group: %v", err)
 	}
 	sub := newSub(t, star, "g")
@@ -243,7 +244,7 @@ func TestSubscriberOnReader(t *testing.T) {
 	if m := next(t, msgs); m.UUID != "m1" {
 		t.Fatalf("got %s, want m1", m.UUID)
 	}
-	if off, err := star.Offsets().Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
+	if off, err := groups.OffsetsOf(star).Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
 		t.Fatalf("the leader sees the Reader's commit as %+v, %v; want 1", off, err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package flightwatermill adapts flightlog to Watermill
 // (github.com/ThreeDotsLabs/watermill): a Publisher that appends messages to
 // streams (topic = stream) and a Subscriber that reads them as a consumer
-// group on flightlog's consumer offsets (loglet.GroupSession). It passes
+// group on flightlog's consumer offsets (loglet/groups' Session). It passes
 // Watermill's own pub/sub test suite (pubsub/tests.TestPubSub) with the
 // features below; it lives in a module of its own, so the core module does
 // not depend on Watermill.
