@@ -14,28 +14,6 @@ import (
 	"github.com/flightlog/flightlog/metastore"
 )
 
-// Consumer offsets: a consumer group's durable read position in a stream,
-// kept in the metastore at
-//
-//	offsets/<group>/<stream-key>/<incarnation>
-//
-// (<stream-key> is chain.StreamKey of the name; <incarnation> is the
-// stream's, or "-" for a stream created before incarnations existed). An
-// offset belongs to one incarnation of a stream: a stream deleted and
-// created again starts every group afresh, and a commit against the old
-// incarnation fails (loglet.ErrStreamNotFound) instead of moving the new one.
-//
-// Every commit is a compare-and-swap on the offset's metastore version, in
-// the same metastore Commit that checks the stream is still the incarnation
-// the offset belongs to: it expects the stream record's version, as last
-// read with that incarnation. A Trim or a retention pass rewrites the record
-// (its trim point) without changing the incarnation; a commit that finds the
-// record moved re-reads it and, if the incarnation is the same, commits again
-// expecting the version it read (loglet.ErrStreamNotFound if not). So a commit that
-// races another committer is seen (*ConflictError, with the offset
-// that won), and so is one that would go backwards (ErrBackwards):
-// nothing is written in either case; a trim is not a conflict.
-
 // Errors of consumer offsets, matched with errors.Is.
 var (
 	// ErrConflict: the group's offset changed since it was read
