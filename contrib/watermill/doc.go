@@ -36,6 +36,6 @@
 //
 // Costs: a Publish is one loglet Append (per MaxBatchRecords messages) and
 // returns once the messages are durable; an Ack is one metastore commit
-// (loglet.Offsets). The Publisher and Subscriber do not own the log: the
+// (groups.Offsets). The Publisher and Subscriber do not own the log: the
 // host opens and closes the loglet.Star (or loglet.Reader) they use.
 package flightwatermill
