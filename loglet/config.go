@@ -572,6 +572,11 @@ func (c *Config) validate() error {
 	if len(c.Standard.Stores) == 0 && len(c.Express.Stores) == 0 {
 		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Stores or Express.Stores"))
 	}
+	for i, cl := range c.Closers {
+		if cl == nil {
+			errs = append(errs, fmt.Errorf("loglet: Closers[%d] is nil", i))
+		}
+	}
 	if c.MaxRecordBytes < 1 || c.MaxBatchRecords < 1 || c.MaxBatchBytes < c.MaxRecordBytes {
 		errs = append(errs, fmt.Errorf("loglet: limits: MaxRecordBytes=%d, MaxBatchRecords=%d, MaxBatchBytes=%d (must be positive, batch >= record)", c.MaxRecordBytes, c.MaxBatchRecords, c.MaxBatchBytes))
 	}
