@@ -87,3 +87,64 @@ func ExampleOpen() {
 	// stale commit: true
 	// backwards commit: true
 }
+
+// An operator's view of a stream's groups: how many records each is
+// behind, and a reset that makes one replay.
+func ExampleLags() {
+	ctx := context.Background()
+	star, err := loglet.Open(ctx, loglet.Config{
+		Star:     "orders",
+		Meta:     metastore.NewMem(),
+		Standard: loglet.ClassConfig{Stores: []objstore.Store{objstore.NewMem()}},
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer star.Close(context.Background())
+	if _, err := star.CreateStream(ctx, "eu", loglet.StreamOptions{Class: loglet.Standard}); err != nil {
+		panic(err)
+	}
+	recs := make([]loglet.Record, 5)
+	for i := range recs {
+		recs[i].Body = fmt.Appendf(nil, "order %d", i+1)
+	}
+	if _, err := star.Append(ctx, "eu", loglet.Batch{Records: recs}); err != nil {
+		panic(err)
+	}
+	offsets := groups.OffsetsOf(star)
+	for group, next := range map[string]uint64{"billing": 5, "shipping": 2} {
+		off, err := offsets.Get(ctx, group, "eu")
+		if err != nil {
+			panic(err)
+		}
+		if _, err := offsets.Commit(ctx, off, next); err != nil {
+			panic(err)
+		}
+	}
+
+	lags, err := groups.Lags(ctx, star, "eu")
+	if err != nil {
+		panic(err)
+	}
+	for _, l := range lags {
+		fmt.Printf("%s: at %d of %d, %d behind\n", l.Offset.Group, l.Offset.Next, l.Tail, l.Records)
+	}
+	// billing replays from the start.
+	billing, err := offsets.Get(ctx, "billing", "eu")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := offsets.Reset(ctx, billing, 0); err != nil {
+		panic(err)
+	}
+	l, err := groups.LagOf(ctx, star, "billing", "eu")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("billing after the reset: %d behind\n", l.Records)
+	// Output:
+	// billing: at 5 of 5, 0 behind
+	// shipping: at 2 of 5, 3 behind
+	// billing after the reset: 5 behind
+}
