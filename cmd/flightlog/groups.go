@@ -13,9 +13,12 @@ import (
 
 const groupsHelp = `Shows each consumer group with an offset on the stream's current incarnation:
 its committed next record (NEXT), the stream's durable tail as absorbed (TAIL),
-its trim point (TRIM) and how many readable records the group has not processed
-(LAG = TAIL - max(NEXT, TRIM)). It reads the metastore and the stream's tails
-snapshot and leads nothing, so it runs beside a live leader (with etcd).
+its trim point (TRIM), how many readable records the group has not processed
+(LAG = TAIL - max(NEXT, TRIM)) and their decoded bytes (BYTES, from the refs'
+frame runs: whole runs, so a little more than exact). It reads the metastore
+(every offset key, and the stream's refs past the group furthest behind) and
+the stream's tails snapshot, and leads nothing, so it runs beside a live
+leader (with etcd).
 
 --group G --reset-to N moves G's offset to N (backwards replays, forwards skips);
 --group G --delete removes G's offset (its next session starts afresh, at its
@@ -81,7 +84,7 @@ func groupsCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			fmt.Fprintf(env.stdout, "%s on %s: offset moved from %d to %d\n", *group, stream, prev.Next, to)
 			return exitOK
 		}
-		lags, err := groups.Lags(ctx, r, stream)
+		lags, err := groups.Lags(ctx, r, stream, groups.LagOptions{Bytes: true})
 		if err != nil {
 			return env.failStream(err)
 		}
@@ -90,9 +93,9 @@ func groupsCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return exitOK
 		}
 		tw := tabwriter.NewWriter(env.stdout, 2, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "GROUP\tNEXT\tTAIL\tTRIM\tLAG")
+		fmt.Fprintln(tw, "GROUP\tNEXT\tTAIL\tTRIM\tLAG\tBYTES")
 		for _, l := range lags {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", l.Offset.Group, l.Offset.Next, l.Tail, l.TrimSeq, l.Records)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", l.Offset.Group, l.Offset.Next, l.Tail, l.TrimSeq, l.Records, l.Bytes)
 		}
 		tw.Flush()
 		return exitOK

@@ -14,7 +14,7 @@ import (
 // an offset and --delete removes it; none of it leads the star.
 func TestGroupsCLI(t *testing.T) {
 	ctx := context.Background()
-	dir := seeded(t) // orders: 3 records
+	dir := seeded(t) // orders: 3 records in one batch, so one frame run (35 bytes decoded)
 	meta, err := bbolt.Open(filepath.Join(dir, metaFile), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestGroupsCLI(t *testing.T) {
 		}
 		return got
 	}
-	if got, want := strings.Join(rows(), "|"), "GROUP NEXT TAIL TRIM LAG|audit 3 3 0 0|billing 1 3 0 2"; got != want {
+	if got, want := strings.Join(rows(), "|"), "GROUP NEXT TAIL TRIM LAG BYTES|audit 3 3 0 0 0|billing 1 3 0 2 35"; got != want {
 		t.Fatalf("groups orders:\n%s\nwant\n%s", got, want)
 	}
 	if got := rows("--group", "audit", "--reset-to", "0"); got[0] != "audit on orders: offset moved from 3 to 0" {
@@ -52,7 +52,7 @@ func TestGroupsCLI(t *testing.T) {
 	if got := rows("--group", "billing", "--delete"); got[0] != "billing on orders: offset deleted (was 1)" {
 		t.Fatalf("--delete: %q", got)
 	}
-	if got, want := strings.Join(rows(), "|"), "GROUP NEXT TAIL TRIM LAG|audit 0 3 0 3"; got != want {
+	if got, want := strings.Join(rows(), "|"), "GROUP NEXT TAIL TRIM LAG BYTES|audit 0 3 0 3 35"; got != want {
 		t.Fatalf("groups orders after the reset and the delete:\n%s\nwant\n%s", got, want)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
@@ -147,12 +148,25 @@ type Lag struct {
 	// from the trim point (where Options.Start's default, the oldest
 	// record, starts it).
 	Records uint64
+	// Bytes estimates the decoded bytes of those records, when
+	// LagOptions.Bytes asked for it (else 0): the decoded lengths of the
+	// absorbed frame runs that end past max(Offset.Next, TrimSeq), whole
+	// runs, so a little more than exact. Records not yet absorbed (on a
+	// Star, the last absorb round's worth) are not counted.
+	Bytes int64
+}
+
+// LagOptions choose what a lag reading costs.
+type LagOptions struct {
+	// Bytes fills Lag.Bytes: one more metastore Scan per 256 of the
+	// stream's refs behind the group furthest behind.
+	Bytes bool
 }
 
 // Lags returns the lag of every group with an offset on the current
 // incarnation of stream (as List), against one reading of the stream's
 // tail taken after the offsets were read, sorted by group.
-func Lags(ctx context.Context, log TailLog, stream string) ([]Lag, error) {
+func Lags(ctx context.Context, log TailLog, stream string, opts LagOptions) ([]Lag, error) {
 	if ctx == nil {
 		return nil, loglet.ErrNilContext
 	}
@@ -169,12 +183,17 @@ func Lags(ctx context.Context, log TailLog, stream string) ([]Lag, error) {
 	for i, off := range offs {
 		out[i] = lagOf(off, tail, trim)
 	}
+	if opts.Bytes {
+		if err := o.fillBytes(ctx, out); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
 // LagOf returns group's lag on stream: its offset, then the stream's tail
 // read after it.
-func LagOf(ctx context.Context, log TailLog, group, stream string) (Lag, error) {
+func LagOf(ctx context.Context, log TailLog, group, stream string, opts LagOptions) (Lag, error) {
 	if ctx == nil {
 		return Lag{}, loglet.ErrNilContext
 	}
@@ -187,8 +206,70 @@ func LagOf(ctx context.Context, log TailLog, group, stream string) (Lag, error) 
 	if err != nil {
 		return Lag{}, err
 	}
-	return lagOf(off, tail, trim), nil
+	lag := []Lag{lagOf(off, tail, trim)}
+	if opts.Bytes {
+		if err := o.fillBytes(ctx, lag); err != nil {
+			return Lag{}, err
+		}
+	}
+	return lag[0], nil
 }
+
+// fillBytes sets each lag's Bytes from one scan of the stream's refs past
+// the lowest point any of them reads from. The lags are of one incarnation.
+func (o *Offsets) fillBytes(ctx context.Context, lags []Lag) error {
+	if len(lags) == 0 {
+		return nil
+	}
+	type run struct {
+		end   uint64
+		bytes int64
+	}
+	from := ^uint64(0)
+	for _, l := range lags {
+		from = min(from, max(l.Offset.Next, l.TrimSeq))
+	}
+	id := chain.StreamID(lags[0].Offset.Stream, lags[0].Offset.Incarnation)
+	var runs []run
+	prefix := chain.RefPrefix(id)
+	after := chain.RefKey(id, from) // refs are keyed by their end: those that end past from
+	for {
+		items, err := o.meta.Scan(ctx, prefix, after, refPage)
+		if err != nil {
+			return fmt.Errorf("groups: scan the refs of %q: %w", lags[0].Offset.Stream, err)
+		}
+		for _, it := range items {
+			if !chain.IsRefOf(id, it.Key) {
+				continue
+			}
+			ref, err := absorb.DecodeRef(it.Value)
+			if err != nil {
+				return &loglet.CorruptError{Object: "ref " + it.Key, Err: err}
+			}
+			for _, e := range ref.Extents {
+				if end := e.FirstSeq + uint64(e.Count); end > from {
+					runs = append(runs, run{end, int64(e.RawLength)})
+				}
+			}
+		}
+		if len(items) < refPage {
+			break
+		}
+		after = items[len(items)-1].Key
+	}
+	for i := range lags {
+		at := max(lags[i].Offset.Next, lags[i].TrimSeq)
+		for _, r := range runs {
+			if r.end > at {
+				lags[i].Bytes += r.bytes
+			}
+		}
+	}
+	return nil
+}
+
+// refPage is how many refs one metastore Scan returns.
+const refPage = 256
 
 // tailOf reads stream's durable tail, then its record's trim point, and
 // checks the record is still the incarnation offs were read on.

@@ -43,7 +43,7 @@ func TestListAndLag(t *testing.T) {
 	}
 	check := func(name string, log groups.TailLog, trim uint64, want ...uint64) {
 		t.Helper()
-		lags, err := groups.Lags(ctx, log, "orders")
+		lags, err := groups.Lags(ctx, log, "orders", groups.LagOptions{Bytes: true})
 		if err != nil {
 			t.Fatalf("%s: Lags: %v", name, err)
 		}
@@ -68,12 +68,12 @@ func TestListAndLag(t *testing.T) {
 	if err := r.star.Trim(ctx, "orders", 7); err != nil {
 		t.Fatal(err)
 	}
-	l, err := groups.LagOf(ctx, r.star, "billing", "orders")
+	l, err := groups.LagOf(ctx, r.star, "billing", "orders", groups.LagOptions{})
 	if err != nil || l.TrimSeq != 7 || l.Records != 3 || l.Offset.Next != 4 {
 		t.Fatalf("LagOf after a trim to 7 = %+v, %v; want 3 records from the trim point", l, err)
 	}
 	// A group that never committed counts from the trim point too.
-	if l, err := groups.LagOf(ctx, r.star, "new", "orders"); err != nil || l.Offset.Committed() || l.Records != 3 {
+	if l, err := groups.LagOf(ctx, r.star, "new", "orders", groups.LagOptions{}); err != nil || l.Offset.Committed() || l.Records != 3 {
 		t.Fatalf("LagOf of a group with no offset = %+v, %v; want 3", l, err)
 	}
 
@@ -193,5 +193,47 @@ func TestSessionClose(t *testing.T) {
 	}
 	if off, _ := groups.OffsetsOf(r.star).Get(ctx, "billing", "orders"); off.Committed() {
 		t.Fatalf("Close committed %+v; it commits nothing", off)
+	}
+}
+
+// Lag.Bytes sums the absorbed frame runs past each group's position; with
+// one record per append, one run per record, so it is exact here.
+func TestLagBytes(t *testing.T) {
+	ctx := context.Background()
+	r := newOfsRig(t)
+	r.create(t, "orders")
+	for i := range 10 {
+		r.appendN(t, "orders", i, 1) // one flight, one run each: "orders-<i>"
+	}
+	o := groups.OffsetsOf(r.star)
+	for group, next := range map[string]uint64{"a": 0, "b": 4, "c": 10} {
+		off, err := o.Get(ctx, group, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Commit(ctx, off, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.star.Close(ctx); err != nil { // everything absorbed
+		t.Fatal(err)
+	}
+	reader, err := loglet.NewReader(loglet.ReaderConfig{Meta: r.meta, Standard: []objstore.Store{r.bucket}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lags, err := groups.Lags(ctx, reader, "orders", groups.LagOptions{Bytes: true})
+	if err != nil || len(lags) != 3 {
+		t.Fatalf("Lags = %+v, %v", lags, err)
+	}
+	all, four, none := lags[0].Bytes, lags[1].Bytes, lags[2].Bytes
+	if all <= 0 || none != 0 || four*10 != all*6 {
+		t.Fatalf("bytes behind from 0, 4 and 10: %d, %d, %d; want 6/10 of the first from 4, and 0 from the tail", all, four, none)
+	}
+	if l, err := groups.LagOf(ctx, reader, "b", "orders", groups.LagOptions{}); err != nil || l.Bytes != 0 || l.Records != 6 {
+		t.Fatalf("LagOf without Bytes = %+v, %v; want 6 records and no byte count", l, err)
+	}
+	if l, err := groups.LagOf(ctx, reader, "b", "orders", groups.LagOptions{Bytes: true}); err != nil || l.Bytes != four {
+		t.Fatalf("LagOf with Bytes = %+v, %v; want %d bytes", l, err, four)
 	}
 }

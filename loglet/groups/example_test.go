@@ -123,7 +123,7 @@ func ExampleLags() {
 		}
 	}
 
-	lags, err := groups.Lags(ctx, star, "eu")
+	lags, err := groups.Lags(ctx, star, "eu", groups.LagOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -138,7 +138,7 @@ func ExampleLags() {
 	if _, err := offsets.Reset(ctx, billing, 0); err != nil {
 		panic(err)
 	}
-	l, err := groups.LagOf(ctx, star, "billing", "eu")
+	l, err := groups.LagOf(ctx, star, "billing", "eu", groups.LagOptions{})
 	if err != nil {
 		panic(err)
 	}
