@@ -19,8 +19,9 @@
 //	}
 //
 // Delivery is at least once (see Session). Lags reports, per group, the
-// records (and, if asked, bytes) behind the stream's durable tail; Offsets.Groups, List, Reset and
-// Delete are the operator's tools, and `flightlog groups` runs them.
+// records (and, if asked, bytes) behind the stream's durable tail;
+// Offsets.Groups, List, Reset and Delete are the operator's tools, and
+// `flightlog groups` runs them.
 //
 // # Offsets
 //
