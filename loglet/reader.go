@@ -280,8 +280,8 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 		return recs, err
 	}
 	// wait watches the stream's refs where the store can (see the doc
-	// above), else polls. A watch lives for one wait: the session has no
-	// Close to end a longer one.
+	// above), else polls. A watch lives for one wait, so Close has none
+	// to end.
 	const safetyPolls = 10 // PollIntervals between re-reads while watching
 	refs := chain.RefPrefix(rec.id())
 	watcher, _ := r.cfg.Meta.(metastore.Watcher)
@@ -326,7 +326,7 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 			return ctx.Err()
 		}
 	}
-	return &ReadSession{next: next, inc: rec.Incarnation, read: read, wait: wait}, nil
+	return newReadSession(next, rec.Incarnation, read, wait), nil
 }
 
 // ReaderStats counts a Reader's object reads.
