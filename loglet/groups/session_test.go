@@ -259,9 +259,10 @@ func TestGroupSessionStreamDeleted(t *testing.T) {
 }
 
 // A star's group session blocked waiting for records ends when its stream
-// is deleted in the same process (its waits end every ReaderPollInterval
-// to check the incarnation). If the delete lands before Recv blocks, the
-// read's own check ends it instead; either way a Recv that hangs fails.
+// is deleted in the same process (the delete wakes the star's read session,
+// whose next read finds the incarnation gone). If the delete lands before
+// Recv blocks, the read's own check ends it instead; either way a Recv that
+// hangs fails.
 func TestGroupSessionBlockedRecvEndsOnDelete(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
