@@ -34,6 +34,8 @@ import (
 // byte), from the Reader's own counters. lookup: one read by timestamp
 // (AtTimestamp, MaxRecords 1) on a Reader without a frame cache: GETs/op
 // and meta/op (metastore requests, the stream record's Get included).
+// Both report the process's CPU time (cpu-ms/MB of bodies, cpu-µs/op),
+// steadier than MB/s and ns/op when the machine is busy.
 //
 // BenchmarkSettledFrames: the Standard streams settled with each codec and
 // frame size (settle.Config.Codec, FrameBytes), then scanned and looked up
@@ -102,13 +104,16 @@ func scanAll(b *testing.B, rd *Reader, c Class) {
 func (r *settleBenchRig) benchScan(b *testing.B, c Class, latency bool, body int64) {
 	b.SetBytes(body)
 	var gets, getBytes uint64
+	cpu := processCPU()
 	for b.Loop() {
 		rd, _ := r.readerOver(b, latency, 0)
 		scanAll(b, rd, c)
 		st := rd.Stats()
 		gets, getBytes = gets+st.Gets, getBytes+st.GetBytes
 	}
+	cpu = processCPU() - cpu
 	mb := float64(body) * float64(b.N) / 1e6
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/mb, "cpu-ms/MB")
 	b.ReportMetric(float64(gets)/mb, "GETs/MB")
 	b.ReportMetric(float64(getBytes)/(mb*1e6), "getB/B")
 }
@@ -119,6 +124,7 @@ func (r *settleBenchRig) benchLookup(b *testing.B, c Class, latency bool) {
 	ctx := context.Background()
 	rd, meta := r.readerOver(b, latency, -1)
 	rng := rand.New(rand.NewPCG(1, 3))
+	cpu := processCPU()
 	for b.Loop() {
 		name := settleStreamName(c, rng.IntN(settleStreams))
 		seq := rng.Uint64N(settleRecords)
@@ -127,6 +133,7 @@ func (r *settleBenchRig) benchLookup(b *testing.B, c Class, latency bool) {
 			b.Fatalf("%s at ts of %d: %+v %v", name, seq, res.Records, err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(rd.Stats().Gets)/float64(b.N), "GETs/op")
 	b.ReportMetric(float64(meta.reads.Load())/float64(b.N), "meta/op")
 }
