@@ -388,12 +388,12 @@ func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (
 				return seq, true, held, nil
 			}
 		}
-		// The extent's bounds promised a record at or past ms: a
-		// checksummed frame that breaks them is damage.
-		return 0, false, nil, &CorruptError{Object: fmt.Sprintf("%s[%d+%d)", ext.Key, ext.Offset, ext.Length),
-			Err: fmt.Errorf("no record at or after %d though the ref says the frame's latest is %d", ms, ext.MaxTimestamp)}
+		// The extent's bounds promised a record at or past ms but its
+		// frame has none: look on in the ref.
 	}
-	return 0, false, nil, &CorruptError{Object: "ref " + it.Key, Err: fmt.Errorf("MaxTS %d but no extent reaches %d", ref.MaxTS, ms)}
+	// The ref's MaxTS promised a record at or past ms: refs that break
+	// their own bounds are damage.
+	return 0, false, nil, &CorruptError{Object: "ref " + it.Key, Err: fmt.Errorf("MaxTS %d but no record reaches %d", ref.MaxTS, ms)}
 }
 
 // firstRefAtTimestamp returns the stream's first ref (in key order) whose
@@ -410,7 +410,7 @@ func (h *history) firstRefAtTimestamp(ctx context.Context, stream string, ms int
 	if len(items) == 0 {
 		return nil, absorb.SpanRef{}, nil
 	}
-	var last absorb.SpanRef
+	var first, last absorb.SpanRef
 	for i := range items {
 		ref, err := absorb.DecodeRef(items[i].Value)
 		if err != nil {
@@ -419,16 +419,20 @@ func (h *history) firstRefAtTimestamp(ctx context.Context, stream string, ms int
 		if ref.MaxTS >= ms {
 			return &items[i], ref, nil
 		}
+		if i == 0 {
+			first = ref
+		}
 		last = ref
 	}
 	if n < refScanBatch || len(items) < n {
 		return nil, absorb.SpanRef{}, nil
 	}
 	// Every s below lo has refAfter(s) older than ms, and refAfter(hi)
-	// is found (or none: hi past the last ref). Gallop, then bisect.
+	// is found (or none: hi past the last ref). Gallop, in steps of
+	// about one ref, two, four..., then bisect.
 	var found *metastore.Item
 	var foundRef absorb.SpanRef
-	lo, step := last.End, uint64(1)
+	lo, step := last.End, max(1, (last.End-min(first.Start, last.End))/uint64(len(items)))
 	hi := lo
 	for {
 		it, ref, err := h.refAfter(ctx, stream, hi)

@@ -2,6 +2,7 @@ package loglet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/settle"
 )
 
@@ -202,4 +204,54 @@ func TestSettledOlderRenderingStaysReadable(t *testing.T) {
 	r.settleWith(t, Standard, settle.Config{})
 	r.checkScan(t, name, 4000)
 	r.checkLookups(t, name, 4000)
+}
+
+// TestTimestampLookupGallopsOverRefs: over a long stream of many refs (no
+// objects: the ref alone is looked for), the ref holding the first record
+// at or after a timestamp is found in a logarithmic number of metastore
+// reads, where a scan in order would read every ref before it; at the
+// edges, before the first record and past the last, too.
+func TestTimestampLookupGallopsOverRefs(t *testing.T) {
+	const refs, per = 5000, 10
+	ctx := context.Background()
+	mem := metastore.NewMem()
+	id := "long"
+	ts := func(seq uint64) int64 { return int64(seq / 4) } // ties across refs too
+	for i := uint64(0); i < refs; i++ {
+		start, end := i*per, (i+1)*per
+		ref := absorb.SpanRef{Stream: id, Class: "standard", Start: start, End: end, MinTS: ts(start), MaxTS: ts(end - 1),
+			Extents: []absorb.Extent{{Key: "chains/x", Length: 1, RawLength: 1, FirstSeq: start, Count: per, MinTimestamp: ts(start), MaxTimestamp: ts(end - 1)}}}
+		b, err := json.Marshal(&ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Put(ctx, chain.RefKey(id, end), b, metastore.NoVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := &countingMeta{Store: mem}
+	h := &history{meta: meta}
+	maxReads := uint64(1 + 2*bits.Len64(refs*per))
+	last := ts(refs*per - 1)
+	for _, ms := range []int64{-1, 0, 1, 2, 3, 37, 38, 39, 4000, 6249, last - 1, last, last + 1, 1 << 40} {
+		want := uint64(0) // the first seq stamped at or after ms
+		for want < refs*per && ts(want) < ms {
+			want++
+		}
+		before := meta.reads.Load()
+		it, ref, err := h.firstRefAtTimestamp(ctx, id, ms)
+		reads := meta.reads.Load() - before
+		if err != nil {
+			t.Fatalf("ts %d: %v", ms, err)
+		}
+		switch {
+		case want == refs*per && it != nil:
+			t.Errorf("ts %d past the last record: found ref [%d, %d)", ms, ref.Start, ref.End)
+		case want < refs*per && (it == nil || ref.Start > want || ref.End <= want):
+			t.Errorf("ts %d: found %v [%d, %d), want the ref holding %d", ms, it != nil, ref.Start, ref.End, want)
+		}
+		if reads > maxReads {
+			t.Errorf("ts %d: %d metastore reads, want at most %d", ms, reads, maxReads)
+		}
+	}
 }
