@@ -360,6 +360,10 @@ func (h *harness) run(d *datadriven.TestData) string {
 			return fmt.Sprintf("key=%s\ndoomed: decided at the commit\n", p.snapKey)
 		}
 		return fmt.Sprintf("key=%s\ndoomed=%v\ndrop=%v\n", h.round.SnapshotKey, h.round.Doomed, h.drop)
+	case "under-replicated":
+		// The list a repair works from (Stats().UnderReplSlots) and the count.
+		s := h.c.Stats(h.now)
+		return fmt.Sprintf("slots=%v count=%d\n", s.UnderReplSlots, s.UnderReplicated)
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",

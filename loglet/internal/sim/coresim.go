@@ -55,7 +55,15 @@ type CoreOptions struct {
 	Broken Broken
 	// Trace, if set, receives the run's trace as text.
 	Trace io.Writer
+	// Quiet bounds the quiet period at the end of the seed, in virtual
+	// time (coresim_settle.go, quietPeriod): no new appends, faults off,
+	// until settlement has caught up, then the quiet checker. 0: no quiet
+	// period (the final process then settles with the seed's faults on).
+	Quiet time.Duration
 }
+
+// DefaultCoreQuiet is the quiet period's bound TestCoreSim uses.
+const DefaultCoreQuiet = 10 * time.Minute
 
 // CoreResult is what one run found.
 type CoreResult struct {
@@ -148,7 +156,9 @@ func drawCorePlan(o CoreOptions) corePlan {
 		p.metaDowns = append(p.metaDowns, coreWindow{time.Duration(r.IntN(1500)) * time.Millisecond, time.Duration(50+r.IntN(1000)) * time.Millisecond})
 	}
 	if r.IntN(4) == 0 {
-		p.commitLimit = 2 + r.IntN(4)
+		// At least what a settle pass needs, so that every seed settles
+		// (a real star refuses fewer than metastore.MinCommitOps anyway).
+		p.commitLimit = max(2+r.IntN(4), settlecore.MinCommitOps)
 	}
 	if o.Broken.CommitLimit > 0 {
 		p.commitLimit = o.Broken.CommitLimit
@@ -203,6 +213,7 @@ type coreWorld struct {
 	settledMems []*objstore.Mem      // its buckets, when not the chain's own
 	lateLanded  map[string]time.Time // slot key → when a crashed process's late copy landed
 	deletedAt   map[string]time.Time // slot key → when settlement deleted it
+	quiet       bool                 // the quiet period has begun: faults off
 }
 
 // xxhashDigest hashes the trace as it is written.
@@ -223,6 +234,10 @@ type coreProc struct {
 	closing bool
 	lastRel [2]uint64 // the last released (epoch, slot + 1)
 	streams map[string]*chaincore.Stream
+	// metaFaults and putFaults inject the seed's metastore errors and
+	// ambiguous PUTs (the quiet period turns them off).
+	metaFaults *metastore.FaultStore
+	putFaults  []*objstore.FaultStore
 }
 
 type coreReq struct {
@@ -314,6 +329,7 @@ func (cw *coreWorld) open() *coreProc {
 	n := len(cw.procs)
 	owner := fmt.Sprintf("proc-%d", n)
 	mf := metastore.WithFaults(sealWatch{Store: cw.metaBkt, o: cw.obs, writer: owner}, cw.o.Seed*1000+uint64(n))
+	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}, metaFaults: mf}
 	mf.SetErrorRate(cw.p.metaErr)
 	mf.SetAmbiguousRate(cw.p.metaAmbig)
 	retry := chain.RetryPolicy{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond, Jitter: fixedJitter}
@@ -324,8 +340,11 @@ func (cw *coreWorld) open() *coreProc {
 		f := objstore.WithFaults(cw.buckets[i], cw.o.Seed*1000+uint64(n*10+i))
 		f.SetAmbiguousRate(cw.p.ambiguousPuts, fault.Put)
 		putBuckets[i] = f
+		pr.putFaults = append(pr.putFaults, f)
 	}
-	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}}
+	if cw.quiet {
+		pr.faultsOff()
+	}
 	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: putBuckets, Names: names, W: cw.p.w, Meta: mf,
@@ -538,6 +557,7 @@ func (cw *coreWorld) runAll() {
 	cw.tracef("healed")
 	// Let everything settle, then close every live process cleanly.
 	cw.stepCoresUntil(cw.now.Add(30 * time.Second))
+	cw.quietPeriod()
 	for _, pr := range cw.procs {
 		if !pr.stopped && !pr.crashed && pr.opened {
 			pr.closing = true

@@ -10,6 +10,7 @@ var (
 	flagCoreSeeds = flag.Int("sim.core.seeds", 0, "TestCoreSim: number of seeds (default: the CI budget, coreSeeds)")
 	flagCoreSeed  = flag.Uint64("sim.core.seed", 0, "TestCoreSim: first seed (default 1); alone, replays that one seed")
 	flagCoreTrace = flag.Bool("sim.core.trace", false, "TestCoreSim: print each seed's trace to stderr")
+	flagCoreQuiet = flag.Duration("sim.core.quiet", DefaultCoreQuiet, "TestCoreSim: bound, in virtual time, of the quiet period that ends each seed (no appends, faults off, until settlement catches up; then the leak checker); 0: none")
 )
 
 func coreReplay(seed uint64) string {
@@ -36,7 +37,7 @@ func TestCoreSim(t *testing.T) {
 	first, n := coreSeedRange(*flagCoreSeed, *flagCoreSeeds)
 	var tot CoreResult
 	failed, replayed := replayTwice(t, first, n, *flagCoreTrace, func(s uint64, trace bool) *CoreResult {
-		o := CoreOptions{Seed: s}
+		o := CoreOptions{Seed: s, Quiet: *flagCoreQuiet}
 		if trace {
 			o.Trace = os.Stderr
 		}
