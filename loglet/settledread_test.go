@@ -30,7 +30,7 @@ func settledBody(seq uint64) string {
 func (r *settleBenchRig) fillSeqs(tb testing.TB, c Class, name string, from, to uint64, batch int) {
 	tb.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, r.config(0, true))
+	s, err := Open(ctx, r.config(-1, true)) // settlement off: the records stay in transit
 	if err != nil {
 		tb.Fatal(err)
 	}
