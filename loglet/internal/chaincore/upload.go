@@ -41,7 +41,7 @@ func (c *Core) startUpload(f *flight) {
 	}
 	c.uploads[id] = up
 	f.up = up
-	c.emit(Render{Upload: id, Batches: f.batches})
+	c.emit(Render{Upload: id, Streams: renderOf(f.batches)})
 }
 
 // onRendered starts the K copies of a rendered flight; a flight that

@@ -80,6 +80,11 @@ type CoreResult struct {
 	// Settlement (coresim_settle.go): passes run to their end, their
 	// requests, settled objects at the end, repoints checked.
 	SettlePasses, SettleSteps, SettledObjects, Repoints int
+	// SplitRounds: absorb rounds too large for one metastore Commit (the
+	// core committed them in steps); RefChunks: their chunks of refs
+	// written; PendingReplays: split rounds a successor found pending and
+	// replayed.
+	SplitRounds, RefChunks, PendingReplays int
 	// StragglerLeaks: flight copies a crashed process's late PUT landed
 	// after settlement had deleted their slot: left for ever (a known
 	// limit, counted).
@@ -730,8 +735,26 @@ func (cw *coreWorld) complete(q *coreReq) {
 		ev = pr.env.Do(context.Background(), q.req)
 	}
 	cw.tracef("p%d done#%d %s", pr.n, q.id, describeEvent(ev))
+	cw.noteSplit(q.req, ev)
 	pr.core.Step(cw.now, ev)
 	cw.drain(pr)
+}
+
+// noteSplit counts the steps of split rounds.
+func (cw *coreWorld) noteSplit(req chaincore.Request, ev chaincore.Event) {
+	switch ev := ev.(type) {
+	case chaincore.RoundCommitted:
+		if ev.Split != nil {
+			cw.res.SplitRounds++
+			if p := ev.Held.Checkpoint.Pending; p != nil && *p == ev.Round {
+				cw.res.PendingReplays++
+			}
+		}
+	case chaincore.RefsCommitted:
+		if ev.Err == nil {
+			cw.res.RefChunks++
+		}
+	}
 }
 
 // admit submits one batch to the process producers use now.
@@ -958,7 +981,11 @@ func memStores(ms []*objstore.Mem) []objstore.Store {
 func describe(r chaincore.Request) string {
 	switch r := r.(type) {
 	case chaincore.Render:
-		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, len(r.Batches))
+		n := 0
+		for _, st := range r.Streams {
+			n += len(st.Parts)
+		}
+		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, n)
 	case chaincore.PutCopy:
 		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
 	case chaincore.Fence:
@@ -973,6 +1000,12 @@ func describe(r chaincore.Request) string {
 		return fmt.Sprintf("put-snapshot e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
 	case chaincore.CommitRound:
 		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%d", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs))
+	case chaincore.MarkRoundPending:
+		return fmt.Sprintf("mark-round-pending e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
+	case chaincore.CommitRefs:
+		return fmt.Sprintf("commit-refs e=%d [%d,%d) refs=%d to=%d may-exist=%v", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs), r.To, r.MayExist)
+	case chaincore.AdvanceRound:
+		return fmt.Sprintf("advance-round e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
 	case chaincore.DropSnapshots:
 		return fmt.Sprintf("drop-snapshots %d", len(r.Keys))
 	case chaincore.ReadTrimCursor:
@@ -1031,7 +1064,14 @@ func describeEvent(ev chaincore.Event) string {
 		if errors.Is(ev.Err, absorb.ErrDeposed) {
 			kind = "deposed"
 		}
+		if ev.Split != nil {
+			kind = fmt.Sprintf("split=%v", ev.Split)
+		}
 		return fmt.Sprintf("round-committed [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
+	case chaincore.RoundMarked:
+		return fmt.Sprintf("round-marked [%d,%d) %s", ev.Round.From, ev.Round.To, errs(ev.Err))
+	case chaincore.RefsCommitted:
+		return fmt.Sprintf("refs-committed [%d,%d) to=%d %s", ev.Round.From, ev.Round.To, ev.To, errs(ev.Err))
 	case chaincore.SnapshotsDropped:
 		return fmt.Sprintf("snapshots-dropped %d", len(ev.Dropped))
 	case chaincore.TrimCursorRead:
