@@ -35,6 +35,7 @@ func newOfsRig(t testing.TB) *ofsRig {
 	star, err := loglet.Open(context.Background(), loglet.Config{
 		Star: "s1", Meta: r.meta, Logger: slog.New(slog.DiscardHandler),
 		AbsorbInterval: 5 * time.Millisecond,
+		SettleInterval: -1, // refs stay as absorbed: TestLagBytes counts their frame runs
 		Standard:       loglet.ClassConfig{Stores: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond},
 	})
 	if err != nil {

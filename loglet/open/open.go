@@ -60,7 +60,9 @@ func ExpressBuckets() []string { return []string{"express-a", "express-b", "expr
 // cfg is a Config as for loglet.Open (loglet.DefaultConfig, or the zero
 // Config) with Meta and both classes' Stores and BucketNames left unset: Dir
 // supplies them and refuses a cfg that sets them. cfg.Star defaults to
-// DefaultStar. Every other field keeps its meaning.
+// DefaultStar. Every other field keeps its meaning: settlement, for one,
+// is on unless cfg.SettleInterval is negative, so the express-* directories
+// hold only the records of the last settle lag.
 //
 // The returned Star owns what Dir opened: the bbolt file is in its
 // Config.Closers, so its Close closes the file after the chains have
