@@ -157,8 +157,12 @@
 //     leader's CheckTail is at least, a Reader's at most, its length.
 //
 // Unknown appends are resolved by the final state for porcupine (present:
-// took effect at its seq; absent: no effect). A seed whose bubble stops or
-// livelocks fails after seedWall of wall time. The binding seal is checked
+// took effect at its seq; absent: no effect). A Close that does not return
+// within 10 virtual minutes is a violation; a seed whose bubble's clock
+// stops or that livelocks runs until go test's -timeout, and after
+// seedWall of wall time the test names it on stderr with every
+// goroutine's stack (a wall-clock bound never fails a seed: a loaded
+// machine overruns it). The binding seal is checked
 // on every checkpoint write, below the fault wrappers, knowing who writes
 // (sealwatch.go): the checkpoint's owner changes only through a seal (a
 // candidate sealing for the epoch after the record's current one), and no
