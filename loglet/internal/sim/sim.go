@@ -901,16 +901,13 @@ func (w *world) checkBounds(s loglet.Stats) {
 		if cs.WindowInFlight > cs.WindowSize {
 			w.h.violation("window: %d slots in flight over a window of %d", cs.WindowInFlight, cs.WindowSize)
 		}
-		// Every memory gauge within its budget.
-		m := cs.Memory
-		if m.Pool > m.PoolBound || m.Backlog > m.BacklogBound || m.Stragglers > m.StragglersBound {
+		// Every memory part within its bound (the pool's and the
+		// backlog's are checked above).
+		if m := cs.Memory; m.Stragglers > m.StragglersBound {
 			w.h.violation("memory over a bound: %+v", m)
 		}
-		if cs.FlightIndexBytes > m.BacklogBound {
-			w.h.violation("flight index: %d bytes over the backlog's bound of %d", cs.FlightIndexBytes, m.BacklogBound)
-		}
-		if m.Pool != cs.Pool.ReservedBytes || m.Stragglers != cs.StragglerBytes || m.Backlog != cs.Backlog.Bytes {
-			w.h.violation("memory gauges disagree with the parts': %+v, pool %d, stragglers %d, backlog %d", m, cs.Pool.ReservedBytes, cs.StragglerBytes, cs.Backlog.Bytes)
+		if cs.FlightIndexBytes > cs.Backlog.MaxBytes {
+			w.h.violation("flight index: %d bytes over the backlog's bound of %d", cs.FlightIndexBytes, cs.Backlog.MaxBytes)
 		}
 	}
 	if s.ReadCacheBytes > s.ReadCacheBoundBytes {
