@@ -237,8 +237,10 @@
 // absorb that overwrites refs (invariants.AbsorbOverwritesRefs, in absorb;
 // its test forces split rounds so replays happen), a PutIfAbsent that
 // overwrites, PUTs acked and never stored, a metastore Commit that ignores
-// versions, and a Reader whose metastore view stops early. The switches
-// compile only with -tags invariants, and so do these tests:
+// versions, and a Reader whose metastore view stops early. The bugs of
+// package invariants are planted per test (invariants.Plant, undone when
+// the test ends); they compile only with -tags invariants, and so do these
+// tests:
 //
 //	go test -tags invariants ./loglet/internal/sim -run Planted -v
 package sim
