@@ -33,8 +33,8 @@ func TestDrawsDependOnKeyAndCountOnly(t *testing.T) {
 
 // TestDrawsAreStable pins what a seed draws, so a seed recorded in a
 // failing run's report keeps replaying it: these are the values the
-// simulations' seeds have drawn since the draws were keyed (the former
-// internal/keyed helper drew exactly these).
+// simulations' seeds have drawn since the draws were keyed (the test
+// helper Draws replaced drew exactly these).
 func TestDrawsAreStable(t *testing.T) {
 	for _, c := range []struct {
 		seed  uint64
