@@ -9,15 +9,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	flightwatermill "github.com/flightlog/flightlog/contrib/watermill"
+	"github.com/flightlog/flightlog/internal/hang"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/loglet/groups"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
-
-// failAfter bounds every wait for a message: a test that gets there has
-// failed (nothing waits on time to pass).
-const failAfter = 20 * time.Second
 
 func newPub(t *testing.T, star *loglet.Star, create bool) *flightwatermill.Publisher {
 	t.Helper()
@@ -47,8 +44,8 @@ func next(t *testing.T, ch <-chan *message.Message) *message.Message {
 			t.Fatalf("channel closed")
 		}
 		return m
-	case <-time.After(failAfter):
-		t.Fatalf("no message within %v", failAfter)
+	case <-hang.After(t):
+		t.Fatal("no message")
 	}
 	return nil
 }
