@@ -3,6 +3,7 @@ package loglet
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -152,11 +153,16 @@ type Config struct {
 	// Logger receives events (halts, under-replicated slots). Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Closers are what the host opened for this star (loglet/open's bbolt
+	// file, say): Star.Close closes them after the chains have closed, in
+	// reverse order, and joins their errors to its own. They stay the
+	// caller's until Open returns a Star: a failed Open closes none.
+	Closers []io.Closer
 }
 
 // DefaultConfig returns a Config with every default filled in, for a caller
 // to edit: set Star, Meta and the classes' Stores and BucketNames (or pass
-// it to OpenDir, which sets them), change what differs, and Open. Opening it
+// it to open.Dir in loglet/open, which sets them), change what differs, and Open. Opening it
 // behaves exactly as opening the zero Config with the same fields set.
 //
 // A few fields stay zero because their defaults follow from fields the
@@ -271,7 +277,7 @@ type ClassConfig struct {
 	// "bucket-1", ..., depends only on position, so it is stable, but the
 	// CLI names buckets after --s3-bucket, --s3-express-buckets or its
 	// directories and so cannot open as leader a chain recorded under the
-	// defaults. OpenDir sets the names its layout uses, which the CLI's
+	// defaults. open.Dir sets the names its layout uses, which the CLI's
 	// --dir uses too.
 	BucketNames []string
 	// W is the copy quorum (default: K/2+1, so 1 for K=1 and 2 for K=3).
@@ -583,6 +589,11 @@ func (c *Config) validate() error {
 	}
 	if len(c.Standard.Stores) == 0 && len(c.Express.Stores) == 0 {
 		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Stores or Express.Stores"))
+	}
+	for i, cl := range c.Closers {
+		if cl == nil {
+			errs = append(errs, fmt.Errorf("loglet: Closers[%d] is nil", i))
+		}
 	}
 	if c.MaxRecordBytes < 1 || c.MaxBatchRecords < 1 || c.MaxBatchBytes < c.MaxRecordBytes {
 		errs = append(errs, fmt.Errorf("loglet: limits: MaxRecordBytes=%d, MaxBatchRecords=%d, MaxBatchBytes=%d (must be positive, batch >= record)", c.MaxRecordBytes, c.MaxBatchRecords, c.MaxBatchBytes))

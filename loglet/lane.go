@@ -645,7 +645,6 @@ func (l *lane) snapshot() *ClassStats {
 	ps := l.budget.Stats()
 	ps.QueuedBytes, ps.QueuedBatches = cs.Pool.QueuedBytes, cs.Pool.QueuedBatches
 	cs.Pool = ps
-	cs.Memory.Pool, cs.Memory.PoolBound = ps.ReservedBytes, ps.BudgetBytes
 	cs.PrecompressSkipped = l.precompressSkipped.Load()
 	return &cs
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/internal/hang"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -104,8 +105,8 @@ func TestAppendReadTail(t *testing.T) {
 		select {
 		case l := <-lines:
 			return l
-		case <-time.After(10 * time.Second):
-			t.Fatal("tail: no event within 10s")
+		case <-hang.After(t):
+			t.Fatal("tail: no event")
 			return ""
 		}
 	}
@@ -125,7 +126,7 @@ func TestAppendReadTail(t *testing.T) {
 		for ok {
 			_, ok = <-lines
 		}
-	case <-time.After(10 * time.Second):
+	case <-hang.After(t):
 		t.Fatal("tail did not end at shutdown")
 	}
 	io.Copy(io.Discard, tresp.Body)

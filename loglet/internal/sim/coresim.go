@@ -18,7 +18,6 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/fault"
-	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/settlecore"
 	"github.com/flightlog/flightlog/loglet/internal/work"
@@ -302,7 +301,7 @@ func (cw *coreWorld) build() {
 			s = overwritingBucket{s}
 		}
 		if cw.o.Broken.LostPut > 0 {
-			s = &losingBucket{Store: s, draws: keyed.New(cw.o.Seed ^ uint64(i)), p: cw.o.Broken.LostPut}
+			s = &losingBucket{Store: s, draws: fault.NewDraws(cw.o.Seed ^ uint64(i)), p: cw.o.Broken.LostPut}
 		}
 		cw.mems = append(cw.mems, m)
 		cw.w.mems[p.class] = append(cw.w.mems[p.class], m)
