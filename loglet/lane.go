@@ -503,9 +503,12 @@ func (l *lane) admit(ctx context.Context, b *chaincore.Batch, recs []Record, mat
 func (l *lane) admitError(stream string, err error) error {
 	var me *chaincore.MismatchError
 	var de *chaincore.DeadError
+	var fe *chaincore.FencedError
 	switch {
 	case errors.As(err, &me):
 		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: durableTail(me.Tail)}
+	case errors.As(err, &fe):
+		return &FencedError{Stream: stream, Fenced: fe.Fenced}
 	case errors.As(err, &de):
 		return l.fateError(stream, de.Fate)
 	case isProducerAnswer(err):

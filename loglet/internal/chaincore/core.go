@@ -190,6 +190,7 @@ func (c *Core) Stream(name string) *Stream {
 			st.seq.Next, st.seq.LastTimestamp = t.Next, t.Timestamp
 			st.durable = Tail{Seq: t.Next, Timestamp: t.Timestamp}
 			c.loadProducers(st, t.Producers)
+			st.token = t.FencingToken
 		}
 		c.streams[name] = st
 	}
@@ -224,7 +225,8 @@ func (c *Core) Dead() *Fate {
 // (monotone false, or the first timestamp below the stream's last). On
 // error nothing was admitted: a *MismatchError, ErrClosed, ErrRetired, a
 // *DeadError, or for a batch with a producer identity (Batch.Producer) a
-// *DuplicateError, an *InFlightError or a *ProducerWindowError.
+// *DuplicateError, an *InFlightError or a *ProducerWindowError, or for a
+// batch whose fencing token is not the stream's a *FencedError.
 func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uint64, monotone bool) error {
 	c.advanceClock(now)
 	switch {
@@ -249,11 +251,15 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 			return err
 		}
 	}
+	if err := c.admitFencing(st, b); err != nil {
+		return err
+	}
 	start, err := st.seq.Assign(b.Count, match)
 	if err != nil {
 		return &MismatchError{Expected: *match, Tail: st.Assigned()}
 	}
 	b.Start = start
+	fenceAdmitted(st, b)
 	if b.Producer.ID != "" {
 		st.window().inflight[b.Producer] = b
 	}

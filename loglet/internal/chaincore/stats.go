@@ -22,6 +22,7 @@ type counters struct {
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
 	duplicates, producersEvicted          uint64 // producer window (not in Stats yet)
+	fenced                                uint64 // batches refused for their fencing token (not in Stats yet)
 	haltCause                             string
 	// underRepl: the slots whose flight reached W copies but not K (a
 	// straggler copy given up), oldest first, at most
