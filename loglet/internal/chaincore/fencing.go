@@ -5,6 +5,7 @@ import (
 
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/internal/invariants"
 )
 
 // Fencing tokens (docs/design.md, "Fencing tokens"): a stream may have a
@@ -46,7 +47,7 @@ func (e *FencedError) Error() string {
 
 // admitFencing refuses a batch whose token is not st's.
 func (c *Core) admitFencing(st *Stream, b *Batch) error {
-	if b.Fencing.Token != st.token {
+	if b.Fencing.Token != st.token && !invariants.FencingOff.On() {
 		c.stats.fenced++
 		return &FencedError{Stream: st.name, Fenced: st.token != ""}
 	}

@@ -92,6 +92,9 @@ type CoreResult struct {
 	// retries that waited for an attempt in flight, retries past the
 	// window.
 	Duplicates, InFlightRetries, PastWindow int
+	// Fencing (coresim_fencing.go): fence batches issued, batches refused
+	// for their token.
+	Fences, FencedRefusals int
 }
 
 // Failed reports whether the run found a violation.
@@ -225,6 +228,7 @@ type coreWorld struct {
 
 	// Producers (coresim_producers.go).
 	producerSeq map[int]uint64
+	fencing     coreFencing // coresim_fencing.go
 	logicals    []*coreLogical
 	byBatch     map[*chaincore.Batch]*coreBatch
 	finalAdmits []*coreLogical
@@ -613,6 +617,7 @@ func (cw *coreWorld) runAll() {
 	cw.finalPhase = true
 	cw.retryAllFinal(final)
 	cw.checkProducers(cw.walked)
+	cw.checkFencing(cw.walked)
 	final.core.Close(cw.now)
 	final.closing = true
 	cw.drain(final)
@@ -801,13 +806,16 @@ func (cw *coreWorld) admit() {
 	recs := make([]envelope.Record, n)
 	var payload []byte
 	ts := cw.now.UnixMilli()
+	fencing, tag := cw.fencingFor(name)
 	for i := range recs {
-		body := fmt.Sprintf("p%d.op%d.r%d|%s", pr.n, cw.ops, i, strings.Repeat("x", cw.rng.IntN(40)))
+		body := tag + fmt.Sprintf("p%d.op%d.r%d|%s", pr.n, cw.ops, i, strings.Repeat("x", cw.rng.IntN(40)))
 		recs[i] = envelope.Record{Timestamp: ts, Body: []byte(body)}
 		payload = envelope.AppendRecord(payload, recs[i])
 	}
 	lg := cw.newLogical(name, recs, append([]byte(nil), payload...), ts)
-	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts, Producer: lg.id}
+	lg.fencing = fencing
+	cw.noteFence(lg)
+	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts, Producer: lg.id, Fencing: fencing}
 	if cw.ops%3 == 0 {
 		// As the shell does for a large batch: compressed at admission, a
 		// frame of its own (stored as is when compressing does not pay).
@@ -828,6 +836,12 @@ func (cw *coreWorld) admit() {
 	if err != nil {
 		cw.tracef("p%d admit %s n=%d refused: %v", pr.n, name, n, err)
 		var me *chaincore.MismatchError
+		var fe *chaincore.FencedError
+		if errors.As(err, &fe) {
+			lg.fenced = true
+			cw.res.FencedRefusals++
+			return
+		}
 		if match != nil && !errors.As(err, &me) && pr.core.Dead() == nil && !pr.closing {
 			cw.violation("p%d: admit refused with %v", pr.n, err)
 		}

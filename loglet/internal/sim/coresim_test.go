@@ -67,7 +67,10 @@ func TestCoreSim(t *testing.T) {
 		tot.Duplicates += r.Duplicates
 		tot.InFlightRetries += r.InFlightRetries
 		tot.PastWindow += r.PastWindow
+		tot.Fences += r.Fences
+		tot.FencedRefusals += r.FencedRefusals
 	})
+	t.Logf("fencing: %d fence batches issued, %d batches refused for their token", tot.Fences, tot.FencedRefusals)
 	t.Logf("split absorb rounds (too large for one metastore Commit, committed in steps by the core): %d, their ref chunks written %d, pending rounds replayed by a successor %d", tot.SplitRounds, tot.RefChunks, tot.PendingReplays)
 	if n >= 64 && failed == 0 && tot.SplitRounds == 0 {
 		t.Errorf("no seed of %d split an absorb round: the core's split-round steps went unwalked", n)
