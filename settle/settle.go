@@ -87,10 +87,18 @@ const DefaultDoomedGrace = time.Minute
 // SettleSlots settles (or reclaims) every ref with records in the slots
 // given, stream by stream: it writes the settled objects (each marked
 // pending before), and repoints the refs onto them in guarded Commits of
-// many. It returns what it did even with an error.
+// many. It returns what it did even with an error, and which streams
+// failed (SlotsResult.Failed): every step is idempotent, so a retry of
+// those streams alone (SlotsPass.Streams) finishes the job.
 func SettleSlots(ctx context.Context, cfg Config, p SlotsPass) (SlotsResult, error) {
 	cfg.defaults()
-	r := &run{cfg: cfg, p: Pass{Upto: p.Upto, Checkpoint: p.Checkpoint}, cpVer: p.Guard, upto: p.Upto, slots: p.Slots, objects: map[string][]byte{}}
+	r := &run{cfg: cfg, p: Pass{Upto: p.Upto, Checkpoint: p.Checkpoint}, cpVer: p.Guard, upto: p.Upto, slots: p.Slots, objects: map[string][]byte{}, failed: map[string]bool{}}
+	if p.Streams != nil {
+		r.only = map[string]bool{}
+		for _, id := range p.Streams {
+			r.only[id] = true
+		}
+	}
 	for _, c := range p.Cuts {
 		r.addCut(c)
 	}
@@ -100,6 +108,10 @@ func SettleSlots(ctx context.Context, cfg Config, p SlotsPass) (SlotsResult, err
 	err := r.settleStreams(ctx)
 	out := SlotsResult{Objects: r.res.Objects, Repointed: r.res.Repointed, Merged: r.res.Merged, Reclaimed: r.res.Reclaimed,
 		RawBytes: r.res.RawBytes, StoredBytes: r.res.StoredBytes, DoomedNew: r.doomedNew, Guard: r.cpVer}
+	for id := range r.failed {
+		out.Failed = append(out.Failed, id)
+	}
+	slices.Sort(out.Failed)
 	return out, err
 }
 
@@ -154,6 +166,8 @@ type run struct {
 	slots []Slot
 	// objects: the slot objects read, by key, for extents that point there.
 	objects map[string][]byte
+	// only: the streams to settle (nil: all); failed: those that failed.
+	only, failed map[string]bool
 }
 
 func (r *run) addCut(c chain.Cut) {
@@ -169,6 +183,9 @@ func (r *run) settleStreams(ctx context.Context) error {
 	first := map[string]uint64{} // stream ID → lowest seq seen in these slots
 	for _, s := range r.slots {
 		for _, f := range s.Frames {
+			if r.only != nil && !r.only[f.Stream] {
+				continue
+			}
 			if v, ok := first[f.Stream]; !ok || f.FirstSeq < v {
 				first[f.Stream] = f.FirstSeq
 			}
@@ -182,6 +199,7 @@ func (r *run) settleStreams(ctx context.Context) error {
 	var errs []error
 	for _, id := range ids {
 		if err := r.settleStream(ctx, id, first[id]); err != nil {
+			r.failed[id] = true
 			errs = append(errs, fmt.Errorf("stream %q: %w", id, err))
 			if ctx.Err() != nil || errors.Is(err, ErrDeposed) {
 				break
@@ -226,7 +244,7 @@ func (r *run) settleStream(ctx context.Context, id string, seq uint64) error {
 		// absorbed tail: a successor learns tails from refs, and a trim may
 		// reach past what is absorbed.
 		if !live || (f.r.End < trimSeq && i < len(refs)-1) {
-			if err := r.queue(ctx, []metastore.Op{{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver}}, commitCounts{reclaimed: 1}); err != nil {
+			if err := r.queue(ctx, []metastore.Op{{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver}}, commitCounts{stream: id, reclaimed: 1}); err != nil {
 				return fmt.Errorf("reclaim ref %s: %w", f.key, err)
 			}
 			continue
@@ -409,6 +427,9 @@ func (r *run) flushPrepared(ctx context.Context) error {
 		}
 		vs, err := r.commit(ctx, ops)
 		if err != nil {
+			for _, p := range ps {
+				r.failed[p.id] = true
+			}
 			return fmt.Errorf("settle: mark %d settled objects pending before writing them: %w", len(ops), err)
 		}
 		vers, ops, size = append(vers, vs...), nil, 0
@@ -438,14 +459,16 @@ func (r *run) flushPrepared(ctx context.Context) error {
 			frames, stored, err = r.adopt(ctx, p.key, p.start, p.end)
 		}
 		if err != nil {
+			r.failed[p.id] = true
 			errs = append(errs, fmt.Errorf("stream %q: %w", p.id, err))
 			continue
 		}
-		counts := commitCounts{objects: 1, stored: stored}
+		counts := commitCounts{stream: p.id, objects: 1, stored: stored}
 		for _, f := range frames {
 			counts.raw += int64(f.RawLength)
 		}
 		if err := r.repoint(ctx, p.id, p.key, p.all, frames, p.merged, counts, vers[i]); err != nil {
+			r.failed[p.id] = true
 			errs = append(errs, fmt.Errorf("stream %q: %w", p.id, err))
 		}
 	}
@@ -691,6 +714,7 @@ const maxBatchOps = 1024
 
 // commitCounts is what a queued group of ops does once committed.
 type commitCounts struct {
+	stream                                string
 	objects, repointed, merged, reclaimed int
 	raw, stored                           int64
 }
@@ -732,6 +756,9 @@ func (r *run) flush(ctx context.Context) error {
 	ops, counts := r.pending, r.counts
 	r.pending, r.counts, r.pendingBytes = nil, nil, 0
 	if _, err := r.commit(ctx, ops); err != nil {
+		for _, c := range counts {
+			r.failed[c.stream] = true
+		}
 		return fmt.Errorf("settle: commit %d ops of %d repoints and reclaims: %w", len(ops), len(counts), err)
 	}
 	for _, c := range counts {

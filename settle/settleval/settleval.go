@@ -60,9 +60,12 @@ type Result struct {
 	// even if nothing new is absorbed (zero: none waits).
 	DoomedWaiting int
 	DoomedDue     time.Time
-	Reclaimed     int   // refs of deleted incarnations or trimmed records deleted
-	Deleted       int   // slot deletes that succeeded (per bucket)
-	FreedBytes    int64 // transit bytes of the slots deleted (as read by this pass)
+	Reclaimed     int // refs of deleted incarnations or trimmed records deleted
+	// Retries is the requests the pass asked again after a transient
+	// failure (on its own backoff, inside the pass).
+	Retries    int
+	Deleted    int   // slot deletes that succeeded (per bucket)
+	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a
 	// bucket down): they stay due for the next pass; the pass itself
 	// succeeded.
@@ -98,6 +101,9 @@ type SlotsPass struct {
 	// leader's, and those it re-derived).
 	Cuts  []chainval.Cut
 	Slots []Slot
+	// Streams, if not nil, are the only streams to settle (a retry of the
+	// streams an earlier try failed); nil: every stream in Slots.
+	Streams []string
 	// Guard is the checkpoint's version as the pass last found it sealed
 	// by its leader ("": settle.SettleSlots reads it before its first Commit).
 	Guard metaval.Version
@@ -113,6 +119,9 @@ type SlotsResult struct {
 	DoomedNew bool
 	// Guard is the checkpoint's version as the step left it.
 	Guard metaval.Version
+	// Failed is the streams whose settling failed (sorted), to try again:
+	// every step is idempotent, so a retry of only these finishes the job.
+	Failed []string
 }
 
 // Segments returns the committed slot ranges [from, to) of each epoch

@@ -39,6 +39,16 @@
 //     SettleSlots); reclaim again if a merge doomed objects.
 //  7. Advance the cursor to where the slots read end, then delete behind
 //     it as in 2.
+//
+// A request that fails transiently (not a conflict, not deposed, not a
+// refusal: see Transient) is asked again on the pass's own backoff (a
+// Wait between tries, 10 ms doubling to 1 s, up to Config.Retries times)
+// instead of failing the pass: every step is idempotent, and a pass of
+// many requests against a store that fails a few percent of them would
+// otherwise fail as a whole almost every time. Only the deletes behind
+// the cursor (2) are not retried: they stay due and the pass goes on. A
+// SettleSlots that failed for some streams is asked again for those
+// streams only.
 package settlecore
 
 import (
@@ -51,6 +61,7 @@ import (
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	chain "github.com/flightlog/flightlog/chain/chainval"
 	metastore "github.com/flightlog/flightlog/metastore/metaval"
+	objstore "github.com/flightlog/flightlog/objstore/objval"
 	settle "github.com/flightlog/flightlog/settle/settleval"
 )
 
@@ -68,6 +79,37 @@ type Config struct {
 	DoomedGrace time.Duration
 	// MaxCommitOps bounds the ops of one Commit (0: maxBatchOps).
 	MaxCommitOps int
+	// Retries bounds the tries of one request after its first transient
+	// failure (0: DefaultRetries; negative: none).
+	Retries int
+}
+
+// DefaultRetries is Config.Retries' default: with the backoff doubling
+// from RetryMin to RetryMax, a request is given about 2.3 s.
+const DefaultRetries = 8
+
+// The backoff between the tries of a request.
+const (
+	RetryMin = 10 * time.Millisecond
+	RetryMax = time.Second
+)
+
+// Transient reports whether a request that failed with err may succeed if
+// asked again unchanged: every failure but a conflict (a version moved: the
+// pass decides what follows), a deposed pass, a cut unknown, a key or
+// object not found, a request too large or invalid, and a permanent
+// object-store failure.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{metastore.ErrConflict, metastore.ErrNotFound, metastore.ErrTooLarge, metastore.ErrInvalidKey,
+		objstore.ErrNotFound, objstore.ErrPermanent, objstore.ErrInvalidKey, objstore.ErrInvalidRange, settle.ErrDeposed, settle.ErrCutUnknown} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
 }
 
 // Input is one pass's task.
@@ -151,6 +193,10 @@ type ReadSlots struct {
 // SettleSlots asks for package settle's SettleSlots. → SlotsSettled.
 type SettleSlots struct{ Pass settle.SlotsPass }
 
+// Wait asks the executor to wait For before the pass goes on: the backoff
+// before a request that failed transiently is asked again. → Waited.
+type Wait struct{ For time.Duration }
+
 func (ReadTrim) isRequest()       {}
 func (ReadCheckpoint) isRequest() {}
 func (Commit) isRequest()         {}
@@ -161,6 +207,7 @@ func (DeleteObject) isRequest()   {}
 func (FenceEpoch) isRequest()     {}
 func (ReadSlots) isRequest()      {}
 func (SettleSlots) isRequest()    {}
+func (Wait) isRequest()           {}
 
 // TrimRead is ReadTrim's result.
 type TrimRead struct {
@@ -227,6 +274,10 @@ type SlotsSettled struct {
 	Err    error
 }
 
+// Waited is Wait's result (Err: the executor stopped waiting, its context
+// over; the pass then ends with the request's failure).
+type Waited struct{ Err error }
+
 func (TrimRead) isEvent()       {}
 func (CheckpointRead) isEvent() {}
 func (Committed) isEvent()      {}
@@ -237,6 +288,7 @@ func (ObjectDeleted) isEvent()  {}
 func (EpochFenced) isEvent()    {}
 func (SlotsRead) isEvent()      {}
 func (SlotsSettled) isEvent()   {}
+func (Waited) isEvent()         {}
 
 // Log is a line a pass asks its executor to log.
 type Log struct {
@@ -272,6 +324,12 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	if cfg.MaxCommitOps <= 0 || cfg.MaxCommitOps > maxBatchOps {
 		cfg.MaxCommitOps = maxBatchOps
 	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = DefaultRetries
+	case cfg.Retries < 0:
+		cfg.Retries = 0
+	}
 	p := &Pass{cfg: cfg, in: in, now: now, sizes: map[chain.Position]int64{}}
 	p.res.Trim, p.res.TrimVersion = in.Trim, in.TrimVersion
 	if tooSmall {
@@ -292,7 +350,7 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 		return p
 	}
 	p.phase = "read-trim"
-	p.ask(ReadTrim{}, func(ev Event) {
+	p.call(ReadTrim{}, func(ev Event) {
 		tr := ev.(TrimRead)
 		if tr.Err != nil {
 			p.finish(fmt.Errorf("settle: read the trim cursor of %s/%s: %w", cfg.Star, cfg.Class, tr.Err))
@@ -336,6 +394,70 @@ func (p *Pass) ask(r Request, then func(Event)) {
 		return
 	}
 	p.out, p.then = r, then
+}
+
+// call asks r, and asks it again after a Wait while its event carries a
+// transient failure (errOf) and tries are left; then gets the last event.
+func (p *Pass) call(r Request, then func(Event)) {
+	tries := 0
+	var try func()
+	try = func() {
+		p.ask(r, func(ev Event) {
+			if !Transient(eventErr(ev)) || tries >= p.cfg.Retries {
+				then(ev)
+				return
+			}
+			p.wait(tries, func(ok bool) {
+				if !ok {
+					then(ev)
+					return
+				}
+				tries++
+				try()
+			})
+		})
+	}
+	try()
+}
+
+// wait asks for the backoff before try number tries+1; then learns
+// whether the wait ran its course.
+func (p *Pass) wait(tries int, then func(ok bool)) {
+	p.res.Retries++
+	d := RetryMin << min(tries, 16)
+	if d > RetryMax {
+		d = RetryMax
+	}
+	p.ask(Wait{For: d}, func(ev Event) { then(ev.(Waited).Err == nil) })
+}
+
+// eventErr is the failure an event carries.
+func eventErr(ev Event) error {
+	switch e := ev.(type) {
+	case TrimRead:
+		return e.Err
+	case CheckpointRead:
+		return e.Err
+	case Committed:
+		return e.Err
+	case SlotsDeleted:
+		return e.Err
+	case MarkersScanned:
+		return e.Err
+	case RefGot:
+		return e.Err
+	case ObjectDeleted:
+		return e.Err
+	case EpochFenced:
+		return e.Err
+	case SlotsRead:
+		return e.Err
+	case SlotsSettled:
+		return e.Err
+	case Waited:
+		return e.Err
+	}
+	return nil
 }
 
 func (p *Pass) finish(err error) {
@@ -413,26 +535,46 @@ func (p *Pass) readSlots(then func(slots []settle.Slot, upto chain.Position, err
 		}
 		e, from, to := segs[i][0], segs[i][1], segs[i][2]
 		limit := min(to, from+uint64(budget-len(slots)))
-		p.ask(ReadSlots{Epoch: e, From: from, To: limit, MaxBytes: settle.MaxPassBytes - bytes}, func(ev Event) {
-			sr := ev.(SlotsRead)
-			for _, s := range sr.Slots {
-				slots = append(slots, s)
-				bytes += int64(len(s.Object))
-				p.sizes[s.Pos] = int64(len(s.Object))
-				at = chain.Position{Epoch: e, Next: s.Pos.Next + 1}
-			}
-			switch {
-			case sr.Full:
-				then(slots, at, nil)
-			case sr.Err != nil:
-				then(slots, at, sr.Err)
-			case limit < to:
-				then(slots, at, nil) // MaxSlots
-			default:
-				at = chain.Position{Epoch: e, Next: to}
-				next(i + 1)
-			}
-		})
+		tries := 0
+		var read func(from uint64)
+		read = func(from uint64) {
+			p.ask(ReadSlots{Epoch: e, From: from, To: limit, MaxBytes: settle.MaxPassBytes - bytes}, func(ev Event) {
+				sr := ev.(SlotsRead)
+				for _, s := range sr.Slots {
+					slots = append(slots, s)
+					bytes += int64(len(s.Object))
+					p.sizes[s.Pos] = int64(len(s.Object))
+					at = chain.Position{Epoch: e, Next: s.Pos.Next + 1}
+				}
+				switch {
+				case sr.Full:
+					then(slots, at, nil)
+				case sr.Err != nil && Transient(sr.Err) && tries < p.cfg.Retries:
+					// The slots read are kept; the read goes on from the
+					// first that failed.
+					resume := from
+					if at.Epoch == e && at.Next > from {
+						resume = at.Next
+					}
+					p.wait(tries, func(ok bool) {
+						if !ok {
+							then(slots, at, sr.Err)
+							return
+						}
+						tries++
+						read(resume)
+					})
+				case sr.Err != nil:
+					then(slots, at, sr.Err)
+				case limit < to:
+					then(slots, at, nil) // MaxSlots
+				default:
+					at = chain.Position{Epoch: e, Next: to}
+					next(i + 1)
+				}
+			})
+		}
+		read(from)
 	}
 	next(0)
 }
@@ -447,19 +589,9 @@ func (p *Pass) settleSlots() {
 			return
 		}
 		p.phase = "settle"
-		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots, Guard: p.cpVer}
-		p.ask(SettleSlots{Pass: sp}, func(ev Event) {
-			ss := ev.(SlotsSettled)
+		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots}
+		p.settleStreams(sp, func(ss SlotsSettled) {
 			r := ss.Result
-			p.res.Objects += r.Objects
-			p.res.Repointed += r.Repointed
-			p.res.Merged += r.Merged
-			p.res.Reclaimed += r.Reclaimed
-			p.res.RawBytes += r.RawBytes
-			p.res.StoredBytes += r.StoredBytes
-			if r.Guard != "" {
-				p.cpVer = r.Guard
-			}
 			after := func(err error) {
 				if err != nil {
 					p.finish(err)
@@ -487,10 +619,54 @@ func (p *Pass) settleSlots() {
 	})
 }
 
+// settleStreams asks for SettleSlots of sp, and again, after a Wait, for
+// the streams that failed (SlotsResult.Failed) while tries are left and the
+// pass is not deposed: a step is idempotent, so the retry of the streams
+// that failed finishes what the first try began. then gets the last try's
+// event with DoomedNew over all tries.
+func (p *Pass) settleStreams(sp settle.SlotsPass, then func(SlotsSettled)) {
+	tries := 0
+	doomed := false
+	var try func()
+	try = func() {
+		sp.Guard = p.cpVer
+		p.ask(SettleSlots{Pass: sp}, func(ev Event) {
+			ss := ev.(SlotsSettled)
+			r := ss.Result
+			p.res.Objects += r.Objects
+			p.res.Repointed += r.Repointed
+			p.res.Merged += r.Merged
+			p.res.Reclaimed += r.Reclaimed
+			p.res.RawBytes += r.RawBytes
+			p.res.StoredBytes += r.StoredBytes
+			if r.Guard != "" {
+				p.cpVer = r.Guard
+			}
+			doomed = doomed || r.DoomedNew
+			if ss.Err == nil || len(r.Failed) == 0 || errors.Is(ss.Err, settle.ErrDeposed) || tries >= p.cfg.Retries {
+				ss.Result.DoomedNew = doomed
+				then(ss)
+				return
+			}
+			p.wait(tries, func(ok bool) {
+				if !ok {
+					ss.Result.DoomedNew = doomed
+					then(ss)
+					return
+				}
+				tries++
+				sp.Streams = r.Failed
+				try()
+			})
+		})
+	}
+	try()
+}
+
 // holder reads the checkpoint and keeps its version if the pass's leader
 // still holds it; else it fails with settle.ErrDeposed.
 func (p *Pass) holder(then func(error)) {
-	p.ask(ReadCheckpoint{}, func(ev Event) {
+	p.call(ReadCheckpoint{}, func(ev Event) {
 		cr := ev.(CheckpointRead)
 		if cr.Err != nil {
 			then(fmt.Errorf("settle: read the checkpoint of %s/%s: %w", p.cfg.Star, p.cfg.Class, cr.Err))
@@ -531,7 +707,7 @@ func (p *Pass) commit(what string, ops []metastore.Op, then func([]metastore.Ver
 			})
 			return
 		}
-		p.ask(Commit{What: what, Ops: append(ops[:len(ops):len(ops)], p.guardOp())}, func(ev Event) {
+		p.call(Commit{What: what, Ops: append(ops[:len(ops):len(ops)], p.guardOp())}, func(ev Event) {
 			c := ev.(Committed)
 			if c.Err == nil {
 				then(c.Versions[:len(ops)], nil)
@@ -725,7 +901,7 @@ func (p *Pass) advance(upto chain.Position, then func(error)) {
 			then(wrap(err))
 			return
 		}
-		p.ask(ReadTrim{}, func(ev Event) {
+		p.call(ReadTrim{}, func(ev Event) {
 			tr := ev.(TrimRead)
 			if tr.Err == nil && !tr.Cursor.At.Less(upto) {
 				p.res.Trim, p.res.TrimVersion = tr.Cursor, tr.Version // ours applied, or someone got as far
@@ -763,7 +939,7 @@ func (p *Pass) reclaim(then func(error)) {
 	var due []marker
 	var scan func(after string)
 	scan = func(after string) {
-		p.ask(ScanMarkers{After: after, Limit: scanPage}, func(ev Event) {
+		p.call(ScanMarkers{After: after, Limit: scanPage}, func(ev Event) {
 			ms := ev.(MarkersScanned)
 			if ms.Err != nil {
 				then(ms.Err)
@@ -801,7 +977,7 @@ func (p *Pass) reclaim(then func(error)) {
 				}
 				// A pending marker past its grace: is its object referenced
 				// by now?
-				p.ask(GetRef{Key: d.Ref}, func(ev Event) {
+				p.call(GetRef{Key: d.Ref}, func(ev Event) {
 					rg := ev.(RefGot)
 					if rg.Err != nil {
 						then(rg.Err)
@@ -887,7 +1063,7 @@ func (p *Pass) reclaimDue(due []marker, then func(error)) {
 					obj(i+1, 0)
 					return
 				}
-				p.ask(DeleteObject{Bucket: b, Key: x.m.Key}, func(ev Event) {
+				p.call(DeleteObject{Bucket: b, Key: x.m.Key}, func(ev Event) {
 					if err := ev.(ObjectDeleted).Err; err != nil {
 						derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
 						obj(i+1, 0) // its marker stays: the next pass deletes again

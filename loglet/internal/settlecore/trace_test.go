@@ -29,7 +29,7 @@ import (
 // EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
 // object's name; durations like 30s):
 //
-//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops=]
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none]
 //	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
 //	                         caller read the cursor; else the pass reads it)
 //	time +d                                   (the clock moves)
@@ -44,7 +44,9 @@ import (
 //	fenced cut= | fence-failed
 //	slots-read n= [full] [failed]   (the first n slots asked, 100 bytes each; full: the
 //	                         pass's bytes are reached; failed: the next slot unreadable)
-//	slots-settled [objects= repointed= merged= doomed-new guard= failed]
+//	slots-settled [objects= repointed= merged= doomed-new guard= failed [streams=a,b]]
+//	                         (streams: the streams that failed; default a)
+//	waited | wait-failed      (Wait's result; failed: the executor's context ended)
 type harness struct {
 	t   *testing.T
 	cfg Config
@@ -82,6 +84,11 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
 			MaxCommitOps: int(h.u64(d, "maxops", 0))}
+		if r := h.str(d, "retries", ""); r == "none" {
+			h.cfg.Retries = -1
+		} else {
+			h.cfg.Retries = int(h.u64(d, "retries", 0))
+		}
 		h.p = nil
 		return ""
 	case "pass":
@@ -227,8 +234,13 @@ func (h *harness) run(d *datadriven.TestData) string {
 		var err error
 		if d.HasArg("failed") {
 			err = errors.New("settle: put settled/a in settled bucket 0: unavailable")
+			r.Failed = strings.Split(h.str(d, "streams", "a"), ",")
 		}
 		h.step(SlotsSettled{Result: r, Err: err})
+	case "waited":
+		h.step(Waited{})
+	case "wait-failed":
+		h.step(Waited{Err: errors.New("context canceled")})
 	default:
 		d.Fatalf(h.t, "unknown command %q", d.Cmd)
 	}
@@ -239,7 +251,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 var answers = map[string]string{
 	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
 	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
-	"ReadSlots": "SlotsRead", "SettleSlots": "SlotsSettled",
+	"ReadSlots": "SlotsRead", "SettleSlots": "SlotsSettled", "Wait": "Waited",
 }
 
 func (h *harness) step(ev Event) {
@@ -269,6 +281,9 @@ func (h *harness) render() string {
 		}
 		fmt.Fprintf(&b, "done: cursor at=%s deleted=%s cuts=%s; %s", pos(res.Trim.At), pos(res.Trim.Deleted), cuts(res.Trim.Cuts), res.Describe())
 		fmt.Fprintf(&b, " merged=%d deleted-objects=%d freed=%d", res.Merged, res.DeletedObjects, res.FreedBytes)
+		if res.Retries > 0 {
+			fmt.Fprintf(&b, " retries=%d", res.Retries)
+		}
 		if res.DoomedWaiting > 0 || !res.DoomedDue.IsZero() {
 			fmt.Fprintf(&b, " doomed-waiting=%d due=+%v", res.DoomedWaiting, res.DoomedDue.Sub(t0))
 		}
@@ -310,6 +325,11 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "read-slots e=%d [%d,%d) max-bytes=%d", r.Epoch, r.From, r.To, r.MaxBytes)
 	case SettleSlots:
 		fmt.Fprintf(&b, "settle-slots %s upto=%s checkpoint=%s cuts=%s guard=%q", slotList(r.Pass.Slots), pos(r.Pass.Upto), pos(r.Pass.Checkpoint), cuts(r.Pass.Cuts), r.Pass.Guard)
+		if r.Pass.Streams != nil {
+			fmt.Fprintf(&b, " streams=%s", strings.Join(r.Pass.Streams, ","))
+		}
+	case Wait:
+		fmt.Fprintf(&b, "wait %v", r.For)
 	default:
 		fmt.Fprintf(&b, "%T", r)
 	}

@@ -55,6 +55,11 @@ type CoreOptions struct {
 	Broken Broken
 	// Trace, if set, receives the run's trace as text.
 	Trace io.Writer
+	// Settle turns settlement on whatever the seed draws; MetaErr, if
+	// positive, is the metastore's error rate (and half of it its
+	// ambiguous rate) whatever the seed draws.
+	Settle  bool
+	MetaErr float64
 }
 
 // CoreResult is what one run found.
@@ -153,6 +158,9 @@ func drawCorePlan(o CoreOptions) corePlan {
 	if o.Broken.CommitLimit > 0 {
 		p.commitLimit = o.Broken.CommitLimit
 	}
+	if o.MetaErr > 0 {
+		p.metaErr, p.metaAmbig = o.MetaErr, o.MetaErr/2
+	}
 	p.matchEvery = 3 + r.IntN(5)
 	p.lateLandChance = r.Float64()
 	return p
@@ -245,7 +253,7 @@ type coreBatch struct {
 // RunCore runs one seed of the core-level simulation.
 func RunCore(o CoreOptions) *CoreResult {
 	p := drawCorePlan(o)
-	sp := drawCoreSettlePlan(o.Seed, p)
+	sp := drawCoreSettlePlan(o, p)
 	cw := &coreWorld{o: o, p: p, sp: sp, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), res: &CoreResult{Seed: o.Seed, Plan: p.String() + "; " + sp.String()},
 		trace: xxhash.New(), out: o.Trace, start: time.Unix(1_700_000_000, 0)}
 	cw.now = cw.start

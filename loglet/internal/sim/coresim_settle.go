@@ -36,9 +36,9 @@ type coreSettlePlan struct {
 	grace    time.Duration // negative: none
 }
 
-func drawCoreSettlePlan(seed uint64, p corePlan) coreSettlePlan {
-	r := rand.New(rand.NewPCG(seed, 0x5e771e))
-	sp := coreSettlePlan{on: r.IntN(2) == 0}
+func drawCoreSettlePlan(o CoreOptions, p corePlan) coreSettlePlan {
+	r := rand.New(rand.NewPCG(o.Seed, 0x5e771e))
+	sp := coreSettlePlan{on: r.IntN(2) == 0 || o.Settle}
 	if p.commitLimit > 0 && p.commitLimit < settlecore.MinCommitOps {
 		// A pass refuses such a backend (a repoint's Commit would not fit)
 		// and would never finish: the traces cover that refusal.
@@ -144,7 +144,12 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 		cw.drain(pr)
 		return
 	}
-	ev := s.exec.Do(context.Background(), q.sreq)
+	var ev settlecore.Event
+	if _, ok := q.sreq.(settlecore.Wait); ok {
+		ev = settlecore.Waited{} // its latency was the wait
+	} else {
+		ev = s.exec.Do(context.Background(), q.sreq)
+	}
 	if d, ok := q.sreq.(settlecore.DeleteSlots); ok && cw.sp.on {
 		if cw.deletedAt == nil {
 			cw.deletedAt = map[string]time.Time{}
@@ -166,13 +171,16 @@ func (cw *coreWorld) settleExecutable(q *coreReq) bool {
 		return !cw.zoneDown
 	case settlecore.SettleSlots:
 		return !cw.zoneDown && !cw.metaDown
-	case settlecore.DeleteObject:
-		return true // the settled set has no zone down
+	case settlecore.DeleteObject, settlecore.Wait:
+		return true // the settled set has no zone down; a wait is the clock's
 	}
 	return !cw.metaDown
 }
 
 func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
+	if w, ok := r.(settlecore.Wait); ok {
+		return w.For
+	}
 	var fake chaincore.Request = chaincore.ReadCheckpoint{} // a metastore call
 	switch r.(type) {
 	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch, settlecore.ReadSlots:
@@ -204,7 +212,9 @@ func describeSettle(r settlecore.Request) string {
 	case settlecore.ReadSlots:
 		return fmt.Sprintf("read-slots e=%d [%d,%d)", r.Epoch, r.From, r.To)
 	case settlecore.SettleSlots:
-		return fmt.Sprintf("settle-slots %d upto=%d/%d", len(r.Pass.Slots), r.Pass.Upto.Epoch, r.Pass.Upto.Next)
+		return fmt.Sprintf("settle-slots %d upto=%d/%d streams=%v", len(r.Pass.Slots), r.Pass.Upto.Epoch, r.Pass.Upto.Next, r.Pass.Streams)
+	case settlecore.Wait:
+		return fmt.Sprintf("wait %v", r.For)
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -237,7 +247,9 @@ func describeSettleEvent(ev settlecore.Event) string {
 		return fmt.Sprintf("slots-read %d full=%v %s", len(ev.Slots), ev.Full, errs(ev.Err))
 	case settlecore.SlotsSettled:
 		r := ev.Result
-		return fmt.Sprintf("slots-settled objects=%d repointed=%d merged=%d reclaimed=%d %s", r.Objects, r.Repointed, r.Merged, r.Reclaimed, errs(ev.Err))
+		return fmt.Sprintf("slots-settled objects=%d repointed=%d merged=%d reclaimed=%d failed=%v %s", r.Objects, r.Repointed, r.Merged, r.Reclaimed, r.Failed, errs(ev.Err))
+	case settlecore.Waited:
+		return "waited"
 	}
 	return fmt.Sprintf("%T", ev)
 }

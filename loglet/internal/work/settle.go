@@ -3,6 +3,7 @@ package work
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
@@ -82,7 +83,7 @@ var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
 
 // SettleExec executes a settle pass's requests against Cfg's stores: each
 // request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
-// SettleSlots: package settle's coarse step) and returns its event. It
+// SettleSlots: package settle's coarse step; Wait: a timer) and returns its event. It
 // holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
 type SettleExec struct {
 	Cfg settle.Config
@@ -143,6 +144,15 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 	case settlecore.SettleSlots:
 		res, err := settle.SettleSlots(ctx, c, r.Pass)
 		return settlecore.SlotsSettled{Result: res, Err: err}
+	case settlecore.Wait:
+		t := time.NewTimer(r.For)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return settlecore.Waited{}
+		case <-ctx.Done():
+			return settlecore.Waited{Err: ctx.Err()}
+		}
 	}
 	panic("work: unknown settle request") // a request type added without its execution: a bug here
 }

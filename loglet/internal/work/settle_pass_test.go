@@ -541,8 +541,12 @@ func TestSettleLostRepointLeavesNoOrphan(t *testing.T) {
 			}
 		}
 	}}
-	if _, err := w.pass(ctx, chain.Standard, meta, func(s objstore.Store) objstore.Store { return s }); err == nil || !trimmed {
-		t.Fatalf("the pass that raced a trim: %v (trimmed %v), want its repoint to fail", err, trimmed)
+	// The repoint fails; the pass settles the stream again (a retry of the
+	// streams that failed, inside the pass) and succeeds, but the object
+	// of the lost repoint is left with no ref until its marker is due.
+	res, err := w.pass(ctx, chain.Standard, meta, func(s objstore.Store) objstore.Store { return s })
+	if err != nil || !trimmed || res.Retries == 0 {
+		t.Fatalf("the pass that raced a trim: %v (trimmed %v, retries %d), want its repoint to fail and the stream retried", err, trimmed, res.Retries)
 	}
 	if len(w.orphans(t)) == 0 {
 		t.Fatal("the pass that lost its repoint wrote no settled object: the race went untested")
