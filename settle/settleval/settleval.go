@@ -93,7 +93,7 @@ type Slot struct {
 	Frames []envelope.FrameInfo
 }
 
-// SlotsPass is what settle.SettleSlots is asked: settle the refs with records in
+// SlotsPass is what settling the slots read is asked: settle the refs with records in
 // Slots, the slots a pass read in chain order, which end at Upto.
 type SlotsPass struct {
 	Upto, Checkpoint chainval.Position
@@ -104,12 +104,9 @@ type SlotsPass struct {
 	// Streams, if not nil, are the only streams to settle (a retry of the
 	// streams an earlier try failed); nil: every stream in Slots.
 	Streams []string
-	// Guard is the checkpoint's version as the pass last found it sealed
-	// by its leader ("": settle.SettleSlots reads it before its first Commit).
-	Guard metaval.Version
 }
 
-// SlotsResult is what settle.SettleSlots did.
+// SlotsResult is what settling the slots read did.
 type SlotsResult struct {
 	// Objects, RawBytes, StoredBytes, Repointed, Merged and Reclaimed are
 	// as in Result.
@@ -117,8 +114,6 @@ type SlotsResult struct {
 	RawBytes, StoredBytes                 int64
 	// DoomedNew: a committed merge marked objects doomed.
 	DoomedNew bool
-	// Guard is the checkpoint's version as the step left it.
-	Guard metaval.Version
 	// Failed is the streams whose settling failed (sorted), to try again:
 	// every step is idempotent, so a retry of only these finishes the job.
 	Failed []string

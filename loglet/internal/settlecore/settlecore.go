@@ -35,8 +35,8 @@
 //     it in the cursor before use.
 //  6. Read the slots from the cursor on (up to Upto, MaxSlots or
 //     settle.MaxPassBytes), one epoch's range a request; settle the refs
-//     with records in them (one coarse step, package settle's
-//     SettleSlots); reclaim again if a merge doomed objects.
+//     with records in them, stream by stream (slots.go); reclaim again if
+//     a merge doomed objects.
 //  7. Advance the cursor to where the slots read end, then delete behind
 //     it as in 2.
 //
@@ -46,9 +46,8 @@
 // instead of failing the pass: every step is idempotent, and a pass of
 // many requests against a store that fails a few percent of them would
 // otherwise fail as a whole almost every time. Only the deletes behind
-// the cursor (2) are not retried: they stay due and the pass goes on. A
-// SettleSlots that failed for some streams is asked again for those
-// streams only.
+// the cursor (2) are not retried: they stay due and the pass goes on. The
+// streams whose settling failed are settled again, those only.
 package settlecore
 
 import (
@@ -60,6 +59,7 @@ import (
 
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	chain "github.com/flightlog/flightlog/chain/chainval"
+	"github.com/flightlog/flightlog/envelope"
 	metastore "github.com/flightlog/flightlog/metastore/metaval"
 	objstore "github.com/flightlog/flightlog/objstore/objval"
 	settle "github.com/flightlog/flightlog/settle/settleval"
@@ -82,6 +82,19 @@ type Config struct {
 	// Retries bounds the tries of one request after its first transient
 	// failure (0: DefaultRetries; negative: none).
 	Retries int
+	// MaxCommitBytes bounds the bytes of one Commit as OpBytes counts
+	// them (0: no bound); OpBytes is an op's size as the backend counts it
+	// (nil: the key and value's lengths).
+	MaxCommitBytes int
+	OpBytes        func(metastore.Op) int
+	// Settled objects: Codec compresses their frames, of up to FrameBytes
+	// raw each (0: settle.DefaultFrameBytes), and an object grows to
+	// TargetBytes raw (0: settle.DefaultTargetBytes).
+	Codec                   envelope.Codec
+	FrameBytes, TargetBytes int
+	// Liveness: the pass asks whether each stream lives and where it is
+	// trimmed (CheckLive); else every stream lives, none trimmed.
+	Liveness bool
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -104,7 +117,7 @@ func Transient(err error) bool {
 		return false
 	}
 	for _, e := range []error{metastore.ErrConflict, metastore.ErrNotFound, metastore.ErrTooLarge, metastore.ErrInvalidKey,
-		objstore.ErrNotFound, objstore.ErrPermanent, objstore.ErrInvalidKey, objstore.ErrInvalidRange, settle.ErrDeposed, settle.ErrCutUnknown} {
+		objstore.ErrNotFound, objstore.ErrExists, objstore.ErrPermanent, objstore.ErrInvalidKey, objstore.ErrInvalidRange, settle.ErrDeposed, settle.ErrCutUnknown} {
 		if errors.Is(err, e) {
 			return false
 		}
@@ -190,9 +203,6 @@ type ReadSlots struct {
 	MaxBytes        int64
 }
 
-// SettleSlots asks for package settle's SettleSlots. → SlotsSettled.
-type SettleSlots struct{ Pass settle.SlotsPass }
-
 // Wait asks the executor to wait For before the pass goes on: the backoff
 // before a request that failed transiently is asked again. → Waited.
 type Wait struct{ For time.Duration }
@@ -206,7 +216,6 @@ func (GetRef) isRequest()         {}
 func (DeleteObject) isRequest()   {}
 func (FenceEpoch) isRequest()     {}
 func (ReadSlots) isRequest()      {}
-func (SettleSlots) isRequest()    {}
 func (Wait) isRequest()           {}
 
 // TrimRead is ReadTrim's result.
@@ -268,12 +277,6 @@ type SlotsRead struct {
 	Err   error
 }
 
-// SlotsSettled is SettleSlots' result.
-type SlotsSettled struct {
-	Result settle.SlotsResult
-	Err    error
-}
-
 // Waited is Wait's result (Err: the executor stopped waiting, its context
 // over; the pass then ends with the request's failure).
 type Waited struct{ Err error }
@@ -287,7 +290,6 @@ func (RefGot) isEvent()         {}
 func (ObjectDeleted) isEvent()  {}
 func (EpochFenced) isEvent()    {}
 func (SlotsRead) isEvent()      {}
-func (SlotsSettled) isEvent()   {}
 func (Waited) isEvent()         {}
 
 // Log is a line a pass asks its executor to log.
@@ -323,6 +325,12 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	tooSmall := cfg.MaxCommitOps > 0 && cfg.MaxCommitOps < MinCommitOps
 	if cfg.MaxCommitOps <= 0 || cfg.MaxCommitOps > maxBatchOps {
 		cfg.MaxCommitOps = maxBatchOps
+	}
+	if cfg.FrameBytes <= 0 {
+		cfg.FrameBytes = settle.DefaultFrameBytes
+	}
+	if cfg.TargetBytes <= 0 {
+		cfg.TargetBytes = settle.DefaultTargetBytes
 	}
 	switch {
 	case cfg.Retries == 0:
@@ -452,7 +460,15 @@ func eventErr(ev Event) error {
 		return e.Err
 	case SlotsRead:
 		return e.Err
-	case SlotsSettled:
+	case RefsScanned:
+		return e.Err
+	case Live:
+		return e.Err
+	case RangeGot:
+		return e.Err
+	case ObjectPut:
+		return e.Err
+	case ObjectGot:
 		return e.Err
 	case Waited:
 		return e.Err
@@ -590,8 +606,7 @@ func (p *Pass) settleSlots() {
 		}
 		p.phase = "settle"
 		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots}
-		p.settleStreams(sp, func(ss SlotsSettled) {
-			r := ss.Result
+		p.settleStreams(sp, func(r settle.SlotsResult, serr error) {
 			after := func(err error) {
 				if err != nil {
 					p.finish(err)
@@ -606,52 +621,46 @@ func (p *Pass) settleSlots() {
 				})
 			}
 			if !r.DoomedNew {
-				after(ss.Err)
+				after(serr)
 				return
 			}
 			p.reclaim(func(err error) {
 				if err != nil {
 					p.res.DoomedDue = p.now
 				}
-				after(errors.Join(ss.Err, err))
+				after(errors.Join(serr, err))
 			})
 		})
 	})
 }
 
-// settleStreams asks for SettleSlots of sp, and again, after a Wait, for
-// the streams that failed (SlotsResult.Failed) while tries are left and the
-// pass is not deposed: a step is idempotent, so the retry of the streams
-// that failed finishes what the first try began. then gets the last try's
-// event with DoomedNew over all tries.
-func (p *Pass) settleStreams(sp settle.SlotsPass, then func(SlotsSettled)) {
+// settleStreams settles the streams of sp's slots (slots.go), and again,
+// after a Wait, the streams that failed while tries are left and the pass
+// is not deposed: a step is idempotent, so the retry of the streams that
+// failed finishes what the first try began. then gets the last try's
+// result, with DoomedNew over all tries, and its error.
+func (p *Pass) settleStreams(sp settle.SlotsPass, then func(settle.SlotsResult, error)) {
 	tries := 0
 	doomed := false
 	var try func()
 	try = func() {
-		sp.Guard = p.cpVer
-		p.ask(SettleSlots{Pass: sp}, func(ev Event) {
-			ss := ev.(SlotsSettled)
-			r := ss.Result
+		p.settleSlotsOnce(sp, func(r settle.SlotsResult, serr error) {
 			p.res.Objects += r.Objects
 			p.res.Repointed += r.Repointed
 			p.res.Merged += r.Merged
 			p.res.Reclaimed += r.Reclaimed
 			p.res.RawBytes += r.RawBytes
 			p.res.StoredBytes += r.StoredBytes
-			if r.Guard != "" {
-				p.cpVer = r.Guard
-			}
 			doomed = doomed || r.DoomedNew
-			if ss.Err == nil || len(r.Failed) == 0 || errors.Is(ss.Err, settle.ErrDeposed) || tries >= p.cfg.Retries {
-				ss.Result.DoomedNew = doomed
-				then(ss)
+			if serr == nil || len(r.Failed) == 0 || errors.Is(serr, settle.ErrDeposed) || tries >= p.cfg.Retries {
+				r.DoomedNew = doomed
+				then(r, serr)
 				return
 			}
 			p.wait(tries, func(ok bool) {
 				if !ok {
-					ss.Result.DoomedNew = doomed
-					then(ss)
+					r.DoomedNew = doomed
+					then(r, serr)
 					return
 				}
 				tries++
@@ -679,6 +688,14 @@ func (p *Pass) holder(then func(error)) {
 		p.cpVer = cr.Version
 		then(nil)
 	})
+}
+
+// opBytes is op's size as the backend counts it.
+func (p *Pass) opBytes(op metastore.Op) int {
+	if p.cfg.OpBytes != nil {
+		return p.cfg.OpBytes(op)
+	}
+	return len(op.Key) + len(op.Value)
 }
 
 // guardOp checks the checkpoint at the version holder last found.

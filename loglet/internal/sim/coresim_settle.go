@@ -166,12 +166,12 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 // settleExecutable: object-store work needs every zone, metastore work
 // the metastore.
 func (cw *coreWorld) settleExecutable(q *coreReq) bool {
-	switch q.sreq.(type) {
+	switch r := q.sreq.(type) {
 	case settlecore.DeleteSlots, settlecore.FenceEpoch, settlecore.ReadSlots:
 		return !cw.zoneDown
-	case settlecore.SettleSlots:
-		return !cw.zoneDown && !cw.metaDown
-	case settlecore.DeleteObject, settlecore.Wait:
+	case settlecore.GetRange:
+		return r.Settled || !cw.zoneDown
+	case settlecore.DeleteObject, settlecore.PutObject, settlecore.GetObject, settlecore.Wait:
 		return true // the settled set has no zone down; a wait is the clock's
 	}
 	return !cw.metaDown
@@ -183,10 +183,9 @@ func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
 	}
 	var fake chaincore.Request = chaincore.ReadCheckpoint{} // a metastore call
 	switch r.(type) {
-	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch, settlecore.ReadSlots:
+	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch, settlecore.ReadSlots,
+		settlecore.GetRange, settlecore.PutObject, settlecore.GetObject:
 		fake = chaincore.Probe{} // an object-store call
-	case settlecore.SettleSlots:
-		return 4*cw.latency(chaincore.Probe{}) + 4*cw.latency(chaincore.ReadCheckpoint{})
 	}
 	return cw.latency(fake)
 }
@@ -211,8 +210,16 @@ func describeSettle(r settlecore.Request) string {
 		return fmt.Sprintf("fence e=%d from=%d", r.Epoch, r.From)
 	case settlecore.ReadSlots:
 		return fmt.Sprintf("read-slots e=%d [%d,%d)", r.Epoch, r.From, r.To)
-	case settlecore.SettleSlots:
-		return fmt.Sprintf("settle-slots %d upto=%d/%d streams=%v", len(r.Pass.Slots), r.Pass.Upto.Epoch, r.Pass.Upto.Next, r.Pass.Streams)
+	case settlecore.ScanRefs:
+		return fmt.Sprintf("scan-refs %s after %s", r.Prefix, r.After)
+	case settlecore.CheckLive:
+		return "check-live " + r.Stream
+	case settlecore.GetRange:
+		return fmt.Sprintf("get-range settled=%v b=%d %s [%d+%d)", r.Settled, r.Bucket, r.Key, r.Offset, r.Length)
+	case settlecore.PutObject:
+		return fmt.Sprintf("put-object b=%d %s %dB", r.Bucket, r.Key, len(r.Body))
+	case settlecore.GetObject:
+		return fmt.Sprintf("get-object b=%d %s", r.Bucket, r.Key)
 	case settlecore.Wait:
 		return fmt.Sprintf("wait %v", r.For)
 	}
@@ -245,9 +252,16 @@ func describeSettleEvent(ev settlecore.Event) string {
 		return fmt.Sprintf("fenced cut=%d %s", ev.Cut, errs(ev.Err))
 	case settlecore.SlotsRead:
 		return fmt.Sprintf("slots-read %d full=%v %s", len(ev.Slots), ev.Full, errs(ev.Err))
-	case settlecore.SlotsSettled:
-		r := ev.Result
-		return fmt.Sprintf("slots-settled objects=%d repointed=%d merged=%d reclaimed=%d failed=%v %s", r.Objects, r.Repointed, r.Merged, r.Reclaimed, r.Failed, errs(ev.Err))
+	case settlecore.RefsScanned:
+		return fmt.Sprintf("refs %d %s", len(ev.Items), errs(ev.Err))
+	case settlecore.Live:
+		return fmt.Sprintf("live=%v trim=%d %s", ev.Live, ev.TrimSeq, errs(ev.Err))
+	case settlecore.RangeGot:
+		return fmt.Sprintf("range %dB %s", len(ev.Data), errs(ev.Err))
+	case settlecore.ObjectPut:
+		return "object-put " + errs(ev.Err)
+	case settlecore.ObjectGot:
+		return fmt.Sprintf("object %dB %s", len(ev.Body), errs(ev.Err))
 	case settlecore.Waited:
 		return "waited"
 	}

@@ -49,7 +49,9 @@ func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore
 		grace = 0
 	}
 	return settlecore.New(settlecore.Config{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Epoch: cfg.Epoch,
-		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta)},
+		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta),
+		MaxCommitBytes: metastore.MaxCommitBytes(cfg.Meta), OpBytes: func(op metastore.Op) int { return metastore.OpBytes(cfg.Meta, op) },
+		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil},
 		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots},
 		cfg.Now())
 }
@@ -83,7 +85,7 @@ var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
 
 // SettleExec executes a settle pass's requests against Cfg's stores: each
 // request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
-// SettleSlots: package settle's coarse step; Wait: a timer) and returns its event. It
+// Wait: a timer) and returns its event. It
 // holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
 type SettleExec struct {
 	Cfg settle.Config
@@ -141,9 +143,27 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 			out.Err = err
 		}
 		return out
-	case settlecore.SettleSlots:
-		res, err := settle.SettleSlots(ctx, c, r.Pass)
-		return settlecore.SlotsSettled{Result: res, Err: err}
+	case settlecore.ScanRefs:
+		items, err := c.Meta.Scan(ctx, r.Prefix, r.After, r.Limit)
+		return settlecore.RefsScanned{Items: items, Err: err}
+	case settlecore.CheckLive:
+		if c.Liveness == nil {
+			return settlecore.Live{Live: true}
+		}
+		live, trimSeq, err := c.Liveness(ctx, r.Stream)
+		return settlecore.Live{Live: live, TrimSeq: trimSeq, Err: err}
+	case settlecore.GetRange:
+		set := c.Transit.Stores
+		if r.Settled {
+			set = c.Settled
+		}
+		data, err := set[r.Bucket].Get(ctx, r.Key, r.Offset, r.Length)
+		return settlecore.RangeGot{Data: data, Err: err}
+	case settlecore.PutObject:
+		return settlecore.ObjectPut{Err: c.Settled[r.Bucket].PutIfAbsent(ctx, r.Key, r.Body)}
+	case settlecore.GetObject:
+		body, err := c.Settled[r.Bucket].Get(ctx, r.Key, 0, -1)
+		return settlecore.ObjectGot{Body: body, Err: err}
 	case settlecore.Wait:
 		t := time.NewTimer(r.For)
 		defer t.Stop()

@@ -8,9 +8,9 @@
 // absorb's primitives (chain.Fence, chain.WriteCopy, absorb's commits),
 // which resolve an ambiguous write by reading it back themselves. The
 // loglet's shell runs Do on a goroutine per request; the simulation's
-// goroutine-free driver calls it in line. One request is not one call yet:
-// a Settle's pass is decided by its own core (loglet/internal/settlecore,
-// executed by SettleExec) but for one coarse step, settle.SettleSlots.
+// goroutine-free driver calls it in line. A Settle's pass is decided by its
+// own core (loglet/internal/settlecore), each of its requests one call of
+// SettleExec.
 package work
 
 import (
