@@ -95,6 +95,9 @@ type Config struct {
 	// Liveness: the pass asks whether each stream lives and where it is
 	// trimmed (CheckLive); else every stream lives, none trimmed.
 	Liveness bool
+	// ReadAhead bounds the calls of one Parallel request (0:
+	// DefaultReadAhead).
+	ReadAhead int
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -325,6 +328,9 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	tooSmall := cfg.MaxCommitOps > 0 && cfg.MaxCommitOps < MinCommitOps
 	if cfg.MaxCommitOps <= 0 || cfg.MaxCommitOps > maxBatchOps {
 		cfg.MaxCommitOps = maxBatchOps
+	}
+	if cfg.ReadAhead <= 0 {
+		cfg.ReadAhead = DefaultReadAhead
 	}
 	if cfg.FrameBytes <= 0 {
 		cfg.FrameBytes = settle.DefaultFrameBytes
@@ -1056,40 +1062,40 @@ func (p *Pass) reclaimDue(due []marker, then func(error)) {
 				return
 			}
 			p.phase = "reclaim-delete"
-			var gone []marker
-			var derr error
-			var obj func(i, b int)
-			obj = func(i, b int) {
-				if i == len(marked) {
-					// After their objects: a marker left by a crash here
-					// only deletes again.
-					p.phase = "reclaim-unmark"
-					p.commitEach("unmark", gone, del, func(_ []marker, err error) {
-						if err != nil {
-							then(err)
-							return
+			// Every object from every settled bucket, in parallel.
+			var reqs []Request
+			for _, x := range marked {
+				for b := 0; b < p.cfg.SettledBuckets; b++ {
+					reqs = append(reqs, DeleteObject{Bucket: b, Key: x.m.Key})
+				}
+			}
+			p.fanOut(reqs, func(evs []Event) {
+				var gone []marker
+				var derr error
+				for i, x := range marked {
+					ok := true
+					for b := 0; b < p.cfg.SettledBuckets; b++ {
+						if err := evs[i*p.cfg.SettledBuckets+b].(ObjectDeleted).Err; err != nil && ok {
+							ok = false // its marker stays: the next pass deletes again
+							derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
 						}
-						then(derr)
-					})
-					return
+					}
+					if ok {
+						gone = append(gone, x)
+						p.res.DeletedObjects++
+					}
 				}
-				x := marked[i]
-				if b == p.cfg.SettledBuckets {
-					gone = append(gone, x)
-					p.res.DeletedObjects++
-					obj(i+1, 0)
-					return
-				}
-				p.call(DeleteObject{Bucket: b, Key: x.m.Key}, func(ev Event) {
-					if err := ev.(ObjectDeleted).Err; err != nil {
-						derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
-						obj(i+1, 0) // its marker stays: the next pass deletes again
+				// After their objects: a marker left by a crash here only
+				// deletes again.
+				p.phase = "reclaim-unmark"
+				p.commitEach("unmark", gone, del, func(_ []marker, err error) {
+					if err != nil {
+						then(err)
 						return
 					}
-					obj(i, b+1)
+					then(derr)
 				})
-			}
-			obj(0, 0)
+			})
 		})
 	})
 }

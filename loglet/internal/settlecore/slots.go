@@ -629,57 +629,72 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 	mark(0)
 }
 
-// writeAll writes each prepared object (adopting one found in place) and
-// queues its repoint; a stream whose write fails is left out.
+// writeAll writes every prepared object to every settled bucket, the
+// PUTs in parallel (fanOut), then, object by object, adopts one found in
+// place and queues its repoint; a stream whose write fails is left out.
 func (r *slotsRun) writeAll(ps []prepared, vers []metastore.Version, then func(error)) {
-	var errs []error
-	var next func(i int)
-	next = func(i int) {
-		if i == len(ps) {
-			then(errors.Join(errs...))
-			return
+	nb := r.p.cfg.SettledBuckets
+	var reqs []Request
+	for _, p := range ps {
+		for b := 0; b < nb; b++ {
+			reqs = append(reqs, PutObject{Bucket: b, Key: p.key, Body: p.obj})
 		}
-		p := ps[i]
-		failed := func(err error) {
-			r.failed[p.id] = true
-			errs = append(errs, fmt.Errorf("stream %q: %w", p.id, err))
-			next(i + 1)
-		}
-		repoint := func(frames []envelope.FrameInfo, stored int64) {
-			counts := commitCounts{stream: p.id, objects: 1, stored: stored}
-			for _, f := range frames {
-				counts.raw += int64(f.RawLength)
+	}
+	r.p.phase = "write-settled"
+	r.p.fanOut(reqs, func(evs []Event) {
+		var errs []error
+		var next func(i int)
+		next = func(i int) {
+			if i == len(ps) {
+				then(errors.Join(errs...))
+				return
 			}
-			r.repoint(p.id, p.key, p.all, frames, p.merged, counts, vers[i], func(err error) {
-				if err != nil {
-					failed(err)
-					return
-				}
+			p := ps[i]
+			failed := func(err error) {
+				r.failed[p.id] = true
+				errs = append(errs, fmt.Errorf("stream %q: %w", p.id, err))
 				next(i + 1)
-			})
-		}
-		r.p.phase = "write-settled"
-		r.put(p.key, p.obj, func(err error) {
-			switch {
-			case errors.Is(err, objstore.ErrExists):
-				// A pass that died wrote it (or a zombie's did): the key
-				// names the records it holds, so it is the same; read its
-				// index back.
-				r.adopt(p.key, p.start, p.end, func(frames []envelope.FrameInfo, stored int64, err error) {
+			}
+			repoint := func(frames []envelope.FrameInfo, stored int64) {
+				counts := commitCounts{stream: p.id, objects: 1, stored: stored}
+				for _, f := range frames {
+					counts.raw += int64(f.RawLength)
+				}
+				r.repoint(p.id, p.key, p.all, frames, p.merged, counts, vers[i], func(err error) {
 					if err != nil {
 						failed(err)
 						return
 					}
-					repoint(frames, stored)
+					next(i + 1)
 				})
-			case err != nil:
-				failed(err)
-			default:
-				repoint(p.frames, int64(len(p.obj)))
 			}
-		})
-	}
-	next(0)
+			existed := false
+			for b := 0; b < nb; b++ {
+				err := evs[i*nb+b].(ObjectPut).Err
+				switch {
+				case errors.Is(err, objstore.ErrExists):
+					existed = true
+				case err != nil:
+					failed(fmt.Errorf("settle: put %s in settled bucket %d: %w", p.key, b, err))
+					return
+				}
+			}
+			if !existed {
+				repoint(p.frames, int64(len(p.obj)))
+				return
+			}
+			// A pass that died wrote it (or a zombie's did): the key names
+			// the records it holds, so it is the same; read its index back.
+			r.adopt(p.key, p.start, p.end, func(frames []envelope.FrameInfo, stored int64, err error) {
+				if err != nil {
+					failed(err)
+					return
+				}
+				repoint(frames, stored)
+			})
+		}
+		next(0)
+	})
 }
 
 // put writes obj at key in every bucket of the settled set. It gives

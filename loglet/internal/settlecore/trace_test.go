@@ -30,8 +30,8 @@ import (
 // EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
 // object's name; durations like 30s):
 //
-//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live]   (live: the
-//	                         pass asks each stream's liveness)
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead=]
+//	                         (live: the pass asks each stream's liveness)
 //	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
 //	                         caller read the cursor; else the pass reads it)
 //	time +d                                   (the clock moves)
@@ -56,6 +56,9 @@ import (
 //	object-got | object-get-failed   (GetObject's: what the last PutObject of the key wrote,
 //	                         or found in place)
 //	waited | wait-failed      (Wait's result; failed: the executor's context ended)
+//	parallel [failed=i,j] [exists=k]   (Parallel's: each call succeeds but the i-th, j-th
+//	                         (0-based), which fail transiently, and the k-th PUT, which
+//	                         finds an object there)
 type harness struct {
 	t   *testing.T
 	cfg Config
@@ -105,7 +108,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "new":
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
-			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone}
+			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone,
+			ReadAhead: int(h.u64(d, "readahead", 0))}
 		if r := h.str(d, "retries", ""); r == "none" {
 			h.cfg.Retries = -1
 		} else {
@@ -308,6 +312,44 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(ObjectGot{Body: h.bodies[g.Key]})
 	case "object-get-failed":
 		h.step(ObjectGot{Err: fmt.Errorf("settled bucket down: %w", objstore.ErrUnavailable)})
+	case "parallel":
+		pr, ok := h.p.Next().(Parallel)
+		if !ok {
+			d.Fatalf(h.t, "parallel: the pass waits on %T", h.p.Next())
+		}
+		idx := func(key string) map[int]bool {
+			out := map[int]bool{}
+			for _, v := range strings.Split(h.str(d, key, ""), ",") {
+				if v != "" {
+					n, _ := strconv.Atoi(v)
+					out[n] = true
+				}
+			}
+			return out
+		}
+		failed, exists := idx("failed"), idx("exists")
+		var evs []Event
+		for i, q := range pr.Reqs {
+			var err error
+			switch {
+			case failed[i]:
+				err = fmt.Errorf("bucket down: %w", objstore.ErrUnavailable)
+			case exists[i]:
+				err = fmt.Errorf("settled: %w", objstore.ErrExists)
+			}
+			switch q := q.(type) {
+			case PutObject:
+				if err == nil || exists[i] {
+					h.bodies[q.Key] = q.Body
+				}
+				evs = append(evs, ObjectPut{Err: err})
+			case DeleteObject:
+				evs = append(evs, ObjectDeleted{Err: err})
+			default:
+				d.Fatalf(h.t, "parallel: no answer for %T", q)
+			}
+		}
+		h.step(ParallelDone{Events: evs})
 	case "waited":
 		h.step(Waited{})
 	case "wait-failed":
@@ -323,7 +365,7 @@ var answers = map[string]string{
 	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
 	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
 	"ReadSlots": "SlotsRead", "Wait": "Waited", "ScanRefs": "RefsScanned", "CheckLive": "Live",
-	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot",
+	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot", "Parallel": "ParallelDone",
 }
 
 func (h *harness) step(ev Event) {
@@ -407,6 +449,18 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "get-object b=%d %s", r.Bucket, r.Key)
 	case Wait:
 		fmt.Fprintf(&b, "wait %v", r.For)
+	case Parallel:
+		fmt.Fprintf(&b, "parallel:")
+		for _, q := range r.Reqs {
+			switch q := q.(type) {
+			case PutObject:
+				fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
+			case DeleteObject:
+				fmt.Fprintf(&b, "\n  delete-object b=%d %s", q.Bucket, q.Key)
+			default:
+				fmt.Fprintf(&b, "\n  %T", q)
+			}
+		}
 	default:
 		fmt.Fprintf(&b, "%T", r)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -145,9 +146,17 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 		return
 	}
 	var ev settlecore.Event
-	if _, ok := q.sreq.(settlecore.Wait); ok {
+	switch r := q.sreq.(type) {
+	case settlecore.Wait:
 		ev = settlecore.Waited{} // its latency was the wait
-	} else {
+	case settlecore.Parallel:
+		// The calls complete in an order the seed draws.
+		evs := make([]settlecore.Event, len(r.Reqs))
+		for _, i := range cw.rng.Perm(len(r.Reqs)) {
+			evs[i] = s.exec.Do(context.Background(), r.Reqs[i])
+		}
+		ev = settlecore.ParallelDone{Events: evs}
+	default:
 		ev = s.exec.Do(context.Background(), q.sreq)
 	}
 	if d, ok := q.sreq.(settlecore.DeleteSlots); ok && cw.sp.on {
@@ -166,7 +175,18 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 // settleExecutable: object-store work needs every zone, metastore work
 // the metastore.
 func (cw *coreWorld) settleExecutable(q *coreReq) bool {
-	switch r := q.sreq.(type) {
+	return cw.settleCallExecutable(q.sreq)
+}
+
+func (cw *coreWorld) settleCallExecutable(req settlecore.Request) bool {
+	switch r := req.(type) {
+	case settlecore.Parallel:
+		for _, q := range r.Reqs {
+			if !cw.settleCallExecutable(q) {
+				return false
+			}
+		}
+		return true
 	case settlecore.DeleteSlots, settlecore.FenceEpoch, settlecore.ReadSlots:
 		return !cw.zoneDown
 	case settlecore.GetRange:
@@ -178,8 +198,15 @@ func (cw *coreWorld) settleExecutable(q *coreReq) bool {
 }
 
 func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
-	if w, ok := r.(settlecore.Wait); ok {
-		return w.For
+	switch r := r.(type) {
+	case settlecore.Wait:
+		return r.For
+	case settlecore.Parallel:
+		var most time.Duration // the slowest of calls made at once
+		for _, q := range r.Reqs {
+			most = max(most, cw.settleLatency(q))
+		}
+		return most
 	}
 	var fake chaincore.Request = chaincore.ReadCheckpoint{} // a metastore call
 	switch r.(type) {
@@ -222,6 +249,12 @@ func describeSettle(r settlecore.Request) string {
 		return fmt.Sprintf("get-object b=%d %s", r.Bucket, r.Key)
 	case settlecore.Wait:
 		return fmt.Sprintf("wait %v", r.For)
+	case settlecore.Parallel:
+		var parts []string
+		for _, q := range r.Reqs {
+			parts = append(parts, describeSettle(q))
+		}
+		return "parallel [" + strings.Join(parts, "; ") + "]"
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -264,6 +297,12 @@ func describeSettleEvent(ev settlecore.Event) string {
 		return fmt.Sprintf("object %dB %s", len(ev.Body), errs(ev.Err))
 	case settlecore.Waited:
 		return "waited"
+	case settlecore.ParallelDone:
+		var parts []string
+		for _, e := range ev.Events {
+			parts = append(parts, describeSettleEvent(e))
+		}
+		return "parallel-done [" + strings.Join(parts, "; ") + "]"
 	}
 	return fmt.Sprintf("%T", ev)
 }

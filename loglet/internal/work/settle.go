@@ -3,6 +3,7 @@ package work
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -51,7 +52,7 @@ func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore
 	return settlecore.New(settlecore.Config{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Epoch: cfg.Epoch,
 		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta),
 		MaxCommitBytes: metastore.MaxCommitBytes(cfg.Meta), OpBytes: func(op metastore.Op) int { return metastore.OpBytes(cfg.Meta, op) },
-		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil},
+		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil, ReadAhead: cfg.Transit.ReadAhead},
 		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots},
 		cfg.Now())
 }
@@ -85,7 +86,7 @@ var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
 
 // SettleExec executes a settle pass's requests against Cfg's stores: each
 // request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
-// Wait: a timer) and returns its event. It
+// Parallel: its calls at once; Wait: a timer) and returns its event. It
 // holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
 type SettleExec struct {
 	Cfg settle.Config
@@ -164,6 +165,18 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 	case settlecore.GetObject:
 		body, err := c.Settled[r.Bucket].Get(ctx, r.Key, 0, -1)
 		return settlecore.ObjectGot{Body: body, Err: err}
+	case settlecore.Parallel:
+		evs := make([]settlecore.Event, len(r.Reqs))
+		var wg sync.WaitGroup
+		for i, q := range r.Reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				evs[i] = x.Do(ctx, q)
+			}()
+		}
+		wg.Wait()
+		return settlecore.ParallelDone{Events: evs}
 	case settlecore.Wait:
 		t := time.NewTimer(r.For)
 		defer t.Stop()

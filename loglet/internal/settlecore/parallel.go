@@ -1,0 +1,71 @@
+package settlecore
+
+// Parallel asks for several independent I/O calls at once, which the
+// executor runs concurrently (the core asks at most Config.ReadAhead in
+// one): a pass's object PUTs and deletes, so that its duration, not one
+// call after another, is what bounds the settle lag. → ParallelDone.
+type Parallel struct{ Reqs []Request }
+
+// ParallelDone is Parallel's result: one event per request, in order.
+type ParallelDone struct{ Events []Event }
+
+func (Parallel) isRequest()   {}
+func (ParallelDone) isEvent() {}
+
+// DefaultReadAhead is Config.ReadAhead's default.
+const DefaultReadAhead = 16
+
+// fanOut asks reqs, at most ReadAhead at once (one alone is asked as
+// itself), and asks again, after a Wait, those that failed transiently
+// while tries are left; then gets one event per request, in order.
+func (p *Pass) fanOut(reqs []Request, then func([]Event)) {
+	evs := make([]Event, len(reqs))
+	tries := 0
+	var round func(idx []int)
+	round = func(idx []int) {
+		var retry []int
+		var chunk func(k int)
+		chunk = func(k int) {
+			if k >= len(idx) {
+				if len(retry) == 0 || tries >= p.cfg.Retries {
+					then(evs)
+					return
+				}
+				p.wait(tries, func(ok bool) {
+					if !ok {
+						then(evs)
+						return
+					}
+					tries++
+					round(retry)
+				})
+				return
+			}
+			c := idx[k:min(len(idx), k+p.cfg.ReadAhead)]
+			got := func(evc []Event) {
+				for j, i := range c {
+					evs[i] = evc[j]
+					if Transient(eventErr(evc[j])) {
+						retry = append(retry, i)
+					}
+				}
+				chunk(k + len(c))
+			}
+			if len(c) == 1 {
+				p.ask(reqs[c[0]], func(ev Event) { got([]Event{ev}) })
+				return
+			}
+			rs := make([]Request, len(c))
+			for j, i := range c {
+				rs[j] = reqs[i]
+			}
+			p.ask(Parallel{Reqs: rs}, func(ev Event) { got(ev.(ParallelDone).Events) })
+		}
+		chunk(0)
+	}
+	all := make([]int, len(reqs))
+	for i := range all {
+		all[i] = i
+	}
+	round(all)
+}
