@@ -63,9 +63,12 @@ type Result struct {
 	Reclaimed     int // refs of deleted incarnations or trimmed records deleted
 	// Retries is the requests the pass asked again after a transient
 	// failure (on its own backoff, inside the pass).
-	Retries    int
-	Deleted    int   // slot deletes that succeeded (per bucket)
-	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
+	Retries int
+	// MetaRequests is the metastore requests the pass made (the leader
+	// paces passes by them).
+	MetaRequests int
+	Deleted      int   // slot deletes that succeeded (per bucket)
+	FreedBytes   int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a
 	// bucket down): they stay due for the next pass; the pass itself
 	// succeeded.

@@ -55,6 +55,9 @@ type settleState struct {
 	// heldBytes is the flight copies of those rounds: transit storage
 	// that settlement has yet to free.
 	heldBytes int64
+	// paceUntil: no pass starts before it (the request budget: see
+	// DefaultSettleRequestBudget).
+	paceUntil time.Time
 
 	passes, failures, merged               uint64
 	objects, repointed, reclaimed, deletes uint64
@@ -93,7 +96,7 @@ func (c *Core) maybeSettle() {
 	if s.lastAt.IsZero() {
 		s.lastAt = c.now // the first pass comes an interval after serving begins
 	}
-	if c.now.Before(s.retryAt) || c.now.Before(s.lastAt.Add(c.cfg.SettleInterval)) {
+	if c.now.Before(s.retryAt) || c.now.Before(s.lastAt.Add(c.cfg.SettleInterval)) || c.now.Before(s.paceUntil) {
 		return
 	}
 	upto := c.settleUpto()
@@ -117,6 +120,9 @@ func (c *Core) settleWake() time.Time {
 	if s.retryAt.After(due) {
 		due = s.retryAt
 	}
+	if s.paceUntil.After(due) {
+		due = s.paceUntil
+	}
 	if !s.retry && s.idle(c.settleUpto()) {
 		if s.doomedDue.IsZero() {
 			return time.Time{} // nothing to do until a round commits
@@ -137,6 +143,7 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s := &c.st
 	s.out = false
 	r := ev.Result
+	s.paceUntil = c.settlePace(r.MetaRequests)
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)
@@ -181,6 +188,28 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	if r.Objects > 0 || r.Deleted > 0 {
 		c.logf(slog.LevelDebug, "settled", slog.String("result", r.Describe()), attrU("trim_epoch", s.at.Epoch), attrU("trim_next", s.at.Next))
 	}
+}
+
+// DefaultSettleRequestBudget is Config.SettleRequestBudget's default:
+// settlement makes at most this many metastore requests per second per
+// chain on average. A pass costs about one request per MaxCommitOps ops of
+// repoints (one Commit carries many streams'), plus a ref scan per stream;
+// at many active streams one pass per interval would cost more, so the
+// passes are paced by what each cost: the rate stays flat and the lag
+// grows instead.
+const DefaultSettleRequestBudget = 50
+
+// settlePace is when the next pass may start after one that began at
+// lastAt and made n metastore requests.
+func (c *Core) settlePace(n int) time.Time {
+	b := c.cfg.SettleRequestBudget
+	if b == 0 {
+		b = DefaultSettleRequestBudget
+	}
+	if b < 0 || n <= 0 {
+		return time.Time{}
+	}
+	return c.st.lastAt.Add(time.Duration(float64(n) / b * float64(time.Second)))
 }
 
 // noteRound records that the checkpoint reached (epoch, next) now, with

@@ -407,6 +407,10 @@ func (p *Pass) ask(r Request, then func(Event)) {
 	if p.done {
 		return
 	}
+	switch r.(type) {
+	case ReadTrim, ReadCheckpoint, Commit, ScanMarkers, GetRef, ScanRefs:
+		p.res.MetaRequests++
+	}
 	p.out, p.then = r, then
 }
 
