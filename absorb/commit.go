@@ -36,6 +36,11 @@ type Committer struct {
 
 	// Requests counts metastore requests this committer made.
 	Requests uint64
+	// RefVersions are the versions of the refs the last CommitDooming
+	// wrote, in its refs' order, when it wrote them all in one Commit at
+	// its first attempt (nil otherwise: a split round, a replay): what
+	// settlement needs to repoint them without reading them back.
+	RefVersions []metastore.Version
 }
 
 // Resume returns a committer over h, a checkpoint that carries owner's seal
@@ -128,6 +133,7 @@ func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanR
 	next.Epoch, next.Next, next.Pending, next.Tails, next.TailsBase = round.Epoch, round.To, nil, tailsKey, tailsBase
 	next.Doomed = slices.Clone(doomed)
 	next.Counter = c.cp.Counter + 1
+	c.RefVersions = nil
 	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)
 	ops, err := c.refOps(refs)
 	if err != nil {
@@ -139,6 +145,9 @@ func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanR
 			c.Requests++
 			if err == nil {
 				c.cp, c.ver = next, vs[len(vs)-1]
+				if attempt == 0 && len(vs) == len(refs)+1 {
+					c.RefVersions = vs[:len(refs):len(refs)]
+				}
 				return nil
 			}
 			applied, rerr := c.resolve(ctx, next)

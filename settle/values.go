@@ -27,6 +27,9 @@ type Slot = settleval.Slot
 // Run is settleval.Run.
 type Run = settleval.Run
 
+// KnownRef is settleval.KnownRef.
+type KnownRef = settleval.KnownRef
+
 // SlotsPass is settleval.SlotsPass.
 type SlotsPass = settleval.SlotsPass
 

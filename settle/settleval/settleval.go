@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/flightlog/flightlog/absorb/absorbval"
 	"github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore/metaval"
@@ -40,6 +42,24 @@ type Pass struct {
 	// (exclusive) the leader knows; the cursor's own are used too.
 	Cuts     []chainval.Cut
 	MaxSlots int
+	// Known are the refs the leader's absorb rounds wrote from KnownFrom
+	// on, in chain order, with their versions (KnownOK: from KnownFrom on
+	// it knows every one): a pass whose cursor is at KnownFrom or past it
+	// settles from them instead of scanning each stream's refs. Prev are
+	// streams' last settled refs as passes wrote them (a merge's
+	// candidates). Both are hints: a ref that moved since fails its
+	// compare-and-swap, and the stream is settled again from a scan.
+	Known     []KnownRef
+	KnownFrom chainval.Position
+	KnownOK   bool
+	Prev      []KnownRef
+}
+
+// KnownRef is a ref as its writer left it: its key, version and value.
+type KnownRef struct {
+	Key     string
+	Version metaval.Version
+	Ref     absorbval.SpanRef
 }
 
 // Result is what a pass did.
@@ -65,10 +85,14 @@ type Result struct {
 	// failure (on its own backoff, inside the pass).
 	Retries int
 	// MetaRequests is the metastore requests the pass made (the leader
-	// paces passes by them).
-	MetaRequests int
-	Deleted      int   // slot deletes that succeeded (per bucket)
-	FreedBytes   int64 // transit bytes of the slots deleted (as read by this pass)
+	// paces passes by them), and RefScans those that scanned a stream's
+	// refs (a stream the leader's known refs did not cover).
+	MetaRequests, RefScans int
+	// Settled are the settled refs the pass wrote, as it wrote them (the
+	// leader's Prev for the next pass).
+	Settled    []KnownRef
+	Deleted    int   // slot deletes that succeeded (per bucket)
+	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a
 	// bucket down): they stay due for the next pass; the pass itself
 	// succeeded.

@@ -348,7 +348,10 @@ type RoundCommitted struct {
 	Round    absorb.Round
 	Held     absorb.Held
 	Requests uint64 // the metastore requests it took
-	Err      error
+	// RefVersions are the round's refs' versions, in order, when one
+	// Commit wrote them all (nil otherwise): settlement's known refs.
+	RefVersions []metastore.Version
+	Err         error
 }
 
 // SnapshotsDropped is DropSnapshots' result: the snapshots deleted from

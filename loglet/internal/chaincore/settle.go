@@ -15,6 +15,12 @@ type Settle struct {
 	Upto, Checkpoint chain.Position
 	Cuts             []chain.Cut // the cuts of earlier epochs the epoch record carries
 	Epoch            uint64
+	// Known, KnownFrom, KnownOK and Prev: the refs the leader knows
+	// (settle_known.go; settle.Pass's fields of the same names).
+	Known     []settle.KnownRef
+	KnownFrom chain.Position
+	KnownOK   bool
+	Prev      []settle.KnownRef
 }
 
 // SettlePassed is Settle's result.
@@ -58,6 +64,8 @@ type settleState struct {
 	// paceUntil: no pass starts before it (the request budget: see
 	// DefaultSettleRequestBudget).
 	paceUntil time.Time
+	// refs: the refs the leader knows (settle_known.go).
+	refs knownRefs
 
 	passes, failures, merged               uint64
 	objects, repointed, reclaimed, deletes uint64
@@ -104,7 +112,9 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	s.out, s.lastAt = true, c.now
-	c.emit(Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch})
+	in := Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch}
+	s.knownInput(&in)
+	c.emit(in)
 }
 
 // settleWake is when the next pass is due (zero: none).
@@ -144,6 +154,7 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.out = false
 	r := ev.Result
 	s.paceUntil = c.settlePace(r.MetaRequests)
+	s.settledKnown(r)
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)

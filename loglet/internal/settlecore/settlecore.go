@@ -139,6 +139,12 @@ type Input struct {
 	Upto, Checkpoint chain.Position
 	Cuts             []chain.Cut
 	MaxSlots         int
+	// Known, KnownFrom, KnownOK, Prev: the refs the leader knows, as
+	// settle.Pass's fields of the same names.
+	Known     []settle.KnownRef
+	KnownFrom chain.Position
+	KnownOK   bool
+	Prev      []settle.KnownRef
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -313,6 +319,11 @@ type Pass struct {
 	// pass's leader ("": not read yet).
 	cpVer metastore.Version
 	sizes map[chain.Position]int64
+	// known: each stream's refs the leader knows, in order (nil: the
+	// cursor is before what it knows; scan); prev: each stream's last
+	// settled ref as passes wrote it.
+	known map[string][]ref
+	prev  map[string]ref
 
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
@@ -499,6 +510,17 @@ func (p *Pass) addCut(c chain.Cut) {
 
 // begin runs the pass from a known cursor.
 func (p *Pass) begin() {
+	if p.in.KnownOK && !p.res.Trim.At.Less(p.in.KnownFrom) {
+		// Every ref into the slots from the cursor on is known.
+		p.known = map[string][]ref{}
+		for _, k := range p.in.Known {
+			p.known[k.Ref.Stream] = append(p.known[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
+		}
+	}
+	p.prev = map[string]ref{}
+	for _, k := range p.in.Prev {
+		p.prev[k.Ref.Stream] = ref{key: k.Key, ver: k.Version, r: k.Ref}
+	}
 	for _, c := range p.res.Trim.Cuts {
 		if _, ok := p.cuts[c.Epoch]; !ok {
 			p.addCut(c)

@@ -137,7 +137,11 @@ type prepared struct {
 
 // commitCounts is what a queued group of ops does once committed.
 type commitCounts struct {
-	stream                                string
+	stream string
+	// settled: the settled ref a repoint puts, its op at index op of the
+	// Commit's ops.
+	settled                               *settle.KnownRef
+	op                                    int
 	objects, repointed, merged, reclaimed int
 	raw, stored                           int64
 }
@@ -317,6 +321,29 @@ func (r *slotsRun) settleGroups(id string, keep []ref, then func(error)) {
 func (r *slotsRun) transitRefs(id string, seq uint64, then func([]ref, error)) {
 	var out []ref
 	r.lastPrev = nil
+	if r.p.known != nil && r.sp.Streams == nil {
+		// The leader knows every ref from the cursor on (a retry scans:
+		// what it knew may have moved).
+		if pr, ok := r.p.prev[id]; ok && pr.r.End == seq {
+			r.lastPrev = &pr
+		}
+		for _, f := range r.p.known[id] {
+			if f.r.End <= seq {
+				continue
+			}
+			if !r.startsBefore(f.r, r.sp.Upto) {
+				break
+			}
+			if !r.settleable(f.r) {
+				then(nil, fmt.Errorf("ref %s [%d, %d) points past the checkpoint %+v, out of this chain, or past its epoch's cut", f.key, f.r.Start, f.r.End, r.sp.Checkpoint))
+				return
+			}
+			out = append(out, f)
+		}
+		then(out, nil)
+		return
+	}
+	r.p.res.RefScans++
 	after := chain.RefKey(id, seq)
 	if seq > 0 {
 		// From the ref ending at seq: the settled one before the pass's
@@ -804,6 +831,7 @@ func (r *slotsRun) repoint(id, key string, refs []ref, frames []envelope.FrameIn
 	// goes with it.
 	ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: settle.MarkerKey(cfg.Star, cfg.Class, key), Expect: pendingVer})
 	counts.repointed, counts.merged = len(refs)-merged, merged
+	counts.settled = &settle.KnownRef{Key: last.key, Ref: sr}
 	r.queue(ops, counts, func(err error) {
 		if err != nil {
 			then(fmt.Errorf("settle: repoint %d refs of %q to %s: %w", len(refs), id, key, err))
@@ -828,6 +856,7 @@ func (r *slotsRun) queue(ops []metastore.Op, c commitCounts, then func(error)) {
 		size += r.p.opBytes(op)
 	}
 	add := func() {
+		c.op = len(r.pending)
 		r.pending = append(r.pending, ops...)
 		r.pendingBytes += size
 		r.counts = append(r.counts, c)
@@ -858,7 +887,7 @@ func (r *slotsRun) flush(then func(error)) {
 	ops, counts := r.pending, r.counts
 	r.pending, r.counts, r.pendingBytes = nil, nil, 0
 	r.p.phase = "repoint"
-	r.p.commit("repoint", ops, func(_ []metastore.Version, err error) {
+	r.p.commit("repoint", ops, func(vs []metastore.Version, err error) {
 		if err != nil {
 			for _, c := range counts {
 				r.failed[c.stream] = true
@@ -867,6 +896,11 @@ func (r *slotsRun) flush(then func(error)) {
 			return
 		}
 		for _, c := range counts {
+			if c.settled != nil {
+				k := *c.settled
+				k.Version = vs[c.op]
+				r.p.res.Settled = append(r.p.res.Settled, k)
+			}
 			r.res.Objects += c.objects
 			r.res.Repointed += c.repointed
 			r.res.Merged += c.merged

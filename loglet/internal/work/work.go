@@ -182,7 +182,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
 		err := cm.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
-		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
+		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
 	case chaincore.DropSnapshots:
 		return chaincore.SnapshotsDropped{Dropped: dropSnapshots(ctx, e.Stores, r.Keys)}
 	case chaincore.SealEpoch:
