@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
+	"github.com/flightlog/flightlog/absorb/absorbval"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/internal/invariants"
 	"github.com/flightlog/flightlog/metastore"
@@ -32,14 +32,15 @@ type Committer struct {
 	cp  Checkpoint
 	ver metastore.Version
 
-	progress Progress
+	progress progress // CommitDooming's, across its calls
 
 	// Requests counts metastore requests this committer made.
 	Requests uint64
-	// RefVersions are the versions of the refs the last CommitDooming
-	// wrote, in its refs' order, when it wrote them all in one Commit at
-	// its first attempt (nil otherwise: a split round, a replay): what
-	// settlement needs to repoint them without reading them back.
+	// RefVersions are the versions of the refs the last CommitAtomic (or
+	// CommitDooming) wrote, in its refs' order, when it wrote them all in
+	// one Commit at its first attempt (nil otherwise: a split round, a
+	// replay): what settlement needs to repoint them without reading them
+	// back.
 	RefVersions []metastore.Version
 }
 
@@ -47,11 +48,11 @@ type Committer struct {
 // (h.Checkpoint.OwnerEpoch is the sealed epoch), for one call: Held then
 // returns what it holds after that call.
 func Resume(ms metastore.Store, star string, c chain.Class, owner string, h Held) *Committer {
-	return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: h.Checkpoint.OwnerEpoch, cp: h.Checkpoint, ver: h.Version, progress: h.Progress}
+	return &Committer{meta: ms, star: star, class: c, owner: owner, epoch: h.Checkpoint.OwnerEpoch, cp: h.Checkpoint, ver: h.Version}
 }
 
 // Held returns what the committer holds now.
-func (c *Committer) Held() Held { return Held{Checkpoint: c.cp, Version: c.ver, Progress: c.progress} }
+func (c *Committer) Held() Held { return Held{Checkpoint: c.cp, Version: c.ver} }
 
 // InitCheckpoint creates the checkpoint of a chain that has none, sealed by
 // owner at epoch, positioned at (epoch, 0). An ambiguous failure is
@@ -102,7 +103,7 @@ func (c *Committer) Checkpoint() Checkpoint { return c.cp }
 // checkpoint advanced to (round.Epoch, round.To) pointing at tailsKey. It is
 // one atomic metastore Commit when the backend takes that many ops
 // (metastore.MaxCommitOps) and bytes (metastore.MaxCommitBytes, counted by
-// metastore.CommitBytes); otherwise it records the round as pending, writes
+// metastore.OpBytes); otherwise it records the round as pending, writes
 // the refs in chunks that fit both limits, each with a check of the seal,
 // and then advances. It returns ErrDeposed (wrapped) if the seal changed,
 // and a *RefTooLargeError (wrapping metastore.ErrTooLarge), before writing
@@ -125,73 +126,27 @@ func (c *Committer) Commit(ctx context.Context, round Round, refs []SpanRef, tai
 // a successor deletes what its predecessor could not, the base of a delta
 // it cannot read included. More than MaxDoomedSnapshots is refused before
 // anything is written.
+//
+// It sequences the one-Commit steps (CommitAtomic, then, for a round that
+// does not fit, MarkPending, CommitRefs per chunk, Advance) for callers
+// that keep their committer across calls; a chain's core sequences the
+// steps itself. A retry of a split round on the same committer resumes
+// after the chunks it wrote.
 func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanRef, tailsKey, tailsBase string, doomed []string) error {
-	if len(doomed) > MaxDoomedSnapshots {
-		return fmt.Errorf("absorb: commit round [%d, %d): %d doomed snapshots, over the checkpoint's bound of %d", round.From, round.To, len(doomed), MaxDoomedSnapshots)
-	}
-	next := c.cp
-	next.Epoch, next.Next, next.Pending, next.Tails, next.TailsBase = round.Epoch, round.To, nil, tailsKey, tailsBase
-	next.Doomed = slices.Clone(doomed)
-	next.Counter = c.cp.Counter + 1
-	c.RefVersions = nil
-	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)
-	ops, err := c.refOps(refs)
-	if err != nil {
+	chunks, err := c.CommitAtomic(ctx, round, refs, tailsKey, tailsBase, doomed)
+	if err != nil || chunks == nil {
 		return err
 	}
-	if fits(maxOps, maxBytes, len(ops)+1, metastore.CommitBytes(c.meta, ops)+metastore.OpBytes(c.meta, c.checkpointOp(next))) {
-		for attempt := 0; ; attempt++ {
-			vs, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.checkpointOp(next)))
-			c.Requests++
-			if err == nil {
-				c.cp, c.ver = next, vs[len(vs)-1]
-				if attempt == 0 && len(vs) == len(refs)+1 {
-					c.RefVersions = vs[:len(refs):len(refs)]
-				}
-				return nil
-			}
-			applied, rerr := c.resolve(ctx, next)
-			if rerr != nil || applied {
-				return rerr
-			}
-			if !errors.Is(err, metastore.ErrConflict) || attempt > 0 {
-				return fmt.Errorf("absorb: commit round [%d, %d): %w", round.From, round.To, err)
-			}
-			// Unchanged checkpoint, so a ref exists (a replay): drop the
-			// refs already there and try once more.
-			if refs, ops, err = c.missingRefs(ctx, refs, ops); err != nil {
-				return err
-			}
-		}
-	}
-	// Split: pending first, so a successor replays exactly this range.
+	// Someone else's pending round: any of its refs may be there.
 	replay := c.cp.Pending != nil && *c.cp.Pending == round
-	if c.cp.Pending != nil && *c.cp.Pending != round {
-		return fmt.Errorf("absorb: round [%d, %d) while round [%d, %d) is pending: replay the pending round first", round.From, round.To, c.cp.Pending.From, c.cp.Pending.To)
-	}
-	if maxOps != 0 && maxOps < 2 {
-		return fmt.Errorf("absorb: backend allows %d ops per commit; a round needs at least 2", maxOps)
-	}
-	// Plan the chunks before anything is written: a ref that fits no chunk
-	// must not leave a pending round that no replay can finish.
-	chunks, err := c.chunks(round, refs, ops, maxOps, maxBytes)
-	if err != nil {
+	if err := c.MarkPending(ctx, round); err != nil {
 		return err
-	}
-	if c.cp.Pending == nil {
-		pend := c.cp
-		pend.Pending = &round
-		pend.Counter = c.cp.Counter + 1
-		if err := c.casCheckpoint(ctx, pend); err != nil {
-			return err
-		}
-		next.Counter = pend.Counter + 1
 	}
 	p := &c.progress
 	if p.Round != round || p.N != len(refs) || p.Last != refs[len(refs)-1].Key() {
-		*p = Progress{Round: round, N: len(refs), Last: refs[len(refs)-1].Key()}
+		*p = progress{Round: round, N: len(refs), Last: refs[len(refs)-1].Key()}
 		if replay {
-			p.Tried = len(refs) // someone else's round: any ref may be there
+			p.Tried = len(refs)
 		}
 	}
 	lo := 0
@@ -202,19 +157,143 @@ func (c *Committer) CommitDooming(ctx context.Context, round Round, refs []SpanR
 		}
 		mayExist := lo < p.Tried
 		p.Tried = max(p.Tried, hi)
-		if err := c.commitChunk(ctx, refs[lo:hi], ops[lo:hi], mayExist); err != nil {
-			return fmt.Errorf("absorb: write refs of round [%d, %d): %w", round.From, round.To, err)
+		if err := c.CommitRefs(ctx, round, refs[lo:hi], mayExist); err != nil {
+			return err
 		}
 		p.Written = hi
 		lo = hi
 	}
-	return c.casCheckpoint(ctx, next)
+	return c.Advance(ctx, round, tailsKey, tailsBase, doomed)
 }
 
-// fits reports whether a Commit of n ops and size bytes is within the
-// limits (0: none).
-func fits(maxOps, maxBytes, n, size int) bool {
-	return (maxOps == 0 || n <= maxOps) && (maxBytes == 0 || size <= maxBytes)
+// progress is how far CommitDooming got with a split round: the refs
+// before Written are there, and no chunk at or past Tried was sent. A
+// retry of the same round resumes at Written and checks only the refs it
+// may have sent, rather than every ref of the round: a round of thousands
+// of refs under a flaky metastore would otherwise fail its checks at every
+// retry and never finish.
+type progress struct {
+	Round          Round
+	N              int    // refs in the round
+	Last           string // the key of its last ref (the same refs)
+	Written, Tried int
+}
+
+// CommitAtomic writes round in one metastore Commit, its refs and the
+// checkpoint advanced as CommitDooming describes, if the backend takes it
+// in one (absorbval.RoundFits). If it does not, it writes nothing and
+// returns the ends of the chunks the refs split into
+// (absorbval.PlanChunks): the round is then committed in steps,
+// MarkPending, CommitRefs per chunk, Advance. It refuses, before writing
+// anything, more than MaxDoomedSnapshots, a ref that fits no chunk
+// (*RefTooLargeError), a backend of fewer than two ops a Commit, and a
+// split round while another round is pending.
+func (c *Committer) CommitAtomic(ctx context.Context, round Round, refs []SpanRef, tailsKey, tailsBase string, doomed []string) (chunks []int, err error) {
+	if len(doomed) > MaxDoomedSnapshots {
+		return nil, fmt.Errorf("absorb: commit round [%d, %d): %d doomed snapshots, over the checkpoint's bound of %d", round.From, round.To, len(doomed), MaxDoomedSnapshots)
+	}
+	next := absorbval.AdvancedCheckpoint(c.cp, round, tailsKey, tailsBase, doomed)
+	c.RefVersions = nil
+	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)
+	ops, err := c.refOps(refs)
+	if err != nil {
+		return nil, err
+	}
+	sizes := c.opSizes(ops)
+	if absorbval.RoundFits(maxOps, maxBytes, sizes, metastore.OpBytes(c.meta, c.checkpointOp(next))) {
+		return nil, c.commitAtomic(ctx, round, refs, ops, next)
+	}
+	if c.cp.Pending != nil && *c.cp.Pending != round {
+		return nil, fmt.Errorf("absorb: round [%d, %d) while round [%d, %d) is pending: replay the pending round first", round.From, round.To, c.cp.Pending.From, c.cp.Pending.To)
+	}
+	if maxOps != 0 && maxOps < 2 {
+		return nil, fmt.Errorf("absorb: backend allows %d ops per commit; a round needs at least 2", maxOps)
+	}
+	// Plan the chunks before anything is written: a ref that fits no chunk
+	// must not leave a pending round that no replay can finish.
+	check := metastore.OpBytes(c.meta, c.sealCheckOp())
+	chunks, big := absorbval.PlanChunks(maxOps, maxBytes, sizes, check)
+	if big >= 0 {
+		return nil, &RefTooLargeError{Round: round, Stream: refs[big].Stream, Key: ops[big].Key, Extents: len(refs[big].Extents), Bytes: sizes[big] + check, Limit: maxBytes}
+	}
+	return chunks, nil
+}
+
+// commitAtomic is CommitAtomic's Commit, once the round fits.
+func (c *Committer) commitAtomic(ctx context.Context, round Round, refs []SpanRef, ops []metastore.Op, next Checkpoint) error {
+	for attempt := 0; ; attempt++ {
+		vs, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.checkpointOp(next)))
+		c.Requests++
+		if err == nil {
+			c.cp, c.ver = next, vs[len(vs)-1]
+			if attempt == 0 && len(vs) == len(refs)+1 {
+				c.RefVersions = vs[:len(refs):len(refs)]
+			}
+			return nil
+		}
+		applied, rerr := c.resolve(ctx, next)
+		if rerr != nil || applied {
+			return rerr
+		}
+		if !errors.Is(err, metastore.ErrConflict) || attempt > 0 {
+			return fmt.Errorf("absorb: commit round [%d, %d): %w", round.From, round.To, err)
+		}
+		// Unchanged checkpoint, so a ref exists (a replay): drop the
+		// refs already there and try once more.
+		if refs, ops, err = c.missingRefs(ctx, refs, ops); err != nil {
+			return err
+		}
+	}
+}
+
+// MarkPending records round as pending in the checkpoint (one
+// compare-and-swap), a split round's first step, so that a successor
+// replays exactly it. A checkpoint that already records it is left as it
+// is; one that records another round is refused.
+func (c *Committer) MarkPending(ctx context.Context, round Round) error {
+	if c.cp.Pending != nil {
+		if *c.cp.Pending == round {
+			return nil
+		}
+		return fmt.Errorf("absorb: round [%d, %d) while round [%d, %d) is pending: replay the pending round first", round.From, round.To, c.cp.Pending.From, c.cp.Pending.To)
+	}
+	return c.casCheckpoint(ctx, absorbval.PendingCheckpoint(c.cp, round))
+}
+
+// CommitRefs writes one chunk of a split round's refs (as CommitAtomic
+// planned them) in one Commit with a check of the seal, so a deposed
+// leader writes no refs. mayExist says an earlier attempt may have sent
+// some of them (or they are a predecessor's pending round's): those that
+// exist are left out first. On a conflict with an unchanged seal it drops
+// the refs that exist and retries once.
+func (c *Committer) CommitRefs(ctx context.Context, round Round, refs []SpanRef, mayExist bool) error {
+	ops, err := c.refOps(refs)
+	if err != nil {
+		return err
+	}
+	if err := c.commitChunk(ctx, refs, ops, mayExist); err != nil {
+		return fmt.Errorf("absorb: write refs of round [%d, %d): %w", round.From, round.To, err)
+	}
+	return nil
+}
+
+// Advance moves the checkpoint past a split round whose refs are all
+// written (one compare-and-swap), as CommitDooming describes: the round
+// is no longer pending.
+func (c *Committer) Advance(ctx context.Context, round Round, tailsKey, tailsBase string, doomed []string) error {
+	if len(doomed) > MaxDoomedSnapshots {
+		return fmt.Errorf("absorb: advance past round [%d, %d): %d doomed snapshots, over the checkpoint's bound of %d", round.From, round.To, len(doomed), MaxDoomedSnapshots)
+	}
+	return c.casCheckpoint(ctx, absorbval.AdvancedCheckpoint(c.cp, round, tailsKey, tailsBase, doomed))
+}
+
+// opSizes returns each op's size as the metastore counts it.
+func (c *Committer) opSizes(ops []metastore.Op) []int {
+	out := make([]int, len(ops))
+	for i, op := range ops {
+		out[i] = metastore.OpBytes(c.meta, op)
+	}
+	return out
 }
 
 // RefTooLargeError is the error Commit returns, before writing anything,
@@ -238,30 +317,6 @@ func (e *RefTooLargeError) Error() string {
 
 // Unwrap makes it match metastore.ErrTooLarge.
 func (e *RefTooLargeError) Unwrap() error { return metastore.ErrTooLarge }
-
-// chunks splits ops (refs' ops) into consecutive chunks that fit the
-// limits with the seal check each carries, greedily in order, and returns
-// each chunk's end index.
-func (c *Committer) chunks(round Round, refs []SpanRef, ops []metastore.Op, maxOps, maxBytes int) ([]int, error) {
-	check := metastore.OpBytes(c.meta, c.sealCheckOp())
-	var ends []int
-	n, size := 0, check // the chunk under way
-	for i, op := range ops {
-		b := metastore.OpBytes(c.meta, op)
-		if !fits(maxOps, maxBytes, 2, b+check) {
-			return nil, &RefTooLargeError{Round: round, Stream: refs[i].Stream, Key: op.Key, Extents: len(refs[i].Extents), Bytes: b + check, Limit: maxBytes}
-		}
-		if n > 0 && !fits(maxOps, maxBytes, n+2, size+b) {
-			ends = append(ends, i)
-			n, size = 0, check
-		}
-		n, size = n+1, size+b
-	}
-	if n > 0 {
-		ends = append(ends, len(ops))
-	}
-	return ends, nil
-}
 
 // sealCheckOp is the check of the seal every chunk of a split round
 // carries: the checkpoint is still at the version this committer wrote.

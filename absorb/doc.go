@@ -12,17 +12,22 @@
 //     checkpoint its round advances from (TailsRoundKey), so a successor
 //     finds one whose round never committed (UncommittedSnapshots).
 //   - The round: Plan is a pure function from the released slots of a
-//     deterministic range [a, b) to the refs of that range; Round writes them
-//     and advances the checkpoint in one atomic metastore Commit (split to
-//     fit the backend's op limit, with the range recorded as pending first,
-//     so a successor replays exactly it).
+//     deterministic range [a, b) to the refs of that range; a Committer
+//     writes them and advances the checkpoint in one atomic metastore
+//     Commit (CommitAtomic), or, for a round the backend's limits cannot
+//     take in one, in one-Commit steps: MarkPending records the range as
+//     pending (so a successor replays exactly it), CommitRefs writes each
+//     chunk of refs with a check of the seal, Advance moves the checkpoint
+//     on. What fits and where the chunks end is pure (absorbval's
+//     RoundFits and PlanChunks); a chain's core sequences the steps, and
+//     CommitDooming sequences them in one call for other callers.
 //   - The seal: SealCheckpoint is a takeover's first step; a Committer holds
 //     the seal and writes rounds under it; its MintNext and SealEpoch write
 //     the epoch record in the same Commit that checks the seal is still its
 //     own (the seal is binding: nobody mints, or seals an epoch cleanly,
 //     over another owner's seal). A seal found foreign is a *SealedError
 //     (ErrDeposed). What a committer holds is a value (Held: the
-//     checkpoint, its version, a split round's progress): a caller that
+//     checkpoint and its version): a caller that
 //     owns it, as a chain's core does, builds a committer over it for one
 //     call (Resume) and takes the next value back (Committer.Held).
 //   - The backlog's accounting (Backlog, pure bookkeeping):

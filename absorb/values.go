@@ -26,9 +26,6 @@ type Extent = absorbval.Extent
 // Held is absorbval.Held.
 type Held = absorbval.Held
 
-// Progress is absorbval.Progress.
-type Progress = absorbval.Progress
-
 // Round is absorbval.Round.
 type Round = absorbval.Round
 

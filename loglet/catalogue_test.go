@@ -170,7 +170,7 @@ func deletedLeft(t *testing.T, meta metastore.Store, id, when string) {
 func TestDeleteStreamReclaimsRefsAbsorbedAfterIt(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	p1, err := w.open("p1", nil) // settlement is off (SettleInterval 0)
+	p1, err := w.open("p1", func(c *Config) { c.SettleInterval = -1 }) // settlement off: nothing else reclaims the refs
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,12 +73,13 @@ type Config struct {
 	// it goes), repoints their refs, advances the trim cursor and deletes
 	// the slots from every bucket, so transit storage is bounded by the
 	// settle lag. The first pass comes one interval after the chain starts
-	// serving. 0 or negative: off (the default), and transit slots are
-	// kept. A pass costs about one metastore request per stream it settles,
-	// so about (active streams) / SettleInterval requests a second;
-	// DefaultSettleInterval suits a star with up to a few thousand active
-	// streams. Settlement needs the Standard bucket set: without one, it is
-	// off.
+	// serving. Default (0): DefaultSettleInterval, so settlement is on.
+	// Negative: off, and transit slots are kept (Express's three
+	// byte-priced copies for ever). A pass costs about one metastore
+	// request per stream it settles, so about (active streams) /
+	// SettleInterval requests a second; DefaultSettleInterval suits a star
+	// with up to a few thousand active streams (raise it for more).
+	// Settlement needs the Standard bucket set: without one, it is off.
 	SettleInterval time.Duration
 	// RetentionInterval paces the leader's retention pass, which trims
 	// each stream of its star that has a Retention (StreamOptions) and
@@ -172,10 +173,11 @@ func DefaultConfig() Config {
 	return c
 }
 
-// DefaultSettleInterval is the recommended SettleInterval.
+// DefaultSettleInterval is Config.SettleInterval's default.
 const DefaultSettleInterval = time.Second
 
-// settleInterval is the core's pacing: off without a Standard bucket set.
+// settleInterval is the core's pacing: off when negative (applyDefaults has
+// turned 0 into DefaultSettleInterval) and without a Standard bucket set.
 func (s *Star) settleInterval() time.Duration {
 	if s.cfg.SettleInterval <= 0 || len(s.cfg.Standard.Stores) == 0 {
 		return 0
@@ -538,6 +540,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.RetentionInterval == 0 {
 		c.RetentionInterval = DefaultRetentionInterval
+	}
+	if c.SettleInterval == 0 {
+		c.SettleInterval = DefaultSettleInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

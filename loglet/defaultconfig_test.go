@@ -3,6 +3,7 @@ package loglet
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -21,7 +22,6 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,
 		// the zero value is the default
 		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "doomedGrace": true,
-		"SettleInterval":     true, // off until settled objects are compacted (its doc)
 		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true, "CoarseWakeups": true,
 		"ReadAhead": true, // 0: chain's read-ahead defaults (its doc)
 	}
@@ -72,5 +72,30 @@ func TestDefaultConfigOpensAsZeroConfig(t *testing.T) {
 	want.ReadCacheMiB, want.PreflightTimeout = got.ReadCacheMiB, got.PreflightTimeout
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultConfig after Open's defaults differs from the zero Config's:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// Settlement is on by default (issue 24): the zero Config and DefaultConfig
+// settle every DefaultSettleInterval; a negative interval keeps it off.
+func TestSettlementOnByDefault(t *testing.T) {
+	std := []objstore.Store{objstore.NewMem()}
+	for _, tc := range []struct {
+		name string
+		in   time.Duration
+		want time.Duration // the core's pacing; 0: off
+	}{
+		{"zero", 0, DefaultSettleInterval},
+		{"set", 3 * time.Second, 3 * time.Second},
+		{"negative", -1, 0},
+	} {
+		c := Config{SettleInterval: tc.in}
+		c.Standard.Stores = std
+		c.applyDefaults()
+		if got := (&Star{cfg: c}).settleInterval(); got != tc.want {
+			t.Errorf("%s: SettleInterval %v paces the core at %v, want %v", tc.name, tc.in, got, tc.want)
+		}
+	}
+	if got := DefaultConfig().SettleInterval; got != DefaultSettleInterval {
+		t.Errorf("DefaultConfig().SettleInterval = %v, want %v", got, DefaultSettleInterval)
 	}
 }

@@ -66,7 +66,7 @@
 // history (Reader); until a flight is absorbed the leader serves it from its
 // flight index.
 //
-// Settlement, off unless Config.SettleInterval is set, rewrites absorbed
+// Settlement, on by default (Config.SettleInterval; negative: off), rewrites absorbed
 // transit slots into per-stream settled objects in the Standard bucket set
 // (package settle), repoints their refs, advances the chain's trim cursor
 // and deletes the slots behind it from every bucket. Trim and retention

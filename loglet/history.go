@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -46,6 +47,13 @@ const (
 // once the limits are surely met), fetches up to readAhead of them at
 // once, and consumes them in order.
 func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs, maxBytes int) ([]SequencedRecord, error) {
+	return h.readHeld(ctx, stream, from, maxRecs, maxBytes, nil)
+}
+
+// readHeld is read given a frame already fetched (held, possibly nil: a
+// read by timestamp found its start in it), which it uses instead of
+// fetching that extent again.
+func (h *history) readHeld(ctx context.Context, stream string, from uint64, maxRecs, maxBytes int, held *heldFrame) ([]SequencedRecord, error) {
 	prefix := chain.RefPrefix(stream)
 	after := chain.RefKey(stream, from) // refs ending after from
 	next := from
@@ -90,7 +98,7 @@ func (h *history) read(ctx context.Context, stream string, from uint64, maxRecs,
 				}
 			}
 		}
-		done, err := h.consume(ctx, stream, jobs, &out, &next, &size, maxRecs, maxBytes)
+		done, err := h.consume(ctx, stream, jobs, &out, &next, &size, maxRecs, maxBytes, held)
 		if err != nil || done || gap {
 			return out, err
 		}
@@ -118,8 +126,9 @@ type extentJob struct {
 
 // consume fetches jobs, up to readAhead at once, and appends their records
 // to out in order from *next, within the limits. It reports whether a limit
-// was reached. Fetches not yet consumed when it returns are cancelled.
-func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, out *[]SequencedRecord, next *uint64, size *int, maxRecs, maxBytes int) (bool, error) {
+// was reached. Fetches not yet consumed when it returns are cancelled. A
+// job for held's extent takes held's records instead of a fetch.
+func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, out *[]SequencedRecord, next *uint64, size *int, maxRecs, maxBytes int, held *heldFrame) (bool, error) {
 	if len(jobs) == 0 {
 		return false, nil
 	}
@@ -141,6 +150,10 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 		ch := make(chan fetched, 1)
 		results[started] = ch
 		started++
+		if held != nil && keyOf(j.ext) == keyOf(held.ext) {
+			ch <- fetched{held.first, held.recs, nil}
+			return
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,6 +184,9 @@ func (h *history) consume(ctx context.Context, stream string, jobs []extentJob, 
 			*size += rs
 			*out = append(*out, SequencedRecord{Seq: seq, Record: cloneRecord(r)})
 			*next = seq + 1
+			if len(*out) >= maxRecs {
+				return true, nil // full: fetch no further frame to learn it
+			}
 		}
 	}
 	return false, nil
@@ -331,47 +347,142 @@ func (h *history) set(class string) ([]objstore.Store, error) {
 	return h.sets[c], nil
 }
 
+// heldFrame is a frame a read by timestamp fetched to find its start: the
+// read that follows uses it instead of fetching it again.
+type heldFrame struct {
+	ext   absorb.Extent
+	first uint64 // the sequence number of recs[0]
+	recs  []Record
+}
+
 // seqAtTimestamp returns the first absorbed sequence number whose record's
-// timestamp is >= ms, and false if every absorbed record is older. It scans
-// refs in order (settled objects will index this; transit refs do not).
-func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (uint64, bool, error) {
-	prefix := chain.RefPrefix(stream)
-	after := ""
-	for {
-		items, err := h.meta.Scan(ctx, prefix, after, refScanBatch)
-		if err != nil {
-			return 0, false, err
-		}
-		n := len(items)
-		items = refsOf(stream, items)
-		for _, it := range items {
-			ref, err := absorb.DecodeRef(it.Value)
-			if err != nil {
-				return 0, false, &CorruptError{Object: "ref " + it.Key, Err: err}
-			}
-			if ref.MaxTS < ms {
-				continue
-			}
-			for _, ext := range ref.Extents {
-				if ext.MaxTimestamp < ms {
-					continue
-				}
-				first, recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
-				if err != nil {
-					return 0, false, err
-				}
-				for j, r := range recs {
-					if seq := first + uint64(j); seq >= ext.FirstSeq && r.Timestamp >= ms {
-						return seq, true, nil
-					}
-				}
-			}
-		}
-		if n < refScanBatch || len(items) == 0 {
-			return 0, false, nil
-		}
-		after = items[len(items)-1].Key
+// timestamp is >= ms, and false if every absorbed record is older, with the
+// frame it read to find it (nil if none).
+//
+// A stream's timestamps never decrease (the sequencer re-stamps a record
+// older than its predecessor), so neither do its refs' MaxTS in key order:
+// the ref that holds the answer is the first whose MaxTS is >= ms. It is
+// found from the refs alone, by galloping then bisecting over sequence
+// numbers (refAfter: one metastore read a probe, about 2·log2 of the
+// records before it), then the extent within it by its MaxTimestamp, and
+// the record by one GET of that frame.
+func (h *history) seqAtTimestamp(ctx context.Context, stream string, ms int64) (uint64, bool, *heldFrame, error) {
+	it, ref, err := h.firstRefAtTimestamp(ctx, stream, ms)
+	if err != nil || it == nil {
+		return 0, false, nil, err
 	}
+	for _, ext := range ref.Extents {
+		if ext.MaxTimestamp < ms {
+			continue
+		}
+		first, recs, err := h.fetch(ctx, it.Key, ref, ext, stream)
+		if err != nil {
+			return 0, false, nil, err
+		}
+		for j, r := range recs {
+			if seq := first + uint64(j); seq >= ext.FirstSeq && r.Timestamp >= ms {
+				held := &heldFrame{ext: ext, first: first, recs: recs}
+				if first != ext.FirstSeq || len(recs) != int(ext.Count) {
+					held = nil // re-resolved elsewhere: not the extent's frame
+				}
+				return seq, true, held, nil
+			}
+		}
+		// The extent's bounds promised a record at or past ms but its
+		// frame has none: look on in the ref.
+	}
+	// The ref's MaxTS promised a record at or past ms: refs that break
+	// their own bounds are damage.
+	return 0, false, nil, &CorruptError{Object: "ref " + it.Key, Err: fmt.Errorf("MaxTS %d but no record reaches %d", ref.MaxTS, ms)}
+}
+
+// firstRefAtTimestamp returns the stream's first ref (in key order) whose
+// MaxTS is >= ms, or nil if there is none.
+func (h *history) firstRefAtTimestamp(ctx context.Context, stream string, ms int64) (*metastore.Item, absorb.SpanRef, error) {
+	// The first refScanBatch refs in one read: a short stream's answer
+	// costs one request, as a scan in order would.
+	items, err := h.meta.Scan(ctx, chain.RefPrefix(stream), "", refScanBatch)
+	if err != nil {
+		return nil, absorb.SpanRef{}, fmt.Errorf("loglet: read refs of %q: %w", stream, err)
+	}
+	n := len(items)
+	items = refsOf(stream, items)
+	if len(items) == 0 {
+		return nil, absorb.SpanRef{}, nil
+	}
+	var first, last absorb.SpanRef
+	for i := range items {
+		ref, err := absorb.DecodeRef(items[i].Value)
+		if err != nil {
+			return nil, absorb.SpanRef{}, &CorruptError{Object: "ref " + items[i].Key, Err: err}
+		}
+		if ref.MaxTS >= ms {
+			return &items[i], ref, nil
+		}
+		if i == 0 {
+			first = ref
+		}
+		last = ref
+	}
+	if n < refScanBatch || len(items) < n {
+		return nil, absorb.SpanRef{}, nil
+	}
+	// Every s below lo has refAfter(s) older than ms, and refAfter(hi)
+	// is found (or none: hi past the last ref). Gallop, in steps of
+	// about one ref, two, four..., then bisect.
+	var found *metastore.Item
+	var foundRef absorb.SpanRef
+	lo, step := last.End, max(1, (last.End-min(first.Start, last.End))/uint64(len(items)))
+	hi := lo
+	for {
+		it, ref, err := h.refAfter(ctx, stream, hi)
+		if err != nil {
+			return nil, absorb.SpanRef{}, err
+		}
+		if it == nil || ref.MaxTS >= ms {
+			found, foundRef = it, ref
+			break
+		}
+		lo = ref.End
+		if lo > math.MaxUint64/2-step {
+			return nil, absorb.SpanRef{}, &CorruptError{Object: "ref " + it.Key, Err: fmt.Errorf("ref ends at %d", ref.End)}
+		}
+		hi, step = lo+step-1, step*2
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		it, ref, err := h.refAfter(ctx, stream, mid)
+		if err != nil {
+			return nil, absorb.SpanRef{}, err
+		}
+		if it == nil || ref.MaxTS >= ms {
+			hi, found, foundRef = mid, it, ref
+			continue
+		}
+		lo = ref.End // > mid
+	}
+	return found, foundRef, nil
+}
+
+// refAfter returns the stream's first ref that ends after seq s (the one
+// that holds s, or the next past a gap), or nil if none does.
+func (h *history) refAfter(ctx context.Context, stream string, s uint64) (*metastore.Item, absorb.SpanRef, error) {
+	items, err := h.meta.Scan(ctx, chain.RefPrefix(stream), chain.RefKey(stream, s), 1)
+	if err != nil {
+		return nil, absorb.SpanRef{}, fmt.Errorf("loglet: read refs of %q: %w", stream, err)
+	}
+	items = refsOf(stream, items)
+	if len(items) == 0 {
+		return nil, absorb.SpanRef{}, nil
+	}
+	ref, err := absorb.DecodeRef(items[0].Value)
+	if err != nil {
+		return nil, absorb.SpanRef{}, &CorruptError{Object: "ref " + items[0].Key, Err: err}
+	}
+	if ref.End <= s {
+		return nil, absorb.SpanRef{}, &CorruptError{Object: "ref " + items[0].Key, Err: fmt.Errorf("ends at %d, keyed after %d", ref.End, s)}
+	}
+	return &items[0], ref, nil
 }
 
 // refsOf keeps the items that are refs of the stream with ID id: under an

@@ -343,15 +343,18 @@ const inlineRenderBytes = 1 << 20
 // inlineRenderBytes.
 func (l *lane) renderInline(r chaincore.Render) bool {
 	n := 0
-	for _, b := range r.Batches {
-		if b.Stored != nil {
-			n += len(b.Stored)
-			continue
+	for _, st := range r.Streams {
+		for i := range st.Parts {
+			p := &st.Parts[i]
+			if p.Stored != nil {
+				n += len(p.Stored)
+				continue
+			}
+			if l.env.Codec != envelope.CodecNone {
+				return false
+			}
+			n += len(p.Payload)
 		}
-		if l.env.Codec != envelope.CodecNone {
-			return false
-		}
-		n += len(b.Payload)
 	}
 	return n <= inlineRenderBytes
 }

@@ -40,7 +40,9 @@ var dirExpressBuckets = []string{"express-a", "express-b", "express-c"}
 // cfg is a Config as for Open (DefaultConfig, or the zero Config) with Meta
 // and both classes' Stores and BucketNames left unset: OpenDir supplies
 // them and refuses a cfg that sets them. cfg.Star defaults to "default", the
-// CLI's --star default. Every other field keeps its meaning.
+// CLI's --star default. Every other field keeps its meaning: settlement,
+// for one, is on unless cfg.SettleInterval is negative, so the express-*
+// directories hold only the records of the last settle lag.
 //
 // The returned Star owns what OpenDir opened: its Close closes the bbolt
 // file after the chains have closed. bbolt allows one process at a time: a

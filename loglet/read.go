@@ -35,7 +35,7 @@ func (s *Star) Read(ctx context.Context, stream string, q ReadQuery) (ReadResult
 // readStream is Read of the incarnation st.
 func (s *Star) readStream(ctx context.Context, st *streamState, q ReadQuery) (ReadResult, error) {
 	maxRecs, maxBytes := limits(q)
-	start, err := s.resolve(ctx, st, q.Start)
+	start, held, err := s.resolveHeld(ctx, st, q.Start)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -45,7 +45,7 @@ func (s *Star) readStream(ctx context.Context, st *streamState, q ReadQuery) (Re
 		// Deposed: a successor writes this stream now, so history (its
 		// refs) may run past this process's durable tail: read it all
 		// from there, as a Reader does.
-		return s.readDeposed(ctx, st, v, start, maxRecs, maxBytes)
+		return s.readDeposed(ctx, st, v, start, maxRecs, maxBytes, held)
 	}
 	if start >= v.start {
 		recs, err := v.read(start, maxRecs, maxBytes)
@@ -67,7 +67,7 @@ func (s *Star) readStream(ctx context.Context, st *streamState, q ReadQuery) (Re
 		if next >= v.start {
 			more, err = v.read(next, maxRecs-len(recs), maxBytes-size)
 		} else {
-			more, err = s.hist.read(ctx, st.id, next, maxRecs-len(recs), maxBytes-size)
+			more, err = s.hist.readHeld(ctx, st.id, next, maxRecs-len(recs), maxBytes-size, held)
 			if err == nil && len(more) == 0 && len(recs) == 0 {
 				err = fmt.Errorf("loglet: read %q at %d: absorbed but not in refs", st.name, next)
 			}
@@ -91,8 +91,8 @@ func (s *Star) readStream(ctx context.Context, st *streamState, q ReadQuery) (Re
 // readDeposed serves a read on a chain this process no longer leads: from
 // history (the successor's refs), then from what is left of its own flight
 // index (released here before the successor's fence, not yet in refs).
-func (s *Star) readDeposed(ctx context.Context, st *streamState, v indexView, start uint64, maxRecs, maxBytes int) (ReadResult, error) {
-	recs, err := s.hist.read(ctx, st.id, start, maxRecs, maxBytes)
+func (s *Star) readDeposed(ctx context.Context, st *streamState, v indexView, start uint64, maxRecs, maxBytes int, held *heldFrame) (ReadResult, error) {
+	recs, err := s.hist.readHeld(ctx, st.id, start, maxRecs, maxBytes, held)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -139,21 +139,29 @@ func result(recs []SequencedRecord, start uint64, tail Tail) ReadResult {
 
 // resolve turns a Position into a sequence number.
 func (s *Star) resolve(ctx context.Context, st *streamState, p Position) (uint64, error) {
+	seq, _, err := s.resolveHeld(ctx, st, p)
+	return seq, err
+}
+
+// resolveHeld is resolve, with the frame a read by timestamp fetched from
+// history to find the sequence number (nil if none), for the read that
+// follows.
+func (s *Star) resolveHeld(ctx context.Context, st *streamState, p Position) (uint64, *heldFrame, error) {
 	v := st.view()
 	switch p.kind {
 	case posTailOffset:
 		if p.value >= v.durable.Seq {
-			return 0, nil
+			return 0, nil, nil
 		}
-		return v.durable.Seq - p.value, nil
+		return v.durable.Seq - p.value, nil, nil
 	case posTimestamp:
 		if idxMin := v.minTimestamp(); v.start > 0 && (idxMin < 0 || idxMin > p.ts) {
-			seq, ok, err := s.hist.seqAtTimestamp(ctx, st.id, p.ts)
+			seq, ok, held, err := s.hist.seqAtTimestamp(ctx, st.id, p.ts)
 			if err != nil || ok {
-				return seq, err
+				return seq, held, err
 			}
 		}
-		return v.seqFromTimestamp(p.ts), nil
+		return v.seqFromTimestamp(p.ts), nil, nil
 	}
-	return p.value, nil
+	return p.value, nil, nil
 }

@@ -72,13 +72,13 @@ func (r *Reader) Read(ctx context.Context, stream string, q ReadQuery) (ReadResu
 	if err != nil {
 		return ReadResult{}, err
 	}
-	start, err := r.resolve(ctx, rec, c, q.Start)
+	start, held, err := r.resolve(ctx, rec, c, q.Start)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	start = max(start, rec.TrimSeq)
 	maxRecs, maxBytes := limits(q)
-	recs, err := r.hist.read(ctx, rec.id(), start, maxRecs, maxBytes)
+	recs, err := r.hist.readHeld(ctx, rec.id(), start, maxRecs, maxBytes, held)
 	recs, err = recordsOrError(recs, err)
 	return result(recs, start, Tail{}), err
 }
@@ -109,26 +109,28 @@ func (r *Reader) record(ctx context.Context, stream string) (streamRecord, Class
 	return decodeStreamRecord(it)
 }
 
-func (r *Reader) resolve(ctx context.Context, rec streamRecord, c Class, p Position) (uint64, error) {
+// resolve turns a Position into a sequence number, with the frame a read
+// by timestamp fetched to find it (nil if none), for the read that follows.
+func (r *Reader) resolve(ctx context.Context, rec streamRecord, c Class, p Position) (uint64, *heldFrame, error) {
 	switch p.kind {
 	case posTailOffset:
 		t, err := r.tail(ctx, rec, c)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if p.value >= t.Seq {
-			return 0, nil
+			return 0, nil, nil
 		}
-		return t.Seq - p.value, nil
+		return t.Seq - p.value, nil, nil
 	case posTimestamp:
-		seq, ok, err := r.hist.seqAtTimestamp(ctx, rec.id(), p.ts)
+		seq, ok, held, err := r.hist.seqAtTimestamp(ctx, rec.id(), p.ts)
 		if err != nil || ok {
-			return seq, err
+			return seq, held, err
 		}
 		t, err := r.tail(ctx, rec, c)
-		return t.Seq, err
+		return t.Seq, nil, err
 	}
-	return p.value, nil
+	return p.value, nil, nil
 }
 
 // CheckTail returns the stream's absorbed tail: from its chain's
@@ -241,7 +243,7 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 	if err != nil {
 		return nil, err
 	}
-	next, err := r.resolve(ctx, rec, c, q.Start)
+	next, _, err := r.resolve(ctx, rec, c, q.Start)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,9 @@ import (
 // forced.
 //
 // Slots below the chain's trim cursor are skipped: settlement moved their
-// records into settled objects and deleted every copy on purpose.
+// records into settled objects and deletes every copy on purpose (the core
+// drops them from the list as each pass reports the cursor; a slot passed
+// since the last Stats snapshot is skipped here).
 //
 // It returns a result for every slot it found damaged (repaired, in part,
 // or refused, with why); healthy slots give none. The list is not cleared:

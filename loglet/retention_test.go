@@ -112,9 +112,11 @@ func testRetentionByBytes(t *testing.T) {
 func TestRetentionIntervalPacesThePass(t *testing.T) {
 	run := func(t *testing.T, every time.Duration) *rig {
 		ctx := context.Background()
-		// Under synctest: no precise sleepers.
+		// Under synctest: no precise sleepers. Settlement off: it would
+		// merge the ten records into one 256 KiB-frame settled object,
+		// which retention by bytes can only trim whole.
 		r := newRig(t, Standard, 1, 1, func(c *Config, _ []*objstore.FaultStore) {
-			c.CoarseWakeups, c.RetentionInterval = true, every
+			c.CoarseWakeups, c.RetentionInterval, c.SettleInterval = true, every, -1
 		})
 		if _, err := r.star.CreateStream(ctx, "big", StreamOptions{Class: Standard, Star: "s1", Retention: Retention{MaxBytes: 4500}}); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -22,13 +21,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkSettle -count 3 ./loglet
 //
-// BenchmarkSettleRead: the same records (settleStreams streams of
-// settleRecords 1 KiB JSON-like records, benchRecords) read through a fresh
-// Reader from transit bundles, then again after settlement from settled
-// objects: MB/s of bodies, GETs/MB and getB/B (bytes fetched per body
-// byte), from the Reader's own counters; lookup: one read by timestamp
-// (AtTimestamp, one record) on a Reader without a frame cache, GETs/lookup.
-// Buckets are in memory with no latency, so MB/s is the read path's CPU.
+// BenchmarkSettledRead and BenchmarkSettledFrames (settledread_bench_test.go)
+// read the records these benchmarks write.
 //
 // BenchmarkSettleRatio: settled object bytes over the raw record bytes
 // settled (ClassStats.Settle.StoredBytes / RawBytes), and the transit
@@ -154,7 +148,7 @@ func settleStreamName(c Class, i int) string { return fmt.Sprintf("%s-%02d", c, 
 // (every record absorbed). It returns the body bytes written.
 func (r *settleBenchRig) fill(b *testing.B, c Class) int64 {
 	ctx := context.Background()
-	s, err := Open(ctx, r.config(0, true))
+	s, err := Open(ctx, r.config(-1, true)) // settlement off: the records stay in transit
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -261,46 +255,6 @@ func (r *settleBenchRig) readAll(b *testing.B, c Class) ReaderStats {
 		}
 	}
 	return rd.Stats()
-}
-
-func BenchmarkSettleRead(b *testing.B) {
-	for _, c := range []Class{Standard, Express} {
-		r := newSettleBenchRig(false)
-		body := r.fill(b, c)
-		for _, from := range []string{"transit", "settled"} {
-			if from == "settled" {
-				r.settleAll(b, c)
-				if n, _ := r.transit(c); n != 0 {
-					b.Fatalf("%d transit objects left after settlement", n)
-				}
-			}
-			b.Run(fmt.Sprintf("class=%s/from=%s/scan", c, from), func(b *testing.B) {
-				b.SetBytes(body)
-				var gets, getBytes uint64
-				for b.Loop() {
-					st := r.readAll(b, c)
-					gets, getBytes = gets+st.Gets, getBytes+st.GetBytes
-				}
-				mb := float64(body) * float64(b.N) / 1e6
-				b.ReportMetric(float64(gets)/mb, "GETs/MB")
-				b.ReportMetric(float64(getBytes)/(mb*1e6), "getB/B")
-			})
-			b.Run(fmt.Sprintf("class=%s/from=%s/lookup", c, from), func(b *testing.B) {
-				ctx := context.Background()
-				rd := r.reader(b, -1) // no frame cache: each lookup's GETs are its own
-				rng := rand.New(rand.NewPCG(1, 3))
-				for b.Loop() {
-					name := settleStreamName(c, rng.IntN(settleStreams))
-					seq := rng.Uint64N(settleRecords)
-					res, err := rd.Read(ctx, name, ReadQuery{Start: AtTimestamp(settleTSBase + int64(seq)), MaxRecords: 1})
-					if err != nil || len(res.Records) != 1 || res.Records[0].Seq != seq {
-						b.Fatalf("%s at ts of %d: %+v %v", name, seq, res.Records, err)
-					}
-				}
-				b.ReportMetric(float64(rd.Stats().Gets)/float64(b.N), "GETs/lookup")
-			})
-		}
-	}
 }
 
 func BenchmarkSettleRatio(b *testing.B) {

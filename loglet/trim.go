@@ -39,7 +39,9 @@ type Retention struct {
 	// MaxBytes keeps about the newest MaxBytes of record bytes. It is an
 	// estimate from the refs' decoded frame lengths (and the unabsorbed
 	// flights' payloads), and trims at frame-run granularity, so a stream
-	// keeps a little more than MaxBytes, never less.
+	// keeps a little more than MaxBytes, never less. (Settled history's
+	// frames hold up to 256 KiB each, so a stream whose MaxBytes is about
+	// that small keeps up to a frame more.)
 	MaxBytes int64
 }
 

@@ -39,6 +39,8 @@ type SlotsResult = settleval.SlotsResult
 const (
 	// DefaultFrameBytes is settleval.DefaultFrameBytes.
 	DefaultFrameBytes = settleval.DefaultFrameBytes
+	// DefaultCodec is settleval.DefaultCodec.
+	DefaultCodec = settleval.DefaultCodec
 	// DefaultMaxSlots is settleval.DefaultMaxSlots.
 	DefaultMaxSlots = settleval.DefaultMaxSlots
 	// DefaultTargetBytes is settleval.DefaultTargetBytes.

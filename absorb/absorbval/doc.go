@@ -2,7 +2,8 @@
 // round, a checkpoint and a tails snapshot are and how they are encoded
 // (Round, Checkpoint, SpanRef, Extent, StreamTail, Tails, EncodeTails,
 // DecodeTails and the snapshot keys), how a round is planned from the
-// released slots (Plan), the backlog a leader stalls on (Backlog), what a
+// released slots (Plan) and how its commit fits the metastore's limits
+// (RoundFits, PlanChunks, AdvancedCheckpoint, PendingCheckpoint), the backlog a leader stalls on (Backlog), what a
 // committer holds as a value (Held), and the sentinel errors its callers
 // compare against (ErrDeposed, ErrSealRaced, ErrEpochMoved, ErrCorrupt,
 // ...).

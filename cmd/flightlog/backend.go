@@ -54,6 +54,7 @@ type globalOpts struct {
 	backlogFlights                    int
 	flushDeadline, expressFlushDeadln time.Duration
 	readAhead                         int
+	settleInterval                    time.Duration
 
 	envFlags []string // the flags register added, which fromEnv may set
 }
@@ -132,6 +133,7 @@ func (g *globalOpts) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&g.backlogFlights, "s3-chain-backlog-flights", loglet.DefaultChainBacklogFlights, "backlog budget: released-but-unabsorbed flights per chain")
 	fs.DurationVar(&g.flushDeadline, "flush-deadline", loglet.DefaultStandardFlushDeadline, "Standard flush deadline (how long the oldest pooled byte waits)")
 	fs.DurationVar(&g.expressFlushDeadln, "express-flush-deadline", loglet.DefaultExpressFlushDeadline, "Express flush deadline")
+	fs.DurationVar(&g.settleInterval, "settle-interval", 0, "settlement's interval (loglet.Config.SettleInterval): 0 takes the library's default (loglet.DefaultSettleInterval); negative turns settlement off, and transit slots are then kept")
 	fs.IntVar(&g.readAhead, "read-ahead", 0, "slots a takeover's fence and walk work on at once, both classes (0: the library's defaults, up to 128·K requests in flight; lower it for a store that limits request rates)")
 }
 
@@ -270,6 +272,8 @@ func (g *globalOpts) starConfig(b *backends, stderr io.Writer) loglet.Config {
 		Star:   g.star,
 		Meta:   b.meta,
 		Logger: g.logger(stderr),
+		// 0 is the library's default; negative is off.
+		SettleInterval: g.settleInterval,
 		Standard: loglet.ClassConfig{
 			Stores: b.sets[chain.Standard], BucketNames: b.names[chain.Standard],
 			MemoryBufferMiB: g.memMiB, ParallelUploads: g.parallelUploads,

@@ -257,7 +257,7 @@ type benchResult struct {
 }
 
 // benchCmd: flightlog bench.
-func benchCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
+func benchCmd(fs *flag.FlagSet, g *globalOpts) func(context.Context, *cmdEnv, []string) int {
 	o := &benchOpts{}
 	fs.StringVar(&o.model, "model", "s3-standard", "s3-standard (K=1 W=1, PUT LogNormal median 30ms p99 120ms), s3-express (K=3 W=2, median 4ms p99 15ms), custom (--k --w --put-median --put-p99 --class), or real (the configured backends)")
 	fs.StringVar(&o.class, "class", "", "class for --model custom or real (standard or express)")
@@ -272,12 +272,14 @@ func benchCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []
 	fs.IntVar(&o.depth, "depth", 1, "batches in flight per producer (1: closed loop; more: saturation)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long producers submit")
 	fs.Float64Var(&o.transitHours, "transit-hours", 1, "hours transit data is assumed stored before settle, for the storage cost when settlement is off")
-	fs.DurationVar(&o.settleInterval, "settle-interval", 0, "settlement's interval for the run (loglet.Config.SettleInterval: 0 takes the library's default; negative: off). When the run settles, transit storage is charged for the bytes measured held, not --transit-hours (an Express model run gets an s3-standard Standard set to settle into)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the latency model and the workload")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file (latency on a log axis, the fraction on a tail scale, -log10(1-q))")
 	fs.StringVar(&o.cdf, "cdf", "", "write the ack-latency CDF as data to this file: CSV (q,ack_us) if it ends in .csv, JSON if in .json")
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
+		// The run settles as the star would: the backend flag
+		// --settle-interval (0: the library's default, on; negative: off).
+		o.settleInterval = g.settleInterval
 		if o.cdf != "" {
 			if _, err := encodeCDF(&benchResult{}, o.cdf); err != nil {
 				return env.fail(err) // before the run, not after it

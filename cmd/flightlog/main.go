@@ -176,7 +176,11 @@ var commands = []command{
 	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, inspectCmd},
 	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", "", walkCmd},
 	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run)", "", fsckCmd},
-	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", "", benchCmd},
+	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", `The run settles by default, as a star does (--settle-interval, a backend flag:
+0 takes the library's default), and transit storage is charged for the bytes
+measured held (an Express model run gets an s3-standard Standard set to settle
+into). --settle-interval -1ns turns settlement off; transit storage is then
+charged for --transit-hours.`, benchCmd},
 }
 
 // trimNote says what trim and delete reclaim, and what they leave.

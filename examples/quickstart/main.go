@@ -43,7 +43,10 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 	// The embedded default: dir/meta.db (the bbolt metastore, one process
 	// at a time), dir/standard (Standard's bucket) and dir/express-a, -b,
 	// -c (Express's three "zones", on one disk here: this shows the
-	// protocol, not the fault tolerance).
+	// protocol, not the fault tolerance). DefaultConfig settles: about a
+	// second after they are absorbed, records move from the transit slots
+	// into per-stream settled objects in dir/standard, and the slots are
+	// deleted (cfg.SettleInterval = -1 would keep them).
 	cfg := loglet.DefaultConfig()
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	star, err := loglet.OpenDir(ctx, dir, cfg)

@@ -50,7 +50,7 @@ type Class struct {
 	GhostPuts        uint64   // copies recognised by nonce after ErrExists
 	ForeignOccupants uint64   // copies that found someone else's object
 	UnderReplicated  uint64   // durable slots with fewer than K copies
-	UnderReplSlots   []uint64 // the most recent such slots (for a repair pass)
+	UnderReplSlots   []uint64 // the most recent such slots (for a repair pass), less those settlement has passed
 	Halts            uint64
 	HaltCause        string
 	// Recovering: a halt's recovery (fence, late acks, mint, republish)

@@ -74,6 +74,12 @@ type plannedRound struct {
 	doomed  []string                      // the doomed snapshots its checkpoint records
 	drop    []string                      // doomed snapshots this round's commit deletes
 	first   time.Time                     // the first attempt
+	// A round too large for one metastore Commit is committed in steps:
+	// marked pending, its refs in chunks, then the checkpoint advanced.
+	split    []int // the chunks' ends (nil: one Commit, or not known yet)
+	marked   bool  // the checkpoint records it as pending
+	refsDone int   // its refs before this are written
+	tried    int   // no chunk at or past this was sent: refs before it may exist
 }
 
 // doomedSnapshot is a tails snapshot no longer needed (superseded, or
@@ -221,12 +227,14 @@ func (c *Core) roundSlots() int {
 
 // roundRefused handles a round the metastore refused for good (a request
 // over its size limit, a key it does not take): nothing was written. A
-// round of several slots is planned again with half as many; a refusal that
-// splitting cannot cure is permanent, and the chain stops loudly with the
-// cause, which its producers then see, rather than stall for ever.
+// round of several slots is planned again with half as many, unless the
+// checkpoint records it as pending (then only it may commit next); a
+// refusal that splitting cannot cure is permanent, and the chain stops
+// loudly with the cause, which its producers then see, rather than stall
+// for ever.
 func (c *Core) roundRefused(p *plannedRound, err error) {
 	a := &c.ab
-	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact {
+	if errors.Is(err, metastore.ErrTooLarge) && p.slots > 1 && !p.exact && !p.marked {
 		c.unplan()
 		// Its snapshot was written before the metastore refused the round:
 		// nothing names it. The smaller round from the same checkpoint
@@ -403,7 +411,109 @@ func (c *Core) commitPlanned() {
 	if p.full {
 		base = ""
 	}
-	c.emit(CommitRound{Held: c.held, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Doomed: p.doomed})
+	switch {
+	case p.split == nil:
+		c.emit(CommitRound{Held: c.held, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Doomed: p.doomed})
+	case !p.marked:
+		c.emit(MarkRoundPending{Held: c.held, Round: p.round})
+	case p.refsDone < len(p.refs):
+		lo := p.refsDone
+		hi := len(p.refs)
+		for _, end := range p.split {
+			if end > lo {
+				hi = end
+				break
+			}
+		}
+		mayExist := lo < p.tried
+		p.tried = max(p.tried, hi)
+		c.emit(CommitRefs{Held: c.held, Round: p.round, Refs: p.refs[lo:hi], To: hi, MayExist: mayExist})
+	default:
+		c.emit(AdvanceRound{Held: c.held, Round: p.round, SnapshotKey: p.snapKey, SnapshotBase: base, Doomed: p.doomed})
+	}
+}
+
+// splitRound starts the steps of round p, which the metastore cannot take
+// in one Commit: split names its chunks' ends. A checkpoint that already
+// records p as pending (a predecessor's round replayed, or this owner's
+// earlier attempt) needs no marking, and any of p's refs may be there.
+func (c *Core) splitRound(p *plannedRound, split []int) {
+	p.split, p.refsDone = split, 0
+	if pend := c.held.Checkpoint.Pending; pend != nil && *pend == p.round {
+		p.marked, p.tried = true, len(p.refs)
+	}
+	c.logf(slog.LevelDebug, "absorb round too large for one commit; committing it in steps", attrU("epoch", p.round.Epoch), attrU("from", p.round.From), attrU("to", p.round.To), attrI("chunks", len(split)))
+	c.commitPlanned()
+}
+
+// roundStepFailed handles a failed step of the planned round p's commit:
+// a successor's seal, a refusal for good, or a failure to retry after a
+// backoff (the same step, as it is).
+func (c *Core) roundStepFailed(p *plannedRound, held absorb.Held, err error) {
+	a := &c.ab
+	if errors.Is(err, absorb.ErrDeposed) {
+		// The snapshot written stays behind, named by no checkpoint: the
+		// successor finds it by its key (absorb.UncommittedSnapshots).
+		a.lastFailed, a.lastErr = true, err
+		a.failures++
+		c.sealedAway(err)
+		return
+	}
+	if held.Version != "" {
+		c.hold(held) // as re-read
+	}
+	if permanentMetaError(err) {
+		a.lastFailed, a.lastErr = true, err
+		a.failures++
+		c.roundRefused(p, err)
+		return
+	}
+	// The snapshot is written: the retry takes the same step again, and
+	// writes the snapshot no more.
+	c.roundFailed(p, err)
+}
+
+// onRoundMarked goes on to the split round's first chunk once the
+// checkpoint records it as pending.
+func (c *Core) onRoundMarked(ev RoundMarked) {
+	a := &c.ab
+	a.busy = false
+	a.requests += ev.Requests
+	p := c.plannedFor(ev.Round, "RoundMarked")
+	if ev.Err != nil {
+		c.roundStepFailed(p, ev.Held, ev.Err)
+		return
+	}
+	c.hold(ev.Held)
+	p.marked = true
+	c.roundStepNext()
+}
+
+// onRefsCommitted goes on to the split round's next chunk, or to its
+// advance after the last.
+func (c *Core) onRefsCommitted(ev RefsCommitted) {
+	a := &c.ab
+	a.busy = false
+	a.requests += ev.Requests
+	p := c.plannedFor(ev.Round, "RefsCommitted")
+	if ev.Err != nil {
+		c.roundStepFailed(p, ev.Held, ev.Err)
+		return
+	}
+	c.hold(ev.Held)
+	p.refsDone = max(p.refsDone, ev.To)
+	c.roundStepNext()
+}
+
+// roundStepNext sends the planned round's next step at once, unless the
+// chain was deposed or died meanwhile.
+func (c *Core) roundStepNext() {
+	if c.sealed != nil || (c.phase != phaseServing && c.phase != phaseRecovering && c.phase != phaseOpening) {
+		return
+	}
+	a := &c.ab
+	a.lastFailed, a.lastErr, a.backoff, a.retryAt = false, nil, 0, time.Time{}
+	c.commitPlanned()
 }
 
 // plannedFor returns the planned round a result is for.
@@ -469,26 +579,14 @@ func (c *Core) onRoundCommitted(ev RoundCommitted) {
 	a.requests += ev.Requests
 	p := c.plannedFor(ev.Round, "RoundCommitted")
 	if ev.Err != nil {
-		if errors.Is(ev.Err, absorb.ErrDeposed) {
-			// The snapshot written stays behind, named by no checkpoint: the
-			// successor finds it by its key (absorb.UncommittedSnapshots).
-			a.lastFailed, a.lastErr = true, ev.Err
-			a.failures++
-			c.sealedAway(ev.Err)
+		c.roundStepFailed(p, ev.Held, ev.Err)
+		return
+	}
+	if ev.Split != nil {
+		if c.sealed != nil || (c.phase != phaseServing && c.phase != phaseRecovering && c.phase != phaseOpening) {
 			return
 		}
-		if ev.Held.Version != "" {
-			c.hold(ev.Held) // as re-read, and how far a split round got
-		}
-		if permanentMetaError(ev.Err) {
-			a.lastFailed, a.lastErr = true, ev.Err
-			a.failures++
-			c.roundRefused(p, ev.Err)
-			return
-		}
-		// The snapshot is written: the retry commits again, and writes it
-		// no more.
-		c.roundFailed(p, ev.Err)
+		c.splitRound(p, ev.Split)
 		return
 	}
 	a.lastFailed, a.lastErr, a.backoff, a.retryAt = false, nil, 0, time.Time{}

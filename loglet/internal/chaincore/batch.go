@@ -181,6 +181,9 @@ type Stream struct {
 	bytes   int64    // payload bytes in entries
 	noted   bool     // in the current Ready's Released
 	retired bool     // Core.Retire: admission refuses it for good
+	// renderIdx is scratch for renderOf: 1 + the stream's index among
+	// the streams of the flight being rendered (0 outside renderOf).
+	renderIdx int
 }
 
 // Name is the stream's name.

@@ -199,8 +199,7 @@ func (c *Core) stop() {
 		if up.durable && up.puts > 0 {
 			// Durable at W, its straggling copies abandoned: counted
 			// under-replicated now, as their results will not be.
-			c.stats.underReplicated++
-			c.stats.underReplSlots = append(c.stats.underReplSlots, up.id.Slot)
+			c.noteUnderReplicated(up.id)
 		}
 		c.cancel(up)
 	}

@@ -307,6 +307,10 @@ func (c *Core) Step(now time.Time, ev Event) {
 		c.onSnapshotPut(ev)
 	case RoundCommitted:
 		c.onRoundCommitted(ev)
+	case RoundMarked:
+		c.onRoundMarked(ev)
+	case RefsCommitted:
+		c.onRefsCommitted(ev)
 	case SnapshotsDropped:
 		c.onSnapshotsDropped(ev)
 	case EpochSealed:

@@ -25,9 +25,9 @@
 //     budget); an error means nothing was admitted.
 //  3. The loop takes rd := Ready() and calls Advance(rd) under the lock,
 //     then, outside it: starts one worker per rd.Requests entry (each steps
-//     back exactly one Event; most make the one I/O call their request
-//     names, while Fence, CommitRound, MintFirst and Settle still run
-//     several steps in the worker: docs/design.md, "The lane"), cancels the workers of rd.Cancels, returns rd.PoolFreed to
+//     back exactly one Event; each makes the one I/O call its request
+//     names, but for Settle, whose pass still has one coarse step:
+//     docs/design.md, "The lane"), cancels the workers of rd.Cancels, returns rd.PoolFreed to
 //     the pool budget, delivers rd.Outcomes in order (then wakes readers of
 //     rd.Released), emits rd.Logs (and rd.Slots, the released slots, at
 //     debug level), and reports rd.Opened to Open.
@@ -38,15 +38,18 @@
 //
 // A worker holds no state and makes no decision. A request carries every
 // value its worker needs, and nothing the worker could change under the
-// core: the checkpoint this process holds and its version are the core's
+// core (no pointer, map or func: a Render carries its batches as values,
+// RenderStream and RenderPart, built by the core): the checkpoint this process holds and its version are the core's
 // (absorb.Held), a request that writes the checkpoint (Mint, CommitRound,
-// SealEpoch) carries a copy, and its event brings the next value back. What
+// MarkRoundPending, CommitRefs, AdvanceRound, SealEpoch) carries a copy, and its event brings the next value back. What
 // takes several I/O calls is several requests, issued one at a time, each
 // result a step of the core's state machine: the fence (ReadTrimCursor,
 // ReadEpoch, Fence, then ReadTrimCursor and ReadEpoch again: a cut recorded
 // by a successor wins, the fence starts at the trim cursor, settlement that
 // overtakes it makes it run again, a bounded number of times), an absorb
-// round (PutSnapshot, CommitRound, DropSnapshots), and the first opening
+// round (PutSnapshot, CommitRound, DropSnapshots; a round too large for one
+// metastore Commit is MarkRoundPending, CommitRefs per chunk and
+// AdvanceRound in place of CommitRound), and the first opening
 // (MintFirst, CreateCheckpoint). So every decision between two I/O calls is
 // in a trace script (testdata), and the core simulator interleaves them.
 //

@@ -21,12 +21,35 @@ type UploadID struct{ Epoch, Slot uint64 }
 // the core.
 type Request interface{ isRequest() }
 
-// Render asks for a flight's transit bundle: one frame per stream, holding
-// that stream's batches (consecutive sequence numbers), frames in the order
-// each stream first appears, with a fresh nonce. → Rendered.
+// Render asks for a flight's transit bundle: for each of Streams, in
+// order, that stream's parts (consecutive sequence numbers) in frames
+// split greedily within the frame limits, with a fresh nonce. → Rendered.
+// It carries values the core built for it (renderOf), not the core's
+// batches: the worker shares nothing with the core but the payload bytes,
+// which are immutable once admitted.
 type Render struct {
 	Upload  UploadID
-	Batches []*Batch
+	Streams []RenderStream
+}
+
+// RenderStream is one stream's batches of a flight, in sequence order.
+type RenderStream struct {
+	Name  string
+	Parts []RenderPart
+}
+
+// RenderPart is one batch as a render needs it: the fields of Batch of the
+// same names. Payload and Stored are the batch's bytes, immutable once
+// admitted (the worker only reads them).
+type RenderPart struct {
+	Start        uint64
+	Count        int
+	Headers      int
+	MinTS, MaxTS int64
+	Payload      []byte
+	Stored       []byte
+	StoredCodec  envelope.Codec
+	StoredCRC    uint32
 }
 
 // PutCopy asks for one bucket's copy of a rendered flight (chain.WriteCopy:
@@ -158,7 +181,11 @@ type Walk struct {
 
 // An absorb round is three requests, in this order: PutSnapshot, then
 // CommitRound, then (if it deletes any) DropSnapshots. The core sequences
-// them and decides what a failure of each means.
+// them and decides what a failure of each means. A round too large for one
+// metastore Commit is split: CommitRound writes nothing and names the
+// chunks its refs split into (RoundCommitted.Split), and the core commits
+// it in steps instead, each one Commit: MarkRoundPending, CommitRefs per
+// chunk, then AdvanceRound.
 
 // PutSnapshot asks to write Round's tails snapshot (Snapshot, at Key) to
 // the buckets, returning once W copies are there
@@ -170,14 +197,48 @@ type PutSnapshot struct {
 }
 
 // CommitRound asks to write an absorb round's refs and the checkpoint in
-// one Commit where the backend allows (absorb.Committer.CommitDooming over
-// absorb.Resume(Held): the checkpoint names the snapshot at SnapshotKey,
-// records SnapshotBase, and Doomed, the snapshots no longer needed and not
-// yet deleted). → RoundCommitted.
+// one Commit (absorb.Committer.CommitAtomic over absorb.Resume(Held): the
+// checkpoint names the snapshot at SnapshotKey, records SnapshotBase, and
+// Doomed, the snapshots no longer needed and not yet deleted). A round the
+// backend cannot take in one Commit is not written: the result names its
+// chunks instead (RoundCommitted.Split). → RoundCommitted.
 type CommitRound struct {
 	Held         absorb.Held
 	Round        absorb.Round
 	Refs         []absorb.SpanRef
+	SnapshotKey  string
+	SnapshotBase string
+	Doomed       []string
+}
+
+// MarkRoundPending asks to record Round as pending in the checkpoint, a
+// split round's first step, so that a successor replays exactly it
+// (absorb.Committer.MarkPending over absorb.Resume(Held)). → RoundMarked.
+type MarkRoundPending struct {
+	Held  absorb.Held
+	Round absorb.Round
+}
+
+// CommitRefs asks to write one chunk of a split round's refs, Refs (those
+// before To of the round's refs, from the previous chunk's end), in one
+// Commit that checks the seal (absorb.Committer.CommitRefs over
+// absorb.Resume(Held)). MayExist: some may be there already (an earlier
+// attempt sent them, or the round is a predecessor's pending round), so
+// the worker leaves out those that exist. → RefsCommitted.
+type CommitRefs struct {
+	Held     absorb.Held
+	Round    absorb.Round
+	Refs     []absorb.SpanRef
+	To       int
+	MayExist bool
+}
+
+// AdvanceRound asks to advance the checkpoint past a split round whose
+// refs are all written, as CommitRound would have (absorb.Committer.Advance
+// over absorb.Resume(Held)). → RoundCommitted.
+type AdvanceRound struct {
+	Held         absorb.Held
+	Round        absorb.Round
 	SnapshotKey  string
 	SnapshotBase string
 	Doomed       []string
@@ -214,6 +275,9 @@ func (ReadTails) isRequest()        {}
 func (Walk) isRequest()             {}
 func (PutSnapshot) isRequest()      {}
 func (CommitRound) isRequest()      {}
+func (MarkRoundPending) isRequest() {}
+func (CommitRefs) isRequest()       {}
+func (AdvanceRound) isRequest()     {}
 func (DropSnapshots) isRequest()    {}
 func (SealEpoch) isRequest()        {}
 
@@ -340,18 +404,40 @@ type SnapshotPut struct {
 	Err   error
 }
 
-// RoundCommitted is CommitRound's result, and the checkpoint held after it
-// (the round's, or, after a failure, as re-read, with a split round's
-// progress). Err wraps absorb.ErrDeposed if the checkpoint's seal is no
+// RoundCommitted is CommitRound's or AdvanceRound's result, and the
+// checkpoint held after it (the round's, or, after a failure, as re-read).
+// Split, for a CommitRound whose round the backend cannot take in one
+// Commit, lists the ends of the chunks its refs split into: nothing was
+// written. Err wraps absorb.ErrDeposed if the checkpoint's seal is no
 // longer ours.
 type RoundCommitted struct {
 	Round    absorb.Round
 	Held     absorb.Held
+	Split    []int
 	Requests uint64 // the metastore requests it took
 	// RefVersions are the round's refs' versions, in order, when one
 	// Commit wrote them all (nil otherwise): settlement's known refs.
 	RefVersions []metastore.Version
 	Err         error
+}
+
+// RoundMarked is MarkRoundPending's result, and the checkpoint held after
+// it (recording the round as pending, or, after a failure, as re-read).
+type RoundMarked struct {
+	Round    absorb.Round
+	Held     absorb.Held
+	Requests uint64
+	Err      error
+}
+
+// RefsCommitted is CommitRefs' result: the round's refs before To are
+// written (Err nil), and the checkpoint held (as re-read after a failure).
+type RefsCommitted struct {
+	Round    absorb.Round
+	To       int
+	Held     absorb.Held
+	Requests uint64
+	Err      error
 }
 
 // SnapshotsDropped is DropSnapshots' result: the snapshots deleted from
@@ -384,6 +470,8 @@ func (TailsRead) isEvent()         {}
 func (Walked) isEvent()            {}
 func (SnapshotPut) isEvent()       {}
 func (RoundCommitted) isEvent()    {}
+func (RoundMarked) isEvent()       {}
+func (RefsCommitted) isEvent()     {}
 func (SnapshotsDropped) isEvent()  {}
 func (EpochSealed) isEvent()       {}
 

@@ -29,14 +29,14 @@ type FrameFill struct {
 // Fits reports whether b can join a frame that holds f (an empty frame
 // takes any one batch: a batch is within every limit on its own). A batch
 // stored ahead of time is a frame of its own.
-func (l FrameLimits) Fits(f FrameFill, b *Batch) bool {
+func (l FrameLimits) Fits(f FrameFill, b *RenderPart) bool {
 	return f.Records == 0 ||
 		(!f.Stored && b.Stored == nil &&
 			f.Records+b.Count <= l.Records && f.Headers+b.Headers <= l.Headers && f.Bytes+int64(len(b.Payload)) <= l.Bytes)
 }
 
 // Add returns f with b in it.
-func (f FrameFill) Add(b *Batch) FrameFill {
+func (f FrameFill) Add(b *RenderPart) FrameFill {
 	return FrameFill{Records: f.Records + b.Count, Headers: f.Headers + b.Headers, Bytes: f.Bytes + int64(len(b.Payload)), Stored: b.Stored != nil}
 }
 
@@ -60,8 +60,9 @@ func newBundleShape(l FrameLimits) *bundleShape {
 // add takes b into the flight if the bundle stays within its limits, and
 // reports whether it did.
 func (s *bundleShape) add(b *Batch) bool {
+	part := b.part()
 	fill, ok := s.fills[b.Stream]
-	if !ok || !s.limits.Fits(fill, b) {
+	if !ok || !s.limits.Fits(fill, &part) {
 		entry := envelope.FrameEntryMaxBytes(len(b.Stream.name))
 		if s.frames > 0 && (s.frames+1 > envelope.MaxFrames || s.footer+entry > envelope.MaxFooterBytes) {
 			return false
@@ -70,6 +71,44 @@ func (s *bundleShape) add(b *Batch) bool {
 		s.footer += entry
 		fill = FrameFill{}
 	}
-	s.fills[b.Stream] = fill.Add(b)
+	s.fills[b.Stream] = fill.Add(&part)
 	return true
+}
+
+// part is b as a render takes it.
+func (b *Batch) part() RenderPart {
+	return RenderPart{Start: b.Start, Count: b.Count, Headers: b.Headers, MinTS: b.MinTS, MaxTS: b.MaxTS,
+		Payload: b.Payload, Stored: b.Stored, StoredCodec: b.StoredCodec, StoredCRC: b.StoredCRC}
+}
+
+// renderOf is what a Render of batches carries: each stream's batches as
+// parts, streams in the order each first appears. Two allocations, whatever
+// the number of streams: the streams, and every part in one slice that the
+// streams' Parts share (each its own range, in the order of the streams).
+func renderOf(batches []*Batch) []RenderStream {
+	var streams []RenderStream
+	counts := make([]int, 0, 8)
+	for _, b := range batches {
+		st := b.Stream
+		if st.renderIdx == 0 {
+			streams = append(streams, RenderStream{Name: st.name})
+			counts = append(counts, 0)
+			st.renderIdx = len(streams)
+		}
+		counts[st.renderIdx-1]++
+	}
+	parts := make([]RenderPart, len(batches))
+	at := 0
+	for i, n := range counts {
+		streams[i].Parts = parts[at : at : at+n]
+		at += n
+	}
+	for _, b := range batches {
+		s := &streams[b.Stream.renderIdx-1]
+		s.Parts = append(s.Parts, b.part())
+	}
+	for _, b := range batches {
+		b.Stream.renderIdx = 0
+	}
+	return streams
 }

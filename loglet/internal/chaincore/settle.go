@@ -173,6 +173,7 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.retry = ev.Err != nil
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
+		c.forgetUnderReplicated(s.at)
 		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
 			s.heldBytes -= s.rounds[0].bytes
 			s.rounds = s.rounds[1:]

@@ -22,10 +22,14 @@ type counters struct {
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
 	haltCause                             string
-	underReplSlots                        []uint64
-	ackLatency, quorumLatency             histogramH
-	flightSize                            histogram.H
-	putLatency                            []histogramH
+	// underRepl: the slots whose flight reached W copies but not K (a
+	// straggler copy given up), oldest first, at most
+	// maxUnderReplicatedList; settlement forgets those it passes
+	// (forgetUnderReplicated).
+	underRepl                 []UploadID
+	ackLatency, quorumLatency histogramH
+	flightSize                histogram.H
+	putLatency                []histogramH
 }
 
 // Stats returns the chain's figures as of now: every one the core keeps.
@@ -41,7 +45,7 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		AckedBatches: st.acked, AckedRecords: st.ackedRecords, AckedBytes: st.ackedBytes,
 		FailedOutcomeUnknown: st.failedUnknown, FailedNotCommitted: st.failedNotCommitted,
 		GhostPuts: st.ghosts, ForeignOccupants: st.foreign, UnderReplicated: st.underReplicated,
-		UnderReplSlots: append([]uint64(nil), st.underReplSlots...),
+		UnderReplSlots: underReplSlots(st.underRepl),
 		Halts:          st.halts, HaltCause: st.haltCause,
 		Recovering:       c.phase == phaseRecovering,
 		Deposed:          c.fate.Deposed != nil || c.sealed != nil,
@@ -87,4 +91,16 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		s.PutLatency = append(s.PutLatency, st.putLatency[i].Snapshot())
 	}
 	return s
+}
+
+// underReplSlots is the exported list: the slots, in the order noted.
+func underReplSlots(ids []UploadID) []uint64 {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = id.Slot
+	}
+	return out
 }

@@ -61,6 +61,11 @@ import (
 //	round-committed [only] | round-failed | round-deposed by= | round-too-large
 //	                      (the commit, after the snapshot's PUT if that is out; then,
 //	                      unless only, every snapshot of the drop deleted)
+//	round-split chunks=E,E,...  (the commit finds the round too large for one
+//	                      Commit: the ends of its chunks; after the snapshot's PUT)
+//	round-marked [failed] (a split round's MarkRoundPending: the checkpoint held
+//	                      records the round as pending)
+//	refs-committed [failed] | refs-deposed by=   (the chunk of refs out)
 //	snapshots-dropped [none]   (the drop: every snapshot deleted, or none)
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
@@ -75,7 +80,7 @@ import (
 //	stats
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		h := &harness{t: t, renders: map[UploadID][]*Batch{}}
+		h := &harness{t: t, renders: map[UploadID][]RenderStream{}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return h.run(d)
 		})
@@ -90,10 +95,11 @@ type harness struct {
 	now     time.Time
 	t0      time.Time
 	streams map[string]*Stream
-	renders map[UploadID][]*Batch // the batches of each render asked for
+	renders map[UploadID][]RenderStream // the streams of each render asked for
 	wake    time.Time
 	lastReq []Request
-	round   CommitRound // the last round commit asked for
+	round   CommitRound // the last round commit asked for (an AdvanceRound's too)
+	refsTo  int         // the end of the last CommitRefs' chunk
 	drop    []string    // the snapshots its round deletes once committed
 	dropOut bool        // a DropSnapshots is out
 	// checkEpoch is the epoch the last ReadCheckpoint was asked under.
@@ -329,6 +335,35 @@ func (h *harness) run(d *datadriven.TestData) string {
 		out := h.snapshotPut()
 		h.step(h.committed(errors.New("metastore: unavailable")))
 		return join(out, h.ready())
+	case "round-split":
+		out := h.snapshotPut()
+		var ends []int
+		for _, v := range strings.Split(h.str(d, "chunks", ""), ",") {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				d.Fatalf(h.t, "chunks: %v", err)
+			}
+			ends = append(ends, n)
+		}
+		h.step(RoundCommitted{Round: h.c.ab.planned.round, Held: h.c.held, Split: ends})
+		return join(out, h.ready())
+	case "round-marked":
+		r := h.c.ab.planned.round
+		if d.HasArg("failed") {
+			h.step(RoundMarked{Round: r, Held: h.c.held, Err: errors.New("metastore: unavailable")})
+			break
+		}
+		held := h.c.held
+		held.Checkpoint.Pending = &r
+		h.step(RoundMarked{Round: r, Held: held})
+	case "refs-committed":
+		var err error
+		if d.HasArg("failed") {
+			err = errors.New("metastore: unavailable")
+		}
+		h.step(RefsCommitted{Round: h.c.ab.planned.round, To: h.refsTo, Held: h.c.held, Err: err})
+	case "refs-deposed":
+		h.step(RefsCommitted{Round: h.c.ab.planned.round, To: h.refsTo, Err: &absorb.SealedError{Owner: h.str(d, "by", "p2"), OwnerEpoch: 2}})
 	case "round-too-large":
 		out := h.snapshotPut()
 		h.step(h.committed(fmt.Errorf("absorb: ref too large: %w", metastore.ErrTooLarge)))
@@ -362,6 +397,10 @@ func (h *harness) run(d *datadriven.TestData) string {
 			return fmt.Sprintf("key=%s\ndoomed: decided at the commit\n", p.snapKey)
 		}
 		return fmt.Sprintf("key=%s\ndoomed=%v\ndrop=%v\n", h.round.SnapshotKey, h.round.Doomed, h.drop)
+	case "under-replicated":
+		// The list a repair works from (Stats().UnderReplSlots) and the count.
+		s := h.c.Stats(h.now)
+		return fmt.Sprintf("slots=%v count=%d\n", s.UnderReplSlots, s.UnderReplicated)
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
@@ -388,7 +427,7 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		SettleInterval: h.dur(d, "settle", 0)}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
-	h.renders = map[UploadID][]*Batch{}
+	h.renders = map[UploadID][]RenderStream{}
 	h.wake = time.Time{}
 	h.c = New(h.cfg, h.now)
 }
@@ -433,7 +472,7 @@ func (h *harness) committed(err error) RoundCommitted {
 	r := h.c.ab.planned.round
 	held := h.c.held
 	if err == nil {
-		held.Checkpoint.Epoch, held.Checkpoint.Next, held.Checkpoint.Tails = r.Epoch, r.To, h.round.SnapshotKey
+		held.Checkpoint.Epoch, held.Checkpoint.Next, held.Checkpoint.Tails, held.Checkpoint.Pending = r.Epoch, r.To, h.round.SnapshotKey, nil
 	}
 	return RoundCommitted{Round: r, Held: held, Err: err}
 }
@@ -523,15 +562,12 @@ func (h *harness) upload(d *datadriven.TestData) UploadID {
 // first-arrival order.
 func (h *harness) frames(id UploadID) []envelope.FrameInfo {
 	var out []envelope.FrameInfo
-	idx := map[string]int{}
-	for _, b := range h.renders[id] {
-		i, ok := idx[b.Stream.name]
-		if !ok {
-			i = len(out)
-			idx[b.Stream.name] = i
-			out = append(out, envelope.FrameInfo{Stream: b.Stream.name, FirstSeq: b.Start, Offset: 60 + uint64(i)*10, Length: 10, RawLength: 10})
+	for i, st := range h.renders[id] {
+		f := envelope.FrameInfo{Stream: st.Name, FirstSeq: st.Parts[0].Start, Offset: 60 + uint64(i)*10, Length: 10, RawLength: 10}
+		for _, p := range st.Parts {
+			f.Count += uint32(p.Count)
 		}
-		out[i].Count += uint32(b.Count)
+		out = append(out, f)
 	}
 	return out
 }
@@ -625,10 +661,12 @@ func (h *harness) ready() string {
 func (h *harness) request(r Request) string {
 	switch r := r.(type) {
 	case Render:
-		h.renders[r.Upload] = r.Batches
+		h.renders[r.Upload] = r.Streams
 		var parts []string
-		for _, b := range r.Batches {
-			parts = append(parts, fmt.Sprintf("%s[%d,%d)", b.Stream.name, b.Start, b.End()))
+		for _, st := range r.Streams {
+			for _, p := range st.Parts {
+				parts = append(parts, fmt.Sprintf("%s[%d,%d)", st.Name, p.Start, p.Start+uint64(p.Count)))
+			}
 		}
 		return fmt.Sprintf("render e=%d s=%d %s", r.Upload.Epoch, r.Upload.Slot, strings.Join(parts, " "))
 	case PutCopy:
@@ -686,6 +724,23 @@ func (h *harness) request(r Request) string {
 			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
 		}
 		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%s at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+	case MarkRoundPending:
+		return fmt.Sprintf("mark-round-pending e=%d [%d,%d) at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+	case CommitRefs:
+		h.refsTo = r.To
+		var refs []string
+		for _, ref := range r.Refs {
+			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
+		}
+		out := fmt.Sprintf("commit-refs e=%d [%d,%d) refs=%s to=%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.To)
+		if r.MayExist {
+			out += " may-exist"
+		}
+		return out
+	case AdvanceRound:
+		h.round = CommitRound{Held: r.Held, Round: r.Round, SnapshotKey: r.SnapshotKey, SnapshotBase: r.SnapshotBase, Doomed: r.Doomed}
+		h.drop = h.c.ab.planned.drop
+		return fmt.Sprintf("advance-round e=%d [%d,%d) at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
 	case DropSnapshots:
 		h.dropOut = true
 		return fmt.Sprintf("drop-snapshots %v", r.Keys)

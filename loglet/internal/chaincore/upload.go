@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	chain "github.com/flightlog/flightlog/chain/chainval"
@@ -40,7 +41,7 @@ func (c *Core) startUpload(f *flight) {
 	}
 	c.uploads[id] = up
 	f.up = up
-	c.emit(Render{Upload: id, Batches: f.batches})
+	c.emit(Render{Upload: id, Streams: renderOf(f.batches)})
 }
 
 // onRendered starts the K copies of a rendered flight; a flight that
@@ -133,11 +134,7 @@ func (c *Core) onCopyDone(ev CopyDone) {
 	}
 	if up.puts == 0 {
 		if up.tally.Durable() && up.tally.Ours < up.tally.K {
-			c.stats.underReplicated++
-			c.stats.underReplSlots = append(c.stats.underReplSlots, id.Slot)
-			if n := len(c.stats.underReplSlots); n > maxUnderReplicatedList {
-				c.stats.underReplSlots = c.stats.underReplSlots[n-maxUnderReplicatedList:]
-			}
+			c.noteUnderReplicated(id)
 			c.logf(slog.LevelInfo, "slot under-replicated", attrU("epoch", id.Epoch), attrU("slot", id.Slot), attrI("copies", up.tally.Ours), attrI("k", up.tally.K))
 		}
 		c.forgetUpload(up)
@@ -162,6 +159,25 @@ func (c *Core) refused(id UploadID, cause error) {
 
 // maxUnderReplicatedList bounds Stats' list of under-replicated slots.
 const maxUnderReplicatedList = 1024
+
+// noteUnderReplicated counts id under-replicated and puts it on the list
+// (the oldest dropped past its bound).
+func (c *Core) noteUnderReplicated(id UploadID) {
+	c.stats.underReplicated++
+	c.stats.underRepl = append(c.stats.underRepl, id)
+	if n := len(c.stats.underRepl); n > maxUnderReplicatedList {
+		c.stats.underRepl = c.stats.underRepl[n-maxUnderReplicatedList:]
+	}
+}
+
+// forgetUnderReplicated drops from the list every slot below the trim
+// cursor at: settlement moved its records and deletes its copies on
+// purpose, so a repair must not copy it back (the count stays).
+func (c *Core) forgetUnderReplicated(at chain.Position) {
+	c.stats.underRepl = slices.DeleteFunc(c.stats.underRepl, func(id UploadID) bool {
+		return (chain.Position{Epoch: id.Epoch, Next: id.Slot}).Less(at)
+	})
+}
 
 func (c *Core) bucketName(i int) string {
 	if i >= 0 && i < len(c.cfg.Buckets) {

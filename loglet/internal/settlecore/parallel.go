@@ -1,13 +1,51 @@
 package settlecore
 
+import "fmt"
+
 // Parallel asks for several independent I/O calls at once, which the
 // executor runs concurrently (the core asks at most Config.ReadAhead in
 // one): a pass's object PUTs and deletes, so that its duration, not one
 // call after another, is what bounds the settle lag. → ParallelDone.
-type Parallel struct{ Reqs []Request }
+type Parallel struct {
+	Puts    []PutObject
+	Deletes []DeleteObject
+}
 
-// ParallelDone is Parallel's result: one event per request, in order.
-type ParallelDone struct{ Events []Event }
+// ParallelDone is Parallel's result: one event per call, in order.
+type ParallelDone struct {
+	Puts    []ObjectPut
+	Deletes []ObjectDeleted
+}
+
+// parallel is reqs (PutObjects and DeleteObjects) as one Parallel request,
+// and how to read its result back in reqs' order.
+func parallel(reqs []Request) (Parallel, func(ParallelDone) []Event) {
+	var pr Parallel
+	for _, r := range reqs {
+		switch r := r.(type) {
+		case PutObject:
+			pr.Puts = append(pr.Puts, r)
+		case DeleteObject:
+			pr.Deletes = append(pr.Deletes, r)
+		default:
+			panic(fmt.Sprintf("settlecore: %T asked in parallel", r)) // a caller's bug: fanOut's callers ask only these
+		}
+	}
+	return pr, func(d ParallelDone) []Event {
+		out := make([]Event, 0, len(reqs))
+		p, q := 0, 0
+		for _, r := range reqs {
+			if _, ok := r.(PutObject); ok {
+				out = append(out, d.Puts[p])
+				p++
+				continue
+			}
+			out = append(out, d.Deletes[q])
+			q++
+		}
+		return out
+	}
+}
 
 func (Parallel) isRequest()   {}
 func (ParallelDone) isEvent() {}
@@ -59,7 +97,8 @@ func (p *Pass) fanOut(reqs []Request, then func([]Event)) {
 			for j, i := range c {
 				rs[j] = reqs[i]
 			}
-			p.ask(Parallel{Reqs: rs}, func(ev Event) { got(ev.(ParallelDone).Events) })
+			pr, back := parallel(rs)
+			p.ask(pr, func(ev Event) { got(back(ev.(ParallelDone))) })
 		}
 		chunk(0)
 	}

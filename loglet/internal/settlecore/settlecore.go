@@ -1173,6 +1173,11 @@ func (p *Pass) commitEach(what string, xs []marker, op func(marker) metastore.Op
 					case !errors.Is(err, metastore.ErrConflict):
 						then(out, err)
 						return
+					default:
+						// It moved (another pass, or this one's Commit that
+						// failed ambiguously and applied): the next pass
+						// looks at it again, and is due now.
+						p.res.DoomedDue = p.now
 					}
 					one(i + 1)
 				})

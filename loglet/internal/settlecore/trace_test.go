@@ -328,28 +328,26 @@ func (h *harness) run(d *datadriven.TestData) string {
 			return out
 		}
 		failed, exists := idx("failed"), idx("exists")
-		var evs []Event
-		for i, q := range pr.Reqs {
-			var err error
+		errOf := func(i int) error {
 			switch {
 			case failed[i]:
-				err = fmt.Errorf("bucket down: %w", objstore.ErrUnavailable)
+				return fmt.Errorf("bucket down: %w", objstore.ErrUnavailable)
 			case exists[i]:
-				err = fmt.Errorf("settled: %w", objstore.ErrExists)
+				return fmt.Errorf("settled: %w", objstore.ErrExists)
 			}
-			switch q := q.(type) {
-			case PutObject:
-				if err == nil || exists[i] {
-					h.bodies[q.Key] = q.Body
-				}
-				evs = append(evs, ObjectPut{Err: err})
-			case DeleteObject:
-				evs = append(evs, ObjectDeleted{Err: err})
-			default:
-				d.Fatalf(h.t, "parallel: no answer for %T", q)
-			}
+			return nil
 		}
-		h.step(ParallelDone{Events: evs})
+		var done ParallelDone
+		for i, q := range pr.Puts { // the calls numbered in the order shown: puts, then deletes
+			if err := errOf(i); err == nil || exists[i] {
+				h.bodies[q.Key] = q.Body
+			}
+			done.Puts = append(done.Puts, ObjectPut{Err: errOf(i)})
+		}
+		for i := range pr.Deletes {
+			done.Deletes = append(done.Deletes, ObjectDeleted{Err: errOf(len(pr.Puts) + i)})
+		}
+		h.step(done)
 	case "waited":
 		h.step(Waited{})
 	case "wait-failed":
@@ -451,15 +449,11 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "wait %v", r.For)
 	case Parallel:
 		fmt.Fprintf(&b, "parallel:")
-		for _, q := range r.Reqs {
-			switch q := q.(type) {
-			case PutObject:
-				fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
-			case DeleteObject:
-				fmt.Fprintf(&b, "\n  delete-object b=%d %s", q.Bucket, q.Key)
-			default:
-				fmt.Fprintf(&b, "\n  %T", q)
-			}
+		for _, q := range r.Puts {
+			fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
+		}
+		for _, q := range r.Deletes {
+			fmt.Fprintf(&b, "\n  delete-object b=%d %s", q.Bucket, q.Key)
 		}
 	default:
 		fmt.Fprintf(&b, "%T", r)

@@ -55,12 +55,18 @@ type CoreOptions struct {
 	Broken Broken
 	// Trace, if set, receives the run's trace as text.
 	Trace io.Writer
-	// Settle turns settlement on whatever the seed draws; MetaErr, if
-	// positive, is the metastore's error rate (and half of it its
-	// ambiguous rate) whatever the seed draws.
-	Settle  bool
+	// MetaErr, if positive, is the metastore's error rate (and half of
+	// it its ambiguous rate) whatever the seed draws.
 	MetaErr float64
+	// Quiet bounds the quiet period at the end of the seed, in virtual
+	// time (coresim_settle.go, quietPeriod): no new appends, faults off,
+	// until settlement has caught up, then the quiet checker. 0: no quiet
+	// period (the final process then settles with the seed's faults on).
+	Quiet time.Duration
 }
+
+// DefaultCoreQuiet is the quiet period's bound TestCoreSim uses.
+const DefaultCoreQuiet = 10 * time.Minute
 
 // CoreResult is what one run found.
 type CoreResult struct {
@@ -77,6 +83,11 @@ type CoreResult struct {
 	// Settlement (coresim_settle.go): passes run to their end, their
 	// requests, settled objects at the end, repoints checked.
 	SettlePasses, SettleSteps, SettledObjects, Repoints int
+	// SplitRounds: absorb rounds too large for one metastore Commit (the
+	// core committed them in steps); RefChunks: their chunks of refs
+	// written; PendingReplays: split rounds a successor found pending and
+	// replayed.
+	SplitRounds, RefChunks, PendingReplays int
 	// StragglerLeaks: flight copies a crashed process's late PUT landed
 	// after settlement had deleted their slot: left for ever (a known
 	// limit, counted).
@@ -153,7 +164,9 @@ func drawCorePlan(o CoreOptions) corePlan {
 		p.metaDowns = append(p.metaDowns, coreWindow{time.Duration(r.IntN(1500)) * time.Millisecond, time.Duration(50+r.IntN(1000)) * time.Millisecond})
 	}
 	if r.IntN(4) == 0 {
-		p.commitLimit = 2 + r.IntN(4)
+		// At least what a settle pass needs, so that every seed settles
+		// (a real star refuses fewer than metastore.MinCommitOps anyway).
+		p.commitLimit = max(2+r.IntN(4), settlecore.MinCommitOps)
 	}
 	if o.Broken.CommitLimit > 0 {
 		p.commitLimit = o.Broken.CommitLimit
@@ -211,6 +224,7 @@ type coreWorld struct {
 	settledMems []*objstore.Mem      // its buckets, when not the chain's own
 	lateLanded  map[string]time.Time // slot key → when a crashed process's late copy landed
 	deletedAt   map[string]time.Time // slot key → when settlement deleted it
+	quiet       bool                 // the quiet period has begun: faults off
 }
 
 // xxhashDigest hashes the trace as it is written.
@@ -231,6 +245,10 @@ type coreProc struct {
 	closing bool
 	lastRel [2]uint64 // the last released (epoch, slot + 1)
 	streams map[string]*chaincore.Stream
+	// metaFaults and putFaults inject the seed's metastore errors and
+	// ambiguous PUTs (the quiet period turns them off).
+	metaFaults *metastore.FaultStore
+	putFaults  []*objstore.FaultStore
 }
 
 type coreReq struct {
@@ -253,7 +271,7 @@ type coreBatch struct {
 // RunCore runs one seed of the core-level simulation.
 func RunCore(o CoreOptions) *CoreResult {
 	p := drawCorePlan(o)
-	sp := drawCoreSettlePlan(o, p)
+	sp := drawCoreSettlePlan(o.Seed, p)
 	cw := &coreWorld{o: o, p: p, sp: sp, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), res: &CoreResult{Seed: o.Seed, Plan: p.String() + "; " + sp.String()},
 		trace: xxhash.New(), out: o.Trace, start: time.Unix(1_700_000_000, 0)}
 	cw.now = cw.start
@@ -322,6 +340,7 @@ func (cw *coreWorld) open() *coreProc {
 	n := len(cw.procs)
 	owner := fmt.Sprintf("proc-%d", n)
 	mf := metastore.WithFaults(sealWatch{Store: cw.metaBkt, o: cw.obs, writer: owner}, cw.o.Seed*1000+uint64(n))
+	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}, metaFaults: mf}
 	mf.SetErrorRate(cw.p.metaErr)
 	mf.SetAmbiguousRate(cw.p.metaAmbig)
 	retry := chain.RetryPolicy{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond, Jitter: fixedJitter}
@@ -332,8 +351,11 @@ func (cw *coreWorld) open() *coreProc {
 		f := objstore.WithFaults(cw.buckets[i], cw.o.Seed*1000+uint64(n*10+i))
 		f.SetAmbiguousRate(cw.p.ambiguousPuts, fault.Put)
 		putBuckets[i] = f
+		pr.putFaults = append(pr.putFaults, f)
 	}
-	pr := &coreProc{n: n, owner: owner, streams: map[string]*chaincore.Stream{}}
+	if cw.quiet {
+		pr.faultsOff()
+	}
 	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: putBuckets, Names: names, W: cw.p.w, Meta: mf,
@@ -546,6 +568,7 @@ func (cw *coreWorld) runAll() {
 	cw.tracef("healed")
 	// Let everything settle, then close every live process cleanly.
 	cw.stepCoresUntil(cw.now.Add(30 * time.Second))
+	cw.quietPeriod()
 	for _, pr := range cw.procs {
 		if !pr.stopped && !pr.crashed && pr.opened {
 			pr.closing = true
@@ -718,8 +741,26 @@ func (cw *coreWorld) complete(q *coreReq) {
 		ev = pr.env.Do(context.Background(), q.req)
 	}
 	cw.tracef("p%d done#%d %s", pr.n, q.id, describeEvent(ev))
+	cw.noteSplit(q.req, ev)
 	pr.core.Step(cw.now, ev)
 	cw.drain(pr)
+}
+
+// noteSplit counts the steps of split rounds.
+func (cw *coreWorld) noteSplit(req chaincore.Request, ev chaincore.Event) {
+	switch ev := ev.(type) {
+	case chaincore.RoundCommitted:
+		if ev.Split != nil {
+			cw.res.SplitRounds++
+			if p := ev.Held.Checkpoint.Pending; p != nil && *p == ev.Round {
+				cw.res.PendingReplays++
+			}
+		}
+	case chaincore.RefsCommitted:
+		if ev.Err == nil {
+			cw.res.RefChunks++
+		}
+	}
 }
 
 // admit submits one batch to the process producers use now.
@@ -946,7 +987,11 @@ func memStores(ms []*objstore.Mem) []objstore.Store {
 func describe(r chaincore.Request) string {
 	switch r := r.(type) {
 	case chaincore.Render:
-		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, len(r.Batches))
+		n := 0
+		for _, st := range r.Streams {
+			n += len(st.Parts)
+		}
+		return fmt.Sprintf("render e=%d s=%d (%d batches)", r.Upload.Epoch, r.Upload.Slot, n)
 	case chaincore.PutCopy:
 		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
 	case chaincore.Fence:
@@ -961,6 +1006,12 @@ func describe(r chaincore.Request) string {
 		return fmt.Sprintf("put-snapshot e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
 	case chaincore.CommitRound:
 		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%d", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs))
+	case chaincore.MarkRoundPending:
+		return fmt.Sprintf("mark-round-pending e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
+	case chaincore.CommitRefs:
+		return fmt.Sprintf("commit-refs e=%d [%d,%d) refs=%d to=%d may-exist=%v", r.Round.Epoch, r.Round.From, r.Round.To, len(r.Refs), r.To, r.MayExist)
+	case chaincore.AdvanceRound:
+		return fmt.Sprintf("advance-round e=%d [%d,%d)", r.Round.Epoch, r.Round.From, r.Round.To)
 	case chaincore.DropSnapshots:
 		return fmt.Sprintf("drop-snapshots %d", len(r.Keys))
 	case chaincore.ReadTrimCursor:
@@ -1019,7 +1070,14 @@ func describeEvent(ev chaincore.Event) string {
 		if errors.Is(ev.Err, absorb.ErrDeposed) {
 			kind = "deposed"
 		}
+		if ev.Split != nil {
+			kind = fmt.Sprintf("split=%v", ev.Split)
+		}
 		return fmt.Sprintf("round-committed [%d,%d) %s", ev.Round.From, ev.Round.To, kind)
+	case chaincore.RoundMarked:
+		return fmt.Sprintf("round-marked [%d,%d) %s", ev.Round.From, ev.Round.To, errs(ev.Err))
+	case chaincore.RefsCommitted:
+		return fmt.Sprintf("refs-committed [%d,%d) to=%d %s", ev.Round.From, ev.Round.To, ev.To, errs(ev.Err))
 	case chaincore.SnapshotsDropped:
 		return fmt.Sprintf("snapshots-dropped %d", len(ev.Dropped))
 	case chaincore.TrimCursorRead:

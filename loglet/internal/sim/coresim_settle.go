@@ -11,6 +11,7 @@ import (
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/settlecore"
 	"github.com/flightlog/flightlog/loglet/internal/work"
@@ -18,13 +19,17 @@ import (
 	"github.com/flightlog/flightlog/settle"
 )
 
-// Settlement in the core-level simulation. For a share of seeds the cores
-// run settle passes (chaincore's Settle request), and the simulation steps
+// Settlement in the core-level simulation. In every seed the cores run
+// settle passes (chaincore's Settle request), and the simulation steps
 // each pass's requests (loglet/internal/settlecore) as separate instants,
 // each with its own latency, between everything else that happens: an
 // absorb round committing, a zone or the metastore going down, a
-// successor sealing, a crash killing the pass mid-way. The final check
-// then lets the final process settle everything, and asserts what the
+// successor sealing, a crash killing the pass mid-way. The quiet period
+// (CoreOptions.Quiet) then stops appends and faults and lets the live
+// leader settle everything, and its checker asserts nothing leaks: no
+// doomed or pending marker, no entry on the under-replicated list, no
+// flight copy of a settled slot, no settled object no ref points at. The
+// final check then lets the final process settle everything, and asserts what the
 // goroutine simulation's settlecheck.go asserts: every acked record reads
 // back through the refs, every transit slot settled is gone, and no
 // settled object is left that no ref points at (nor a marker names).
@@ -37,12 +42,14 @@ type coreSettlePlan struct {
 	grace    time.Duration // negative: none
 }
 
-func drawCoreSettlePlan(o CoreOptions, p corePlan) coreSettlePlan {
-	r := rand.New(rand.NewPCG(o.Seed, 0x5e771e))
-	sp := coreSettlePlan{on: r.IntN(2) == 0 || o.Settle}
+func drawCoreSettlePlan(seed uint64, p corePlan) coreSettlePlan {
+	r := rand.New(rand.NewPCG(seed, 0x5e771e))
+	r.IntN(2) // was: on or off (on in every seed now, as by default)
+	sp := coreSettlePlan{on: true}
 	if p.commitLimit > 0 && p.commitLimit < settlecore.MinCommitOps {
 		// A pass refuses such a backend (a repoint's Commit would not fit)
-		// and would never finish: the traces cover that refusal.
+		// and would never finish: the traces cover that refusal. Only a
+		// planted bug's limit (Broken.CommitLimit) is this small.
 		sp.on = false
 	}
 	sp.interval = time.Duration(20+r.IntN(300)) * time.Millisecond
@@ -152,11 +159,15 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 		ev = settlecore.Waited{} // its latency was the wait
 	case settlecore.Parallel:
 		// The calls complete in an order the seed draws.
-		evs := make([]settlecore.Event, len(r.Reqs))
-		for _, i := range cw.rng.Perm(len(r.Reqs)) {
-			evs[i] = s.exec.Do(context.Background(), r.Reqs[i])
+		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes))}
+		for _, i := range cw.rng.Perm(len(r.Puts) + len(r.Deletes)) {
+			if i < len(r.Puts) {
+				out.Puts[i] = s.exec.Do(context.Background(), r.Puts[i]).(settlecore.ObjectPut)
+			} else {
+				out.Deletes[i-len(r.Puts)] = s.exec.Do(context.Background(), r.Deletes[i-len(r.Puts)]).(settlecore.ObjectDeleted)
+			}
 		}
-		ev = settlecore.ParallelDone{Events: evs}
+		ev = out
 	default:
 		ev = s.exec.Do(context.Background(), q.sreq)
 	}
@@ -182,12 +193,7 @@ func (cw *coreWorld) settleExecutable(q *coreReq) bool {
 func (cw *coreWorld) settleCallExecutable(req settlecore.Request) bool {
 	switch r := req.(type) {
 	case settlecore.Parallel:
-		for _, q := range r.Reqs {
-			if !cw.settleCallExecutable(q) {
-				return false
-			}
-		}
-		return true
+		return true // object-store calls to the settled set: no zone down
 	case settlecore.DeleteSlots, settlecore.FenceEpoch, settlecore.ReadSlots:
 		return !cw.zoneDown
 	case settlecore.GetRange:
@@ -204,7 +210,10 @@ func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
 		return r.For
 	case settlecore.Parallel:
 		var most time.Duration // the slowest of calls made at once
-		for _, q := range r.Reqs {
+		for _, q := range r.Puts {
+			most = max(most, cw.settleLatency(q))
+		}
+		for _, q := range r.Deletes {
 			most = max(most, cw.settleLatency(q))
 		}
 		return most
@@ -252,7 +261,10 @@ func describeSettle(r settlecore.Request) string {
 		return fmt.Sprintf("wait %v", r.For)
 	case settlecore.Parallel:
 		var parts []string
-		for _, q := range r.Reqs {
+		for _, q := range r.Puts {
+			parts = append(parts, describeSettle(q))
+		}
+		for _, q := range r.Deletes {
 			parts = append(parts, describeSettle(q))
 		}
 		return "parallel [" + strings.Join(parts, "; ") + "]"
@@ -300,7 +312,10 @@ func describeSettleEvent(ev settlecore.Event) string {
 		return "waited"
 	case settlecore.ParallelDone:
 		var parts []string
-		for _, e := range ev.Events {
+		for _, e := range ev.Puts {
+			parts = append(parts, describeSettleEvent(e))
+		}
+		for _, e := range ev.Deletes {
 			parts = append(parts, describeSettleEvent(e))
 		}
 		return "parallel-done [" + strings.Join(parts, "; ") + "]"
@@ -360,14 +375,76 @@ func (cw *coreWorld) settleFinal(final *coreProc) {
 		return
 	}
 	ctx := context.Background()
-	if !cw.runUntil(func() bool { return cw.settledUp(ctx) || final.stopped }, 5*time.Minute) {
+	bound := 5 * time.Minute
+	if cw.o.Quiet > 0 {
+		bound = cw.o.Quiet
+	}
+	if !cw.runUntil(func() bool { return cw.settledUp(ctx) || final.stopped }, bound) {
 		t, _, _ := chain.ReadTrimCursor(ctx, cw.meta, starName, cw.p.class)
 		cp, _, _ := absorb.ReadCheckpoint(ctx, cw.meta, starName, cw.p.class)
-		cw.violation("settlement did not finish within 5 virtual minutes of the final open: cursor at %+v deleted %+v, checkpoint %d/%d; %+v", t.At, t.Deleted, cp.Epoch, cp.Next, final.core.Stats(cw.now).Settle)
+		cw.violation("settlement did not finish within %v of the final open: cursor at %+v deleted %+v, checkpoint %d/%d; %+v", bound, t.At, t.Deleted, cp.Epoch, cp.Next, final.core.Stats(cw.now).Settle)
 		return
 	}
 	cw.tracef("settled up")
-	cw.checkSettled(ctx)
+	cw.checkSettled(ctx, true)
+}
+
+// faultsOff stops the injected metastore errors and ambiguous PUTs of pr.
+func (pr *coreProc) faultsOff() {
+	pr.metaFaults.SetErrorRate(0)
+	pr.metaFaults.SetAmbiguousRate(0)
+	for _, f := range pr.putFaults {
+		f.SetAmbiguousRate(0, fault.Put)
+	}
+}
+
+// quietPeriod ends the workload (CoreOptions.Quiet; nothing when 0): no
+// new appends (none come after the workload), every fault off (outages are
+// healed already; metastore errors and ambiguous PUTs stop now, and in
+// every process opened later), and the live leader, if one serves, runs in
+// virtual time until its settlement has caught up: the trim cursor at the
+// checkpoint with everything behind it deleted, and no doomed or pending
+// marker left (doomed objects are deleted on schedule with nothing new
+// arriving). Then the quiet checker (checkQuiet).
+func (cw *coreWorld) quietPeriod() {
+	if cw.o.Quiet <= 0 {
+		return
+	}
+	cw.quiet = true
+	for _, pr := range cw.procs {
+		pr.faultsOff()
+	}
+	cw.tracef("quiet")
+	pr := cw.leader
+	if pr == nil || !pr.opened || pr.stopped || pr.crashed || pr.core.Stats(cw.now).Phase != "serving" || !cw.sp.on {
+		return // the final process settles (settleFinal)
+	}
+	ctx := context.Background()
+	if !cw.runUntil(func() bool { return pr.stopped || cw.settledUp(ctx) }, cw.o.Quiet) {
+		t, _, _ := chain.ReadTrimCursor(ctx, cw.meta, starName, cw.p.class)
+		cp, _, _ := absorb.ReadCheckpoint(ctx, cw.meta, starName, cw.p.class)
+		marks, _ := cw.meta.Scan(ctx, settle.MarkerPrefix(starName, cw.p.class), "", 0)
+		cw.violation("quiet: settlement did not catch up within %v of quiet (faults off, no appends): cursor at %+v deleted %+v, checkpoint %d/%d, %d markers left; %+v", cw.o.Quiet, t.At, t.Deleted, cp.Epoch, cp.Next, len(marks), pr.core.Stats(cw.now).Settle)
+		return
+	}
+	if pr.stopped {
+		return
+	}
+	cw.tracef("quiet: settled up")
+	cw.checkQuiet(ctx, pr)
+}
+
+// checkQuiet asserts that nothing leaks once the leader's settlement has
+// caught up: no doomed or pending marker (settledUp), nothing on the
+// leader's under-replicated list (every slot it names is settled, and a
+// repair would copy back what settlement deleted), no flight copy of a
+// settled slot and no settled object no ref points at (checkSettled).
+func (cw *coreWorld) checkQuiet(ctx context.Context, pr *coreProc) {
+	if slots := pr.core.Stats(cw.now).UnderReplSlots; len(slots) > 0 {
+		t, _, _ := chain.ReadTrimCursor(ctx, cw.meta, starName, cw.p.class)
+		cw.violation("quiet: p%d's under-replicated list still names slots %v with the trim cursor at %d/%d (settled and deleted: a repair would copy them back)", pr.n, slots, t.At.Epoch, t.At.Next)
+	}
+	cw.checkSettled(ctx, false)
 }
 
 // settledUp: the trim cursor is at the checkpoint with everything behind
@@ -390,7 +467,7 @@ func (cw *coreWorld) settledUp(ctx context.Context) bool {
 // flight copy is left in a slot settled and deleted; every settled object
 // is pointed at by a ref; no repoint was excused as a reclaim's race (this
 // simulation reclaims nothing).
-func (cw *coreWorld) checkSettled(ctx context.Context) {
+func (cw *coreWorld) checkSettled(ctx context.Context, final bool) {
 	items, err := cw.meta.Scan(ctx, "refs/", "", 0)
 	if err != nil {
 		cw.violation("settled: scan refs: %v", err)
@@ -489,6 +566,9 @@ func (cw *coreWorld) checkSettled(ctx context.Context) {
 		if !referenced[key] {
 			cw.violation("settled: settled object %s: no ref points at it and no marker names it (a leak nothing reclaims)", key)
 		}
+	}
+	if !final {
+		return
 	}
 	cw.res.SettledObjects += len(objects)
 	cw.obs.mu.Lock()

@@ -10,6 +10,7 @@ var (
 	flagCoreSeeds = flag.Int("sim.core.seeds", 0, "TestCoreSim: number of seeds (default: the CI budget, coreSeeds)")
 	flagCoreSeed  = flag.Uint64("sim.core.seed", 0, "TestCoreSim: first seed (default 1); alone, replays that one seed")
 	flagCoreTrace = flag.Bool("sim.core.trace", false, "TestCoreSim: print each seed's trace to stderr")
+	flagCoreQuiet = flag.Duration("sim.core.quiet", DefaultCoreQuiet, "TestCoreSim: bound, in virtual time, of the quiet period that ends each seed (no appends, faults off, until settlement catches up; then the leak checker); 0: none")
 )
 
 func coreReplay(seed uint64) string {
@@ -36,7 +37,7 @@ func TestCoreSim(t *testing.T) {
 	first, n := coreSeedRange(*flagCoreSeed, *flagCoreSeeds)
 	var tot CoreResult
 	failed, replayed := replayTwice(t, first, n, *flagCoreTrace, func(s uint64, trace bool) *CoreResult {
-		o := CoreOptions{Seed: s}
+		o := CoreOptions{Seed: s, Quiet: *flagCoreQuiet}
 		if trace {
 			o.Trace = os.Stderr
 		}
@@ -60,7 +61,14 @@ func TestCoreSim(t *testing.T) {
 		tot.Repoints += r.Repoints
 		tot.StragglerLeaks += r.StragglerLeaks
 		tot.SimTime += r.SimTime
+		tot.SplitRounds += r.SplitRounds
+		tot.RefChunks += r.RefChunks
+		tot.PendingReplays += r.PendingReplays
 	})
+	t.Logf("split absorb rounds (too large for one metastore Commit, committed in steps by the core): %d, their ref chunks written %d, pending rounds replayed by a successor %d", tot.SplitRounds, tot.RefChunks, tot.PendingReplays)
+	if n >= 64 && failed == 0 && tot.SplitRounds == 0 {
+		t.Errorf("no seed of %d split an absorb round: the core's split-round steps went unwalked", n)
+	}
 	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d; settlement: %d passes of %d requests, %d repoints checked, %d settled objects at the end, %d straggler copies landed after their slot's delete",
 		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs, tot.SettlePasses, tot.SettleSteps, tot.Repoints, tot.SettledObjects, tot.StragglerLeaks)
 }

@@ -79,8 +79,9 @@
 // completion order. Bodies start with "op<id>.r<idx>|", so every record
 // read names the append that wrote it. A trimmer Trims one to three of the
 // shared and exclusive streams at random seqs at or below what is acked
-// (most seeds), and each chain's leader settles every 5-200 ms (seven seeds
-// in eight). Readers: random leader Reads and
+// (most seeds), and each chain's leader settles in every seed: every
+// 5-200 ms in seven seeds in eight, at the library's default interval in
+// the others. Readers: random leader Reads and
 // CheckTails, a leader ReadSession per class, and a loglet.Reader (a
 // non-leader) doing reads, tails and a polling session. After the workload
 // the faults are healed, 90 virtual seconds let every batch settle, the
@@ -181,7 +182,12 @@
 // one outcome, and the final chain walked from the bare buckets (streams
 // contiguous from 0, no seq twice, every acked batch at its ack byte for
 // byte, no not-committed batch anywhere); the planted bugs are caught there
-// too (coresim_planted_test.go, -tags invariants).
+// too (coresim_planted_test.go, -tags invariants). Every seed settles
+// (coresim_settle.go) and ends with a quiet period (CoreOptions.Quiet,
+// -sim.core.quiet; 0: none): no appends, faults off, the live leader run
+// until its settlement has caught up, then a checker that fails on any
+// doomed or pending marker, entry on the under-replicated list, flight
+// copy of a settled slot or settled object no ref points at.
 //
 //	go test ./loglet/internal/sim -run '^TestCoreSim$' -v                       # seeds 1-256, each twice
 //	go test ./loglet/internal/sim -run '^TestCoreSim$' -sim.core.seed=7 -sim.core.trace -v   # one seed's trace

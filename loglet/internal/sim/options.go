@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/fault"
+	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -203,9 +204,10 @@ type plan struct {
 	commitBytes int     // metastore Commit byte limit (0: none)
 
 	// Settlement and stream trim, drawn from a fifth stream: how often each
-	// chain's leader runs a settle pass (Config.SettleInterval; 0: off on
-	// some seeds), and how many streams a trimmer trims (Star.Trim) how
-	// often.
+	// chain's leader runs a settle pass (Config.SettleInterval: on in
+	// every seed, an eighth of them at the library's default; negative:
+	// off, Options.NoSettle), and how many streams a trimmer trims
+	// (Star.Trim) how often.
 	settleEvery time.Duration
 	trimmed     int           // shared and exclusive streams the trimmer trims (0: none)
 	trimEvery   time.Duration // the trimmer's mean pause
@@ -359,6 +361,10 @@ func drawPlan(o Options) plan {
 	if r5.IntN(8) > 0 {
 		p.settleEvery = []time.Duration{5, 20, 50, 200}[r5.IntN(4)] * time.Millisecond
 		p.settleEvery += time.Duration(r5.IntN(1000)) * time.Microsecond
+	} else {
+		// Settlement is on by default: these seeds run the library's
+		// default interval (Config.SettleInterval 0).
+		p.settleEvery = loglet.DefaultSettleInterval
 	}
 	if r5.IntN(4) > 0 {
 		p.trimmed = 1 + r5.IntN(3)
@@ -387,7 +393,7 @@ func drawPlan(o Options) plan {
 		p.groups = 1 + r8.IntN(3)
 	}
 	if o.NoSettle {
-		p.settleEvery = 0
+		p.settleEvery = -1 // off (0 would be the default interval)
 		p.preludeOpens = 0
 	}
 	if o.NoTrim {

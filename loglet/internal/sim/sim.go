@@ -451,7 +451,7 @@ func (w *world) starConfig(star, owner string, meta metastore.Store, fs [2][]*ob
 		CoarseWakeups:     true, // a bubble's clock stops while a goroutine is in nanosleep
 	}
 	if w.settleOff {
-		cfg.SettleInterval = 0
+		cfg.SettleInterval = -1 // off (0 is the default interval)
 	}
 	for c := range fs {
 		cc := loglet.ClassConfig{

@@ -168,17 +168,24 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 		body, err := c.Settled[r.Bucket].Get(ctx, r.Key, 0, -1)
 		return settlecore.ObjectGot{Body: body, Err: err}
 	case settlecore.Parallel:
-		evs := make([]settlecore.Event, len(r.Reqs))
+		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes))}
 		var wg sync.WaitGroup
-		for i, q := range r.Reqs {
+		for i, q := range r.Puts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				evs[i] = x.Do(ctx, q)
+				out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut)
+			}()
+		}
+		for i, q := range r.Deletes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted)
 			}()
 		}
 		wg.Wait()
-		return settlecore.ParallelDone{Events: evs}
+		return out
 	case settlecore.Wait:
 		t := time.NewTimer(r.For)
 		defer t.Stop()

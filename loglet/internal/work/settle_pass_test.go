@@ -150,9 +150,10 @@ func newWorld(t *testing.T) *world {
 	}
 	ctx := context.Background()
 	s, err := loglet.Open(ctx, loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Millisecond,
-		Logger:   slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
-		Express:  loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}})
+		SettleInterval: -1, // the tests run the passes themselves
+		Logger:         slog.New(slog.DiscardHandler),
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:        loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,8 +181,20 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return chaincore.SnapshotPut{Round: r.Round, Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
-		err := cm.CommitDooming(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
-		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
+		split, err := cm.CommitAtomic(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
+		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Split: split, Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
+	case chaincore.MarkRoundPending:
+		cm := e.committer(r.Held)
+		err := cm.MarkPending(ctx, r.Round)
+		return chaincore.RoundMarked{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
+	case chaincore.CommitRefs:
+		cm := e.committer(r.Held)
+		err := cm.CommitRefs(ctx, r.Round, r.Refs, r.MayExist)
+		return chaincore.RefsCommitted{Round: r.Round, To: r.To, Held: cm.Held(), Requests: cm.Requests, Err: err}
+	case chaincore.AdvanceRound:
+		cm := e.committer(r.Held)
+		err := cm.Advance(ctx, r.Round, r.SnapshotKey, r.SnapshotBase, r.Doomed)
+		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Requests: cm.Requests, Err: err}
 	case chaincore.DropSnapshots:
 		return chaincore.SnapshotsDropped{Dropped: dropSnapshots(ctx, e.Stores, r.Keys)}
 	case chaincore.SealEpoch:
@@ -198,8 +210,9 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 // render builds a flight's transit bundle: each stream's batches of this
 // flight (consecutive sequence numbers), in frames split greedily within
 // the frame limits (one frame per stream unless it fills one), streams in
-// the order each first arrived; a batch compressed at admission
-// (Batch.Stored) is a frame of its own. Each batch's bytes go straight
+// the order the request lists them (each stream's first arrival); a batch
+// compressed at admission (RenderPart.Stored) is a frame of its own. Each
+// batch's bytes go straight
 // from its payload (or stored form) into an object sized at the start, so
 // every byte is copied once, and a flight of batches compressed ahead of
 // time is only assembled here (issue 16).
@@ -209,48 +222,34 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 		w = envelope.NewBundleWriter()
 	}
 	defer e.writers.Put(w)
-	type group struct {
-		st    *chaincore.Stream
-		parts []*chaincore.Batch
-	}
-	var order []*group
-	byStream := make(map[*chaincore.Stream]*group, 16)
-	for _, b := range r.Batches {
-		g := byStream[b.Stream]
-		if g == nil {
-			g = &group{st: b.Stream}
-			byStream[b.Stream] = g
-			order = append(order, g)
-		}
-		g.parts = append(g.parts, b)
-	}
 	limits := e.Frames
 	if limits == (chaincore.FrameLimits{}) {
 		limits = chaincore.DefaultFrameLimits(envelope.MaxFrameRawBytes)
 	}
 	type frame struct {
-		st    *chaincore.Stream
-		parts []*chaincore.Batch
+		name  string
+		parts []chaincore.RenderPart
 	}
-	frames := make([]frame, 0, len(order))
+	frames := make([]frame, 0, len(r.Streams))
 	size := envelope.FooterTrailerBytes
-	for _, g := range order {
-		for len(g.parts) > 0 {
+	for _, st := range r.Streams {
+		rest := st.Parts
+		for len(rest) > 0 {
 			n, fill := 0, chaincore.FrameFill{}
-			for n < len(g.parts) && limits.Fits(fill, g.parts[n]) {
-				fill = fill.Add(g.parts[n])
+			for n < len(rest) && limits.Fits(fill, &rest[n]) {
+				fill = fill.Add(&rest[n])
 				n++
 			}
-			frames = append(frames, frame{g.st, g.parts[:n]})
-			size += envelope.FrameEntryMaxBytes(len(g.st.Name()))
-			for _, b := range g.parts[:n] {
-				if b.Stored != nil {
-					size += len(b.Stored)
+			frames = append(frames, frame{st.Name, rest[:n]})
+			size += envelope.FrameEntryMaxBytes(len(st.Name))
+			for i := range rest[:n] {
+				if p := &rest[i]; p.Stored != nil {
+					size += len(p.Stored)
 				} else {
-					size += len(b.Payload) // stored bytes are never more than raw
+					size += len(p.Payload) // stored bytes are never more than raw
 				}
 			}
-			g.parts = g.parts[n:]
+			rest = rest[n:]
 		}
 	}
 	if buf := e.buffer(envelope.EnvelopeSize + size); buf != nil {
@@ -259,9 +258,9 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 	w.Grow(size) // at most the object's size: each byte is copied once
 	parts := make([]envelope.FramePart, 0, 8)
 	for _, f := range frames {
-		first := f.parts[0]
+		first := &f.parts[0]
 		if first.Stored != nil { // a frame of its own, compressed at admission
-			if err := w.AddStoredFrame(f.st.Name(), first.Start, first.Count, first.MinTS, first.MaxTS, len(first.Payload), first.Stored, first.StoredCodec, first.StoredCRC); err != nil {
+			if err := w.AddStoredFrame(f.name, first.Start, first.Count, first.MinTS, first.MaxTS, len(first.Payload), first.Stored, first.StoredCodec, first.StoredCRC); err != nil {
 				w.Finish(0, 0, envelope.Nonce{})
 				return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 			}
@@ -269,11 +268,12 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 		}
 		minTS, maxTS := first.MinTS, first.MaxTS
 		parts = parts[:0]
-		for _, p := range f.parts {
+		for i := range f.parts {
+			p := &f.parts[i]
 			parts = append(parts, envelope.FramePart{Records: p.Payload, Count: p.Count, Encoded: true})
 			minTS, maxTS = min(minTS, p.MinTS), max(maxTS, p.MaxTS)
 		}
-		if err := w.AddFrameParts(f.st.Name(), first.Start, minTS, maxTS, parts, e.Codec); err != nil {
+		if err := w.AddFrameParts(f.name, first.Start, minTS, maxTS, parts, e.Codec); err != nil {
 			w.Finish(0, 0, envelope.Nonce{}) // reset the writer
 			return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 		}
