@@ -51,7 +51,7 @@ func (Parallel) isRequest()   {}
 func (ParallelDone) isEvent() {}
 
 // DefaultReadAhead is Config.ReadAhead's default.
-const DefaultReadAhead = 16
+const DefaultReadAhead = 64
 
 // fanOut asks reqs, at most ReadAhead at once (one alone is asked as
 // itself), and asks again, after a Wait, those that failed transiently
