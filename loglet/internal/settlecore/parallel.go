@@ -4,17 +4,20 @@ import "fmt"
 
 // Parallel asks for several independent I/O calls at once, which the
 // executor runs concurrently (the core asks at most Config.ReadAhead in
-// one): a pass's object PUTs and deletes, so that its duration, not one
-// call after another, is what bounds the settle lag. → ParallelDone.
+// one): a pass's object PUTs and deletes, and the extents it reads back to
+// merge, so that its duration, not one call after another, is what bounds
+// the settle lag. → ParallelDone.
 type Parallel struct {
 	Puts    []PutObject
 	Deletes []DeleteObject
+	Gets    []GetRange
 }
 
 // ParallelDone is Parallel's result: one event per call, in order.
 type ParallelDone struct {
 	Puts    []ObjectPut
 	Deletes []ObjectDeleted
+	Gets    []RangeGot
 }
 
 // parallel is reqs (PutObjects and DeleteObjects) as one Parallel request,
@@ -27,21 +30,27 @@ func parallel(reqs []Request) (Parallel, func(ParallelDone) []Event) {
 			pr.Puts = append(pr.Puts, r)
 		case DeleteObject:
 			pr.Deletes = append(pr.Deletes, r)
+		case GetRange:
+			pr.Gets = append(pr.Gets, r)
 		default:
 			panic(fmt.Sprintf("settlecore: %T asked in parallel", r)) // a caller's bug: fanOut's callers ask only these
 		}
 	}
 	return pr, func(d ParallelDone) []Event {
 		out := make([]Event, 0, len(reqs))
-		p, q := 0, 0
+		p, q, g := 0, 0, 0
 		for _, r := range reqs {
-			if _, ok := r.(PutObject); ok {
+			switch r.(type) {
+			case PutObject:
 				out = append(out, d.Puts[p])
 				p++
-				continue
+			case DeleteObject:
+				out = append(out, d.Deletes[q])
+				q++
+			default:
+				out = append(out, d.Gets[g])
+				g++
 			}
-			out = append(out, d.Deletes[q])
-			q++
 		}
 		return out
 	}

@@ -163,8 +163,14 @@ type slotsRun struct {
 	// lastPrev is the settled ref transitRefs found ending where the
 	// stream's pass starts; prevHint is it for the stream being settled.
 	lastPrev, prevHint *ref
-	// objects: the slot objects read, by key, for extents that point there.
+	// objects: the slot objects read, by key, for extents that point there;
+	// fetched: extents read ahead (renderPlanned), by fetchKey.
 	objects map[string][]byte
+	fetched map[string][]byte
+	// planned: objects grouped, to render (renderPlanned); errs: what
+	// failed while rendering them mid-way.
+	planned []prepared
+	errs    []error
 	// only: the streams to settle (nil: all); failed: those that failed.
 	only, failed map[string]bool
 }
@@ -173,7 +179,7 @@ type slotsRun struct {
 // slots (or of sp.Streams only), stream by stream, and gives then what
 // committed, the streams that failed and why.
 func (p *Pass) settleSlotsOnce(sp settle.SlotsPass, then func(settle.SlotsResult, error)) {
-	r := &slotsRun{p: p, sp: sp, objects: map[string][]byte{}, failed: map[string]bool{}}
+	r := &slotsRun{p: p, sp: sp, objects: map[string][]byte{}, fetched: map[string][]byte{}, failed: map[string]bool{}}
 	if sp.Streams != nil {
 		r.only = map[string]bool{}
 		for _, id := range sp.Streams {
@@ -201,16 +207,19 @@ func (p *Pass) settleSlotsOnce(sp settle.SlotsPass, then func(settle.SlotsResult
 	slices.Sort(ids)
 	var errs []error
 	end := func() {
-		r.flushPrepared(func(err error) {
-			errs = append(errs, err)
-			r.flush(func(err error) {
+		r.renderPlanned(func(err error) {
+			errs = append(append(errs, r.errs...), err)
+			r.flushPrepared(func(err error) {
 				errs = append(errs, err)
-				r.res.DoomedNew = r.doomedNew
-				for id := range r.failed {
-					r.res.Failed = append(r.res.Failed, id)
-				}
-				slices.Sort(r.res.Failed)
-				then(r.res, errors.Join(errs...))
+				r.flush(func(err error) {
+					errs = append(errs, err)
+					r.res.DoomedNew = r.doomedNew
+					for id := range r.failed {
+						r.res.Failed = append(r.res.Failed, id)
+					}
+					slices.Sort(r.res.Failed)
+					then(r.res, errors.Join(errs...))
+				})
 			})
 		})
 	}
@@ -439,33 +448,92 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 			return
 		}
 		all := append(append([]ref(nil), prev...), group...)
-		start, end := all[0].r.Start, group[n-1].r.End
-		r.runs(id, all, func(runs []settle.Run, err error) {
+		// Rendered later, with other streams' objects, so that the
+		// extents read back (a merged object's) are read in parallel.
+		r.planned = append(r.planned, prepared{id: id, key: chain.SettledKey(id, all[0].r.Start, group[n-1].r.End), all: all, merged: len(prev),
+			start: all[0].r.Start, end: group[n-1].r.End})
+		if len(r.planned) < maxPrepared {
+			then(n, nil)
+			return
+		}
+		r.renderPlanned(func(err error) {
 			if err != nil {
-				then(0, err)
-				return
+				r.errs = append(r.errs, err) // its streams are marked failed
 			}
-			obj, frames, err := settle.Render(id, start, end, runs, r.p.cfg.Codec, r.p.cfg.FrameBytes)
-			if err != nil {
-				then(0, err)
-				return
-			}
-			r.prepared = append(r.prepared, prepared{id: id, key: chain.SettledKey(id, start, end), obj: obj, frames: frames, all: all, merged: len(prev), start: start, end: end})
-			r.preparedBytes += len(obj)
-			if len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
-				then(n, nil)
-				return
-			}
-			r.flushPrepared(func(err error) {
-				if err != nil {
-					then(0, err)
-					return
-				}
-				then(n, nil)
-			})
+			then(n, nil)
 		})
 	})
 }
+
+// renderPlanned renders the objects planned so far, their extents that are
+// not in the slots read fetched in parallel first (fanOut; one that fails
+// there is read again, bucket after bucket, by records), and writes them
+// once maxPrepared or maxPreparedBytes are rendered. A stream whose object
+// cannot be rendered is marked failed; then gets the errors.
+func (r *slotsRun) renderPlanned(then func(error)) {
+	ps := r.planned
+	r.planned = nil
+	var reqs []Request
+	for _, pl := range ps {
+		for _, f := range pl.all {
+			for _, e := range f.r.Extents {
+				if _, ok := r.objects[e.Key]; !ok {
+					reqs = append(reqs, GetRange{Settled: chain.IsSettledKey(e.Key), Key: e.Key, Offset: int64(e.Offset), Length: int64(e.Length)})
+				}
+			}
+		}
+	}
+	r.p.phase = "read-merged"
+	r.p.fanOut(reqs, func(evs []Event) {
+		for i, ev := range evs {
+			if rg := ev.(RangeGot); rg.Err == nil {
+				g := reqs[i].(GetRange)
+				r.fetched[fetchKey(g.Key, uint64(g.Offset))] = rg.Data
+			}
+		}
+		var errs []error
+		var next func(i int)
+		next = func(i int) {
+			if i == len(ps) {
+				clear(r.fetched)
+				then(errors.Join(errs...))
+				return
+			}
+			pl := ps[i]
+			fail := func(err error) {
+				r.failed[pl.id] = true
+				errs = append(errs, fmt.Errorf("stream %q: %w", pl.id, err))
+				next(i + 1)
+			}
+			r.runs(pl.id, pl.all, func(runs []settle.Run, err error) {
+				if err != nil {
+					fail(err)
+					return
+				}
+				if pl.obj, pl.frames, err = settle.Render(pl.id, pl.start, pl.end, runs, r.p.cfg.Codec, r.p.cfg.FrameBytes); err != nil {
+					fail(err)
+					return
+				}
+				r.prepared = append(r.prepared, pl)
+				r.preparedBytes += len(pl.obj)
+				if len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
+					next(i + 1)
+					return
+				}
+				r.flushPrepared(func(err error) {
+					if err != nil {
+						errs = append(errs, err)
+					}
+					next(i + 1)
+				})
+			})
+		}
+		next(0)
+	})
+}
+
+// fetchKey names an extent fetched ahead (renderPlanned).
+func fetchKey(key string, offset uint64) string { return fmt.Sprintf("%s@%d", key, offset) }
 
 // rawBytes is the ref's records' decoded bytes.
 func rawBytes(sr absorb.SpanRef) int {
@@ -563,6 +631,12 @@ func (r *slotsRun) records(id string, e absorb.Extent, then func([]envelope.Reco
 	info := e.FrameInfo(id)
 	if obj, ok := r.objects[e.Key]; ok && e.Offset+uint64(e.Length) <= uint64(len(obj)) {
 		if recs, err := envelope.DecodeFrame(info, obj[e.Offset:e.Offset+uint64(e.Length)]); err == nil {
+			then(recs, nil)
+			return
+		}
+	}
+	if data, ok := r.fetched[fetchKey(e.Key, e.Offset)]; ok {
+		if recs, err := envelope.DecodeFrame(info, data); err == nil {
 			then(recs, nil)
 			return
 		}

@@ -347,6 +347,14 @@ func (h *harness) run(d *datadriven.TestData) string {
 		for i := range pr.Deletes {
 			done.Deletes = append(done.Deletes, ObjectDeleted{Err: errOf(len(pr.Puts) + i)})
 		}
+		for i, g := range pr.Gets {
+			if err := errOf(len(pr.Puts) + len(pr.Deletes) + i); err != nil {
+				done.Gets = append(done.Gets, RangeGot{Err: err})
+				continue
+			}
+			obj := h.objects[g.Key]
+			done.Gets = append(done.Gets, RangeGot{Data: obj[g.Offset : g.Offset+g.Length]})
+		}
 		h.step(done)
 	case "waited":
 		h.step(Waited{})
@@ -454,6 +462,9 @@ func (h *harness) render() string {
 		}
 		for _, q := range r.Deletes {
 			fmt.Fprintf(&b, "\n  delete-object b=%d %s", q.Bucket, q.Key)
+		}
+		for _, q := range r.Gets {
+			fmt.Fprintf(&b, "\n  get-range settled=%v b=%d %s [%d+%d)", q.Settled, q.Bucket, q.Key, q.Offset, q.Length)
 		}
 	default:
 		fmt.Fprintf(&b, "%T", r)

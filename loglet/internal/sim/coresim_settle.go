@@ -159,12 +159,17 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 		ev = settlecore.Waited{} // its latency was the wait
 	case settlecore.Parallel:
 		// The calls complete in an order the seed draws.
-		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes))}
-		for _, i := range cw.rng.Perm(len(r.Puts) + len(r.Deletes)) {
-			if i < len(r.Puts) {
+		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
+			Gets: make([]settlecore.RangeGot, len(r.Gets))}
+		np, nd := len(r.Puts), len(r.Deletes)
+		for _, i := range cw.rng.Perm(np + nd + len(r.Gets)) {
+			switch {
+			case i < np:
 				out.Puts[i] = s.exec.Do(context.Background(), r.Puts[i]).(settlecore.ObjectPut)
-			} else {
-				out.Deletes[i-len(r.Puts)] = s.exec.Do(context.Background(), r.Deletes[i-len(r.Puts)]).(settlecore.ObjectDeleted)
+			case i < np+nd:
+				out.Deletes[i-np] = s.exec.Do(context.Background(), r.Deletes[i-np]).(settlecore.ObjectDeleted)
+			default:
+				out.Gets[i-np-nd] = s.exec.Do(context.Background(), r.Gets[i-np-nd]).(settlecore.RangeGot)
 			}
 		}
 		ev = out
@@ -193,7 +198,12 @@ func (cw *coreWorld) settleExecutable(q *coreReq) bool {
 func (cw *coreWorld) settleCallExecutable(req settlecore.Request) bool {
 	switch r := req.(type) {
 	case settlecore.Parallel:
-		return true // object-store calls to the settled set: no zone down
+		for _, g := range r.Gets {
+			if !g.Settled && cw.zoneDown {
+				return false
+			}
+		}
+		return true // the settled set has no zone down
 	case settlecore.DeleteSlots, settlecore.FenceEpoch, settlecore.ReadSlots:
 		return !cw.zoneDown
 	case settlecore.GetRange:
@@ -214,6 +224,9 @@ func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
 			most = max(most, cw.settleLatency(q))
 		}
 		for _, q := range r.Deletes {
+			most = max(most, cw.settleLatency(q))
+		}
+		for _, q := range r.Gets {
 			most = max(most, cw.settleLatency(q))
 		}
 		return most
@@ -267,6 +280,9 @@ func describeSettle(r settlecore.Request) string {
 		for _, q := range r.Deletes {
 			parts = append(parts, describeSettle(q))
 		}
+		for _, q := range r.Gets {
+			parts = append(parts, describeSettle(q))
+		}
 		return "parallel [" + strings.Join(parts, "; ") + "]"
 	}
 	return fmt.Sprintf("%T", r)
@@ -316,6 +332,9 @@ func describeSettleEvent(ev settlecore.Event) string {
 			parts = append(parts, describeSettleEvent(e))
 		}
 		for _, e := range ev.Deletes {
+			parts = append(parts, describeSettleEvent(e))
+		}
+		for _, e := range ev.Gets {
 			parts = append(parts, describeSettleEvent(e))
 		}
 		return "parallel-done [" + strings.Join(parts, "; ") + "]"

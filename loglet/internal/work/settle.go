@@ -168,8 +168,16 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 		body, err := c.Settled[r.Bucket].Get(ctx, r.Key, 0, -1)
 		return settlecore.ObjectGot{Body: body, Err: err}
 	case settlecore.Parallel:
-		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes))}
+		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
+			Gets: make([]settlecore.RangeGot, len(r.Gets))}
 		var wg sync.WaitGroup
+		for i, q := range r.Gets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot)
+			}()
+		}
 		for i, q := range r.Puts {
 			wg.Add(1)
 			go func() {
