@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestTailsCacheAgreesWithReadTails(t *testing.T) {
 	for _, name := range append([]string{"missing"}, keys(merged.Streams)...) {
 		got, ok, err := c.Lookup(ctx, stores, deltaKey, name)
 		want, wok := merged.Streams[name]
-		if err != nil || ok != wok || got != want {
+		if err != nil || ok != wok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("Lookup(%s) = %+v %v %v; ReadTails has %+v %v", name, got, ok, err, want, wok)
 		}
 	}

@@ -44,6 +44,9 @@ type StallCause = absorbval.StallCause
 // StreamTail is absorbval.StreamTail.
 type StreamTail = absorbval.StreamTail
 
+// ProducerTail is absorbval.ProducerTail.
+type ProducerTail = absorbval.ProducerTail
+
 // Tails is absorbval.Tails.
 type Tails = absorbval.Tails
 

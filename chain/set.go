@@ -109,7 +109,7 @@ func (b *backoff) wait(ctx context.Context) bool {
 // decodes with its checksum. The error says why not; it wraps
 // envelope.ErrCorrupt for a damaged copy.
 func checkCopy(obj []byte, epoch, slot uint64) (envelope.Envelope, []envelope.FrameInfo, error) {
-	env, frames, err := envelope.ParseBundle(obj)
+	env, frames, _, err := envelope.ParseBundleProducers(obj) // a copy whose producer marks do not parse is no good copy
 	if err != nil {
 		if head, herr := envelope.ParseEnvelope(obj); herr == nil && head.Kind == envelope.KindPoison {
 			return head, nil, fmt.Errorf("poison (nonce %s)", head.Nonce)

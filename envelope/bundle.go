@@ -51,6 +51,9 @@ type BundleWriter struct {
 	// gather receives a compressed frame's parts when there are several
 	// (a block codec compresses one contiguous input); kept like scratch.
 	gather []byte
+	// marks and markBytes are the producer marks so far (MarkProducer).
+	marks     []markPos
+	markBytes []byte
 }
 
 // NewBundleWriter returns an empty writer.
@@ -180,7 +183,7 @@ func (w *BundleWriter) AddFrameParts(stream string, firstSeq uint64, minTS, maxT
 	}
 	entriesLen := len(w.entries)
 	w.entries = appendFrameEntry(w.entries, info)
-	if size := uint64(len(w.buf) + len(w.entries) + footerTrailerBytes); size > MaxObjectBytes || len(w.entries)+footerTrailerBytes > MaxFooterBytes {
+	if size := uint64(len(w.buf) + len(w.entries) + w.markFooter() + footerTrailerBytes); size > MaxObjectBytes || len(w.entries)+w.markFooter()+footerTrailerBytes > MaxFooterBytes {
 		w.buf, w.entries = w.buf[:start], w.entries[:entriesLen]
 		return fmt.Errorf("envelope: frame of stream %q at seq %d: bundle would exceed %d bytes or a %d-byte footer",
 			stream, firstSeq, MaxObjectBytes, MaxFooterBytes)
@@ -250,7 +253,7 @@ func (w *BundleWriter) AddStoredFrame(stream string, firstSeq uint64, count int,
 	info.Offset = uint64(start)
 	entriesLen := len(w.entries)
 	w.entries = appendFrameEntry(w.entries, info)
-	if size := uint64(len(w.buf) + len(w.entries) + footerTrailerBytes); size > MaxObjectBytes || len(w.entries)+footerTrailerBytes > MaxFooterBytes {
+	if size := uint64(len(w.buf) + len(w.entries) + w.markFooter() + footerTrailerBytes); size > MaxObjectBytes || len(w.entries)+w.markFooter()+footerTrailerBytes > MaxFooterBytes {
 		w.buf, w.entries = w.buf[:start], w.entries[:entriesLen]
 		return bad(fmt.Errorf("bundle would exceed %d bytes or a %d-byte footer", MaxObjectBytes, MaxFooterBytes))
 	}
@@ -332,9 +335,15 @@ func (w *BundleWriter) finish(kind Kind, epoch, slot uint64, n Nonce) (obj []byt
 	footerOffset := len(w.buf)
 	obj = append(w.buf, w.entries...)
 	obj = binary.LittleEndian.AppendUint32(obj, uint32(len(w.frames)))
+	var flags uint8
+	if len(w.marks) > 0 && kind == KindFlight {
+		flags = FlagProducers
+		obj = appendProducerSection(obj, len(w.marks), w.markBytes)
+	}
 	obj = binary.LittleEndian.AppendUint32(obj, Checksum(obj[footerOffset:]))
 	env := Envelope{
 		Kind:         kind,
+		Flags:        flags,
 		Epoch:        epoch,
 		Slot:         slot,
 		Nonce:        n,
@@ -347,8 +356,17 @@ func (w *BundleWriter) finish(kind Kind, epoch, slot uint64, n Nonce) (obj []byt
 	w.hint = len(obj)
 	w.buf, w.frames = nil, nil
 	w.entries = w.entries[:0]
+	w.marks, w.markBytes = w.marks[:0], w.markBytes[:0]
 	clear(w.nextSeq)
 	return obj, frames
+}
+
+// markFooter is the footer bytes the producer marks so far take.
+func (w *BundleWriter) markFooter() int {
+	if len(w.marks) == 0 {
+		return 0
+	}
+	return len(w.markBytes) + producerSectionOverhead
 }
 
 // appendFrameEntry appends info's footer entry (layout in doc.go).
@@ -385,6 +403,12 @@ func ParseFooter(env Envelope, footer []byte) ([]FrameInfo, error) {
 	body := footer[:len(footer)-4]
 	if got, want := Checksum(body), binary.LittleEndian.Uint32(footer[len(body):]); got != want {
 		return nil, corruptf("footer: checksum %#08x, stored %#08x", got, want)
+	}
+	if env.Flags&FlagProducers != 0 {
+		var err error
+		if body, _, err = splitProducerSection(body); err != nil {
+			return nil, err
+		}
 	}
 	entries := body[:len(body)-4]
 	count := binary.LittleEndian.Uint32(body[len(entries):])

@@ -22,7 +22,7 @@
 //	     0    4 magic          "FLG1" (Magic)
 //	     4    2 version        1 (FormatVersion)
 //	     6    1 kind           1 flight, 2 poison, 3 settled
-//	     7    1 flags          0 (reserved)
+//	     7    1 flags          0, or FlagProducers (1) on a flight
 //	     8    8 epoch
 //	    16    8 slot
 //	    24   12 nonce
@@ -70,6 +70,20 @@
 //
 // Frames lie within [60, footerOffset) in ascending, non-overlapping order,
 // and frames of one stream never overlap in sequence numbers.
+//
+// A flight whose envelope has FlagProducers carries a producer section
+// between the frame count and the checksum (a footer without the flag is
+// exactly the layout above, as older versions wrote it):
+//
+//	uvarint  mark count
+//	mark*    uvarint frame index, uvarint offset of the first record in
+//	         the frame, uvarint count, uvarint len(id), id
+//	         (1..MaxProducerIDLen bytes), uvarint producer sequence
+//	4 bytes  the section's length, count included (little-endian)
+//
+// A mark says that a run of one frame's records is one producer's batch
+// (ProducerMark); a frame's marks are in order and never overlap.
+// BundleWriter.MarkProducer writes them, ParseProducers reads them.
 //
 // # Record
 //

@@ -86,8 +86,9 @@ func (n Nonce) String() string { return hex.EncodeToString(n[:]) }
 type Envelope struct {
 	// Kind is flight, poison or settled.
 	Kind Kind
-	// Flags is reserved: version 1 defines no flags, writers set 0 and
-	// ParseEnvelope rejects any other value.
+	// Flags: version 1 defines one, FlagProducers (a flight's footer
+	// carries producer marks); ParseEnvelope rejects any other bit, and
+	// any flag on a poison or settled object.
 	Flags uint8
 	// Epoch and Slot name the chain slot the object was written for.
 	Epoch, Slot uint64
@@ -120,8 +121,8 @@ func (e Envelope) AppendTo(dst []byte) []byte {
 
 // ParseEnvelope decodes the envelope in b[:EnvelopeSize]; bytes past it are
 // ignored, so b may be a whole object or a ranged read of its head. It checks
-// the magic, the version, the checksum, the kind, that the reserved flags are
-// zero, and that the sizes agree with the kind:
+// the magic, the version, the checksum, the kind, that the flags are known
+// (FlagProducers, on a flight only), and that the sizes agree with the kind:
 //   - flight and settled: EnvelopeSize <= FooterOffset,
 //     FooterOffset+FooterLength == Size, and a footer length within
 //     [minFooterBytes, MaxFooterBytes], Size <= MaxObjectBytes;
@@ -152,8 +153,8 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 		FooterLength: binary.LittleEndian.Uint32(b[offFooterLength:]),
 	}
 	copy(e.Nonce[:], b[offNonce:offSize])
-	if e.Flags != 0 {
-		return Envelope{}, corruptf("unknown flags %#02x", e.Flags)
+	if e.Flags&^FlagProducers != 0 || (e.Flags != 0 && e.Kind != KindFlight) {
+		return Envelope{}, corruptf("unknown flags %#02x for kind %d", e.Flags, uint8(e.Kind))
 	}
 	switch e.Kind {
 	case KindFlight, KindSettled:

@@ -10,8 +10,9 @@
 // operation and keys, and how many calls with the same operation and keys
 // came before it. What a call draws therefore does not depend on how
 // concurrent calls interleave, and a failing run replays from its seed
-// however goroutines are scheduled. (The per-key call counts are kept for
-// the Injector's life: a test helper, not a production wrapper.)
+// however goroutines are scheduled. The draws come from a Draws, whose
+// per-key call counts are kept for the Injector's life: an Injector is for
+// tests and bounded runs, not an unbounded production path.
 package fault
 
 import (
@@ -23,8 +24,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/flightlog/flightlog/internal/keyed"
 )
 
 // Op names one operation of a store, for per-operation settings and for
@@ -129,7 +128,7 @@ type Injector struct {
 	writes []Op   // the ops that change the store
 
 	mu      sync.Mutex
-	draws   *keyed.Source
+	draws   *Draws
 	down    bool
 	latency map[Op]LatencyDist
 	errRate map[Op]float64
@@ -144,7 +143,7 @@ type Injector struct {
 func NewInjector(name string, seed uint64, ops, writes []Op) *Injector {
 	return &Injector{
 		name: name, ops: slices.Clone(ops), writes: slices.Clone(writes),
-		draws:   keyed.New(seed),
+		draws:   NewDraws(seed),
 		latency: map[Op]LatencyDist{}, errRate: map[Op]float64{}, ambig: map[Op]float64{},
 	}
 }

@@ -26,6 +26,9 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 	if len(b.Records) == 0 || len(b.Records) > s.cfg.MaxBatchRecords {
 		return nil, nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
 	}
+	if err := checkProducer(b.Producer); err != nil {
+		return nil, nil, notCommitted(err)
+	}
 	st, err := s.streamForAppend(ctx, name)
 	if err != nil {
 		return nil, nil, notCommitted(err)
@@ -71,7 +74,8 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 	// from the lane's slab (issue 16: allocations per batch).
 	a := &admitted{}
 	p := &a.b
-	*p = chaincore.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{})}
+	*p = chaincore.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{}),
+		Producer: chaincore.ProducerID(b.Producer)}
 	p.Payload = st.lane.slab.alloc(charge)
 	recs := b.Records
 	if !monotone {
@@ -130,10 +134,22 @@ func varintLen(v int64) int {
 // durable in W buckets and every earlier flight of its chain is too. The
 // metastore is not touched (except once for a stream this process has not
 // seen). An error wraps ErrNotCommitted or ErrOutcomeUnknown.
+//
+// A batch with a producer identity (Batch.Producer) is committed once: a
+// retry of a committed batch returns its original range (Ack.Duplicate),
+// and a retry of one still in flight waits for its outcome.
 func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) {
 	a, l, err := s.submit(ctx, stream, b)
-	if err != nil {
-		return Ack{}, err
+	for err != nil {
+		ack, aerr, again, ok := answered(ctx, stream, err)
+		if !ok {
+			return Ack{}, err
+		}
+		if !again {
+			return ack, aerr
+		}
+		// The attempt in flight was not committed: this one may be.
+		a, l, err = s.submit(ctx, stream, b)
 	}
 	p := &a.b
 	select {
@@ -154,9 +170,9 @@ func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) 
 // batches this process admitted and has not acked yet: Tail.Pending says
 // how many records those are (Seq−Pending is the durable tail). A
 // MatchSeqNum taken from Seq while Pending is non-zero presumes they all
-// succeed; if one fails, every later batch fails its match. A producer
-// that wants exactly-once retries takes Seq when Pending is 0, or the tail
-// in its last Ack.
+// succeed; if one fails, every later batch fails its match. A mismatch
+// says someone's batch is at that position, not that yours landed: a
+// producer that wants exactly-once retries sets Batch.Producer.
 func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	if ctx == nil {
 		return Tail{}, ErrNilContext

@@ -3,6 +3,7 @@ package loglet
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -107,6 +108,13 @@ type Config struct {
 	// that must never depose a running service by accident (the CLI's
 	// append without --takeover) set it.
 	RefuseLiveOwner bool
+	// ProducerWindow bounds each stream's dedupe window of producer
+	// identities (Batch.Producer): the producers a stream remembers
+	// (default 1024; the least recently committed is forgotten first) and
+	// how long after its last commit (default 10 minutes). A retry of a
+	// batch the window holds is answered with the batch's original range
+	// (Ack.Duplicate) instead of being committed again; see Producer.
+	ProducerWindow ProducerWindow
 	// UncappedTimestamps keeps record timestamps in the future as the
 	// producer set them. By default a timestamp later than the record's
 	// arrival is capped at the arrival time (S2's rule), so a producer whose
@@ -145,11 +153,16 @@ type Config struct {
 	// Logger receives events (halts, under-replicated slots). Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Closers are what the host opened for this star (loglet/open's bbolt
+	// file, say): Star.Close closes them after the chains have closed, in
+	// reverse order, and joins their errors to its own. They stay the
+	// caller's until Open returns a Star: a failed Open closes none.
+	Closers []io.Closer
 }
 
 // DefaultConfig returns a Config with every default filled in, for a caller
 // to edit: set Star, Meta and the classes' Stores and BucketNames (or pass
-// it to OpenDir, which sets them), change what differs, and Open. Opening it
+// it to open.Dir in loglet/open, which sets them), change what differs, and Open. Opening it
 // behaves exactly as opening the zero Config with the same fields set.
 //
 // A few fields stay zero because their defaults follow from fields the
@@ -264,7 +277,7 @@ type ClassConfig struct {
 	// "bucket-1", ..., depends only on position, so it is stable, but the
 	// CLI names buckets after --s3-bucket, --s3-express-buckets or its
 	// directories and so cannot open as leader a chain recorded under the
-	// defaults. OpenDir sets the names its layout uses, which the CLI's
+	// defaults. open.Dir sets the names its layout uses, which the CLI's
 	// --dir uses too.
 	BucketNames []string
 	// W is the copy quorum (default: K/2+1, so 1 for K=1 and 2 for K=3).
@@ -526,6 +539,12 @@ func (c *Config) applyDefaults() {
 	if c.AbsorbMaxSlots == 0 {
 		c.AbsorbMaxSlots = 256
 	}
+	if c.ProducerWindow.Producers == 0 {
+		c.ProducerWindow.Producers = chaincore.DefaultProducerWindow.Producers
+	}
+	if c.ProducerWindow.Age == 0 {
+		c.ProducerWindow.Age = chaincore.DefaultProducerWindow.Age
+	}
 	if c.ReaderPollInterval == 0 {
 		c.ReaderPollInterval = 250 * time.Millisecond
 	}
@@ -571,8 +590,16 @@ func (c *Config) validate() error {
 	if len(c.Standard.Stores) == 0 && len(c.Express.Stores) == 0 {
 		errs = append(errs, errors.New("loglet: no class has buckets: configure Standard.Stores or Express.Stores"))
 	}
+	for i, cl := range c.Closers {
+		if cl == nil {
+			errs = append(errs, fmt.Errorf("loglet: Closers[%d] is nil", i))
+		}
+	}
 	if c.MaxRecordBytes < 1 || c.MaxBatchRecords < 1 || c.MaxBatchBytes < c.MaxRecordBytes {
 		errs = append(errs, fmt.Errorf("loglet: limits: MaxRecordBytes=%d, MaxBatchRecords=%d, MaxBatchBytes=%d (must be positive, batch >= record)", c.MaxRecordBytes, c.MaxBatchRecords, c.MaxBatchBytes))
+	}
+	if c.ProducerWindow.Producers < 0 || c.ProducerWindow.Age < 0 {
+		errs = append(errs, fmt.Errorf("loglet: ProducerWindow %+v: must not be negative", c.ProducerWindow))
 	}
 	if c.MaxBatchRecords > envelope.MaxFrameRecords {
 		errs = append(errs, fmt.Errorf("loglet: MaxBatchRecords=%d over the format's %d", c.MaxBatchRecords, envelope.MaxFrameRecords))

@@ -126,12 +126,12 @@ func TestRebuildTailsAgreesWithSnapshot(t *testing.T) {
 				}
 			}
 		}
-		if len(want.Streams) == 0 || !maps.Equal(got.Streams, want.Streams) {
+		if len(want.Streams) == 0 || !maps.EqualFunc(got.Streams, want.Streams, sameTailPos) {
 			t.Fatalf("%s: rebuilt tails %v, the snapshot holds %v", c, got.Streams, want.Streams)
 		}
 		for id, st := range want.Streams {
 			one, ok, err := absorb.StreamTailFromRefs(ctx, w.meta, "s1", c, cp, id)
-			if err != nil || !ok || one != st {
+			if err != nil || !ok || !sameTailPos(one, st) {
 				t.Fatalf("%s: StreamTailFromRefs(%s) = %+v %v %v, want %+v", c, id, one, ok, err, st)
 			}
 		}
@@ -447,3 +447,7 @@ func liveIncarnation(t *testing.T, meta metastore.Store, name, inc string) bool 
 	}
 	return rec.Incarnation == inc
 }
+
+// sameTailPos compares two tails' positions (a tail rebuilt from the refs
+// has no producer window: that lives in the snapshot only).
+func sameTailPos(a, b absorb.StreamTail) bool { return a.Next == b.Next && a.Timestamp == b.Timestamp }

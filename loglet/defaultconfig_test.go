@@ -16,7 +16,7 @@ import (
 func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 	zeroOK := map[string]bool{
 		// set by the caller
-		"Star": true, "Meta": true, "Stores": true,
+		"Star": true, "Meta": true, "Stores": true, "Closers": true,
 		// derived at Open, documented at DefaultConfig
 		"Owner": true, "Stars": true, "Logger": true,
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,

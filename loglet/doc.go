@@ -13,7 +13,9 @@
 // Every append ends in exactly one of three ways, and the error says which:
 // acked (nil); definitely not committed (errors.Is(err, ErrNotCommitted):
 // safe to retry); or outcome unknown (errors.Is(err, ErrOutcomeUnknown):
-// retry with Batch.MatchSeqNum to make the retry idempotent).
+// retry with the same Batch.Producer, and the batch is committed once: a
+// Producer does it for you; docs/design.md, "Producers: exactly once
+// across retries").
 //
 // # A chain's runtime: a pure core and a thin shell
 //
@@ -74,6 +76,26 @@
 // below it; DeleteStream ends an incarnation at once and reclaims its data
 // from a durable marker. docs/design.md describes each protocol, its
 // invariants, where each is enforced and which test breaks when it does.
+//
+// # What is not in this package
+//
+// loglet holds what most programs call: Open, Star, Reader, the sessions,
+// Config and Stats. Two jobs a program needs less often live beside it, and
+// use only loglet's exported API:
+//
+//   - loglet/groups: consumer groups and their offsets (groups.Open, a
+//     Session with Recv, Ack and Close; Offsets with Get, Commit, Reset,
+//     Delete, List and Groups; Lags). Only services that consume as a group
+//     need it; it reads through Star.Metastore, Reader.Metastore and
+//     ReadSession.Incarnation.
+//   - loglet/open: open.Dir, the embedded default (a bbolt metastore and
+//     local-directory buckets in one directory). It is one choice of
+//     backends among several, and it brings in bbolt, which a program on S3
+//     and etcd has no use for: loglet imports no backend. It hands the bbolt
+//     file to Config.Closers, which Star.Close closes.
+//
+// Star.RepairUnderReplicated stays here: it reads the chain's core's list
+// of under-replicated slots and its epoch, which are the lane's internals.
 //
 // # Glossary
 //
@@ -139,4 +161,6 @@
 //   - deleted marker: the metastore record of a deleted incarnation whose
 //     data is still being reclaimed.
 //   - Reader: reads absorbed history in any process, leading nothing.
+//   - consumer group, offset: a named consumer's durable position in one
+//     incarnation of a stream (loglet/groups).
 package loglet

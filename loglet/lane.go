@@ -102,6 +102,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		FencePatience:     max(0, s.cfg.FencePatience),
 		FenceOverride:     chaincore.FenceOverride(cfg.FenceOverride),
 		SettleInterval:    s.settleInterval(),
+		ProducerWindow:    chaincore.ProducerWindow(s.cfg.ProducerWindow),
 	}, time.Now())
 	go l.run()
 	return l
@@ -507,6 +508,8 @@ func (l *lane) admitError(stream string, err error) error {
 		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: durableTail(me.Tail)}
 	case errors.As(err, &de):
 		return l.fateError(stream, de.Fate)
+	case isProducerAnswer(err):
+		return l.producerAdmitError(stream, err)
 	case errors.Is(err, chaincore.ErrClosed):
 		return notCommitted(ErrClosed)
 	case errors.Is(err, chaincore.ErrRetired):
@@ -642,7 +645,6 @@ func (l *lane) snapshot() *ClassStats {
 	ps := l.budget.Stats()
 	ps.QueuedBytes, ps.QueuedBatches = cs.Pool.QueuedBytes, cs.Pool.QueuedBatches
 	cs.Pool = ps
-	cs.Memory.Pool, cs.Memory.PoolBound = ps.ReservedBytes, ps.BudgetBytes
 	cs.PrecompressSkipped = l.precompressSkipped.Load()
 	return &cs
 }

@@ -214,9 +214,9 @@ func TestHangingBucketStragglersBounded(t *testing.T) {
 		}
 	}
 	st := r.star.Stats().Express
-	t.Logf("stragglers %d holding %d bytes; %d abandoned; goroutines %d -> %d", st.Stragglers, st.StragglerBytes, st.StragglersAbandoned, goroutines, runtime.NumGoroutine())
-	if st.StragglerBytes > 1<<20+64<<10 {
-		t.Fatalf("stragglers hold %d bytes over a 1 MiB budget", st.StragglerBytes)
+	t.Logf("stragglers %d holding %d bytes; %d abandoned; goroutines %d -> %d", st.Stragglers, st.Memory.Stragglers, st.StragglersAbandoned, goroutines, runtime.NumGoroutine())
+	if st.Memory.Stragglers > 1<<20+64<<10 {
+		t.Fatalf("stragglers hold %d bytes over a 1 MiB budget", st.Memory.Stragglers)
 	}
 	if st.StragglersAbandoned == 0 || st.UnderReplicated == 0 {
 		t.Fatalf("no straggler abandoned (%d) or counted under-replicated (%d)", st.StragglersAbandoned, st.UnderReplicated)

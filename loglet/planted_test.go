@@ -16,8 +16,7 @@ import (
 // flight as soon as it has W copies, the release-order check (the rig's
 // release watch, which TestWritePathInvariants relies on) reports a violation.
 func TestPlantedOutOfOrderReleaseIsCaught(t *testing.T) {
-	invariants.ReleaseOutOfOrder.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.ReleaseOutOfOrder)
 	r := newRig(t, Express, 3, 30, func(c *Config, fs []*objstore.FaultStore) {
 		c.Express.FlightBytes = 16 // one batch per flight: many flights in the window
 		for _, f := range fs {

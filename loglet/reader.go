@@ -94,6 +94,10 @@ func recordsOrError(recs []SequencedRecord, err error) ([]SequencedRecord, error
 	return nil, err
 }
 
+// Metastore is the Reader's metastore (ReaderConfig.Meta), for packages
+// that keep their own records beside the star's (loglet/groups).
+func (r *Reader) Metastore() metastore.Store { return r.cfg.Meta }
+
 // record reads a stream's record.
 func (r *Reader) record(ctx context.Context, stream string) (streamRecord, Class, error) {
 	if err := checkStreamName(stream); err != nil {
@@ -278,8 +282,8 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 		return recs, err
 	}
 	// wait watches the stream's refs where the store can (see the doc
-	// above), else polls. A watch lives for one wait: the session has no
-	// Close to end a longer one.
+	// above), else polls. A watch lives for one wait, so Close has none
+	// to end.
 	const safetyPolls = 10 // PollIntervals between re-reads while watching
 	refs := chain.RefPrefix(rec.id())
 	watcher, _ := r.cfg.Meta.(metastore.Watcher)
@@ -324,7 +328,7 @@ func (r *Reader) OpenReadSession(ctx context.Context, stream string, q ReadQuery
 			return ctx.Err()
 		}
 	}
-	return &ReadSession{next: next, read: read, wait: wait}, nil
+	return newReadSession(next, rec.Incarnation, read, wait), nil
 }
 
 // ReaderStats counts a Reader's object reads.

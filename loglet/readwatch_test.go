@@ -8,13 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/internal/hang"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
-
-// recvWait bounds how long these tests wait for a session to deliver: a
-// session that is never woken fails after it instead of hanging the run.
-const recvWait = 30 * time.Second
 
 // watchProbe is a metastore.Mem whose Watch the test observes and bends:
 // watching receives the prefix of each Watch as it is put in place; before
@@ -140,8 +137,6 @@ func recvAsync(ctx context.Context, rs *ReadSession) <-chan recvResult {
 // wantRecords fails unless the Recv delivers exactly bodies from seq first.
 func wantRecords(t *testing.T, got <-chan recvResult, first uint64, bodies ...string) {
 	t.Helper()
-	timer := time.NewTimer(recvWait)
-	defer timer.Stop()
 	select {
 	case res := <-got:
 		if res.err != nil {
@@ -155,8 +150,8 @@ func wantRecords(t *testing.T, got <-chan recvResult, first uint64, bodies ...st
 				t.Fatalf("Recv record %d = seq %d %q, want seq %d %q", i, rec.Seq, rec.Body, first+uint64(i), bodies[i])
 			}
 		}
-	case <-timer.C:
-		t.Fatalf("Recv delivered nothing within %v", recvWait)
+	case <-hang.After(t): // a session never woken fails before go test's -timeout
+		t.Fatal("Recv delivered nothing")
 	}
 }
 
@@ -166,8 +161,8 @@ func waitWatching(t *testing.T, p *watchProbe) string {
 	select {
 	case prefix := <-p.watching:
 		return prefix
-	case <-time.After(recvWait):
-		t.Fatalf("the session never watched (within %v)", recvWait)
+	case <-hang.After(t):
+		t.Fatal("the session never watched")
 		return ""
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 )
 
@@ -83,6 +84,11 @@ func (a *AppendSession) Submit(ctx context.Context, b Batch) (*AckFuture, error)
 	if err := a.failure(); err != nil {
 		return nil, notCommitted(fmt.Errorf("%w: %v", ErrSessionFailed, err))
 	}
+	if b.Producer != (ProducerID{}) {
+		// A retry's answer (a duplicate's range, an earlier attempt's
+		// outcome) has no place in a session's order: use a Producer.
+		return nil, notCommitted(fmt.Errorf("%w: an append session's batches take no producer identity (Star.NewProducer retries with one)", ErrInvalidBatch))
+	}
 	ad, l, err := a.s.submit(ctx, a.stream, b)
 	if err != nil {
 		a.fail(err)
@@ -152,12 +158,25 @@ func (a *AppendSession) Close(ctx context.Context) error {
 // leader it is woken by each release (no polling); on a Reader it waits on a
 // watch of the stream's refs when the metastore is a metastore.Watcher, and
 // otherwise polls every ReaderConfig.PollInterval. Not safe for concurrent
-// use.
+// use, except Close, which may be called from any goroutine.
 type ReadSession struct {
 	next uint64
+	// inc is the incarnation the session reads ("" for a stream that has
+	// none): it never reads another.
+	inc  string
 	read func(ctx context.Context, from uint64) ([]SequencedRecord, error)
 	// wait blocks until records at or past next may have become readable.
 	wait func(ctx context.Context, next uint64) error
+	// closed ends with Close (newReadSession makes it).
+	closed      context.Context
+	closeCancel context.CancelFunc
+}
+
+// newReadSession returns a session reading incarnation inc from next.
+func newReadSession(next uint64, inc string, read func(ctx context.Context, from uint64) ([]SequencedRecord, error), wait func(ctx context.Context, next uint64) error) *ReadSession {
+	r := &ReadSession{next: next, inc: inc, read: read, wait: wait}
+	r.closed, r.closeCancel = context.WithCancel(context.Background())
+	return r
 }
 
 // OpenReadSession starts a session at q.Start; q's limits apply to each
@@ -234,7 +253,8 @@ func (s *Star) OpenReadSession(ctx context.Context, stream string, q ReadQuery) 
 			return ErrClosed
 		}
 	}
-	return &ReadSession{next: next, read: read, wait: wait}, nil
+	_, inc := chain.SplitStreamID(st.id)
+	return newReadSession(next, inc, read, wait), nil
 }
 
 // pollWait waits d, or until ctx ends or closing is closed.
@@ -253,10 +273,34 @@ func pollWait(ctx context.Context, d time.Duration, closing <-chan struct{}) err
 
 // Recv returns the next records, blocking until at least one is readable or
 // ctx ends (then it returns ctx's error). Records come once each, in order.
+// After Close (and in a Recv that Close interrupts) it fails with ErrClosed.
 func (r *ReadSession) Recv(ctx context.Context) ([]SequencedRecord, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
+	if r.closed.Err() != nil {
+		return nil, ErrClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(r.closed, cancel)
+	defer func() { stop(); cancel() }()
+	recs, err := r.recv(ctx)
+	if err != nil && r.closed.Err() != nil {
+		return nil, ErrClosed
+	}
+	return recs, err
+}
+
+// Close ends the session: a Recv blocked in it returns ErrClosed, and so
+// does every Recv after. It holds nothing else (a Reader's watch lives for
+// one wait), so it never fails; closing twice is a no-op.
+func (r *ReadSession) Close() error {
+	r.closeCancel()
+	return nil
+}
+
+// recv is Recv's loop, under a ctx that Close ends.
+func (r *ReadSession) recv(ctx context.Context) ([]SequencedRecord, error) {
 	for {
 		recs, err := r.read(ctx, r.next)
 		if len(recs) > 0 {
@@ -276,3 +320,9 @@ func (r *ReadSession) Recv(ctx context.Context) ([]SequencedRecord, error) {
 
 // Next is the sequence number the next Recv starts at.
 func (r *ReadSession) Next() uint64 { return r.next }
+
+// Incarnation is the incarnation of the stream the session reads, as it
+// was when the session opened ("" for a stream created before
+// incarnations existed). The session reads no other: once the stream is
+// deleted (and maybe created again), Recv fails with ErrStreamNotFound.
+func (r *ReadSession) Incarnation() string { return r.inc }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/flightlog/flightlog/loglet/internal/starcore"
+	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -28,7 +29,7 @@ type Star struct {
 	trims     trims         // trim points, retention and its loop (trim.go)
 	closeOnce sync.Once
 	closeErr  error
-	// release closes what OpenDir opened for this star (its bbolt file),
+	// release closes Config.Closers (what the host opened for this star),
 	// after the chains have closed, in reverse order.
 	release []func() error
 
@@ -78,10 +79,21 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		s.Close(context.Background())
 		return nil, err
 	}
+	for _, c := range cfg.Closers {
+		s.release = append(s.release, c.Close)
+	}
 	s.startRetention()
 	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch)
 	return s, nil
 }
+
+// Metastore is the star's metastore (Config.Meta), for packages that keep
+// their own records beside the star's (loglet/groups).
+func (s *Star) Metastore() metastore.Store { return s.cfg.Meta }
+
+// Owner is the name this process writes in epoch records (Config.Owner,
+// or the default Open derived).
+func (s *Star) Owner() string { return s.cfg.Owner }
 
 func (s *Star) classConfig(c Class) *ClassConfig {
 	if c == Express {
@@ -125,7 +137,7 @@ func (s *Star) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		close(s.closing)
 		s.stopRetention()
-		// Both chains close at once, then what OpenDir opened is released.
+		// Both chains close at once, then Config.Closers are closed.
 		s.closeErr = s.closeChains(ctx, false)
 		if s.closeErr != nil {
 			s.log.Warn("star closed with errors", "star", s.cfg.Star, "err", s.closeErr)
@@ -146,7 +158,7 @@ func (s *Star) crash() {
 		s.mu.Unlock()
 		close(s.closing)
 		s.stopRetention()
-		// Every chain abandoned, then OpenDir's files released, as a dying
+		// Every chain abandoned, then Config.Closers closed, as a dying
 		// process's file locks go with it.
 		_ = s.closeChains(context.Background(), true)
 	})

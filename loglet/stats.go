@@ -19,8 +19,9 @@ type Stats struct {
 // directly. contrib/prometheus and contrib/otel export them.
 type ClassStats = stats.Class
 
-// MemoryStats accounts for what one chain holds on behalf of producers,
-// each part against its bound (see stats.Memory).
+// MemoryStats accounts for what one chain holds on behalf of producers
+// beyond its pool and backlog, each part against its bound (see
+// stats.Memory, and ClassStats.HeldBytes for the sum of every part).
 type MemoryStats = stats.Memory
 
 // SettleStats are one chain's settlement figures (see stats.Settle).

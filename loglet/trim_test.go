@@ -631,7 +631,7 @@ func testTrimPastTheAbsorbedTailKeepsTheLastRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, ok, err := absorb.StreamTailFromRefs(ctx, w.meta, "s1", Standard, cp, id)
-	if err != nil || !ok || after != before {
+	if err != nil || !ok || !sameTailPos(after, before) {
 		t.Fatalf("tail from refs after a trim past the absorbed tail: %+v %v %v, before %+v", after, ok, err, before)
 	}
 	wantFirst(t, firstSeqs(t, p.star, nil, "t", AtSeq(0), 15), 15)

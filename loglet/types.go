@@ -31,10 +31,27 @@ const (
 type Batch struct {
 	Records []Record
 	// MatchSeqNum, if set, makes the append conditional: it is admitted
-	// only if the stream's next sequence number equals *MatchSeqNum.
-	// Retrying an append whose outcome is unknown with the same MatchSeqNum
-	// makes the retry idempotent.
+	// only if the stream's next sequence number equals *MatchSeqNum. A
+	// mismatch (*SeqNumMismatchError) says that someone's batch is at
+	// that position, never that it is yours: to retry an append whose
+	// outcome is unknown, set Producer and send the same identity again.
 	MatchSeqNum *uint64
+	// Producer, if set, is the batch's producer identity: a retry of the
+	// batch carries the same one, and the stream commits it once. A retry
+	// of a committed batch is answered with its original range
+	// (Ack.Duplicate), a retry of one still in flight waits for its
+	// outcome, and one past the stream's window is a *ProducerWindowError.
+	// Producer.Next makes identities; Producer.Append retries for you.
+	Producer ProducerID
+}
+
+// ProducerID identifies a producer's batch: producer ID's batch number
+// Seq. The zero value is no identity. ID is 1 to 256 bytes, unique among
+// the producers of a stream that may be alive at once (a random one, from
+// NewProducer, is).
+type ProducerID struct {
+	ID  string
+	Seq uint64
 }
 
 // Tail is a position at the end of a stream.
@@ -53,8 +70,12 @@ type Tail struct {
 // storage, as are all earlier flights of the chain.
 type Ack struct {
 	Start, End uint64
-	// Tail is the stream's durable tail just after this batch.
+	// Tail is the stream's durable tail just after this batch (for a
+	// duplicate, the stream's durable tail when the retry was answered).
 	Tail Tail
+	// Duplicate: the batch was committed by an earlier attempt with the
+	// same Batch.Producer, and [Start, End) is that attempt's range.
+	Duplicate bool
 }
 
 // SequencedRecord is a record read back with its sequence number.
@@ -127,7 +148,7 @@ type Loglet interface {
 	// its flight and of every earlier flight of its chain are in object
 	// storage. An error wraps exactly one of ErrNotCommitted (definitely
 	// not written; safe to retry) or ErrOutcomeUnknown (may yet become
-	// durable: retry with MatchSeqNum, or read, to find out); a ctx that
+	// durable: retry with the same Batch.Producer, or read, to find out); a ctx that
 	// ends after admission is ErrOutcomeUnknown. A MatchSeqNum miss is a
 	// *SeqNumMismatchError carrying the tail. Append does not retain b's
 	// slices after it returns.
@@ -185,8 +206,9 @@ var (
 	ErrNotCommitted = errors.New("loglet: not committed")
 	// ErrOutcomeUnknown: the batch was admitted and may or may not become
 	// durable (the caller's context ended while it was in flight, or its
-	// chain halted at or before its slot). Retry with MatchSeqNum to make
-	// the retry idempotent, or read the stream to find out.
+	// chain halted at or before its slot). Retry with the same
+	// Batch.Producer to have it committed once (Producer does it for you),
+	// or read the stream to find out.
 	ErrOutcomeUnknown = errors.New("loglet: outcome unknown")
 )
 

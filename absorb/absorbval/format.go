@@ -147,6 +147,22 @@ func DecodeCheckpoint(b []byte) (Checkpoint, error) {
 type StreamTail struct {
 	Next      uint64 `json:"next"`
 	Timestamp int64  `json:"ts"`
+	// Producers is the stream's producer window as of the tail: the last
+	// batches of identified producers that are committed below Next, so a
+	// successor still recognises their retries (docs/design.md,
+	// "Producers: exactly once across retries"). The leader bounds it.
+	Producers []ProducerTail `json:"producers,omitempty"`
+}
+
+// ProducerTail is one committed producer batch a tail remembers: producer
+// ID's batch Seq holds records [Start, End); At is when the leader learned
+// it was committed (ms since the Unix epoch), for the window's age bound.
+type ProducerTail struct {
+	ID    string `json:"id"`
+	Seq   uint64 `json:"seq"`
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+	At    int64  `json:"at"`
 }
 
 // Tails is the content of a tails snapshot as of (Epoch, Next). A full

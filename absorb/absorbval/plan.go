@@ -12,6 +12,9 @@ type Slot struct {
 	Epoch, Slot uint64
 	Key         string
 	Frames      []envelope.FrameInfo
+	// Producers are the producer marks of its batches (none for batches
+	// appended without an identity).
+	Producers []envelope.ProducerMark
 }
 
 // Plan returns the refs of one round: one per stream that appears in slots,
@@ -19,7 +22,8 @@ type Slot struct {
 // streams first appear. slots must be consecutive, in slot order. It checks
 // that each stream's frames are contiguous (cut order is slot order, so a gap
 // means a bug upstream) and that they continue from tails, when tails has the
-// stream; it updates tails to the round's end.
+// stream; it updates tails to the round's end (their Producers are the
+// caller's: Plan keeps them as they are).
 func Plan(class string, writer string, slots []Slot, tails map[string]StreamTail) ([]SpanRef, error) {
 	var refs []SpanRef
 	idx := map[string]int{}
@@ -49,7 +53,9 @@ func Plan(class string, writer string, slots []Slot, tails map[string]StreamTail
 		}
 	}
 	for _, r := range refs {
-		tails[r.Stream] = StreamTail{Next: r.End, Timestamp: r.MaxTS}
+		t := tails[r.Stream] // its producer window is the leader's to keep
+		t.Next, t.Timestamp = r.End, r.MaxTS
+		tails[r.Stream] = t
 	}
 	return refs, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/open"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/metastore/bbolt"
 	"github.com/flightlog/flightlog/metastore/etcd"
@@ -23,16 +24,16 @@ import (
 )
 
 // The embedded layout inside --dir: one directory per bucket, and the
-// bbolt metastore. examples/quickstart uses the same layout, so this tool
-// can inspect what it wrote.
+// bbolt metastore, named as loglet/open names them, so this tool opens what
+// open.Dir (and examples/quickstart) wrote.
 const (
-	metaFile        = "meta.db"
-	standardDir     = "standard"
+	metaFile        = open.MetastoreFile
+	standardDir     = open.StandardBucket
 	defaultDataDir  = "./flightlog-data"
-	defaultStarName = "default"
+	defaultStarName = open.DefaultStar
 )
 
-var expressDirs = []string{"express-a", "express-b", "express-c"}
+var expressDirs = open.ExpressBuckets()
 
 // globalOpts are the backend and configuration flags every command takes.
 type globalOpts struct {

@@ -170,6 +170,7 @@ var commands = []command{
 	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readFormatHelp, readCmd},
 	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, tailCmd},
 	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N); leads nothing", streamsHelp, streamsCmd},
+	{"groups", "STREAM", "consumer groups on a stream and their lag (--group G --reset-to N | --delete to move or drop an offset); leads nothing", groupsHelp, groupsCmd},
 	{"create", "STREAM", "create a stream (--class standard|express); leads the star, refusing a live owner", leadHelp, createCmd},
 	{"delete", "STREAM", "delete a stream: its record, then its refs and settled objects; leads the star, refusing a live owner", leadHelp + deleteHelp, deleteCmd},
 	{"trim", "STREAM SEQ", "make a stream's records below SEQ unreadable and reclaim them; leads the star, refusing a live owner", leadHelp + trimHelp, trimCmd},
@@ -224,8 +225,9 @@ Leadership: append, create and delete lead the star (they take each chain
 over, as a restart would). They refuse a chain with a live owner: an epoch
 record naming another owner and not sealed by a clean Close (the owner runs, or
 crashed: the metastore cannot tell which). --takeover overrides that, deposing
-the owner if it still runs. read, tail, streams, walk, fsck and inspect never
-lead anything: they read the metastore and the buckets beside a live leader.
+the owner if it still runs. read, tail, streams, groups, walk, fsck and inspect never
+lead anything: they read the metastore and the buckets beside a live leader;
+groups --reset-to and --delete write a group's offset, and lead nothing either.
 
 Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed
 (a stream that does not exist, in every command); 2 could not run (bad flags,

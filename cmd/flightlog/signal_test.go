@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flightlog/flightlog/internal/hang"
 )
 
 // TestHelperMain is not a test: the signal tests run the real main in a
@@ -83,7 +85,7 @@ func TestSIGTERMEndsABlockedAppend(t *testing.T) {
 		close(lines)
 	}()
 	var log []string
-	bound := time.After(30 * time.Second) // a regression must not hang the suite
+	bound := hang.After(t) // a regression must not hang the suite
 	for opened := false; !opened; {
 		select {
 		case l, ok := <-lines:
@@ -154,7 +156,7 @@ func TestOnSignals(t *testing.T) {
 		select {
 		case c := <-ch:
 			return c
-		case <-time.After(30 * time.Second):
+		case <-hang.After(t):
 			t.Fatal("no exit")
 		}
 		return 0
@@ -214,7 +216,7 @@ func TestInterruptibleStdin(t *testing.T) {
 		if !errors.Is(err, errInterrupted) {
 			t.Fatalf("Read = %v, want errInterrupted", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-hang.After(t):
 		t.Fatal("Read still blocked after the context ended")
 	}
 }

@@ -22,7 +22,6 @@ var notExported = map[string]string{
 	"Settle.LastError":       "text: in Stats and the logs",
 	"UnderReplSlots":         "slot numbers for a repair pass, not a figure",
 	"BucketNames":            "the flightlog.bucket attribute of flightlog.put.latency",
-	"StragglerBytes":         "the same figure as Memory.Stragglers: flightlog.memory.stragglers",
 }
 
 // TestEveryChainFigureIsExported: each figure of ClassStats, set alone,

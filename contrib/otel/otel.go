@@ -124,8 +124,6 @@ var chainInstrs = []chainInstr{
 	{"flightlog.backlog.stalling", "1", "1 while publishes are blocked at the backlog bound.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Backlog.Stalling) }},
 	{"flightlog.flight_index.bytes", "By", "Released, unabsorbed payload held to serve stream tails.", gauge, func(s *loglet.ClassStats) int64 { return s.FlightIndexBytes }},
 	{"flightlog.stragglers", "{flight}", "Acked flights with copies still uploading.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Stragglers) }},
-	{"flightlog.memory.pool", "By", "Memory part: the pool.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Pool }},
-	{"flightlog.memory.backlog", "By", "Memory part: the backlog's payload.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Backlog }},
 	{"flightlog.memory.objects", "By", "Memory part: rendered objects of the window.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Objects }},
 	{"flightlog.memory.stragglers", "By", "Memory part: objects of straggling copies.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Stragglers }},
 	{"flightlog.recovering", "1", "1 while a halt's recovery runs.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Recovering) }},
@@ -135,8 +133,6 @@ var chainInstrs = []chainInstr{
 	{"flightlog.checkpoint.epoch", "1", "The epoch of the checkpoint (the next unabsorbed slot's).", gauge, func(s *loglet.ClassStats) int64 { return u(s.CheckpointEpoch) }},
 	{"flightlog.pool.queued_bytes", "By", "Bytes queued in the pool.", gauge, func(s *loglet.ClassStats) int64 { return s.Pool.QueuedBytes }},
 	{"flightlog.backlog.max_flights", "{flight}", "The backlog's flight bound.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Backlog.MaxFlights) }},
-	{"flightlog.memory.pool.bound", "By", "Bound of the memory part pool (MemoryBufferMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.PoolBound }},
-	{"flightlog.memory.backlog.bound", "By", "Bound of the memory part backlog (ChainBacklogMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.BacklogBound }},
 	{"flightlog.memory.stragglers.bound", "By", "Bound of the memory part stragglers (StragglerMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.StragglersBound }},
 	{"flightlog.tails.base_bytes", "By", "Size of the last full tails snapshot.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.TailsBaseBytes) }},
 

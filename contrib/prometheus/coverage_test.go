@@ -22,7 +22,6 @@ var notExported = map[string]string{
 	"Settle.LastError":       "text: in Stats and the logs",
 	"UnderReplSlots":         "slot numbers for a repair pass, not a figure",
 	"BucketNames":            "the bucket label of put_latency_seconds",
-	"StragglerBytes":         "the same figure as Memory.Stragglers: memory_bytes{part=\"stragglers\"}",
 }
 
 // TestEveryChainFigureIsExported: each figure of ClassStats, set alone,

@@ -7,8 +7,9 @@
 //	http.Handle("/metrics", promhttp.Handler())
 //
 // Counters (_total) only grow for the star's life, so they can be rated.
-// Gauges are the pool, backlog, window, memory parts against their bounds,
-// and the succession state. Histograms are real ones: every flightlog
+// Gauges are the pool, backlog, window, memory parts against their bounds
+// (each figure once: the pool's and the backlog's bytes are pool_* and
+// backlog_*, memory_bytes has the other parts), and the succession state. Histograms are real ones: every flightlog
 // histogram's buckets are exactly a native histogram's of schema 5
 // (latencies bucketed in seconds, sizes in bytes), so the native buckets
 // are copied across with no re-bucketing error; classic buckets at powers
@@ -192,8 +193,8 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	gauge("settle_transit_bytes", "Bytes of flight copies (every copy) the unsettled rounds hold in the chain's buckets.", func(s *loglet.ClassStats) float64 { return i(s.Settle.TransitBytes) })
 
 	partLabels := []string{"star", "class", "part"}
-	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers and readers, by part (pool, backlog, objects, stragglers).", partLabels, cfg.constLabels)
-	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of each memory part that has one (pool, backlog, stragglers).", partLabels, cfg.constLabels)
+	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers beyond the pool's (pool_reserved_bytes) and the backlog's (backlog_bytes), by part (objects, stragglers).", partLabels, cfg.constLabels)
+	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of the memory part stragglers (StragglerMiB); the pool's and the backlog's are pool_budget_bytes and backlog_max_bytes.", partLabels, cfg.constLabels)
 	c.stalls = prometheus.NewDesc(name("backlog_stalls_total"), "Ended backlog stalls, by diagnosed cause.", []string{"star", "class", "cause"}, cfg.constLabels)
 
 	latency := []int32{}
@@ -303,15 +304,10 @@ func (c *Collector) collectChain(ch chan<- prometheus.Metric, star, class string
 	for _, p := range []struct {
 		part string
 		v    int64
-	}{{"pool", m.Pool}, {"backlog", m.Backlog}, {"objects", m.Objects}, {"stragglers", m.Stragglers}} {
+	}{{"objects", m.Objects}, {"stragglers", m.Stragglers}} {
 		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(p.v), star, class, p.part)
 	}
-	for _, p := range []struct {
-		part string
-		v    int64
-	}{{"pool", m.PoolBound}, {"backlog", m.BacklogBound}, {"stragglers", m.StragglersBound}} {
-		ch <- prometheus.MustNewConstMetric(c.memoryBound, prometheus.GaugeValue, float64(p.v), star, class, p.part)
-	}
+	ch <- prometheus.MustNewConstMetric(c.memoryBound, prometheus.GaugeValue, float64(m.StragglersBound), star, class, "stragglers")
 	causes := make([]string, 0, len(s.Backlog.Stalls))
 	for cause := range s.Backlog.Stalls {
 		causes = append(causes, cause)

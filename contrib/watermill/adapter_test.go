@@ -9,14 +9,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	flightwatermill "github.com/flightlog/flightlog/contrib/watermill"
+	"github.com/flightlog/flightlog/internal/hang"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
-
-// failAfter bounds every wait for a message: a test that gets there has
-// failed (nothing waits on time to pass).
-const failAfter = 20 * time.Second
 
 func newPub(t *testing.T, star *loglet.Star, create bool) *flightwatermill.Publisher {
 	t.Helper()
@@ -46,8 +44,8 @@ func next(t *testing.T, ch <-chan *message.Message) *message.Message {
 			t.Fatalf("channel closed")
 		}
 		return m
-	case <-time.After(failAfter):
-		t.Fatalf("no message within %v", failAfter)
+	case <-hang.After(t):
+		t.Fatal("no message")
 	}
 	return nil
 }
@@ -129,7 +127,7 @@ func TestAtLeastOnce(t *testing.T) {
 	}
 	// m1 was delivered (and say processed) and never acked: the
 	// subscriber goes away. m0's commit happened before m1 was delivered.
-	if off, err := star.Offsets().Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
+	if off, err := groups.OffsetsOf(star).Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
 		t.Fatalf("offset after acking m0: %+v, %v; want 1", off, err)
 	}
 	if err := sub.Close(); err != nil {
@@ -203,7 +201,7 @@ func TestRefusals(t *testing.T) {
 	if err := pub.Publish("missing", message.NewMessage("x", nil)); !errors.Is(err, flightwatermill.ErrClosed) {
 		t.Fatalf("publish after Close: %v", err)
 	}
-	if _, err := flightwatermill.NewSubscriber(star, flightwatermill.SubscriberConfig{}); !errors.Is(err, loglet.ErrInvalidGroup) {
+	if _, err := flightwatermill.NewSubscriber(star, flightwatermill.SubscriberConfig{}); !errors.Is(err, groups.ErrInvalidName) {
 		t.Fatalf("subscriber without a group: %v", err)
 	}
 	sub := newSub(t, star, "g")
@@ -243,7 +241,7 @@ func TestSubscriberOnReader(t *testing.T) {
 	if m := next(t, msgs); m.UUID != "m1" {
 		t.Fatalf("got %s, want m1", m.UUID)
 	}
-	if off, err := star.Offsets().Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
+	if off, err := groups.OffsetsOf(star).Get(ctx, "billing", "orders"); err != nil || off.Next != 1 {
 		t.Fatalf("the leader sees the Reader's commit as %+v, %v; want 1", off, err)
 	}
 }

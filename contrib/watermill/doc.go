@@ -1,7 +1,7 @@
 // Package flightwatermill adapts flightlog to Watermill
 // (github.com/ThreeDotsLabs/watermill): a Publisher that appends messages to
 // streams (topic = stream) and a Subscriber that reads them as a consumer
-// group on flightlog's consumer offsets (loglet.GroupSession). It passes
+// group on flightlog's consumer offsets (loglet/groups' Session). It passes
 // Watermill's own pub/sub test suite (pubsub/tests.TestPubSub) with the
 // features below; it lives in a module of its own, so the core module does
 // not depend on Watermill.
@@ -36,6 +36,6 @@
 //
 // Costs: a Publish is one loglet Append (per MaxBatchRecords messages) and
 // returns once the messages are durable; an Ack is one metastore commit
-// (loglet.Offsets). The Publisher and Subscriber do not own the log: the
+// (groups.Offsets). The Publisher and Subscriber do not own the log: the
 // host opens and closes the loglet.Star (or loglet.Reader) they use.
 package flightwatermill

@@ -12,13 +12,13 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 )
 
 // GroupLog is what a Subscriber reads from: a *loglet.Star (sessions woken
-// by the leader's releases) or a *loglet.Reader (sessions that poll).
-type GroupLog interface {
-	OpenGroupSession(ctx context.Context, group, stream string, opts loglet.GroupOptions) (*loglet.GroupSession, error)
-}
+// by the leader's releases) or a *loglet.Reader (sessions that poll), as
+// loglet/groups takes it.
+type GroupLog = groups.Log
 
 // StreamCreator is implemented by a GroupLog that can create streams (a
 // *loglet.Star); SubscribeInitialize uses it.
@@ -29,7 +29,7 @@ type StreamCreator interface {
 // SubscriberConfig configures a Subscriber.
 type SubscriberConfig struct {
 	// ConsumerGroup names the group whose offsets the Subscriber reads and
-	// commits: 1..loglet.MaxGroupNameLen bytes of [A-Za-z0-9._-]. Required.
+	// commits: 1..groups.MaxNameLen bytes of [A-Za-z0-9._-]. Required.
 	ConsumerGroup string
 	// Start is where a group that has committed nothing on a topic starts
 	// (the zero Position: the oldest record; loglet.TailOffset(0): only
@@ -58,7 +58,7 @@ type SubscriberConfig struct {
 }
 
 // Subscriber subscribes to flightlog streams as a consumer group. Each
-// Subscribe call is a subscription of its own (a loglet.GroupSession):
+// Subscribe call is a subscription of its own (a groups.Session):
 // it delivers one message at a time, in stream order, and the next only
 // after the previous was acked; an Ack commits the group's offset past it
 // before the next is delivered, a Nack delivers it again. See the package
@@ -84,7 +84,7 @@ func NewSubscriber(log GroupLog, cfg SubscriberConfig) (*Subscriber, error) {
 	if log == nil {
 		return nil, errors.New("flightwatermill: NewSubscriber: nil log")
 	}
-	if err := loglet.ValidateGroupName(cfg.ConsumerGroup); err != nil {
+	if err := groups.ValidateName(cfg.ConsumerGroup); err != nil {
 		return nil, fmt.Errorf("flightwatermill: SubscriberConfig.ConsumerGroup: %w", err)
 	}
 	if cfg.RetryDelay <= 0 {
@@ -103,9 +103,9 @@ func NewSubscriber(log GroupLog, cfg SubscriberConfig) (*Subscriber, error) {
 // messages. The channel is closed when ctx ends or the Subscriber is
 // closed. A topic whose stream does not exist yet is waited for (checked
 // every RetryDelay). A group and topic whose offset key cannot exist (see
-// loglet.ValidateOffsetKey) are refused at once.
+// groups.ValidateKey) are refused at once.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	if err := loglet.ValidateOffsetKey(s.cfg.ConsumerGroup, topic); err != nil {
+	if err := groups.ValidateKey(s.cfg.ConsumerGroup, topic); err != nil {
 		return nil, fmt.Errorf("flightwatermill: subscribe to %q: %w", topic, err)
 	}
 	s.mu.Lock()
@@ -140,9 +140,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 func (s *Subscriber) run(ctx context.Context, topic string, out chan<- *message.Message) {
 	fields := watermill.LogFields{"topic": topic, "consumer_group": s.cfg.ConsumerGroup}
 	for {
-		g, err := s.log.OpenGroupSession(ctx, s.cfg.ConsumerGroup, topic, loglet.GroupOptions{Start: s.cfg.Start, MaxRecords: s.cfg.MaxRecords})
+		g, err := groups.Open(ctx, s.log, s.cfg.ConsumerGroup, topic, groups.Options{Start: s.cfg.Start, MaxRecords: s.cfg.MaxRecords})
 		if err == nil {
 			err = s.consume(ctx, topic, g, out)
+			g.Close()
 		}
 		if ctx.Err() != nil {
 			return
@@ -160,7 +161,7 @@ func (s *Subscriber) run(ctx context.Context, topic string, out chan<- *message.
 
 // consume delivers the session's records one at a time until ctx ends or
 // something fails.
-func (s *Subscriber) consume(ctx context.Context, topic string, g *loglet.GroupSession, out chan<- *message.Message) error {
+func (s *Subscriber) consume(ctx context.Context, topic string, g *groups.Session, out chan<- *message.Message) error {
 	for {
 		recs, err := g.Recv(ctx)
 		if err != nil {
@@ -175,7 +176,7 @@ func (s *Subscriber) consume(ctx context.Context, topic string, g *loglet.GroupS
 }
 
 // deliver hands rec to the consumer until it is acked, and commits it.
-func (s *Subscriber) deliver(ctx context.Context, topic string, g *loglet.GroupSession, rec loglet.SequencedRecord, out chan<- *message.Message) error {
+func (s *Subscriber) deliver(ctx context.Context, topic string, g *groups.Session, rec loglet.SequencedRecord, out chan<- *message.Message) error {
 	for {
 		msg := toMessage(topic, rec)
 		mctx, cancel := context.WithCancel(ctx)

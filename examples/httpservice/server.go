@@ -14,13 +14,17 @@ import (
 
 // server serves one embedded star over HTTP:
 //
-//	POST /streams/{name}          append the body, one record per line; 200 {"start","end"}
+//	POST /streams/{name}          append the body, one record per line; 200 {"start","end","duplicate"}
 //	GET  /streams/{name}?from=N   read from seq N (&max=M); 200 {"records":[...],"next","tail"}
 //	GET  /streams/{name}/tail     follow new records as server-sent events (?from=N to start earlier)
 //
 // The three outcomes of an append map to statuses: acked 200; definitely
 // not committed 409 (a match_seq_num miss, with the tail) or 503 (safe to
-// retry); outcome unknown 504 (retry with ?match_seq_num=N to be safe).
+// retry); outcome unknown 504: retry with the same ?producer_id=P&producer_seq=N
+// (the batch's producer identity) and it is committed once; a retry of a
+// committed batch answers its original range with "duplicate": true. A
+// match_seq_num miss says someone's batch is at that position, not that
+// yours landed.
 type server struct {
 	star *loglet.Star
 	// done ends tails when the service shuts down (http.Server.Shutdown
@@ -87,12 +91,20 @@ func (s *server) append(w http.ResponseWriter, r *http.Request) {
 		}
 		b.MatchSeqNum = &n
 	}
+	if id := r.URL.Query().Get("producer_id"); id != "" {
+		n, err := strconv.ParseUint(r.URL.Query().Get("producer_seq"), 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "producer_seq: " + err.Error()})
+			return
+		}
+		b.Producer = loglet.ProducerID{ID: id, Seq: n}
+	}
 	ack, err := s.star.Append(r.Context(), name, b)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]uint64{"start": ack.Start, "end": ack.End})
+	writeJSON(w, http.StatusOK, map[string]any{"start": ack.Start, "end": ack.End, "duplicate": ack.Duplicate})
 }
 
 func (s *server) read(w http.ResponseWriter, r *http.Request) {

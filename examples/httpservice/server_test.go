@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flightlog/flightlog/internal/hang"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -62,6 +63,11 @@ func TestAppendReadTail(t *testing.T) {
 	if code, out := post(t, ts.URL+"/streams/greetings?match_seq_num=7", "late"); code != http.StatusConflict || out["tail"] != 2.0 {
 		t.Fatalf("append with a stale match_seq_num: %d %v, want 409 with tail 2", code, out)
 	}
+	for i, dup := range []bool{false, true} { // a retry with the same producer identity
+		if code, out := post(t, ts.URL+"/streams/other?producer_id=svc-1&producer_seq=1", "once"); code != 200 || out["start"] != 0.0 || out["duplicate"] != dup {
+			t.Fatalf("append %d with a producer identity: %d %v, want [0, 1) duplicate=%v", i, code, out, dup)
+		}
+	}
 	resp, err := http.Get(ts.URL + "/streams/greetings?from=1")
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +105,8 @@ func TestAppendReadTail(t *testing.T) {
 		select {
 		case l := <-lines:
 			return l
-		case <-time.After(10 * time.Second):
-			t.Fatal("tail: no event within 10s")
+		case <-hang.After(t):
+			t.Fatal("tail: no event")
 			return ""
 		}
 	}
@@ -120,7 +126,7 @@ func TestAppendReadTail(t *testing.T) {
 		for ok {
 			_, ok = <-lines
 		}
-	case <-time.After(10 * time.Second):
+	case <-hang.After(t):
 		t.Fatal("tail did not end at shutdown")
 	}
 	io.Copy(io.Discard, tresp.Body)

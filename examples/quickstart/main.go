@@ -26,6 +26,7 @@ import (
 	"os"
 
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/open"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 	// deleted (cfg.SettleInterval = -1 would keep them).
 	cfg := loglet.DefaultConfig()
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	star, err := loglet.OpenDir(ctx, dir, cfg)
+	star, err := open.Dir(ctx, dir, cfg)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,6 @@
 //
 // Build with -tags invariants to enable them (scripts/test.sh runs the
 // planted-bug tests so). Without the tag, Enabled is the constant false, so
-// `if invariants.Enabled && ...` costs nothing, and every planted switch
-// reads false and cannot be set.
+// `if invariants.Enabled && ...` costs nothing, every Bug.On reads false,
+// and Plant fails the test that calls it.
 package invariants

@@ -2,10 +2,7 @@
 
 package invariants
 
-import (
-	"fmt"
-	"sync/atomic"
-)
+import "fmt"
 
 // Enabled reports whether this build checks invariants (-tags invariants).
 const Enabled = true
@@ -18,12 +15,3 @@ func Assert(cond bool, format string, args ...any) {
 		panic(fmt.Sprintf("invariant violated: "+format, args...))
 	}
 }
-
-// A Switch is one planted bug: off unless a test turns it on.
-type Switch struct{ on atomic.Bool }
-
-// On reports whether the planted bug is switched on.
-func (s *Switch) On() bool { return s.on.Load() }
-
-// Set switches the planted bug on or off (tests only).
-func (s *Switch) Set(on bool) { s.on.Store(on) }

@@ -75,15 +75,15 @@ type Class struct {
 	// serve the tail of each stream.
 	FlightIndexBytes int64
 	// WindowBytes: payload and rendered objects of claimed, unreleased
-	// flights (kept for a republish). Stragglers, StragglerBytes: acked
-	// flights with copies still trying, and the objects they hold (bounded
-	// by the class's StragglerMiB); StragglersAbandoned: cancelled over it.
+	// flights (kept for a republish). Stragglers: acked flights with
+	// copies still trying (the objects they hold are Memory.Stragglers);
+	// StragglersAbandoned: cancelled over the class's StragglerMiB.
 	WindowBytes         int64
 	Stragglers          int
-	StragglerBytes      int64
 	StragglersAbandoned uint64
-	// Memory is what the chain holds for producers and readers, part by
-	// part, each against its bound.
+	// Memory is what the chain holds for producers and readers beyond the
+	// pool and the backlog, each part against its bound (HeldBytes sums
+	// every part).
 	Memory Memory
 	// Backlog: claimed-but-unabsorbed flights and bytes, the age of the
 	// oldest, and stalls by diagnosed cause.
@@ -116,34 +116,39 @@ type Class struct {
 	BucketNames   []string             // the buckets PutLatency is indexed by, in set order
 }
 
-// Memory accounts for what one chain holds on behalf of producers, in
-// bytes, each part against the bound that limits it. At a bound, admission
-// blocks (the pool directly; the backlog by stopping the claims, which leaves
-// the pool full) and Backlog.Stalls names the cause; stragglers over
-// theirs are abandoned to the under-replicated list.
+// Memory is the part of what one chain holds on behalf of producers, in
+// bytes, that neither Pool nor Backlog counts. Every part, each against the
+// bound that limits it (HeldBytes sums them):
 //
-//	Pool        admitted batches not yet cut into a flight, encodes
-//	            included (reserved before encoding)     MemoryBufferMiB
-//	Backlog     payload of cut, unabsorbed flights: the window's
-//	            (kept for a republish) and the flight
-//	            index's (served to reads until absorbed) ChainBacklogMiB
-//	Objects     rendered objects of the window's flights: about the
+//	pool        admitted batches not yet cut into a flight, encodes
+//	            included (reserved before encoding):
+//	            Pool.ReservedBytes, bound Pool.BudgetBytes (MemoryBufferMiB)
+//	backlog     payload of cut, unabsorbed flights: the window's
+//	            (kept for a republish) and the flight index's (served to
+//	            reads until absorbed): Backlog.Bytes, bound
+//	            Backlog.MaxBytes (ChainBacklogMiB)
+//	objects     rendered objects of the window's flights: about the
 //	            payload they hold, compressed, plus framing; bounded
-//	            with the window (ParallelUploads flights)
-//	Stragglers  objects of acked flights whose remaining
-//	            copies still upload                     StragglerMiB
+//	            with the window (ParallelUploads flights): Memory.Objects
+//	stragglers  objects of acked flights whose remaining copies still
+//	            upload: Memory.Stragglers, bound Memory.StragglersBound
+//	            (StragglerMiB)
 //
-// History reads (the star's frame cache) are the star's, in
+// At a bound, admission blocks (the pool directly; the backlog by stopping
+// the claims, which leaves the pool full) and Backlog.Stalls names the
+// cause; stragglers over theirs are abandoned to the under-replicated
+// list. History reads (the star's frame cache) are the star's, in
 // loglet.Stats.ReadCacheBytes against ReadCacheMiB.
 type Memory struct {
-	Pool, PoolBound             int64
-	Backlog, BacklogBound       int64
 	Objects                     int64
 	Stragglers, StragglersBound int64
 }
 
-// Total is the bytes held, every part summed.
-func (m Memory) Total() int64 { return m.Pool + m.Backlog + m.Objects + m.Stragglers }
+// HeldBytes is the bytes the chain holds, every part of Memory's table
+// summed.
+func (c *Class) HeldBytes() int64 {
+	return c.Pool.ReservedBytes + c.Backlog.Bytes + c.Memory.Objects + c.Memory.Stragglers
+}
 
 // Settle is one chain's settlement figures: what the auditor rewrote into
 // settled objects and what trim reclaimed (since this process began), the

@@ -162,7 +162,7 @@ func (c *Core) planQueued() bool {
 	flights := append([]*flight(nil), a.queue[:n]...)
 	slots := make([]absorb.Slot, n)
 	for i, f := range flights {
-		slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames}
+		slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames, Producers: producerMarks(f.batches)}
 	}
 	if err := c.plan(e, slots, flights); err != nil {
 		c.die(Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w: %v", ErrHalted, err)})
@@ -193,6 +193,7 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	if err != nil {
 		return err
 	}
+	c.foldProducers(slots)
 	// Keyed by the checkpoint the round advances from, not by its end: a
 	// successor finds the snapshot if a crash or its seal stops the round
 	// between the snapshot's PUT and the Commit (absorb.UncommittedSnapshots).

@@ -44,6 +44,10 @@ type Batch struct {
 	Stored      []byte
 	StoredCodec envelope.Codec
 	StoredCRC   uint32
+	// Producer is the batch's producer identity (zero: none): a retry of
+	// a batch the stream's window holds is not admitted again
+	// (producers.go).
+	Producer ProducerID
 	// Done belongs to the shell: it closes it once it has delivered the
 	// outcome. The core never touches it.
 	Done chan struct{}
@@ -177,10 +181,11 @@ type Stream struct {
 	name    string
 	seq     sequencer.Stream
 	durable Tail
-	entries []*Batch // the flight index, in sequence order
-	bytes   int64    // payload bytes in entries
-	noted   bool     // in the current Ready's Released
-	retired bool     // Core.Retire: admission refuses it for good
+	entries []*Batch   // the flight index, in sequence order
+	bytes   int64      // payload bytes in entries
+	noted   bool       // in the current Ready's Released
+	retired bool       // Core.Retire: admission refuses it for good
+	prod    *producers // the producer window (nil until a producer writes)
 	// renderIdx is scratch for renderOf: 1 + the stream's index among
 	// the streams of the flight being rendered (0 outside renderOf).
 	renderIdx int

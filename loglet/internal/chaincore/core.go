@@ -76,6 +76,8 @@ type Config struct {
 	// until N/budget seconds after it began (0: DefaultSettleRequestBudget;
 	// negative: no bound). See settle.go.
 	SettleRequestBudget float64
+	// ProducerWindow bounds each stream's producer window (producers.go).
+	ProducerWindow ProducerWindow
 	// RefuseLiveOwner fails the opening with ErrLiveOwner when the chain's
 	// current epoch has a live owner other than this one (LiveOwner).
 	RefuseLiveOwner bool
@@ -192,6 +194,7 @@ func (c *Core) Stream(name string) *Stream {
 		if t, ok := c.ab.tails[name]; ok {
 			st.seq.Next, st.seq.LastTimestamp = t.Next, t.Timestamp
 			st.durable = Tail{Seq: t.Next, Timestamp: t.Timestamp}
+			c.loadProducers(st, t.Producers)
 		}
 		c.streams[name] = st
 	}
@@ -224,8 +227,9 @@ func (c *Core) Dead() *Fate {
 // budget) and pushes it to the pool. recs are its records, needed only if
 // their timestamps must be re-stamped to keep the stream's order
 // (monotone false, or the first timestamp below the stream's last). On
-// error nothing was admitted: a *MismatchError, ErrClosed, ErrRetired, or
-// a *DeadError.
+// error nothing was admitted: a *MismatchError, ErrClosed, ErrRetired, a
+// *DeadError, or for a batch with a producer identity (Batch.Producer) a
+// *DuplicateError, an *InFlightError or a *ProducerWindowError.
 func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uint64, monotone bool) error {
 	c.advanceClock(now)
 	switch {
@@ -245,11 +249,19 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 	if st.retired {
 		return ErrRetired
 	}
+	if b.Producer.ID != "" && !invariants.DedupeOff.On() {
+		if err := c.admitProducer(st, b); err != nil {
+			return err
+		}
+	}
 	start, err := st.seq.Assign(b.Count, match)
 	if err != nil {
 		return &MismatchError{Expected: *match, Tail: st.Assigned()}
 	}
 	b.Start = start
+	if b.Producer.ID != "" {
+		st.window().inflight[b.Producer] = b
+	}
 	if !monotone || b.MinTS < st.seq.LastTimestamp {
 		// Rare: timestamps would go backwards. Re-stamp and re-encode; the
 		// charge covered the widest timestamp encoding. A stored form made
@@ -401,6 +413,9 @@ func (c *Core) decide(b *Batch, f Fate) {
 	}
 	b.Fate = f
 	c.rd.Outcomes = append(c.rd.Outcomes, b)
+	if b.Producer.ID != "" {
+		c.producerDecided(b, f)
+	}
 	switch f.Kind {
 	case Acked:
 		if t := b.Flight; t != nil && t.Released.IsZero() {

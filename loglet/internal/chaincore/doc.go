@@ -2,7 +2,7 @@
 // decision maker (docs/design.md, "The lane: a pure core and a thin shell"),
 // after etcd-raft's raft.RawNode: every decision of one chain (star, class)
 // is made here, and nothing else happens here. It owns admission
-// (sequencing, MatchSeqNum), the cut (flush deadline, flight size), the
+// (sequencing, MatchSeqNum, the producer window: producers.go), the cut (flush deadline, flight size), the
 // claim and the window, durable → release in strict slot order, the outcome
 // of every batch in order and in one place, halts, the succession protocol
 // (fence, ack below the cut, binding mint, probe, then republish or walk:

@@ -50,6 +50,9 @@ type RenderPart struct {
 	Stored       []byte
 	StoredCodec  envelope.Codec
 	StoredCRC    uint32
+	// Producer is the batch's producer identity (zero: none): the render
+	// marks its records with it (envelope.ProducerMark).
+	Producer ProducerID
 }
 
 // PutCopy asks for one bucket's copy of a rendered flight (chain.WriteCopy:

@@ -71,6 +71,13 @@ func (s *bundleShape) add(b *Batch) bool {
 		s.footer += entry
 		fill = FrameFill{}
 	}
+	if b.Producer.ID != "" {
+		mark := envelope.ProducerMarkMaxBytes(len(b.Producer.ID))
+		if s.frames > 1 && s.footer+mark > envelope.MaxFooterBytes {
+			return false
+		}
+		s.footer += mark
+	}
 	s.fills[b.Stream] = fill.Add(&part)
 	return true
 }
@@ -78,7 +85,7 @@ func (s *bundleShape) add(b *Batch) bool {
 // part is b as a render takes it.
 func (b *Batch) part() RenderPart {
 	return RenderPart{Start: b.Start, Count: b.Count, Headers: b.Headers, MinTS: b.MinTS, MaxTS: b.MaxTS,
-		Payload: b.Payload, Stored: b.Stored, StoredCodec: b.StoredCodec, StoredCRC: b.StoredCRC}
+		Payload: b.Payload, Stored: b.Stored, StoredCodec: b.StoredCodec, StoredCRC: b.StoredCRC, Producer: b.Producer}
 }
 
 // renderOf is what a Render of batches carries: each stream's batches as

@@ -21,6 +21,7 @@ type counters struct {
 	halts                                 uint64
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
+	duplicates, producersEvicted          uint64 // producer window (not in Stats yet)
 	haltCause                             string
 	// underRepl: the slots whose flight reached W copies but not K (a
 	// straggler copy given up), oldest first, at most
@@ -33,8 +34,8 @@ type counters struct {
 }
 
 // Stats returns the chain's figures as of now: every one the core keeps.
-// The shell adds the pool budget's (Pool but its queue, Memory.Pool and
-// PoolBound) and PrecompressSkipped, which it keeps.
+// The shell adds the pool budget's (Pool but its queue) and
+// PrecompressSkipped, which it keeps.
 func (c *Core) Stats(now time.Time) stats.Class {
 	c.advanceClock(now)
 	st := &c.stats
@@ -50,7 +51,7 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		Recovering:       c.phase == phaseRecovering,
 		Deposed:          c.fate.Deposed != nil || c.sealed != nil,
 		FlightIndexBytes: c.ab.indexBytes,
-		Stragglers:       c.stragglers, StragglerBytes: c.stragglerBytes, StragglersAbandoned: st.stragglersAbandoned,
+		Stragglers:       c.stragglers, StragglersAbandoned: st.stragglersAbandoned,
 		Backlog:      c.backlog.Stats(c.now),
 		AbsorbRounds: c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
 		AbsorbRoundLatency: c.ab.roundLatency.Snapshot(),
@@ -75,8 +76,7 @@ func (c *Core) Stats(now time.Time) stats.Class {
 			s.Memory.Objects += f.up.objBytes
 		}
 	}
-	s.Memory.Backlog, s.Memory.BacklogBound = s.Backlog.Bytes, s.Backlog.MaxBytes
-	s.Memory.Stragglers, s.Memory.StragglersBound = s.StragglerBytes, c.cfg.StragglerBytes
+	s.Memory.Stragglers, s.Memory.StragglersBound = c.stragglerBytes, c.cfg.StragglerBytes
 	if c.ab.cpEpoch == c.rec.Epoch {
 		s.Checkpoint = c.ab.cpNext
 	}

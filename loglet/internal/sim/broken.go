@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
-	"github.com/flightlog/flightlog/internal/keyed"
+	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -35,7 +35,7 @@ func (b overwritingBucket) PutIfAbsent(ctx context.Context, key string, body []b
 type losingBucket struct {
 	objstore.Store
 	mu    sync.Mutex
-	draws *keyed.Source // per key, so a draw does not depend on scheduling
+	draws *fault.Draws // per key, so a draw does not depend on scheduling
 	p     float64
 }
 
@@ -186,7 +186,7 @@ func (s limitedMeta) Commit(ctx context.Context, ops []metastore.Op) ([]metastor
 // its own write). Rate p per write, off while p is 0.
 type conflictingMeta struct {
 	metastore.Store
-	draws *keyed.Source
+	draws *fault.Draws
 	mu    sync.Mutex
 	p     float64
 	n     int // injected
@@ -252,7 +252,7 @@ type lateReplies struct {
 	metastore.Store
 	max   time.Duration
 	mu    sync.Mutex
-	draws *keyed.Source
+	draws *fault.Draws
 }
 
 // MaxCommitOps, MaxCommitBytes and OpBytes pass the limits of the store

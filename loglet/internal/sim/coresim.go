@@ -18,7 +18,6 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/fault"
-	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/settlecore"
 	"github.com/flightlog/flightlog/loglet/internal/work"
@@ -92,6 +91,10 @@ type CoreResult struct {
 	// after settlement had deleted their slot: left for ever (a known
 	// limit, counted).
 	StragglerLeaks int
+	// Producers (coresim_producers.go): retries answered as duplicates,
+	// retries that waited for an attempt in flight, retries past the
+	// window.
+	Duplicates, InFlightRetries, PastWindow int
 }
 
 // Failed reports whether the run found a violation.
@@ -225,6 +228,14 @@ type coreWorld struct {
 	lateLanded  map[string]time.Time // slot key → when a crashed process's late copy landed
 	deletedAt   map[string]time.Time // slot key → when settlement deleted it
 	quiet       bool                 // the quiet period has begun: faults off
+
+	// Producers (coresim_producers.go).
+	producerSeq map[int]uint64
+	logicals    []*coreLogical
+	byBatch     map[*chaincore.Batch]*coreBatch
+	finalAdmits []*coreLogical
+	finalPhase  bool
+	walked      map[string][]envelope.Record
 }
 
 // xxhashDigest hashes the trace as it is written.
@@ -266,6 +277,7 @@ type coreBatch struct {
 	stream string
 	b      *chaincore.Batch
 	recs   []envelope.Record
+	lg     *coreLogical // its producer batch
 }
 
 // RunCore runs one seed of the core-level simulation.
@@ -295,7 +307,7 @@ func (cw *coreWorld) build() {
 			s = overwritingBucket{s}
 		}
 		if cw.o.Broken.LostPut > 0 {
-			s = &losingBucket{Store: s, draws: keyed.New(cw.o.Seed ^ uint64(i)), p: cw.o.Broken.LostPut}
+			s = &losingBucket{Store: s, draws: fault.NewDraws(cw.o.Seed ^ uint64(i)), p: cw.o.Broken.LostPut}
 		}
 		cw.mems = append(cw.mems, m)
 		cw.w.mems[p.class] = append(cw.w.mems[p.class], m)
@@ -413,6 +425,9 @@ func (cw *coreWorld) execute(pr *coreProc, rd chaincore.Ready) {
 		} else {
 			cw.tracef("p%d %s %s[%d,%d)", pr.n, b.Fate.Kind, b.Stream.Name(), b.Start, b.End())
 		}
+		if !cw.finalPhase {
+			cw.producerOutcome(pr, b)
+		}
 	}
 	for _, s := range rd.Slots {
 		cw.checkRelease(pr, s.Epoch, s.Slot)
@@ -516,7 +531,7 @@ func (cw *coreWorld) runAll() {
 	}
 	slices.SortStableFunc(toggles, func(a, b toggle) int { return a.at.Compare(b.at) })
 	eventAt := cw.now.Add(cw.p.eventAt)
-	for cw.ops < cw.p.ops || len(toggles) > 0 || (!eventDone && cw.p.scenario != "none") || cw.successor != nil {
+	for cw.ops < cw.p.ops || len(toggles) > 0 || (!eventDone && cw.p.scenario != "none") || cw.successor != nil || cw.nextRetry() != nil {
 		// The workload's next action, against the next core event.
 		next, what := time.Time{}, ""
 		consider := func(t time.Time, w string) {
@@ -532,6 +547,10 @@ func (cw *coreWorld) runAll() {
 		}
 		if !eventDone && cw.p.scenario != "none" {
 			consider(eventAt, "event")
+		}
+		lg := cw.nextRetry()
+		if lg != nil {
+			consider(lg.retryAt, "retry")
 		}
 		if next.IsZero() {
 			// Only a successor's opening is left: let it run.
@@ -562,6 +581,8 @@ func (cw *coreWorld) runAll() {
 		case "event":
 			eventDone = true
 			cw.scenarioEvent()
+		case "retry":
+			cw.retry(lg, cw.leader, false)
 		}
 	}
 	cw.zoneDown, cw.metaDown = false, false
@@ -595,6 +616,9 @@ func (cw *coreWorld) runAll() {
 	}
 	cw.settleFinal(final)
 	cw.checkFinal(final)
+	cw.finalPhase = true
+	cw.retryAllFinal(final)
+	cw.checkProducers(cw.walked)
 	final.core.Close(cw.now)
 	final.closing = true
 	cw.drain(final)
@@ -788,7 +812,8 @@ func (cw *coreWorld) admit() {
 		recs[i] = envelope.Record{Timestamp: ts, Body: []byte(body)}
 		payload = envelope.AppendRecord(payload, recs[i])
 	}
-	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts}
+	lg := cw.newLogical(name, recs, append([]byte(nil), payload...), ts)
+	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts, Producer: lg.id}
 	if cw.ops%3 == 0 {
 		// As the shell does for a large batch: compressed at admission, a
 		// frame of its own (stored as is when compressing does not pay).
@@ -812,9 +837,16 @@ func (cw *coreWorld) admit() {
 		if match != nil && !errors.As(err, &me) && pr.core.Dead() == nil && !pr.closing {
 			cw.violation("p%d: admit refused with %v", pr.n, err)
 		}
+		if match == nil {
+			cw.scheduleRetry(lg, time.Duration(20+cw.rng.IntN(300))*time.Millisecond)
+		}
 		return
 	}
-	cw.batches = append(cw.batches, &coreBatch{proc: pr, stream: name, b: b, recs: recs})
+	lg.attempts++
+	cw.addBatch(&coreBatch{proc: pr, stream: name, b: b, recs: recs, lg: lg})
+	if cw.rng.IntN(8) == 0 { // its producer gives up waiting, and retries
+		cw.scheduleRetry(lg, time.Duration(cw.rng.IntN(50))*time.Millisecond)
+	}
 	cw.tracef("p%d admit %s[%d,%d)", pr.n, name, b.Start, b.End())
 	cw.drain(pr)
 }
@@ -836,6 +868,7 @@ func (cw *coreWorld) scenarioEvent() {
 			}
 		}
 		old.pending = nil
+		cw.orphaned(old)
 	case "takeover":
 		cw.tracef("takeover")
 	}
@@ -913,6 +946,7 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 			cw.violation("walk epoch %d: %v", e, err)
 		}
 	}
+	cw.walked = walked
 	bodies := map[string]bool{}
 	for _, recs := range walked {
 		for _, r := range recs {
@@ -934,8 +968,11 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 			}
 		case b.Fate.Kind == chaincore.NotCommitted:
 			cw.res.NotCommitted++
-			for _, r := range cb.recs {
-				if bodies[string(r.Body)] {
+			for i, r := range cb.recs {
+				// Another attempt of the same producer batch may hold it
+				// (checkProducers checks it is there once): this attempt
+				// must not be at its own seqs.
+				if seq := b.Start + uint64(i); (cb.lg.attempts <= 1 && bodies[string(r.Body)]) || (seq < uint64(len(got)) && string(got[seq].Body) == string(r.Body) && !cw.otherAttemptAt(cb)) {
 					cw.violation("not-committed %s[%d,%d) by p%d is in the chain (%v)", cb.stream, b.Start, b.End(), cb.proc.n, b.Fate.Cause)
 					break
 				}

@@ -41,14 +41,12 @@ func expectCoreCaught(t *testing.T, name string, o CoreOptions) {
 }
 
 func TestCorePlantedOutOfOrderRelease(t *testing.T) {
-	invariants.ReleaseOutOfOrder.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.ReleaseOutOfOrder)
 	expectCoreCaught(t, "acks released out of slot order", CoreOptions{})
 }
 
 func TestCorePlantedRefOverwrite(t *testing.T) {
-	invariants.AbsorbOverwritesRefs.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.AbsorbOverwritesRefs)
 	expectCoreCaught(t, "absorb overwriting refs", CoreOptions{Broken: Broken{CommitLimit: 2}})
 }
 
@@ -69,7 +67,11 @@ func TestCorePlantedBlindCommit(t *testing.T) {
 }
 
 func TestCorePlantedMintIgnoresSeal(t *testing.T) {
-	invariants.MintIgnoresSeal.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.MintIgnoresSeal)
 	expectCoreCaught(t, "a mint over another owner's seal", CoreOptions{})
+}
+
+func TestCorePlantedDedupeOff(t *testing.T) {
+	invariants.Plant(t, invariants.DedupeOff)
+	expectCoreCaught(t, "producer dedupe off", CoreOptions{})
 }

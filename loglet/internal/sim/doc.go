@@ -158,8 +158,12 @@
 //     leader's CheckTail is at least, a Reader's at most, its length.
 //
 // Unknown appends are resolved by the final state for porcupine (present:
-// took effect at its seq; absent: no effect). A seed whose bubble stops or
-// livelocks fails after seedWall of wall time. The binding seal is checked
+// took effect at its seq; absent: no effect). A Close that does not return
+// within 10 virtual minutes is a violation; a seed whose bubble's clock
+// stops or that livelocks runs until go test's -timeout, and after
+// seedWall of wall time the test names it on stderr with every
+// goroutine's stack (a wall-clock bound never fails a seed: a loaded
+// machine overruns it). The binding seal is checked
 // on every checkpoint write, below the fault wrappers, knowing who writes
 // (sealwatch.go): the checkpoint's owner changes only through a seal (a
 // candidate sealing for the epoch after the record's current one), and no
@@ -239,8 +243,10 @@
 // absorb that overwrites refs (invariants.AbsorbOverwritesRefs, in absorb;
 // its test forces split rounds so replays happen), a PutIfAbsent that
 // overwrites, PUTs acked and never stored, a metastore Commit that ignores
-// versions, and a Reader whose metastore view stops early. The switches
-// compile only with -tags invariants, and so do these tests:
+// versions, and a Reader whose metastore view stops early. The bugs of
+// package invariants are planted per test (invariants.Plant, undone when
+// the test ends); they compile only with -tags invariants, and so do these
+// tests:
 //
 //	go test -tags invariants ./loglet/internal/sim -run Planted -v
 package sim

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 )
 
 // Consumer groups across trims (plan.groups): each grouper follows one
@@ -38,7 +39,7 @@ func (w *world) grouper(ctx context.Context, i int) {
 	var high uint64 // the highest offset committed
 	for ctx.Err() == nil {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		gs, err := w.currentLeader().star.OpenGroupSession(octx, group, stream, loglet.GroupOptions{MaxRecords: 1 + rng.IntN(50)})
+		gs, err := groups.Open(octx, w.currentLeader().star, group, stream, groups.Options{MaxRecords: 1 + rng.IntN(50)})
 		cancel()
 		if err != nil {
 			if errors.Is(err, loglet.ErrStreamNotFound) {

@@ -95,8 +95,7 @@ func TestPlantedMirrorFence(t *testing.T) {
 // its predecessor left pending, a retry after an ambiguous chunk), so the
 // rounds are split (a Commit limit) and the seeds run the scenario mix.
 func TestPlantedRefOverwrite(t *testing.T) {
-	invariants.AbsorbOverwritesRefs.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.AbsorbOverwritesRefs)
 	expectCaught(t, "absorb overwriting refs", Options{Broken: Broken{CommitLimit: metastore.MinCommitOps}, NoLinearizability: true}, true)
 }
 
@@ -104,16 +103,14 @@ func TestPlantedRefOverwrite(t *testing.T) {
 // soon as it has W copies, without waiting for earlier slots (breaking
 // invariant 1), is caught within the CI seed budget.
 func TestPlantedOutOfOrderRelease(t *testing.T) {
-	invariants.ReleaseOutOfOrder.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.ReleaseOutOfOrder)
 	expectCaught(t, "acks released out of slot order", Options{NoLinearizability: true}, false)
 }
 
 // TestPlantedMintIgnoresSeal: an incumbent that mints over a successor's
 // seal (the old Reseal) is caught by the seal checker (sealwatch.go).
 func TestPlantedMintIgnoresSeal(t *testing.T) {
-	invariants.MintIgnoresSeal.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.MintIgnoresSeal)
 	expectCaught(t, "a mint over another owner's seal", Options{}, true)
 }
 
@@ -121,7 +118,6 @@ func TestPlantedMintIgnoresSeal(t *testing.T) {
 // predecessor's keys shows the old incarnation's records; the lifers catch
 // it.
 func TestPlantedRecreateReusesKeys(t *testing.T) {
-	invariants.RecreateReusesKeys.Set(true)
-	defer invariants.ResetPlanted()
+	invariants.Plant(t, invariants.RecreateReusesKeys)
 	expectCaught(t, "a re-created stream reusing its predecessor's keys", Options{NoLinearizability: true}, false)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/fault"
-	"github.com/flightlog/flightlog/internal/keyed"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -368,7 +367,7 @@ func (w *world) build() {
 				s = overwritingBucket{s}
 			}
 			if b.LostPut > 0 {
-				s = &losingBucket{Store: s, draws: keyed.New(w.o.Seed*100 + uint64(c*10+i)), p: b.LostPut}
+				s = &losingBucket{Store: s, draws: fault.NewDraws(w.o.Seed*100 + uint64(c*10+i)), p: b.LostPut}
 			}
 			w.mems[c] = append(w.mems[c], m)
 			w.buckets[c] = append(w.buckets[c], s)
@@ -408,10 +407,10 @@ func (w *world) open(ctx context.Context) (*process, error) {
 			pr.fs[c] = append(pr.fs[c], f)
 		}
 	}
-	pr.cm = &conflictingMeta{Store: sealWatch{Store: w.metaBkt, o: w.obs, writer: fmt.Sprintf("proc-%d", n)}, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0xc0f1)}
+	pr.cm = &conflictingMeta{Store: sealWatch{Store: w.metaBkt, o: w.obs, writer: fmt.Sprintf("proc-%d", n)}, draws: fault.NewDraws(w.o.Seed*1000 + uint64(n) + 0xc0f1)}
 	var inner metastore.Store = pr.cm
 	if w.p.deleteRaces {
-		inner = &lateReplies{Store: pr.cm, max: 4*w.p.metaLat + 3*time.Millisecond, draws: keyed.New(w.o.Seed*1000 + uint64(n) + 0x1a7e)}
+		inner = &lateReplies{Store: pr.cm, max: 4*w.p.metaLat + 3*time.Millisecond, draws: fault.NewDraws(w.o.Seed*1000 + uint64(n) + 0x1a7e)}
 	}
 	pr.mf = metastore.WithFaults(inner, w.o.Seed*1000+uint64(n))
 	if w.p.metaLat > 0 {
@@ -902,16 +901,13 @@ func (w *world) checkBounds(s loglet.Stats) {
 		if cs.WindowInFlight > cs.WindowSize {
 			w.h.violation("window: %d slots in flight over a window of %d", cs.WindowInFlight, cs.WindowSize)
 		}
-		// Every memory gauge within its budget.
-		m := cs.Memory
-		if m.Pool > m.PoolBound || m.Backlog > m.BacklogBound || m.Stragglers > m.StragglersBound {
+		// Every memory part within its bound (the pool's and the
+		// backlog's are checked above).
+		if m := cs.Memory; m.Stragglers > m.StragglersBound {
 			w.h.violation("memory over a bound: %+v", m)
 		}
-		if cs.FlightIndexBytes > m.BacklogBound {
-			w.h.violation("flight index: %d bytes over the backlog's bound of %d", cs.FlightIndexBytes, m.BacklogBound)
-		}
-		if m.Pool != cs.Pool.ReservedBytes || m.Stragglers != cs.StragglerBytes || m.Backlog != cs.Backlog.Bytes {
-			w.h.violation("memory gauges disagree with the parts': %+v, pool %d, stragglers %d, backlog %d", m, cs.Pool.ReservedBytes, cs.StragglerBytes, cs.Backlog.Bytes)
+		if cs.FlightIndexBytes > cs.Backlog.MaxBytes {
+			w.h.violation("flight index: %d bytes over the backlog's bound of %d", cs.FlightIndexBytes, cs.Backlog.MaxBytes)
 		}
 	}
 	if s.ReadCacheBytes > s.ReadCacheBoundBytes {

@@ -60,7 +60,7 @@ type Abandon struct{ Class Class }
 type CloseChain struct{ Class Class }
 
 // ReleaseHost asks the shell to release what the host opened for the star
-// (OpenDir's bbolt file), in reverse order: steps HostReleased.
+// (Config.Closers, such as open.Dir's bbolt file), in reverse order: steps HostReleased.
 type ReleaseHost struct{}
 
 func (ReadEpoch) request()      {}

@@ -243,7 +243,11 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 			frames = append(frames, frame{st.Name, rest[:n]})
 			size += envelope.FrameEntryMaxBytes(len(st.Name))
 			for i := range rest[:n] {
-				if p := &rest[i]; p.Stored != nil {
+				p := &rest[i]
+				if p.Producer.ID != "" {
+					size += envelope.ProducerMarkMaxBytes(len(p.Producer.ID))
+				}
+				if p.Stored != nil {
 					size += len(p.Stored)
 				} else {
 					size += len(p.Payload) // stored bytes are never more than raw
@@ -264,6 +268,10 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 				w.Finish(0, 0, envelope.Nonce{})
 				return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 			}
+			if err := markProducers(w, f.parts); err != nil {
+				w.Finish(0, 0, envelope.Nonce{})
+				return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+			}
 			continue
 		}
 		minTS, maxTS := first.MinTS, first.MaxTS
@@ -277,10 +285,28 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 			w.Finish(0, 0, envelope.Nonce{}) // reset the writer
 			return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
 		}
+		if err := markProducers(w, f.parts); err != nil {
+			w.Finish(0, 0, envelope.Nonce{})
+			return chaincore.Rendered{Upload: r.Upload, Err: fmt.Errorf("work: render slot %d: %w", r.Upload.Slot, err)}
+		}
 	}
 	nonce := envelope.NewNonce()
 	obj, infos := w.Finish(r.Upload.Epoch, r.Upload.Slot, nonce)
 	return chaincore.Rendered{Upload: r.Upload, Obj: obj, Frames: infos, Nonce: nonce}
+}
+
+// markProducers marks, in the frame just added, the batches that carry a
+// producer identity (docs/design.md, "Producers: exactly once across
+// retries"): a successor's walk learns the producers' windows from them.
+func markProducers(w *envelope.BundleWriter, parts []chaincore.RenderPart) error {
+	for i := range parts {
+		if b := &parts[i]; b.Producer.ID != "" {
+			if err := w.MarkProducer(b.Start, b.Count, b.Producer.ID, b.Producer.Seq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (e *Env) walk(ctx context.Context, r chaincore.Walk) chaincore.Event {
@@ -292,8 +318,16 @@ func (e *Env) walk(ctx context.Context, r chaincore.Walk) chaincore.Event {
 	if r.Max > 0 && to > r.From && to-r.From > uint64(r.Max) {
 		to = r.From + uint64(r.Max)
 	}
-	err := chain.Walk(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, to, func(slot uint64, _ []byte, frames []envelope.FrameInfo) error {
-		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames})
+	err := chain.Walk(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, to, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+		env, err := envelope.ParseEnvelope(obj)
+		if err != nil {
+			return err
+		}
+		marks, err := envelope.ParseProducers(env, obj[env.FooterOffset:env.Size], frames)
+		if err != nil {
+			return err
+		}
+		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames, Producers: marks})
 		return nil
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package loglet_test
+package groups_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -34,6 +35,7 @@ func newOfsRig(t testing.TB) *ofsRig {
 	star, err := loglet.Open(context.Background(), loglet.Config{
 		Star: "s1", Meta: r.meta, Logger: slog.New(slog.DiscardHandler),
 		AbsorbInterval: 5 * time.Millisecond,
+		SettleInterval: -1, // refs stay as absorbed: TestLagBytes counts their frame runs
 		Standard:       loglet.ClassConfig{Stores: []objstore.Store{r.bucket}, FlushDeadline: time.Millisecond},
 	})
 	if err != nil {
@@ -67,14 +69,14 @@ func (r *ofsRig) appendN(t testing.TB, stream string, first, n int) {
 
 func TestOffsetKeyLayout(t *testing.T) {
 	inc := "i0123456789abcdef"
-	if got, want := loglet.OffsetKey("billing", "orders/eu", inc), "offsets/billing/"+chain.StreamKey("orders/eu")+"/"+inc; got != want {
+	if got, want := groups.Key("billing", "orders/eu", inc), "offsets/billing/"+chain.StreamKey("orders/eu")+"/"+inc; got != want {
 		t.Errorf("OffsetKey = %q, want %q", got, want)
 	}
-	if got, want := loglet.OffsetKey("billing", "old", ""), "offsets/billing/"+chain.StreamKey("old")+"/-"; got != want {
+	if got, want := groups.Key("billing", "old", ""), "offsets/billing/"+chain.StreamKey("old")+"/-"; got != want {
 		t.Errorf("OffsetKey without incarnation = %q, want %q", got, want)
 	}
 	// No group's keys can be read as another's: a group is one segment.
-	if strings.HasPrefix(loglet.OffsetKey("ab", "s", inc), "offsets/a/") {
+	if strings.HasPrefix(groups.Key("ab", "s", inc), "offsets/a/") {
 		t.Errorf("group ab's key is under group a's prefix")
 	}
 }
@@ -96,7 +98,7 @@ func longestStreamName(t *testing.T, unit string) string {
 func TestValidateOffsetKey(t *testing.T) {
 	plain := longestStreamName(t, "a")
 	escaped := longestStreamName(t, "é") // two bytes, each escaped to three
-	safe := strings.Repeat("g", loglet.SafeGroupNameLen)
+	safe := strings.Repeat("g", groups.SafeNameLen)
 	cases := []struct {
 		name, group, stream string
 		ok                  bool
@@ -108,8 +110,8 @@ func TestValidateOffsetKey(t *testing.T) {
 		{"slash", "a/b", "orders", false},
 		{"space", "a b", "orders", false},
 		{"NUL", "a\x00b", "orders", false},
-		{"longest group", strings.Repeat("g", loglet.MaxGroupNameLen), "orders", true},
-		{"group too long", strings.Repeat("g", loglet.MaxGroupNameLen+1), "orders", false},
+		{"longest group", strings.Repeat("g", groups.MaxNameLen), "orders", true},
+		{"group too long", strings.Repeat("g", groups.MaxNameLen+1), "orders", false},
 		{"safe group, longest plain stream", safe, plain, true},
 		{"safe group, longest escaped stream", safe, escaped, true},
 		{"one past safe, longest plain stream", safe + "g", plain, false},
@@ -117,15 +119,15 @@ func TestValidateOffsetKey(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := loglet.ValidateOffsetKey(c.group, c.stream)
+			err := groups.ValidateKey(c.group, c.stream)
 			if (err == nil) != c.ok {
 				t.Fatalf("ValidateOffsetKey(%q, %d-byte stream) = %v, want ok=%v", c.group, len(c.stream), err, c.ok)
 			}
-			if err != nil && c.stream != "" && !errors.Is(err, loglet.ErrInvalidGroup) {
+			if err != nil && c.stream != "" && !errors.Is(err, groups.ErrInvalidName) {
 				t.Errorf("error %v does not match ErrInvalidGroup", err)
 			}
 			if err == nil {
-				key := loglet.OffsetKey(c.group, c.stream, chain.NewIncarnation())
+				key := groups.Key(c.group, c.stream, chain.NewIncarnation())
 				if merr := metastore.ValidateKey(key); merr != nil {
 					t.Errorf("accepted, but the %d-byte key is refused: %v", len(key), merr)
 				}
@@ -138,7 +140,7 @@ func TestOffsetsCommitGetDelete(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	info := r.create(t, "orders")
-	o := r.star.Offsets()
+	o := groups.OffsetsOf(r.star)
 
 	zero, err := o.Get(ctx, "billing", "orders")
 	if err != nil {
@@ -158,12 +160,12 @@ func TestOffsetsCommitGetDelete(t *testing.T) {
 
 	// A commit from a stale read loses, says so, and holds the winner.
 	_, err = o.Commit(ctx, zero, 7)
-	var conflict *loglet.OffsetConflictError
-	if !errors.As(err, &conflict) || !errors.Is(err, loglet.ErrOffsetConflict) || conflict.Current.Next != 5 {
+	var conflict *groups.ConflictError
+	if !errors.As(err, &conflict) || !errors.Is(err, groups.ErrConflict) || conflict.Current.Next != 5 {
 		t.Fatalf("stale commit: %v, want an OffsetConflictError holding 5", err)
 	}
 	// Backwards is refused without a write.
-	if _, err := o.Commit(ctx, five, 4); !errors.Is(err, loglet.ErrOffsetBackwards) {
+	if _, err := o.Commit(ctx, five, 4); !errors.Is(err, groups.ErrBackwards) {
 		t.Fatalf("backwards commit: %v, want ErrOffsetBackwards", err)
 	}
 	// The conflict's Current commits on.
@@ -177,10 +179,10 @@ func TestOffsetsCommitGetDelete(t *testing.T) {
 	}
 
 	// Delete is a CAS too.
-	if err := o.Delete(ctx, five); !errors.Is(err, loglet.ErrOffsetConflict) {
+	if err := o.Delete(ctx, five); !errors.Is(err, groups.ErrConflict) {
 		t.Fatalf("stale delete: %v, want ErrOffsetConflict", err)
 	}
-	if err := o.Delete(ctx, zero); !errors.Is(err, loglet.ErrOffsetConflict) {
+	if err := o.Delete(ctx, zero); !errors.Is(err, groups.ErrConflict) {
 		t.Fatalf("delete expecting none while one is committed: %v, want ErrOffsetConflict", err)
 	}
 	if err := o.Delete(ctx, seven); err != nil {
@@ -198,18 +200,18 @@ func TestOffsetsRefuse(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	r.create(t, "orders")
-	o := r.star.Offsets()
+	o := groups.OffsetsOf(r.star)
 	if _, err := o.Get(ctx, "billing", "nope"); !errors.Is(err, loglet.ErrStreamNotFound) {
 		t.Errorf("Get on a missing stream: %v, want ErrStreamNotFound", err)
 	}
-	if _, err := o.Get(ctx, "bill/ing", "orders"); !errors.Is(err, loglet.ErrInvalidGroup) {
+	if _, err := o.Get(ctx, "bill/ing", "orders"); !errors.Is(err, groups.ErrInvalidName) {
 		t.Errorf("Get with a bad group: %v, want ErrInvalidGroup", err)
 	}
 	var nilCtx context.Context
 	if _, err := o.Get(nilCtx, "billing", "orders"); !errors.Is(err, loglet.ErrNilContext) {
 		t.Errorf("Get with a nil context: %v, want ErrNilContext", err)
 	}
-	handMade := loglet.Offset{Group: "billing", Stream: "orders", Next: 0}
+	handMade := groups.Offset{Group: "billing", Stream: "orders", Next: 0}
 	if _, err := o.Commit(ctx, handMade, 1); err == nil {
 		t.Errorf("Commit of an offset not read by Get succeeded")
 	}
@@ -221,7 +223,7 @@ func TestOffsetsRacingCommitters(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	r.create(t, "orders")
-	o := r.star.Offsets()
+	o := groups.OffsetsOf(r.star)
 	prev, err := o.Get(ctx, "billing", "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +245,7 @@ func TestOffsetsRacingCommitters(t *testing.T) {
 	}
 	wins := 0
 	for i, err := range results {
-		var conflict *loglet.OffsetConflictError
+		var conflict *groups.ConflictError
 		switch {
 		case err == nil:
 			wins++
@@ -269,7 +271,7 @@ func TestOffsetsIncarnation(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	old := r.create(t, "orders")
-	o := r.star.Offsets()
+	o := groups.OffsetsOf(r.star)
 	prev, _ := o.Get(ctx, "billing", "orders")
 	three, err := o.Commit(ctx, prev, 3)
 	if err != nil {
@@ -302,7 +304,7 @@ func TestOffsetsIncarnation(t *testing.T) {
 	if err := o.Delete(ctx, three); err != nil {
 		t.Fatalf("delete the old incarnation's offset: %v", err)
 	}
-	if _, err := r.mem.Get(ctx, loglet.OffsetKey("billing", "orders", old.Incarnation)); !errors.Is(err, metastore.ErrNotFound) {
+	if _, err := r.mem.Get(ctx, groups.Key("billing", "orders", old.Incarnation)); !errors.Is(err, metastore.ErrNotFound) {
 		t.Fatalf("old offset still there after Delete: %v", err)
 	}
 }
@@ -314,8 +316,8 @@ func TestOffsetsAmbiguousCommit(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	info := r.create(t, "orders")
-	o := r.star.Offsets()
-	key := loglet.OffsetKey("billing", "orders", info.Incarnation)
+	o := groups.OffsetsOf(r.star)
+	key := groups.Key("billing", "orders", info.Incarnation)
 	var mu sync.Mutex
 	next := fault.None
 	r.meta.SetHook(func(call fault.Call) fault.Fault {
@@ -341,7 +343,7 @@ func TestOffsetsAmbiguousCommit(t *testing.T) {
 		t.Fatalf("the hook did not fire (%d ambiguous calls): the op or key names changed?", n)
 	}
 	setFault(fault.Fail)
-	if _, err := o.Commit(ctx, got, 9); err == nil || errors.Is(err, loglet.ErrOffsetConflict) {
+	if _, err := o.Commit(ctx, got, 9); err == nil || errors.Is(err, groups.ErrConflict) {
 		t.Fatalf("commit that failed before applying: %v, want a metastore error", err)
 	}
 	if now, _ := o.Get(ctx, "billing", "orders"); now.Next != 4 {

@@ -1,4 +1,4 @@
-package loglet_test
+package groups_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 	"github.com/flightlog/flightlog/objstore"
 )
 
 // groupOpener opens group sessions on a star or on a Reader of its stores.
-type groupOpener func(ctx context.Context, group, stream string, opts loglet.GroupOptions) (*loglet.GroupSession, error)
+type groupOpener func(ctx context.Context, group, stream string, opts groups.Options) (*groups.Session, error)
 
 func (r *ofsRig) openers(t *testing.T) map[string]groupOpener {
 	t.Helper()
@@ -20,12 +21,17 @@ func (r *ofsRig) openers(t *testing.T) map[string]groupOpener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]groupOpener{"star": r.star.OpenGroupSession, "reader": reader.OpenGroupSession}
+	on := func(log groups.Log) groupOpener {
+		return func(ctx context.Context, group, stream string, opts groups.Options) (*groups.Session, error) {
+			return groups.Open(ctx, log, group, stream, opts)
+		}
+	}
+	return map[string]groupOpener{"star": on(r.star), "reader": on(reader)}
 }
 
 // recvUntil receives from g until it has records up to (excluding) end,
 // and returns their sequence numbers and bodies.
-func recvUntil(t *testing.T, g *loglet.GroupSession, end uint64) []string {
+func recvUntil(t *testing.T, g *groups.Session, end uint64) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -74,7 +80,7 @@ func TestGroupSessionResumesAfterAck(t *testing.T) {
 			r.create(t, "orders")
 			r.appendN(t, "orders", 0, 10)
 
-			g, err := open(ctx, "billing", "orders", loglet.GroupOptions{})
+			g, err := open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +94,7 @@ func TestGroupSessionResumesAfterAck(t *testing.T) {
 				t.Fatalf("committed %d after Ack(3), want 4", c.Next)
 			}
 			// "Crash": records 4..9 were processed but never acknowledged.
-			g, err = open(ctx, "billing", "orders", loglet.GroupOptions{})
+			g, err = open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +108,7 @@ func TestGroupSessionResumesAfterAck(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.appendN(t, "orders", 10, 2)
-			g, err = open(ctx, "billing", "orders", loglet.GroupOptions{})
+			g, err = open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +116,7 @@ func TestGroupSessionResumesAfterAck(t *testing.T) {
 				t.Fatalf("after acking everything got %v, want only 10..11", got)
 			}
 			// Another group has its own position.
-			other, err := open(ctx, "audit", "orders", loglet.GroupOptions{})
+			other, err := open(ctx, "audit", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +134,7 @@ func TestGroupSessionStartAndAckRules(t *testing.T) {
 	r.appendN(t, "orders", 0, 5)
 
 	// No committed offset: Start decides.
-	g, err := r.star.OpenGroupSession(ctx, "billing", "orders", loglet.GroupOptions{Start: loglet.TailOffset(0)})
+	g, err := groups.Open(ctx, r.star, "billing", "orders", groups.Options{Start: loglet.TailOffset(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,21 +156,21 @@ func TestGroupSessionStartAndAckRules(t *testing.T) {
 	if err := g.Ack(ctx, 4); err != nil {
 		t.Fatalf("ack below the committed offset: %v, want a no-op", err)
 	}
-	if off, _ := r.star.Offsets().Get(ctx, "billing", "orders"); off.Next != 6 {
+	if off, _ := groups.OffsetsOf(r.star).Get(ctx, "billing", "orders"); off.Next != 6 {
 		t.Fatalf("offset %d after a lower ack, want 6", off.Next)
 	}
 	// A committed offset beats Start.
-	g, err = r.star.OpenGroupSession(ctx, "billing", "orders", loglet.GroupOptions{Start: loglet.AtSeq(1)})
+	g, err = groups.Open(ctx, r.star, "billing", "orders", groups.Options{Start: loglet.AtSeq(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g.Next() != 6 {
 		t.Fatalf("reopened at %d, want the committed 6", g.Next())
 	}
-	if _, err := r.star.OpenGroupSession(ctx, "bad group", "orders", loglet.GroupOptions{}); !errors.Is(err, loglet.ErrInvalidGroup) {
+	if _, err := groups.Open(ctx, r.star, "bad group", "orders", groups.Options{}); !errors.Is(err, groups.ErrInvalidName) {
 		t.Fatalf("bad group: %v, want ErrInvalidGroup", err)
 	}
-	if _, err := r.star.OpenGroupSession(ctx, "billing", "nope", loglet.GroupOptions{}); !errors.Is(err, loglet.ErrStreamNotFound) {
+	if _, err := groups.Open(ctx, r.star, "billing", "nope", groups.Options{}); !errors.Is(err, loglet.ErrStreamNotFound) {
 		t.Fatalf("missing stream: %v, want ErrStreamNotFound", err)
 	}
 }
@@ -176,11 +182,11 @@ func TestGroupSessionMembersMerge(t *testing.T) {
 	r := newOfsRig(t)
 	r.create(t, "orders")
 	r.appendN(t, "orders", 0, 10)
-	a, err := r.star.OpenGroupSession(ctx, "billing", "orders", loglet.GroupOptions{})
+	a, err := groups.Open(ctx, r.star, "billing", "orders", groups.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := r.star.OpenGroupSession(ctx, "billing", "orders", loglet.GroupOptions{MaxRecords: 2})
+	b, err := groups.Open(ctx, r.star, "billing", "orders", groups.Options{MaxRecords: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +215,7 @@ func TestGroupSessionMembersMerge(t *testing.T) {
 	if err := a.Ack(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
-	if off, _ := r.star.Offsets().Get(ctx, "billing", "orders"); off.Next != 10 {
+	if off, _ := groups.OffsetsOf(r.star).Get(ctx, "billing", "orders"); off.Next != 10 {
 		t.Fatalf("group offset %d, want 10", off.Next)
 	}
 }
@@ -224,7 +230,7 @@ func TestGroupSessionStreamDeleted(t *testing.T) {
 			open := r.openers(t)[name]
 			r.create(t, "orders")
 			r.appendN(t, "orders", 0, 3)
-			g, err := open(ctx, "billing", "orders", loglet.GroupOptions{})
+			g, err := open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +247,7 @@ func TestGroupSessionStreamDeleted(t *testing.T) {
 			if _, err := g.Recv(rctx); !errors.Is(err, loglet.ErrStreamNotFound) {
 				t.Fatalf("recv after the stream was re-created: %v, want ErrStreamNotFound", err)
 			}
-			fresh, err := open(ctx, "billing", "orders", loglet.GroupOptions{})
+			fresh, err := open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,14 +259,15 @@ func TestGroupSessionStreamDeleted(t *testing.T) {
 }
 
 // A star's group session blocked waiting for records ends when its stream
-// is deleted in the same process (its waits end every ReaderPollInterval
-// to check the incarnation). If the delete lands before Recv blocks, the
-// read's own check ends it instead; either way a Recv that hangs fails.
+// is deleted in the same process (the delete wakes the star's read session,
+// whose next read finds the incarnation gone). If the delete lands before
+// Recv blocks, the read's own check ends it instead; either way a Recv that
+// hangs fails.
 func TestGroupSessionBlockedRecvEndsOnDelete(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	r.create(t, "orders")
-	g, err := r.star.OpenGroupSession(ctx, "billing", "orders", loglet.GroupOptions{})
+	g, err := groups.Open(ctx, r.star, "billing", "orders", groups.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package loglet
+package groups
 
 import (
 	"context"
@@ -9,54 +9,33 @@ import (
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/envelope"
+	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/loglet/internal/catalogcore"
 	"github.com/flightlog/flightlog/metastore"
 )
 
-// Consumer offsets: a consumer group's durable read position in a stream,
-// kept in the metastore at
-//
-//	offsets/<group>/<stream-key>/<incarnation>
-//
-// (<stream-key> is chain.StreamKey of the name; <incarnation> is the
-// stream's, or "-" for a stream created before incarnations existed). An
-// offset belongs to one incarnation of a stream: a stream deleted and
-// created again starts every group afresh, and a commit against the old
-// incarnation fails (ErrStreamNotFound) instead of moving the new one.
-//
-// Every commit is a compare-and-swap on the offset's metastore version, in
-// the same metastore Commit that checks the stream is still the incarnation
-// the offset belongs to: it expects the stream record's version, as last
-// read with that incarnation. A Trim or a retention pass rewrites the record
-// (its trim point) without changing the incarnation; a commit that finds the
-// record moved re-reads it and, if the incarnation is the same, commits again
-// expecting the version it read (ErrStreamNotFound if not). So a commit that
-// races another committer is seen (*OffsetConflictError, with the offset
-// that won), and so is one that would go backwards (ErrOffsetBackwards):
-// nothing is written in either case; a trim is not a conflict.
-
 // Errors of consumer offsets, matched with errors.Is.
 var (
-	// ErrOffsetConflict: the group's offset changed since it was read
+	// ErrConflict: the group's offset changed since it was read
 	// (another committer won the race). The error is an
-	// *OffsetConflictError holding the offset as it is now.
-	ErrOffsetConflict = errors.New("loglet: consumer offset changed since it was read")
-	// ErrOffsetBackwards: a commit below the offset it replaces. Nothing
+	// *ConflictError holding the offset as it is now.
+	ErrConflict = errors.New("groups: consumer offset changed since it was read")
+	// ErrBackwards: a commit below the offset it replaces. Nothing
 	// was written.
-	ErrOffsetBackwards = errors.New("loglet: consumer offset commit goes backwards")
-	// ErrInvalidGroup: a group name that is not 1..MaxGroupNameLen bytes of
+	ErrBackwards = errors.New("groups: consumer offset commit goes backwards")
+	// ErrInvalidName: a group name that is not 1..MaxNameLen bytes of
 	// [A-Za-z0-9._-] not starting with '.', or that with its stream's name
 	// makes an offset key over the metastore's key limit.
-	ErrInvalidGroup = errors.New("loglet: invalid consumer group")
+	ErrInvalidName = errors.New("groups: invalid consumer group")
 )
 
-// MaxGroupNameLen bounds consumer group names. A group of up to
-// SafeGroupNameLen bytes fits with every stream name CreateStream accepts;
+// MaxNameLen bounds consumer group names. A group of up to
+// SafeNameLen bytes fits with every stream name CreateStream accepts;
 // a longer one fits streams with shorter keys, and is refused with
-// ErrInvalidGroup (at Get, Commit or OpenGroupSession) where it does not.
+// ErrInvalidName (at Get, Commit or Open) where it does not.
 const (
-	MaxGroupNameLen  = 128
-	SafeGroupNameLen = 17
+	MaxNameLen  = 128
+	SafeNameLen = 17
 )
 
 const offsetsPrefix = "offsets/"
@@ -64,16 +43,16 @@ const offsetsPrefix = "offsets/"
 // noIncarnation is the <incarnation> segment of a stream that has none.
 const noIncarnation = "-"
 
-// ValidateGroupName accepts 1..MaxGroupNameLen bytes of [A-Za-z0-9._-], not
+// ValidateName accepts 1..MaxNameLen bytes of [A-Za-z0-9._-], not
 // starting with '.': group names appear raw in metastore keys.
-func ValidateGroupName(group string) error {
-	if group == "" || len(group) > MaxGroupNameLen || group[0] == '.' {
-		return fmt.Errorf("%w: %q: want 1-%d of [A-Za-z0-9._-], not starting with '.'", ErrInvalidGroup, group, MaxGroupNameLen)
+func ValidateName(group string) error {
+	if group == "" || len(group) > MaxNameLen || group[0] == '.' {
+		return fmt.Errorf("%w: %q: want 1-%d of [A-Za-z0-9._-], not starting with '.'", ErrInvalidName, group, MaxNameLen)
 	}
 	for i := 0; i < len(group); i++ {
 		c := group[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q: byte %q at %d: want [A-Za-z0-9._-]", ErrInvalidGroup, group, c, i)
+			return fmt.Errorf("%w: %q: byte %q at %d: want [A-Za-z0-9._-]", ErrInvalidName, group, c, i)
 		}
 	}
 	return nil
@@ -81,26 +60,26 @@ func ValidateGroupName(group string) error {
 
 // OffsetKey is the metastore key of group's offset in the given
 // incarnation of stream ("" for a stream that has none).
-func OffsetKey(group, stream, incarnation string) string {
+func Key(group, stream, incarnation string) string {
 	if incarnation == "" {
 		incarnation = noIncarnation
 	}
 	return offsetsPrefix + group + "/" + chain.StreamKey(stream) + "/" + incarnation
 }
 
-// ValidateOffsetKey checks group's name and stream's, and that the offset
+// ValidateKey checks group's name and stream's, and that the offset
 // key of any incarnation of stream fits metastore.MaxKeyLen.
-func ValidateOffsetKey(group, stream string) error {
-	if err := ValidateGroupName(group); err != nil {
+func ValidateKey(group, stream string) error {
+	if err := ValidateName(group); err != nil {
 		return err
 	}
 	if err := chain.ValidateStreamName(stream); err != nil {
-		return fmt.Errorf("loglet: %w", err)
+		return fmt.Errorf("groups: %w", err)
 	}
-	longest := OffsetKey(group, stream, "i"+fmt.Sprintf("%0*d", chain.IncarnationLen-1, 0))
+	longest := Key(group, stream, "i"+fmt.Sprintf("%0*d", chain.IncarnationLen-1, 0))
 	if n := len(longest); n > metastore.MaxKeyLen {
 		return fmt.Errorf("%w: group %q (%d bytes) and stream %q make an offset key of %d bytes, over the metastore's %d (groups of up to %d bytes fit every stream)",
-			ErrInvalidGroup, group, len(group), stream, n, metastore.MaxKeyLen, SafeGroupNameLen)
+			ErrInvalidName, group, len(group), stream, n, metastore.MaxKeyLen, SafeNameLen)
 	}
 	return nil
 }
@@ -127,7 +106,7 @@ type Offset struct {
 }
 
 // Committed reports whether the group has committed an offset (false: it
-// starts wherever its reader chooses, see GroupOptions.Start).
+// starts wherever its reader chooses, see Options.Start).
 func (o Offset) Committed() bool { return o.Version != metastore.NoVersion }
 
 // offsetValue is the value at an offset key. Nonce and Owner make the
@@ -139,20 +118,20 @@ type offsetValue struct {
 	CommittedMs int64  `json:"committed_ms"`
 }
 
-// OffsetConflictError is a commit that lost a race: the group's offset is
+// ConflictError is a commit that lost a race: the group's offset is
 // no longer the one the commit expected. Current is the offset as it was
 // re-read (commit again from it, or give way). It matches
-// ErrOffsetConflict.
-type OffsetConflictError struct {
+// ErrConflict.
+type ConflictError struct {
 	Current Offset
 }
 
-func (e *OffsetConflictError) Error() string {
-	return fmt.Sprintf("loglet: group %q on stream %q: offset changed since it was read (now %d)", e.Current.Group, e.Current.Stream, e.Current.Next)
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("groups: group %q on stream %q: offset changed since it was read (now %d)", e.Current.Group, e.Current.Stream, e.Current.Next)
 }
 
-// Is makes it match ErrOffsetConflict.
-func (e *OffsetConflictError) Is(target error) bool { return target == ErrOffsetConflict }
+// Is makes it match ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Offsets reads and writes consumer offsets in a metastore. Any process
 // may use it, leader or not. Safe for concurrent use.
@@ -173,36 +152,76 @@ func NewOffsets(meta metastore.Store, owner string) *Offsets {
 	return &Offsets{meta: meta, owner: owner}
 }
 
-// Offsets returns the consumer offsets kept in the star's metastore.
-func (s *Star) Offsets() *Offsets { return NewOffsets(s.cfg.Meta, s.cfg.Owner) }
+// OffsetsOf returns the consumer offsets kept in log's metastore, written
+// under log's Owner if it has one (a *loglet.Star does; a *loglet.Reader
+// writes none).
+func OffsetsOf(log Log) *Offsets {
+	owner := ""
+	if o, ok := log.(interface{ Owner() string }); ok {
+		owner = o.Owner()
+	}
+	return NewOffsets(log.Metastore(), owner)
+}
 
-// Offsets returns the consumer offsets kept in the Reader's metastore.
-func (r *Reader) Offsets() *Offsets { return NewOffsets(r.cfg.Meta, "") }
+// streamRecord is what groups reads of a stream's record (the value at
+// chain.StreamRecordKey, written by loglet): its incarnation and trim point.
+type streamRecord struct {
+	Incarnation string `json:"incarnation,omitempty"`
+	TrimSeq     uint64 `json:"trim_seq,omitempty"`
+}
+
+// decodeStreamRecord parses the parts of a stream record groups reads.
+func decodeStreamRecord(it metastore.Item) (streamRecord, error) {
+	var rec streamRecord
+	if err := json.Unmarshal(it.Value, &rec); err != nil {
+		return rec, fmt.Errorf("groups: stream record %s is corrupt: %v", it.Key, err)
+	}
+	if !chain.ValidIncarnation(rec.Incarnation) {
+		return rec, fmt.Errorf("groups: stream record %s is corrupt: incarnation %q", it.Key, rec.Incarnation)
+	}
+	return rec, nil
+}
 
 // record reads stream's record and its version.
 func (o *Offsets) record(ctx context.Context, stream string) (streamRecord, metastore.Version, error) {
 	it, err := o.meta.Get(ctx, chain.StreamRecordKey(stream))
 	if errors.Is(err, metastore.ErrNotFound) {
-		return streamRecord{}, "", fmt.Errorf("%w: %q", ErrStreamNotFound, stream)
+		return streamRecord{}, "", fmt.Errorf("%w: %q", loglet.ErrStreamNotFound, stream)
 	}
 	if err != nil {
-		return streamRecord{}, "", fmt.Errorf("loglet: look up stream %q: %w", stream, err)
+		return streamRecord{}, "", fmt.Errorf("groups: look up stream %q: %w", stream, err)
 	}
-	rec, _, err := decodeStreamRecord(it)
+	rec, err := decodeStreamRecord(it)
 	if err != nil {
-		return streamRecord{}, "", &CorruptError{Object: it.Key, Err: err}
+		return streamRecord{}, "", &loglet.CorruptError{Object: it.Key, Err: err}
 	}
 	return rec, it.Version, nil
 }
 
+// readCoreRecord reads name's stream record for the catalogue's core.
+func readCoreRecord(ctx context.Context, meta metastore.Store, name string) catalogcore.RecordRead {
+	it, err := meta.Get(ctx, chain.StreamRecordKey(name))
+	if errors.Is(err, metastore.ErrNotFound) {
+		return catalogcore.RecordRead{NotFound: true, Err: err}
+	}
+	if err != nil {
+		return catalogcore.RecordRead{Err: err}
+	}
+	rec, err := decodeStreamRecord(it)
+	if err != nil {
+		return catalogcore.RecordRead{Corrupt: true, Err: err, Record: catalogcore.Record{Name: name, Version: catalogcore.Version(it.Version)}}
+	}
+	return catalogcore.RecordRead{Record: catalogcore.Record{Name: name, Incarnation: rec.Incarnation, TrimSeq: rec.TrimSeq, Version: catalogcore.Version(it.Version)}}
+}
+
 // Get returns group's offset in the current incarnation of stream:
 // Next 0 and Version metastore.NoVersion if the group has committed
-// nothing there. A stream that does not exist is ErrStreamNotFound.
+// nothing there. A stream that does not exist is loglet.ErrStreamNotFound.
 func (o *Offsets) Get(ctx context.Context, group, stream string) (Offset, error) {
 	if ctx == nil {
-		return Offset{}, ErrNilContext
+		return Offset{}, loglet.ErrNilContext
 	}
-	if err := ValidateOffsetKey(group, stream); err != nil {
+	if err := ValidateKey(group, stream); err != nil {
 		return Offset{}, err
 	}
 	rec, rv, err := o.record(ctx, stream)
@@ -216,16 +235,16 @@ func (o *Offsets) Get(ctx context.Context, group, stream string) (Offset, error)
 // version rv.
 func (o *Offsets) read(ctx context.Context, group, stream, inc string, rv metastore.Version) (Offset, error) {
 	off := Offset{Group: group, Stream: stream, Incarnation: inc, record: rv}
-	it, err := o.meta.Get(ctx, OffsetKey(group, stream, inc))
+	it, err := o.meta.Get(ctx, Key(group, stream, inc))
 	if errors.Is(err, metastore.ErrNotFound) {
 		return off, nil
 	}
 	if err != nil {
-		return Offset{}, fmt.Errorf("loglet: read offset of group %q on stream %q: %w", group, stream, err)
+		return Offset{}, fmt.Errorf("groups: read offset of group %q on stream %q: %w", group, stream, err)
 	}
 	var v offsetValue
 	if err := json.Unmarshal(it.Value, &v); err != nil || v.Nonce == "" {
-		return Offset{}, &CorruptError{Object: it.Key, Err: fmt.Errorf("offset value does not parse: %v", err)}
+		return Offset{}, &loglet.CorruptError{Object: it.Key, Err: fmt.Errorf("offset value does not parse: %v", err)}
 	}
 	off.Next, off.Version = v.Next, it.Version
 	return off, nil
@@ -234,9 +253,9 @@ func (o *Offsets) read(ctx context.Context, group, stream, inc string, rv metast
 // Commit records that the group has processed every record below next,
 // replacing prev (as Get or an earlier Commit returned it), and returns the
 // new offset. It is a compare-and-swap: it fails, writing nothing, with
-// ErrOffsetBackwards if next < prev.Next, with an *OffsetConflictError
-// (ErrOffsetConflict) if the offset is no longer prev (another committer
-// won; the error holds the offset now), and with ErrStreamNotFound if the
+// ErrBackwards if next < prev.Next, with an *ConflictError
+// (ErrConflict) if the offset is no longer prev (another committer
+// won; the error holds the offset now), and with loglet.ErrStreamNotFound if the
 // stream was deleted (and maybe created again) since prev was read. A Trim
 // or retention pass since prev was read is none of these: the stream is
 // the same incarnation, and the commit applies. Any other error is the
@@ -244,17 +263,29 @@ func (o *Offsets) read(ctx context.Context, group, stream, inc string, rv metast
 // it can (a write of its own that applied is success). Committing prev.Next
 // again is allowed (it refreshes the version).
 func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset, error) {
+	return o.commitFrom(ctx, prev, next, false)
+}
+
+// commitFrom is Commit, or Reset when back is set: the move may go
+// backwards.
+func (o *Offsets) commitFrom(ctx context.Context, prev Offset, next uint64, back bool) (Offset, error) {
 	if ctx == nil {
-		return Offset{}, ErrNilContext
+		return Offset{}, loglet.ErrNilContext
 	}
-	if err := ValidateOffsetKey(prev.Group, prev.Stream); err != nil {
+	if err := ValidateKey(prev.Group, prev.Stream); err != nil {
 		return Offset{}, err
 	}
 	if prev.record == "" {
-		return Offset{}, fmt.Errorf("loglet: commit offset of group %q on stream %q: the offset was not read by Offsets.Get", prev.Group, prev.Stream)
+		return Offset{}, fmt.Errorf("groups: commit offset of group %q on stream %q: the offset was not read by Offsets.Get", prev.Group, prev.Stream)
 	}
 	what := fmt.Sprintf("group %q on stream %q", prev.Group, prev.Stream)
-	op := catalogcore.NewCommitOffset(prev.core(), next)
+	from := prev.core()
+	if back {
+		// The core refuses only a move below from.Next; the
+		// compare-and-swap is on the versions, which stay.
+		from.Next = 0
+	}
+	op := catalogcore.NewCommitOffset(from, next)
 	first := true
 	for req := op.Next(); req != nil; req = op.Next() {
 		var res catalogcore.Result
@@ -274,14 +305,14 @@ func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset,
 		case catalogcore.ReadRecord:
 			res = readCoreRecord(ctx, o.meta, r.Name)
 			if rr := res.(catalogcore.RecordRead); rr.Corrupt {
-				rr.Err = &CorruptError{Object: chain.StreamRecordKey(r.Name), Err: rr.Err}
+				rr.Err = &loglet.CorruptError{Object: chain.StreamRecordKey(r.Name), Err: rr.Err}
 				res = rr
 			}
 		default:
-			return Offset{}, fmt.Errorf("loglet: commit offset of %s: cannot execute %T", what, req)
+			return Offset{}, fmt.Errorf("groups: commit offset of %s: cannot execute %T", what, req)
 		}
 		if err := op.Step(res); err != nil {
-			return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w", what, err)
+			return Offset{}, fmt.Errorf("groups: commit offset of %s: %w", what, err)
 		}
 	}
 	out := op.Outcome()
@@ -289,19 +320,19 @@ func (o *Offsets) Commit(ctx context.Context, prev Offset, next uint64) (Offset,
 	case catalogcore.Committed:
 		return offsetOf(out.Offset), nil
 	case catalogcore.Backwards:
-		return Offset{}, fmt.Errorf("%w: group %q on stream %q: %d is below the committed %d", ErrOffsetBackwards, prev.Group, prev.Stream, next, prev.Next)
+		return Offset{}, fmt.Errorf("%w: group %q on stream %q: %d is below the committed %d", ErrBackwards, prev.Group, prev.Stream, next, prev.Next)
 	case catalogcore.Conflict:
-		return Offset{}, &OffsetConflictError{Current: offsetOf(out.Offset)}
+		return Offset{}, &ConflictError{Current: offsetOf(out.Offset)}
 	case catalogcore.NotFound:
-		return Offset{}, fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", ErrStreamNotFound, prev.Stream, prev.Group)
+		return Offset{}, fmt.Errorf("%w: %q was deleted (and maybe created again) since the offset of group %q was read", loglet.ErrStreamNotFound, prev.Stream, prev.Group)
 	}
 	switch {
 	case out.Exhausted:
-		return Offset{}, fmt.Errorf("loglet: commit offset of %s: the stream record changed under %d attempts: %w", what, out.Attempts, out.Err)
+		return Offset{}, fmt.Errorf("groups: commit offset of %s: the stream record changed under %d attempts: %w", what, out.Attempts, out.Err)
 	case out.Cause != nil:
-		return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, out.Err, out.Cause)
+		return Offset{}, fmt.Errorf("groups: commit offset of %s: %w (and the re-read to learn whether it applied failed: %v)", what, out.Err, out.Cause)
 	}
-	return Offset{}, fmt.Errorf("loglet: commit offset of %s: %w", what, out.Err)
+	return Offset{}, fmt.Errorf("groups: commit offset of %s: %w", what, out.Err)
 }
 
 // core is o as the catalogue's core sees it.
@@ -325,11 +356,11 @@ func (o *Offsets) commit(ctx context.Context, r catalogcore.CommitOffsetReq) cat
 	val := offsetValue{Next: r.Next, Owner: o.owner, Nonce: envelope.NewNonce().String(), CommittedMs: time.Now().UnixMilli()}
 	body, err := json.Marshal(val)
 	if err != nil {
-		return catalogcore.OffsetCommitted{Err: fmt.Errorf("loglet: encode offset: %w", err)}
+		return catalogcore.OffsetCommitted{Err: fmt.Errorf("groups: encode offset: %w", err)}
 	}
 	vs, err := o.meta.Commit(ctx, []metastore.Op{
 		{Kind: metastore.OpCheck, Key: chain.StreamRecordKey(r.Offset.Stream), Expect: metastore.Version(r.Offset.RecordVersion)},
-		{Kind: metastore.OpPut, Key: OffsetKey(r.Offset.Group, r.Offset.Stream, r.Offset.Incarnation), Value: body, Expect: metastore.Version(r.Offset.Version)},
+		{Kind: metastore.OpPut, Key: Key(r.Offset.Group, r.Offset.Stream, r.Offset.Incarnation), Value: body, Expect: metastore.Version(r.Offset.Version)},
 	})
 	if err != nil {
 		return catalogcore.OffsetCommitted{Nonce: val.Nonce, Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
@@ -339,7 +370,7 @@ func (o *Offsets) commit(ctx context.Context, r catalogcore.CommitOffsetReq) cat
 
 // readCore executes one offset read the core asks.
 func (o *Offsets) readCore(ctx context.Context, off catalogcore.Offset) catalogcore.OffsetRead {
-	key := OffsetKey(off.Group, off.Stream, off.Incarnation)
+	key := Key(off.Group, off.Stream, off.Incarnation)
 	it, err := o.meta.Get(ctx, key)
 	if errors.Is(err, metastore.ErrNotFound) {
 		return catalogcore.OffsetRead{}
@@ -350,25 +381,25 @@ func (o *Offsets) readCore(ctx context.Context, off catalogcore.Offset) catalogc
 	var v offsetValue
 	if err := json.Unmarshal(it.Value, &v); err != nil || v.Nonce == "" {
 		return catalogcore.OffsetRead{Found: true, Corrupt: true, Version: catalogcore.Version(it.Version),
-			Err: &CorruptError{Object: it.Key, Err: fmt.Errorf("offset value does not parse: %v", err)}}
+			Err: &loglet.CorruptError{Object: it.Key, Err: fmt.Errorf("offset value does not parse: %v", err)}}
 	}
 	return catalogcore.OffsetRead{Found: true, Next: v.Next, Nonce: v.Nonce, Version: catalogcore.Version(it.Version)}
 }
 
 // Delete removes the group's offset prev (as Get or Commit returned it),
 // so the group starts afresh on the stream. It is a compare-and-swap like
-// Commit: an offset that changed since is an *OffsetConflictError. An
+// Commit: an offset that changed since is an *ConflictError. An
 // offset never committed (Version metastore.NoVersion) is nothing to delete
 // unless one was committed meanwhile. It works on an incarnation the stream
 // no longer has, to clean up after a DeleteStream.
 func (o *Offsets) Delete(ctx context.Context, prev Offset) error {
 	if ctx == nil {
-		return ErrNilContext
+		return loglet.ErrNilContext
 	}
-	if err := ValidateOffsetKey(prev.Group, prev.Stream); err != nil {
+	if err := ValidateKey(prev.Group, prev.Stream); err != nil {
 		return err
 	}
-	key := OffsetKey(prev.Group, prev.Stream, prev.Incarnation)
+	key := Key(prev.Group, prev.Stream, prev.Incarnation)
 	op := metastore.Op{Kind: metastore.OpDelete, Key: key, Expect: prev.Version}
 	if prev.Version == metastore.NoVersion {
 		op = metastore.Op{Kind: metastore.OpCheck, Key: key, Expect: metastore.NoVersion}
@@ -385,10 +416,10 @@ func (o *Offsets) Delete(ctx context.Context, prev Offset) error {
 		cur := prev
 		var v offsetValue
 		if json.Unmarshal(it.Value, &v) != nil {
-			return &CorruptError{Object: key, Err: errors.New("offset value does not parse")}
+			return &loglet.CorruptError{Object: key, Err: errors.New("offset value does not parse")}
 		}
 		cur.Next, cur.Version = v.Next, it.Version
-		return &OffsetConflictError{Current: cur}
+		return &ConflictError{Current: cur}
 	}
-	return fmt.Errorf("loglet: delete offset of group %q on stream %q: %w", prev.Group, prev.Stream, err)
+	return fmt.Errorf("groups: delete offset of group %q on stream %q: %w", prev.Group, prev.Stream, err)
 }

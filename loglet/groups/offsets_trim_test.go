@@ -1,4 +1,4 @@
-package loglet_test
+package groups_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/fault"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/groups"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -21,7 +22,7 @@ func TestOffsetsCommitAcrossTrim(t *testing.T) {
 	r := newOfsRig(t)
 	r.create(t, "orders")
 	r.appendN(t, "orders", 0, 10)
-	o := r.star.Offsets()
+	o := groups.OffsetsOf(r.star)
 	zero, err := o.Get(ctx, "billing", "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestOffsetsCommitAcrossTrim(t *testing.T) {
 	}
 	// A stale offset across a Trim is still a conflict, not a lost stream.
 	_, err = o.Commit(ctx, three, 8)
-	var conflict *loglet.OffsetConflictError
+	var conflict *groups.ConflictError
 	if !errors.As(err, &conflict) || conflict.Current.Next != 7 {
 		t.Fatalf("stale commit across a Trim: %v, want an OffsetConflictError holding 7", err)
 	}
@@ -98,8 +99,8 @@ func TestOffsetsCommitRacesTrim(t *testing.T) {
 	ctx := context.Background()
 	r := newOfsRig(t)
 	info := r.create(t, "orders")
-	o := r.star.Offsets()
-	key := loglet.OffsetKey("billing", "orders", info.Incarnation)
+	o := groups.OffsetsOf(r.star)
+	key := groups.Key("billing", "orders", info.Incarnation)
 	var mu sync.Mutex
 	var before []func() // each runs before one commit of the offset reaches the store
 	r.meta.SetHook(func(call fault.Call) fault.Fault {
@@ -165,7 +166,7 @@ func TestGroupSessionAckAcrossTrim(t *testing.T) {
 			open := r.openers(t)[name]
 			r.create(t, "orders")
 			r.appendN(t, "orders", 0, 6)
-			g, err := open(ctx, "billing", "orders", loglet.GroupOptions{})
+			g, err := open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestGroupSessionAckAcrossTrim(t *testing.T) {
 			if err := g.Ack(ctx, 5); err != nil {
 				t.Fatalf("ack after a Trim: %v", err)
 			}
-			again, err := open(ctx, "billing", "orders", loglet.GroupOptions{})
+			again, err := open(ctx, "billing", "orders", groups.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package loglet_test
+package open_test
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"os"
 
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/loglet/open"
 )
 
 // The embedded default: a data directory holding a bbolt metastore and a
-// local directory per bucket, opened in one call. A second OpenDir of the
+// local directory per bucket, opened in one call. A second Dir of the
 // same directory (a restart) continues the stream.
-func ExampleOpenDir() {
+func ExampleDir() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "flightlog-example")
 	if err != nil {
@@ -20,10 +21,10 @@ func ExampleOpenDir() {
 	}
 	defer os.RemoveAll(dir)
 
-	cfg := loglet.DefaultConfig() // edit what differs; OpenDir sets the backends
+	cfg := loglet.DefaultConfig() // edit what differs; open.Dir sets the backends
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	for run := 1; run <= 2; run++ {
-		star, err := loglet.OpenDir(ctx, dir, cfg)
+		star, err := open.Dir(ctx, dir, cfg)
 		if err != nil {
 			panic(err)
 		}
@@ -38,7 +39,7 @@ func ExampleOpenDir() {
 		}
 		fmt.Printf("run %d: acked [%d, %d)\n", run, ack.Start, ack.End)
 		// Close seals the chains and closes the bbolt file, so the next
-		// OpenDir (or `flightlog read --dir`) can have it.
+		// open.Dir (or `flightlog read --dir`) can have it.
 		if err := star.Close(ctx); err != nil {
 			panic(err)
 		}

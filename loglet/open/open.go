@@ -1,0 +1,132 @@
+// Package open opens a star on the embedded default: a directory holding a
+// bbolt metastore and one local directory per bucket, with no server to
+// run. It is the one call of the README's first program:
+//
+//	star, err := open.Dir(ctx, "./data", loglet.DefaultConfig())
+//
+// It lives beside loglet rather than in it because it is one choice of
+// backends among several (loglet.Open takes any metastore.Store and
+// objstore.Store), and it brings in the bbolt and file backends, which a
+// program on S3 and etcd has no use for.
+//
+// The layout's names (MetastoreFile, StandardBucket, ExpressBuckets) are
+// part of the data's format: the bucket names are recorded in each chain's
+// epoch record (loglet.ClassConfig.BucketNames) and must never change. The
+// flightlog CLI's --dir uses the same names, so `flightlog walk --dir <dir>`
+// (and read, tail, append, fsck) open what Dir wrote.
+package open
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/metastore/bbolt"
+	"github.com/flightlog/flightlog/objstore"
+	"github.com/flightlog/flightlog/objstore/file"
+)
+
+// The embedded layout inside Dir's directory.
+const (
+	// MetastoreFile is the bbolt metastore's file.
+	MetastoreFile = "meta.db"
+	// StandardBucket is Standard's one bucket (K=1, W=1).
+	StandardBucket = "standard"
+	// DefaultStar is the star Dir opens when the Config names none (the
+	// CLI's --star default).
+	DefaultStar = "default"
+)
+
+// ExpressBuckets are Express's three buckets (K=3, W=2), in order.
+func ExpressBuckets() []string { return []string{"express-a", "express-b", "express-c"} }
+
+// Dir opens the embedded default in dir, creating what is absent: a star
+// whose metastore is a bbolt file and whose buckets are local directories,
+// all inside dir:
+//
+//	dir/meta.db                              the metastore (metastore/bbolt)
+//	dir/standard/                            Standard's bucket (K=1, W=1)
+//	dir/express-a/, express-b/, express-c/   Express's three "zones" (K=3, W=2)
+//
+// The Express zones share one disk here, so they show the protocol, not its
+// fault tolerance. Run it again on the same dir and every stream continues
+// where the last process left it (after a clean Close straight from the
+// seal; after a crash by a takeover that keeps every acked record).
+//
+// cfg is a Config as for loglet.Open (loglet.DefaultConfig, or the zero
+// Config) with Meta and both classes' Stores and BucketNames left unset: Dir
+// supplies them and refuses a cfg that sets them. cfg.Star defaults to
+// DefaultStar. Every other field keeps its meaning: settlement, for one,
+// is on unless cfg.SettleInterval is negative, so the express-* directories
+// hold only the records of the last settle lag.
+//
+// The returned Star owns what Dir opened: the bbolt file is in its
+// Config.Closers, so its Close closes the file after the chains have
+// closed. bbolt allows one process at a time: a dir another process (or
+// another Dir in this one) holds fails within bbolt.DefaultLockTimeout with
+// an error matching bbolt.ErrInUse. A failed Dir leaves nothing open.
+func Dir(ctx context.Context, dir string, cfg loglet.Config) (*loglet.Star, error) {
+	if ctx == nil {
+		return nil, loglet.ErrNilContext
+	}
+	var set []string
+	if cfg.Meta != nil {
+		set = append(set, "Meta")
+	}
+	for _, c := range []struct {
+		name string
+		cc   *loglet.ClassConfig
+	}{{"Standard", &cfg.Standard}, {"Express", &cfg.Express}} {
+		if len(c.cc.Stores) > 0 {
+			set = append(set, c.name+".Stores")
+		}
+		if len(c.cc.BucketNames) > 0 {
+			set = append(set, c.name+".BucketNames")
+		}
+	}
+	if len(set) > 0 {
+		return nil, fmt.Errorf("open: Dir %s: Config sets %v, which Dir supplies (use loglet.Open for backends of your own)", dir, set)
+	}
+	if cfg.Star == "" {
+		cfg.Star = DefaultStar
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open: Dir: %w", err)
+	}
+	meta, err := bbolt.Open(filepath.Join(dir, MetastoreFile), nil)
+	if errors.Is(err, bbolt.ErrInUse) {
+		return nil, fmt.Errorf("open: Dir %s: %w (bbolt allows one process at a time: is another process, or the flightlog CLI, using this directory?)", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open: Dir %s: %w", dir, err)
+	}
+	fail := func(err error) (*loglet.Star, error) {
+		meta.Close()
+		return nil, fmt.Errorf("open: Dir %s: %w", dir, err)
+	}
+	bucket := func(name string) (objstore.Store, error) { return file.Open(filepath.Join(dir, name)) }
+	std, err := bucket(StandardBucket)
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Standard.Stores, cfg.Standard.BucketNames = []objstore.Store{std}, []string{StandardBucket}
+	for _, name := range ExpressBuckets() {
+		b, err := bucket(name)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Express.Stores = append(cfg.Express.Stores, b)
+		cfg.Express.BucketNames = append(cfg.Express.BucketNames, name)
+	}
+	cfg.Meta = meta
+	cfg.Closers = append(append([]io.Closer(nil), cfg.Closers...), meta)
+	s, err := loglet.Open(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
