@@ -292,9 +292,9 @@ func NewProducer(star *loglet.Star) *Producer { return &Producer{star: star, sta
 var _ sdkmetric.Producer = (*Producer)(nil)
 
 // Produce takes one Stats and returns its histograms: flightlog.ack.latency,
-// flightlog.quorum.latency, flightlog.absorb.round.latency and
-// flightlog.put.latency (per bucket) in seconds, flightlog.flight.size in
-// bytes.
+// flightlog.quorum.latency, flightlog.absorb.round.latency,
+// flightlog.put.latency (per bucket) and flightlog.settle.pass_lag in
+// seconds, flightlog.flight.size in bytes.
 func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	out := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: ScopeName}, Metrics: histograms(p.star.Stats(), p.start, time.Now())}
 	return []metricdata.ScopeMetrics{out}, nil
@@ -311,6 +311,7 @@ func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 		{name: "flightlog.quorum.latency", desc: "Claim of a flight to its W-th copy."},
 		{name: "flightlog.absorb.round.latency", desc: "Latency of an absorb round."},
 		{name: "flightlog.put.latency", desc: "Start of a flight copy's write to the bucket's confirmation."},
+		{name: "flightlog.settle.pass_lag", desc: "Settle lag per pass: commit of the oldest absorbed round a pass settled to the pass's completion."},
 	}
 	var sizes []metricdata.ExponentialHistogramDataPoint[int64]
 	eachClass(st, func(class string, s *loglet.ClassStats) {
@@ -328,6 +329,7 @@ func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 			set := attribute.NewSet(append(kv[:2:2], attribute.String("flightlog.bucket", name))...)
 			lat[3].points = append(lat[3].points, point(snap, set, start, now, seconds))
 		}
+		lat[4].points = append(lat[4].points, point(s.Settle.PassLag, set, start, now, seconds))
 		sizes = append(sizes, point(s.FlightSize, set, start, now, func(v int64) int64 { return v }))
 	})
 	var out []metricdata.Metrics

@@ -214,6 +214,7 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	hist("ack_latency_seconds", "Admission to ack of each batch.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.AckLatency })
 	hist("quorum_latency_seconds", "Claim of a flight to its W-th copy.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.QuorumLatency })
 	hist("absorb_round_seconds", "Latency of an absorb round.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.AbsorbRoundLatency })
+	hist("settle_pass_lag_seconds", "Settle lag per pass: commit of the oldest absorbed round a pass settled to the pass's completion.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.Settle.PassLag })
 	hist("flight_size_bytes", "Size of each flight object.", size, func(s *loglet.ClassStats) histogram.Snapshot { return s.FlightSize })
 	c.put = prometheus.NewDesc(name("put_latency_seconds"), "Start of a flight copy's write to the bucket's confirmation.", []string{"star", "class", "bucket"}, cfg.constLabels)
 	c.putClassic = latency
