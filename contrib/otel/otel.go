@@ -27,10 +27,17 @@
 // flightlog.bucket on the PUT latency. Per-stream tails are not exported
 // (Stats has no per-stream figures; a tail is a lookup per stream).
 //
-// Tracing is not here yet. A flight PUT carries many callers' appends and
-// runs on the chain's workers under the chain's context, so it has no
-// caller span to join; a wrapper objstore.Store could make each PUT a root
-// span, and Append and Read spans a wrapper of the caller's own calls.
+// Tracing: a Tracer appends with a span per append (AppendSpanName), whose
+// events are the write path's stages from the batch's loglet.WriteTrace
+// (EventSubmitted, EventClaimed, EventPutStart, EventDurable,
+// EventReleased), each at the leader's time:
+//
+//	tr := flightotel.NewTracer(star, tracerProvider)
+//	ack, err := tr.Append(ctx, "orders", batch)
+//
+// A flight's PUTs carry many callers' appends and run on the chain's
+// workers, so they are not spans of their own: the stages are the part of
+// them each append waited for.
 package flightotel
 
 import (
