@@ -60,10 +60,23 @@ const ScopeName = "github.com/flightlog/flightlog/contrib/otel"
 // Option configures Register.
 type Option func(*config)
 
-type config struct{ reader *loglet.Reader }
+type config struct {
+	reader *loglet.Reader
+	lag    *ConsumerLag
+}
 
 // WithReader also exports r's counters (flightlog.reader.*).
 func WithReader(r *loglet.Reader) Option { return func(c *config) { c.reader = r } }
+
+// WithConsumerLag also exports the lag of consumer groups on the streams
+// cl names, read at every collection within cl's bounds (see
+// ConsumerLag): the gauges flightlog.consumer.lag.records and
+// flightlog.consumer.lag.bytes (with cl.Bytes) with the attributes
+// flightlog.stream and flightlog.group, flightlog.consumer.lag.up per
+// stream (1: read this collection; 0: not, for the reason cl.OnError is
+// told) and flightlog.consumer.lag.series_dropped (lags over
+// cl.MaxSeries, or named on a stream not read).
+func WithConsumerLag(cl ConsumerLag) Option { return func(c *config) { c.lag = &cl } }
 
 type kind int
 
@@ -249,7 +262,14 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 			readers, all = append(readers, o), append(all, o)
 		}
 	}
-	return m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+	var lag *lagInstrs
+	if cfg.lag != nil {
+		if lag, err = newLagInstrs(m, cfg.lag.Bytes); err != nil {
+			return nil, err
+		}
+		all = append(all, lag.all()...)
+	}
+	return m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
 		if star != nil {
 			st := star.Stats()
 			starAttr := metric.WithAttributes(attribute.String("flightlog.star", st.Star))
@@ -271,6 +291,13 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 			for i, in := range readerInstrs {
 				obs.ObserveInt64(readers[i], in.get(st))
 			}
+		}
+		if lag != nil {
+			cl := *cfg.lag
+			if cl.Log == nil && star != nil {
+				cl.Log = star
+			}
+			lag.observe(obs, cl, readLags(ctx, cl, cl.Log))
 		}
 		return nil
 	}, all...)

@@ -1,7 +1,8 @@
 package flightprom
 
 // This file is the same in contrib/prometheus and contrib/otel (each a
-// module of its own), but for the package name: keep them in step.
+// module of its own) but for the package name, up to lagInstrs, which
+// contrib/otel adds: keep the two in step.
 
 import (
 	"context"
