@@ -25,7 +25,10 @@
 //
 // Attributes: flightlog.star and flightlog.class on chain metrics, plus
 // flightlog.bucket on the PUT latency. Per-stream tails are not exported
-// (Stats has no per-stream figures; a tail is a lookup per stream).
+// (Stats has no per-stream figures; a tail is a lookup per stream);
+// consumer lag is, for the streams the host names (WithConsumerLag, with
+// the attributes flightlog.stream and flightlog.group, within the bounds
+// ConsumerLag documents).
 //
 // Tracing: a Tracer appends with a span per append (AppendSpanName), whose
 // events are the write path's stages from the batch's loglet.WriteTrace

@@ -19,10 +19,11 @@
 // protobuf one, which Prometheus negotiates when native histograms are on,
 // carries both.
 //
-// Per-stream gauges (tail, lag) are not exported: a star's Stats has no
-// per-stream figures, finding a stream's tail is a metastore or flight
-// index lookup per stream per scrape, and stream names are unbounded label
-// values. Read them with Star.CheckTail where needed.
+// Per-stream figures are not in a star's Stats (finding a stream's tail is
+// a lookup per stream, and stream names are unbounded label values), so
+// consumer lag is exported only for the streams the host names:
+// WithConsumerLag reads it from loglet/groups at every scrape, within the
+// bounds ConsumerLag documents (metastore reads, series, time).
 //
 // Chain metrics carry the labels star and class (standard, express); PUT
 // latency adds bucket (ClassConfig.BucketNames). Reader metrics are named
