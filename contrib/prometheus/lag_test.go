@@ -121,3 +121,28 @@ func TestConsumerLagBounds(t *testing.T) {
 		t.Errorf("read bound: figures %v, OnError told %v; want s not read, with ErrLagBudget", got, failed)
 	}
 }
+
+// TestConsumerLagReadsAsDocumented pins ConsumerLag's cost: a target
+// naming its groups takes three metastore reads per group, a target of
+// every group (few offsets) two record reads and one Scan. One read fewer
+// leaves the target unread.
+func TestConsumerLagReadsAsDocumented(t *testing.T) {
+	star, _ := openStar(t, 2)
+	commitOffsets(t, star, map[string]uint64{"g1": 1, "g2": 2})
+	for _, tc := range []struct {
+		target flightprom.LagTarget
+		reads  int
+	}{
+		{flightprom.LagTarget{Stream: "s", Groups: []string{"g1", "g2"}}, 6},
+		{flightprom.LagTarget{Stream: "s"}, 3},
+	} {
+		for _, reads := range []int{tc.reads, tc.reads - 1} {
+			got := lagFigures(t, flightprom.New(star, flightprom.WithConsumerLag(flightprom.ConsumerLag{
+				Targets: []flightprom.LagTarget{tc.target}, MaxReads: reads,
+			})))
+			if want := reads == tc.reads; (got["up s"] == 1) != want {
+				t.Errorf("%+v with %d reads: up %v, want read %v", tc.target, reads, got["up s"], want)
+			}
+		}
+	}
+}
