@@ -146,3 +146,18 @@ func TestConsumerLagReadsAsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerLagOfABadStreamName: a stream name that is not UTF-8 (no
+// stream has one) is not read and not sent as a label, and the scrape
+// goes on.
+func TestConsumerLagOfABadStreamName(t *testing.T) {
+	star, _ := openStar(t, 1)
+	var failed []string
+	got := lagFigures(t, flightprom.New(star, flightprom.WithConsumerLag(flightprom.ConsumerLag{
+		Targets: []flightprom.LagTarget{{Stream: "\xff"}, {Stream: "s"}},
+		OnError: func(stream string, err error) { failed = append(failed, err.Error()) },
+	})))
+	if got["up s"] != 1 || len(failed) != 2 {
+		t.Errorf("figures %v, OnError told %q; want s read and two errors for the bad name (its read, its label)", got, failed)
+	}
+}

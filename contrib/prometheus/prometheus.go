@@ -32,6 +32,7 @@ package flightprom
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -318,17 +319,34 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectLag reads the consumer lags (within the bounds of cfg.lag) and
-// sends them.
+// sends them. A label value Prometheus refuses (a stream or group name
+// that is not UTF-8) is not sent: OnError is told, and the lag counts as
+// dropped.
 func (c *Collector) collectLag(ch chan<- prometheus.Metric) {
 	cl := *c.cfg.lag
 	if cl.Log == nil && c.star != nil {
 		cl.Log = c.star
 	}
 	r := readLags(context.Background(), cl, cl.Log)
+	dropped := r.dropped
+	send := func(desc *prometheus.Desc, v float64, stream string, labels ...string) bool {
+		m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+		if err != nil {
+			if cl.OnError != nil {
+				cl.OnError(stream, fmt.Errorf("consumer lag of stream %q: %w", stream, err))
+			}
+			return false
+		}
+		ch <- m
+		return true
+	}
 	for _, l := range r.lags {
-		ch <- prometheus.MustNewConstMetric(c.lagRecords, prometheus.GaugeValue, float64(l.Records), l.Offset.Stream, l.Offset.Group)
+		if !send(c.lagRecords, float64(l.Records), l.Offset.Stream, l.Offset.Stream, l.Offset.Group) {
+			dropped++
+			continue
+		}
 		if cl.Bytes {
-			ch <- prometheus.MustNewConstMetric(c.lagBytes, prometheus.GaugeValue, float64(l.Bytes), l.Offset.Stream, l.Offset.Group)
+			send(c.lagBytes, float64(l.Bytes), l.Offset.Stream, l.Offset.Stream, l.Offset.Group)
 		}
 	}
 	seen := map[string]bool{}
@@ -343,9 +361,9 @@ func (c *Collector) collectLag(ch chan<- prometheus.Metric) {
 				up = 1
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(c.lagUp, prometheus.GaugeValue, up, t.Stream)
+		send(c.lagUp, up, t.Stream, t.Stream)
 	}
-	ch <- prometheus.MustNewConstMetric(c.lagDropped, prometheus.GaugeValue, float64(r.dropped))
+	ch <- prometheus.MustNewConstMetric(c.lagDropped, prometheus.GaugeValue, float64(dropped))
 }
 
 func (c *Collector) collectChain(ch chan<- prometheus.Metric, star, class string, s *loglet.ClassStats) {
