@@ -73,23 +73,8 @@ func Dir(ctx context.Context, dir string, cfg loglet.Config) (*loglet.Star, erro
 	if ctx == nil {
 		return nil, loglet.ErrNilContext
 	}
-	var set []string
-	if cfg.Meta != nil {
-		set = append(set, "Meta")
-	}
-	for _, c := range []struct {
-		name string
-		cc   *loglet.ClassConfig
-	}{{"Standard", &cfg.Standard}, {"Express", &cfg.Express}} {
-		if len(c.cc.Stores) > 0 {
-			set = append(set, c.name+".Stores")
-		}
-		if len(c.cc.BucketNames) > 0 {
-			set = append(set, c.name+".BucketNames")
-		}
-	}
-	if len(set) > 0 {
-		return nil, fmt.Errorf("open: Dir %s: Config sets %v, which Dir supplies (use loglet.Open for backends of your own)", dir, set)
+	if err := refuseBackends("Dir", cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Star == "" {
 		cfg.Star = DefaultStar
