@@ -152,14 +152,23 @@ func (s *Settings) Spec() (Spec, error) {
 	}
 	if s.Etcd != "" {
 		var hosts []string
+		schemes := map[bool]bool{}
 		for _, ep := range strings.Split(s.Etcd, ",") {
-			h := strings.TrimSuffix(strings.TrimPrefix(ep, "http://"), "/")
-			if h == "" || strings.ContainsAny(h, "/,") {
-				return Spec{}, fmt.Errorf("open: etcd endpoint %q: want http://host:port or host:port (plain http)", ep)
+			h, tls := strings.CutPrefix(ep, "https://")
+			h = strings.TrimSuffix(strings.TrimPrefix(h, "http://"), "/")
+			if h == "" || strings.ContainsAny(h, "/,") || strings.Contains(h, "://") {
+				return Spec{}, fmt.Errorf("open: etcd endpoint %q: want host:port, http://host:port or https://host:port", ep)
 			}
 			hosts = append(hosts, h)
+			schemes[tls] = true
+		}
+		if len(schemes) > 1 {
+			return Spec{}, fmt.Errorf("open: etcd endpoints %q mix http and https", s.Etcd)
 		}
 		q := url.Values{}
+		if schemes[true] {
+			q.Set("tls", "true")
+		}
 		q.Set("max_txn_ops", strconv.Itoa(s.EtcdMaxTxnOps))
 		q.Set("max_request_bytes", strconv.Itoa(s.EtcdMaxRequestBytes))
 		spec.Meta = (&url.URL{Scheme: "etcd", Host: strings.Join(hosts, ","), Path: "/" + s.EtcdPrefix, RawQuery: q.Encode()}).String()

@@ -67,7 +67,8 @@ func TestEnvRefusesBadValues(t *testing.T) {
 	}{
 		{map[string]string{"FLIGHTLOG_DIR": dir, "FLIGHTLOG_FLUSH_DEADLINE": "soon"}, "$FLIGHTLOG_FLUSH_DEADLINE"},
 		{map[string]string{"FLIGHTLOG_DIR": dir, "FLIGHTLOG_S3_PATH_STYLE": "maybe"}, "$FLIGHTLOG_S3_PATH_STYLE"},
-		{map[string]string{"FLIGHTLOG_DIR": dir, "FLIGHTLOG_ETCD_ENDPOINTS": "https://h:2379"}, `etcd endpoint "https://h:2379"`},
+		{map[string]string{"FLIGHTLOG_DIR": dir, "FLIGHTLOG_ETCD_ENDPOINTS": "unix://h"}, `etcd endpoint "unix://h"`},
+		{map[string]string{"FLIGHTLOG_DIR": dir, "FLIGHTLOG_ETCD_ENDPOINTS": "https://h:2379,http://g:2379"}, "mix http and https"},
 	} {
 		_, err := envOpen(ctx, loglet.Config{}, mapEnv(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -109,6 +110,10 @@ func TestSettingsSpec(t *testing.T) {
 	}
 	if spec.Meta != want.Meta || !slices.Equal(spec.Standard, want.Standard) || !slices.Equal(spec.Express, want.Express) || spec.S3AccessKey != "ak" {
 		t.Errorf("spec\n got %+v\nwant %+v", spec, want)
+	}
+	s.Etcd = "https://h1:2379,https://h2:2379"
+	if spec, err := s.Spec(); err != nil || !strings.HasPrefix(spec.Meta, "etcd://h1:2379,h2:2379/prod/?") || !strings.Contains(spec.Meta, "tls=true") {
+		t.Errorf("https endpoints: %q, %v; want tls=true", spec.Meta, err)
 	}
 	var cfg loglet.Config
 	s.Tune(&cfg)

@@ -40,11 +40,12 @@ import (
 // Metastores:
 //
 //	bbolt:///abs/dir/meta.db?lock_timeout=1s   a bbolt file (one process at a time)
-//	etcd://host1:2379,host2:2379/prefix/?max_txn_ops=128&max_request_bytes=1572864
+//	etcd://host1:2379,host2:2379/prefix/?max_txn_ops=128&max_request_bytes=1572864&tls=false
 //	mem://                                     an in-memory metastore
 //
-// etcd's endpoints are dialled over plain http; the path, without its
-// leading '/', is the key prefix (etcd.Config.Prefix).
+// etcd's endpoints are dialled over plain http, or with tls=true over https
+// (the system's roots, the endpoint's host as the server name); the path,
+// without its leading '/', is the key prefix (etcd.Config.Prefix).
 //
 // A bucket's name is its URL's host (s3, mem) or the last element of its
 // path (file), so file:///data/standard is the bucket Dir names
@@ -342,11 +343,17 @@ func (s Spec) openMeta(u *url.URL) (metastore.Store, error) {
 			return nil, fmt.Errorf("open: Meta %q: no endpoints (the host part): want etcd://host:port[,host:port...]/prefix", u)
 		}
 		cfg := etcd.Config{Prefix: strings.TrimPrefix(u.Path, "/")}
+		var useTLS bool
+		q.boolean("tls", &useTLS)
+		scheme := "http://"
+		if useTLS {
+			scheme = "https://"
+		}
 		for _, h := range strings.Split(u.Host, ",") {
 			if h == "" || strings.HasPrefix(h, ":") {
 				return nil, fmt.Errorf("open: Meta %q: endpoint %q in the host part: want host:port", u, h)
 			}
-			cfg.Endpoints = append(cfg.Endpoints, "http://"+h)
+			cfg.Endpoints = append(cfg.Endpoints, scheme+h)
 		}
 		q.positive("max_txn_ops", &cfg.MaxCommitOps)
 		q.positive("max_request_bytes", &cfg.MaxRequestBytes)
