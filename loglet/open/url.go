@@ -102,7 +102,7 @@ func (s Spec) Open(ctx context.Context) (*Backends, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buckets [2][]*url.URL
+	var buckets [2][]specURL
 	for c, urls := range [2][]string{s.Standard, s.Express} {
 		field := [2]string{"Standard", "Express"}[c]
 		for i, raw := range urls {
@@ -208,22 +208,31 @@ func refuseBackends(who string, cfg loglet.Config) error {
 	return nil
 }
 
+// specURL is a parsed URL of a Spec that prints as it was given (url.URL's
+// String would show "s3://?region=x" as "s3:?region=x").
+type specURL struct {
+	*url.URL
+	raw string
+}
+
+func (u specURL) String() string { return u.raw }
+
 // parseURL parses one URL of a Spec; field names it in errors.
-func parseURL(field, raw string) (*url.URL, error) {
+func parseURL(field, raw string) (specURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("open: %s %q: %w", field, raw, err)
+		return specURL{}, fmt.Errorf("open: %s %q: %w", field, raw, err)
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("open: %s %q: no scheme (want e.g. s3://bucket, file:///abs/dir, bbolt:///abs/meta.db, etcd://host:port/prefix, mem://)", field, raw)
+		return specURL{}, fmt.Errorf("open: %s %q: no scheme (want e.g. s3://bucket, file:///abs/dir, bbolt:///abs/meta.db, etcd://host:port/prefix, mem://)", field, raw)
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("open: %s %q: credentials in the URL (user info): pass them in Spec.S3AccessKey/S3SecretKey or the environment, not in a URL", field, redact(u))
+		return specURL{}, fmt.Errorf("open: %s %q: credentials in the URL (user info): pass them in Spec.S3AccessKey/S3SecretKey or the environment, not in a URL", field, redact(u))
 	}
 	if u.Fragment != "" {
-		return nil, fmt.Errorf("open: %s %q: fragment %q means nothing here", field, raw, u.Fragment)
+		return specURL{}, fmt.Errorf("open: %s %q: fragment %q means nothing here", field, raw, u.Fragment)
 	}
-	return u, nil
+	return specURL{u, raw}, nil
 }
 
 func redact(u *url.URL) string {
@@ -240,7 +249,7 @@ type query struct {
 	err        error
 }
 
-func newQuery(field string, u *url.URL) *query {
+func newQuery(field string, u specURL) *query {
 	q := &query{field: field, raw: u.String()}
 	q.v, q.err = url.ParseQuery(u.RawQuery)
 	if q.err != nil {
@@ -308,7 +317,7 @@ func (q *query) done() error {
 	return nil
 }
 
-func (s Spec) openMeta(u *url.URL) (metastore.Store, error) {
+func (s Spec) openMeta(u specURL) (metastore.Store, error) {
 	const field = "Meta"
 	q := newQuery(field, u)
 	switch u.Scheme {
@@ -370,7 +379,7 @@ func (s Spec) openMeta(u *url.URL) (metastore.Store, error) {
 	return nil, fmt.Errorf("open: Meta %q: unknown scheme %q (want bbolt, etcd or mem)", u, u.Scheme)
 }
 
-func (s Spec) openBucket(ctx context.Context, field string, u *url.URL) (objstore.Store, string, error) {
+func (s Spec) openBucket(ctx context.Context, field string, u specURL) (objstore.Store, string, error) {
 	q := newQuery(field, u)
 	switch u.Scheme {
 	case "mem":
@@ -436,7 +445,7 @@ func (s Spec) openBucket(ctx context.Context, field string, u *url.URL) (objstor
 
 // absPath is a file or bbolt URL's path, which must be absolute: a host
 // part (file://data/x) is the usual slip for a relative path.
-func absPath(field string, u *url.URL) (string, error) {
+func absPath(field string, u specURL) (string, error) {
 	if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
 		return "", fmt.Errorf("open: %s %q: the path must be absolute, as in %s:///abs/path (a relative path such as %s://data/x puts \"data\" in the host part)", field, u, u.Scheme, u.Scheme)
 	}
