@@ -117,6 +117,8 @@ func BenchmarkThroughput(b *testing.B) {
 				// Config.AbsorbEarlyPercent) rather than on the interval.
 				b.ReportMetric(float64(cs.MetastoreRequests)/r.elapsed.Seconds(), "meta-req/s")
 				b.ReportMetric(float64(cs.AbsorbEarlyRounds)/r.elapsed.Seconds(), "early-rounds/s")
+				b.ReportMetric(float64(cs.AbsorbRoundLatency.Quantile(0.5))/1e6, "round-p50-ms")
+				b.ReportMetric(float64(cs.AbsorbRoundLatency.Quantile(0.99))/1e6, "round-p99-ms")
 				frame := max(1, int(cs.FlightSize.Quantile(0.5))/benchStreams)
 				switch c.c {
 				case envelope.CodecS2:
