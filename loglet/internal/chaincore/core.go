@@ -46,6 +46,14 @@ type Config struct {
 	// AbsorbInterval paces rounds; AbsorbMaxSlots bounds one round.
 	AbsorbInterval time.Duration
 	AbsorbMaxSlots int
+	// AbsorbEarlyPercent: a round starts before AbsorbInterval has passed
+	// once the backlog holds at least this percent of BacklogFlights or of
+	// BacklogBytes, so the backlog drains at the metastore's pace instead
+	// of stalling at its bound over the interval (0: on the interval
+	// only). The loglet's default is 50. Below it (low ingest) rounds run
+	// on the interval alone, so metastore requests per second stay as
+	// they were; one round is out at a time either way.
+	AbsorbEarlyPercent int
 	// TailsFullEvery: a full tails snapshot is written at least every
 	// this many rounds, deltas in between (0: 1024).
 	TailsFullEvery int

@@ -55,7 +55,7 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		Stragglers:       c.stragglers, StragglersAbandoned: st.stragglersAbandoned,
 		Backlog:      c.backlog.Stats(c.now),
 		AbsorbRounds: c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
-		AbsorbRoundLatency: c.ab.roundLatency.Snapshot(),
+		AbsorbRoundLatency: c.ab.roundLatency.Snapshot(), AbsorbEarlyRounds: c.ab.earlyRounds,
 		CheckpointEpoch:    c.ab.cpEpoch,
 		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes, TailsRebuilds: st.tailsRebuilds,
 		AckLatency:    st.ackLatency.Snapshot(),
