@@ -96,7 +96,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		Frames:        chaincore.DefaultFrameLimits(int64(cfg.FrameBytes)),
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
-		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
+		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots, AbsorbEarlyPercent: max(0, s.cfg.AbsorbEarlyPercent),
 		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
@@ -504,9 +504,12 @@ func (l *lane) admit(ctx context.Context, b *chaincore.Batch, recs []Record, mat
 func (l *lane) admitError(stream string, err error) error {
 	var me *chaincore.MismatchError
 	var de *chaincore.DeadError
+	var fe *chaincore.FencedError
 	switch {
 	case errors.As(err, &me):
 		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: durableTail(me.Tail)}
+	case errors.As(err, &fe):
+		return &FencedError{Stream: stream, Fenced: fe.Fenced}
 	case errors.As(err, &de):
 		return l.fateError(stream, de.Fate)
 	case isProducerAnswer(err):

@@ -125,6 +125,7 @@ var chainInstrs = []chainInstr{
 	{"flightlog.halts", "{halt}", "Halts of the chain.", counter, func(s *loglet.ClassStats) int64 { return u(s.Halts) }},
 	{"flightlog.stragglers.abandoned", "{copy}", "Straggling copies cancelled over the straggler budget.", counter, func(s *loglet.ClassStats) int64 { return u(s.StragglersAbandoned) }},
 	{"flightlog.absorb.rounds", "{round}", "Absorb rounds committed.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbRounds) }},
+	{"flightlog.absorb.early_rounds", "{round}", "Absorb rounds started before their interval: the backlog was past AbsorbEarlyPercent.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbEarlyRounds) }},
 	{"flightlog.absorb.refs", "{ref}", "Span refs written by absorb rounds.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbRefs) }},
 	{"flightlog.absorb.failures", "{attempt}", "Failed absorb commit attempts.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbFailures) }},
 	{"flightlog.metastore.requests", "{request}", "Metastore requests the absorb rounds took.", counter, func(s *loglet.ClassStats) int64 { return u(s.MetastoreRequests) }},

@@ -155,6 +155,7 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	counter("halts_total", "Halts of the chain (each recovered in place or ending in deposition).", func(s *loglet.ClassStats) float64 { return u(s.Halts) })
 	counter("stragglers_abandoned_total", "Straggling copies cancelled over the straggler budget.", func(s *loglet.ClassStats) float64 { return u(s.StragglersAbandoned) })
 	counter("absorb_rounds_total", "Absorb rounds committed.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbRounds) })
+	counter("absorb_early_rounds_total", "Absorb rounds started before their interval: the backlog was past AbsorbEarlyPercent.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbEarlyRounds) })
 	counter("absorb_refs_total", "Span refs written by absorb rounds.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbRefs) })
 	counter("absorb_failures_total", "Failed absorb commit attempts.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbFailures) })
 	counter("metastore_requests_total", "Metastore requests the absorb rounds took.", func(s *loglet.ClassStats) float64 { return u(s.MetastoreRequests) })

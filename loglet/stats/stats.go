@@ -92,6 +92,11 @@ type Class struct {
 	// requests they took, and round latency (ns).
 	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
 	AbsorbRoundLatency                                          histogram.Snapshot
+	// AbsorbEarlyRounds counts the rounds (of AbsorbRounds' kind, started,
+	// not necessarily committed) that began before AbsorbInterval had
+	// passed because the backlog was past Config.AbsorbEarlyPercent of its
+	// bound: a steady count means ingest outruns the interval.
+	AbsorbEarlyRounds uint64
 	// CheckpointEpoch is the checkpoint's epoch; Checkpoint its next
 	// unabsorbed slot when that is the current epoch (else 0).
 	CheckpointEpoch, Checkpoint uint64
