@@ -311,10 +311,20 @@ func (h *harness) run(d *datadriven.TestData) string {
 			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
 		}
 		res.MetaRequests = int(h.u64(d, "requests", 0))
+		res.Retries, res.RefScans = int(h.u64(d, "retries", 0)), int(h.u64(d, "scans", 0))
+		for i := range int(h.u64(d, "settled", 0)) {
+			k := settle.KnownRef{Key: fmt.Sprintf("refs/s%d", i)}
+			k.Ref.Stream = fmt.Sprintf("s%d", i)
+			res.Settled = append(res.Settled, k)
+		}
 		h.step(SettlePassed{Result: res})
 	case "settle-failed":
 		// A pass that failed before it got anywhere: an empty Result.
 		h.step(SettlePassed{Err: errors.New("metastore: unavailable")})
+	case "settle-stats":
+		s := h.c.Stats(h.now).Settle
+		return fmt.Sprintf("passes=%d failures=%d retries=%d requests=%d scans=%d settled-refs=%d\n",
+			s.Passes, s.Failures, s.Retries, s.MetaRequests, s.RefScans, s.SettledRefs)
 	case "round-done":
 		out := h.snapshotPut()
 		h.step(h.committed(nil))

@@ -61,6 +61,9 @@ type Env struct {
 	SettleTimeout time.Duration
 	SettleCodec   envelope.Codec
 	SettleGrace   time.Duration // settle.Config.DoomedGrace
+	// PassMemory, if set, accounts each pass's slot objects in the
+	// chain's memory budget (nil: unaccounted, as for tools' passes).
+	PassMemory *PassMemory
 
 	writers sync.Pool // *envelope.BundleWriter
 	objects sync.Pool // *[]byte: flight objects Recycle gave back
