@@ -36,6 +36,12 @@ type Committer struct {
 
 	// Requests counts metastore requests this committer made.
 	Requests uint64
+	// RefVersions are the versions of the refs the last CommitAtomic (or
+	// CommitDooming) wrote, in its refs' order, when it wrote them all in
+	// one Commit at its first attempt (nil otherwise: a split round, a
+	// replay): what settlement needs to repoint them without reading them
+	// back.
+	RefVersions []metastore.Version
 }
 
 // Resume returns a committer over h, a checkpoint that carries owner's seal
@@ -187,6 +193,7 @@ func (c *Committer) CommitAtomic(ctx context.Context, round Round, refs []SpanRe
 		return nil, fmt.Errorf("absorb: commit round [%d, %d): %d doomed snapshots, over the checkpoint's bound of %d", round.From, round.To, len(doomed), MaxDoomedSnapshots)
 	}
 	next := absorbval.AdvancedCheckpoint(c.cp, round, tailsKey, tailsBase, doomed)
+	c.RefVersions = nil
 	maxOps, maxBytes := metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta)
 	ops, err := c.refOps(refs)
 	if err != nil {
@@ -219,6 +226,9 @@ func (c *Committer) commitAtomic(ctx context.Context, round Round, refs []SpanRe
 		c.Requests++
 		if err == nil {
 			c.cp, c.ver = next, vs[len(vs)-1]
+			if attempt == 0 && len(vs) == len(refs)+1 {
+				c.RefVersions = vs[:len(refs):len(refs)]
+			}
 			return nil
 		}
 		applied, rerr := c.resolve(ctx, next)

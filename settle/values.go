@@ -8,6 +8,7 @@ package settle
 
 import (
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/settle/settleval"
 )
 
@@ -22,6 +23,12 @@ type Result = settleval.Result
 
 // Slot is settleval.Slot.
 type Slot = settleval.Slot
+
+// Run is settleval.Run.
+type Run = settleval.Run
+
+// KnownRef is settleval.KnownRef.
+type KnownRef = settleval.KnownRef
 
 // SlotsPass is settleval.SlotsPass.
 type SlotsPass = settleval.SlotsPass
@@ -69,4 +76,9 @@ func MarkerPrefix(star string, c chain.Class) string {
 // Segments is settleval.Segments.
 func Segments(cuts map[uint64]uint64, a, b chain.Position) ([][3]uint64, error) {
 	return settleval.Segments(cuts, a, b)
+}
+
+// Render is settleval.Render.
+func Render(id string, start, end uint64, runs []Run, codec envelope.Codec, frameBytes int) ([]byte, []envelope.FrameInfo, error) {
+	return settleval.Render(id, start, end, runs, codec, frameBytes)
 }

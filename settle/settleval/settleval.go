@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/flightlog/flightlog/absorb/absorbval"
 	"github.com/flightlog/flightlog/chain/chainval"
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore/metaval"
@@ -46,6 +48,24 @@ type Pass struct {
 	// (exclusive) the leader knows; the cursor's own are used too.
 	Cuts     []chainval.Cut
 	MaxSlots int
+	// Known are the refs the leader's absorb rounds wrote from KnownFrom
+	// on, in chain order, with their versions (KnownOK: from KnownFrom on
+	// it knows every one): a pass whose cursor is at KnownFrom or past it
+	// settles from them instead of scanning each stream's refs. Prev are
+	// streams' last settled refs as passes wrote them (a merge's
+	// candidates). Both are hints: a ref that moved since fails its
+	// compare-and-swap, and the stream is settled again from a scan.
+	Known     []KnownRef
+	KnownFrom chainval.Position
+	KnownOK   bool
+	Prev      []KnownRef
+}
+
+// KnownRef is a ref as its writer left it: its key, version and value.
+type KnownRef struct {
+	Key     string
+	Version metaval.Version
+	Ref     absorbval.SpanRef
 }
 
 // Result is what a pass did.
@@ -66,9 +86,19 @@ type Result struct {
 	// even if nothing new is absorbed (zero: none waits).
 	DoomedWaiting int
 	DoomedDue     time.Time
-	Reclaimed     int   // refs of deleted incarnations or trimmed records deleted
-	Deleted       int   // slot deletes that succeeded (per bucket)
-	FreedBytes    int64 // transit bytes of the slots deleted (as read by this pass)
+	Reclaimed     int // refs of deleted incarnations or trimmed records deleted
+	// Retries is the requests the pass asked again after a transient
+	// failure (on its own backoff, inside the pass).
+	Retries int
+	// MetaRequests is the metastore requests the pass made (the leader
+	// paces passes by them), and RefScans those that scanned a stream's
+	// refs (a stream the leader's known refs did not cover).
+	MetaRequests, RefScans int
+	// Settled are the settled refs the pass wrote, as it wrote them (the
+	// leader's Prev for the next pass).
+	Settled    []KnownRef
+	Deleted    int   // slot deletes that succeeded (per bucket)
+	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a
 	// bucket down): they stay due for the next pass; the pass itself
 	// succeeded.
@@ -96,7 +126,7 @@ type Slot struct {
 	Frames []envelope.FrameInfo
 }
 
-// SlotsPass is what settle.SettleSlots is asked: settle the refs with records in
+// SlotsPass is what settling the slots read is asked: settle the refs with records in
 // Slots, the slots a pass read in chain order, which end at Upto.
 type SlotsPass struct {
 	Upto, Checkpoint chainval.Position
@@ -104,12 +134,12 @@ type SlotsPass struct {
 	// leader's, and those it re-derived).
 	Cuts  []chainval.Cut
 	Slots []Slot
-	// Guard is the checkpoint's version as the pass last found it sealed
-	// by its leader ("": settle.SettleSlots reads it before its first Commit).
-	Guard metaval.Version
+	// Streams, if not nil, are the only streams to settle (a retry of the
+	// streams an earlier try failed); nil: every stream in Slots.
+	Streams []string
 }
 
-// SlotsResult is what settle.SettleSlots did.
+// SlotsResult is what settling the slots read did.
 type SlotsResult struct {
 	// Objects, RawBytes, StoredBytes, Repointed, Merged and Reclaimed are
 	// as in Result.
@@ -117,8 +147,9 @@ type SlotsResult struct {
 	RawBytes, StoredBytes                 int64
 	// DoomedNew: a committed merge marked objects doomed.
 	DoomedNew bool
-	// Guard is the checkpoint's version as the step left it.
-	Guard metaval.Version
+	// Failed is the streams whose settling failed (sorted), to try again:
+	// every step is idempotent, so a retry of only these finishes the job.
+	Failed []string
 }
 
 // Segments returns the committed slot ranges [from, to) of each epoch

@@ -607,6 +607,7 @@ func (c *Core) onRoundCommitted(ev RoundCommitted) {
 		held += f.objBytes * int64(c.K())
 	}
 	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now, held)
+	c.st.noteRefs(p.round, p.refs, ev.RefVersions) // settle_known.go
 	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))

@@ -71,6 +71,11 @@ type Config struct {
 	// at most this often, while serving, and only when the checkpoint has
 	// moved past the trim cursor.
 	SettleInterval time.Duration
+	// SettleRequestBudget bounds the metastore requests per second
+	// settlement makes on average: a pass that made N delays the next
+	// until N/budget seconds after it began (0: DefaultSettleRequestBudget;
+	// negative: no bound). See settle.go.
+	SettleRequestBudget float64
 	// ProducerWindow bounds each stream's producer window (producers.go).
 	ProducerWindow ProducerWindow
 	// RefuseLiveOwner fails the opening with ErrLiveOwner when the chain's

@@ -418,7 +418,10 @@ type RoundCommitted struct {
 	Held     absorb.Held
 	Split    []int
 	Requests uint64 // the metastore requests it took
-	Err      error
+	// RefVersions are the round's refs' versions, in order, when one
+	// Commit wrote them all (nil otherwise): settlement's known refs.
+	RefVersions []metastore.Version
+	Err         error
 }
 
 // RoundMarked is MarkRoundPending's result, and the checkpoint held after

@@ -15,6 +15,12 @@ type Settle struct {
 	Upto, Checkpoint chain.Position
 	Cuts             []chain.Cut // the cuts of earlier epochs the epoch record carries
 	Epoch            uint64
+	// Known, KnownFrom, KnownOK and Prev: the refs the leader knows
+	// (settle_known.go; settle.Pass's fields of the same names).
+	Known     []settle.KnownRef
+	KnownFrom chain.Position
+	KnownOK   bool
+	Prev      []settle.KnownRef
 }
 
 // SettlePassed is Settle's result.
@@ -55,6 +61,11 @@ type settleState struct {
 	// heldBytes is the flight copies of those rounds: transit storage
 	// that settlement has yet to free.
 	heldBytes int64
+	// paceUntil: no pass starts before it (the request budget: see
+	// DefaultSettleRequestBudget).
+	paceUntil time.Time
+	// refs: the refs the leader knows (settle_known.go).
+	refs knownRefs
 
 	passes, failures, merged               uint64
 	objects, repointed, reclaimed, deletes uint64
@@ -93,7 +104,7 @@ func (c *Core) maybeSettle() {
 	if s.lastAt.IsZero() {
 		s.lastAt = c.now // the first pass comes an interval after serving begins
 	}
-	if c.now.Before(s.retryAt) || c.now.Before(s.lastAt.Add(c.cfg.SettleInterval)) {
+	if c.now.Before(s.retryAt) || c.now.Before(s.lastAt.Add(c.cfg.SettleInterval)) || c.now.Before(s.paceUntil) {
 		return
 	}
 	upto := c.settleUpto()
@@ -101,7 +112,9 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	s.out, s.lastAt = true, c.now
-	c.emit(Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch})
+	in := Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch}
+	s.knownInput(&in)
+	c.emit(in)
 }
 
 // settleWake is when the next pass is due (zero: none).
@@ -116,6 +129,9 @@ func (c *Core) settleWake() time.Time {
 	due := s.lastAt.Add(c.cfg.SettleInterval)
 	if s.retryAt.After(due) {
 		due = s.retryAt
+	}
+	if s.paceUntil.After(due) {
+		due = s.paceUntil
 	}
 	if !s.retry && s.idle(c.settleUpto()) {
 		if s.doomedDue.IsZero() {
@@ -137,6 +153,8 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s := &c.st
 	s.out = false
 	r := ev.Result
+	s.paceUntil = c.settlePace(r.MetaRequests)
+	s.settledKnown(r)
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)
@@ -182,6 +200,28 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	if r.Objects > 0 || r.Deleted > 0 {
 		c.logf(slog.LevelDebug, "settled", slog.String("result", r.Describe()), attrU("trim_epoch", s.at.Epoch), attrU("trim_next", s.at.Next))
 	}
+}
+
+// DefaultSettleRequestBudget is Config.SettleRequestBudget's default:
+// settlement makes at most this many metastore requests per second per
+// chain on average. A pass costs about one request per MaxCommitOps ops of
+// repoints (one Commit carries many streams'), plus a ref scan per stream;
+// at many active streams one pass per interval would cost more, so the
+// passes are paced by what each cost: the rate stays flat and the lag
+// grows instead.
+const DefaultSettleRequestBudget = 50
+
+// settlePace is when the next pass may start after one that began at
+// lastAt and made n metastore requests.
+func (c *Core) settlePace(n int) time.Time {
+	b := c.cfg.SettleRequestBudget
+	if b == 0 {
+		b = DefaultSettleRequestBudget
+	}
+	if b < 0 || n <= 0 {
+		return time.Time{}
+	}
+	return c.st.lastAt.Add(time.Duration(float64(n) / b * float64(time.Second)))
 }
 
 // noteRound records that the checkpoint reached (epoch, next) now, with

@@ -69,7 +69,8 @@ import (
 //	snapshots-dropped [none]   (the drop: every snapshot deleted, or none)
 //	snapshots             (the last round's snapshot key, the doomed snapshots
 //	                      its checkpoint records and those it deletes)
-//	settle-passed [at=E.N deleted=E.N doomed-due=+d]   (new settle=interval turns settlement on)
+//	settle-passed [at=E.N deleted=E.N doomed-due=+d requests=N]   (new settle=interval turns
+//	                         settlement on; requests: the metastore requests the pass made)
 //	settle-failed         (a pass that failed before it learnt anything)
 //	epoch-sealed | epoch-seal-failed
 //	checkpoint-read [owner= epoch=]   (the result of the last seal check asked: the
@@ -306,6 +307,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 			}
 			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
 		}
+		res.MetaRequests = int(h.u64(d, "requests", 0))
 		h.step(SettlePassed{Result: res})
 	case "settle-failed":
 		// A pass that failed before it got anywhere: an empty Result.

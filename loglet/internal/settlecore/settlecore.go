@@ -35,10 +35,19 @@
 //     it in the cursor before use.
 //  6. Read the slots from the cursor on (up to Upto, MaxSlots or
 //     settle.MaxPassBytes), one epoch's range a request; settle the refs
-//     with records in them (one coarse step, package settle's
-//     SettleSlots); reclaim again if a merge doomed objects.
+//     with records in them, stream by stream (slots.go); reclaim again if
+//     a merge doomed objects.
 //  7. Advance the cursor to where the slots read end, then delete behind
 //     it as in 2.
+//
+// A request that fails transiently (not a conflict, not deposed, not a
+// refusal: see Transient) is asked again on the pass's own backoff (a
+// Wait between tries, 10 ms doubling to 1 s, up to Config.Retries times)
+// instead of failing the pass: every step is idempotent, and a pass of
+// many requests against a store that fails a few percent of them would
+// otherwise fail as a whole almost every time. Only the deletes behind
+// the cursor (2) are not retried: they stay due and the pass goes on. The
+// streams whose settling failed are settled again, those only.
 package settlecore
 
 import (
@@ -50,7 +59,9 @@ import (
 
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	chain "github.com/flightlog/flightlog/chain/chainval"
+	"github.com/flightlog/flightlog/envelope"
 	metastore "github.com/flightlog/flightlog/metastore/metaval"
+	objstore "github.com/flightlog/flightlog/objstore/objval"
 	settle "github.com/flightlog/flightlog/settle/settleval"
 )
 
@@ -68,6 +79,53 @@ type Config struct {
 	DoomedGrace time.Duration
 	// MaxCommitOps bounds the ops of one Commit (0: maxBatchOps).
 	MaxCommitOps int
+	// Retries bounds the tries of one request after its first transient
+	// failure (0: DefaultRetries; negative: none).
+	Retries int
+	// MaxCommitBytes bounds the bytes of one Commit as OpBytes counts
+	// them (0: no bound); OpBytes is an op's size as the backend counts it
+	// (nil: the key and value's lengths).
+	MaxCommitBytes int
+	OpBytes        func(metastore.Op) int
+	// Settled objects: Codec compresses their frames, of up to FrameBytes
+	// raw each (0: settle.DefaultFrameBytes), and an object grows to
+	// TargetBytes raw (0: settle.DefaultTargetBytes).
+	Codec                   envelope.Codec
+	FrameBytes, TargetBytes int
+	// Liveness: the pass asks whether each stream lives and where it is
+	// trimmed (CheckLive); else every stream lives, none trimmed.
+	Liveness bool
+	// ReadAhead bounds the calls of one Parallel request (0:
+	// DefaultReadAhead).
+	ReadAhead int
+}
+
+// DefaultRetries is Config.Retries' default: with the backoff doubling
+// from RetryMin to RetryMax, a request is given about 2.3 s.
+const DefaultRetries = 8
+
+// The backoff between the tries of a request.
+const (
+	RetryMin = 10 * time.Millisecond
+	RetryMax = time.Second
+)
+
+// Transient reports whether a request that failed with err may succeed if
+// asked again unchanged: every failure but a conflict (a version moved: the
+// pass decides what follows), a deposed pass, a cut unknown, a key or
+// object not found, a request too large or invalid, and a permanent
+// object-store failure.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{metastore.ErrConflict, metastore.ErrNotFound, metastore.ErrTooLarge, metastore.ErrInvalidKey,
+		objstore.ErrNotFound, objstore.ErrExists, objstore.ErrPermanent, objstore.ErrInvalidKey, objstore.ErrInvalidRange, settle.ErrDeposed, settle.ErrCutUnknown} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
 }
 
 // Input is one pass's task.
@@ -81,6 +139,12 @@ type Input struct {
 	Upto, Checkpoint chain.Position
 	Cuts             []chain.Cut
 	MaxSlots         int
+	// Known, KnownFrom, KnownOK, Prev: the refs the leader knows, as
+	// settle.Pass's fields of the same names.
+	Known     []settle.KnownRef
+	KnownFrom chain.Position
+	KnownOK   bool
+	Prev      []settle.KnownRef
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -148,8 +212,9 @@ type ReadSlots struct {
 	MaxBytes        int64
 }
 
-// SettleSlots asks for package settle's SettleSlots. → SlotsSettled.
-type SettleSlots struct{ Pass settle.SlotsPass }
+// Wait asks the executor to wait For before the pass goes on: the backoff
+// before a request that failed transiently is asked again. → Waited.
+type Wait struct{ For time.Duration }
 
 func (ReadTrim) isRequest()       {}
 func (ReadCheckpoint) isRequest() {}
@@ -160,7 +225,7 @@ func (GetRef) isRequest()         {}
 func (DeleteObject) isRequest()   {}
 func (FenceEpoch) isRequest()     {}
 func (ReadSlots) isRequest()      {}
-func (SettleSlots) isRequest()    {}
+func (Wait) isRequest()           {}
 
 // TrimRead is ReadTrim's result.
 type TrimRead struct {
@@ -221,11 +286,9 @@ type SlotsRead struct {
 	Err   error
 }
 
-// SlotsSettled is SettleSlots' result.
-type SlotsSettled struct {
-	Result settle.SlotsResult
-	Err    error
-}
+// Waited is Wait's result (Err: the executor stopped waiting, its context
+// over; the pass then ends with the request's failure).
+type Waited struct{ Err error }
 
 func (TrimRead) isEvent()       {}
 func (CheckpointRead) isEvent() {}
@@ -236,7 +299,7 @@ func (RefGot) isEvent()         {}
 func (ObjectDeleted) isEvent()  {}
 func (EpochFenced) isEvent()    {}
 func (SlotsRead) isEvent()      {}
-func (SlotsSettled) isEvent()   {}
+func (Waited) isEvent()         {}
 
 // Log is a line a pass asks its executor to log.
 type Log struct {
@@ -256,6 +319,11 @@ type Pass struct {
 	// pass's leader ("": not read yet).
 	cpVer metastore.Version
 	sizes map[chain.Position]int64
+	// known: each stream's refs the leader knows, in order (nil: the
+	// cursor is before what it knows; scan); prev: each stream's last
+	// settled ref as passes wrote it.
+	known map[string][]ref
+	prev  map[string]ref
 
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
@@ -271,6 +339,21 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	tooSmall := cfg.MaxCommitOps > 0 && cfg.MaxCommitOps < MinCommitOps
 	if cfg.MaxCommitOps <= 0 || cfg.MaxCommitOps > maxBatchOps {
 		cfg.MaxCommitOps = maxBatchOps
+	}
+	if cfg.ReadAhead <= 0 {
+		cfg.ReadAhead = DefaultReadAhead
+	}
+	if cfg.FrameBytes <= 0 {
+		cfg.FrameBytes = settle.DefaultFrameBytes
+	}
+	if cfg.TargetBytes <= 0 {
+		cfg.TargetBytes = settle.DefaultTargetBytes
+	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = DefaultRetries
+	case cfg.Retries < 0:
+		cfg.Retries = 0
 	}
 	p := &Pass{cfg: cfg, in: in, now: now, sizes: map[chain.Position]int64{}}
 	p.res.Trim, p.res.TrimVersion = in.Trim, in.TrimVersion
@@ -292,7 +375,7 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 		return p
 	}
 	p.phase = "read-trim"
-	p.ask(ReadTrim{}, func(ev Event) {
+	p.call(ReadTrim{}, func(ev Event) {
 		tr := ev.(TrimRead)
 		if tr.Err != nil {
 			p.finish(fmt.Errorf("settle: read the trim cursor of %s/%s: %w", cfg.Star, cfg.Class, tr.Err))
@@ -335,7 +418,83 @@ func (p *Pass) ask(r Request, then func(Event)) {
 	if p.done {
 		return
 	}
+	switch r.(type) {
+	case ReadTrim, ReadCheckpoint, Commit, ScanMarkers, GetRef, ScanRefs:
+		p.res.MetaRequests++
+	}
 	p.out, p.then = r, then
+}
+
+// call asks r, and asks it again after a Wait while its event carries a
+// transient failure (errOf) and tries are left; then gets the last event.
+func (p *Pass) call(r Request, then func(Event)) {
+	tries := 0
+	var try func()
+	try = func() {
+		p.ask(r, func(ev Event) {
+			if !Transient(eventErr(ev)) || tries >= p.cfg.Retries {
+				then(ev)
+				return
+			}
+			p.wait(tries, func(ok bool) {
+				if !ok {
+					then(ev)
+					return
+				}
+				tries++
+				try()
+			})
+		})
+	}
+	try()
+}
+
+// wait asks for the backoff before try number tries+1; then learns
+// whether the wait ran its course.
+func (p *Pass) wait(tries int, then func(ok bool)) {
+	p.res.Retries++
+	d := RetryMin << min(tries, 16)
+	if d > RetryMax {
+		d = RetryMax
+	}
+	p.ask(Wait{For: d}, func(ev Event) { then(ev.(Waited).Err == nil) })
+}
+
+// eventErr is the failure an event carries.
+func eventErr(ev Event) error {
+	switch e := ev.(type) {
+	case TrimRead:
+		return e.Err
+	case CheckpointRead:
+		return e.Err
+	case Committed:
+		return e.Err
+	case SlotsDeleted:
+		return e.Err
+	case MarkersScanned:
+		return e.Err
+	case RefGot:
+		return e.Err
+	case ObjectDeleted:
+		return e.Err
+	case EpochFenced:
+		return e.Err
+	case SlotsRead:
+		return e.Err
+	case RefsScanned:
+		return e.Err
+	case Live:
+		return e.Err
+	case RangeGot:
+		return e.Err
+	case ObjectPut:
+		return e.Err
+	case ObjectGot:
+		return e.Err
+	case Waited:
+		return e.Err
+	}
+	return nil
 }
 
 func (p *Pass) finish(err error) {
@@ -351,6 +510,17 @@ func (p *Pass) addCut(c chain.Cut) {
 
 // begin runs the pass from a known cursor.
 func (p *Pass) begin() {
+	if p.in.KnownOK && !p.res.Trim.At.Less(p.in.KnownFrom) {
+		// Every ref into the slots from the cursor on is known.
+		p.known = map[string][]ref{}
+		for _, k := range p.in.Known {
+			p.known[k.Ref.Stream] = append(p.known[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
+		}
+	}
+	p.prev = map[string]ref{}
+	for _, k := range p.in.Prev {
+		p.prev[k.Ref.Stream] = ref{key: k.Key, ver: k.Version, r: k.Ref}
+	}
 	for _, c := range p.res.Trim.Cuts {
 		if _, ok := p.cuts[c.Epoch]; !ok {
 			p.addCut(c)
@@ -413,26 +583,46 @@ func (p *Pass) readSlots(then func(slots []settle.Slot, upto chain.Position, err
 		}
 		e, from, to := segs[i][0], segs[i][1], segs[i][2]
 		limit := min(to, from+uint64(budget-len(slots)))
-		p.ask(ReadSlots{Epoch: e, From: from, To: limit, MaxBytes: settle.MaxPassBytes - bytes}, func(ev Event) {
-			sr := ev.(SlotsRead)
-			for _, s := range sr.Slots {
-				slots = append(slots, s)
-				bytes += int64(len(s.Object))
-				p.sizes[s.Pos] = int64(len(s.Object))
-				at = chain.Position{Epoch: e, Next: s.Pos.Next + 1}
-			}
-			switch {
-			case sr.Full:
-				then(slots, at, nil)
-			case sr.Err != nil:
-				then(slots, at, sr.Err)
-			case limit < to:
-				then(slots, at, nil) // MaxSlots
-			default:
-				at = chain.Position{Epoch: e, Next: to}
-				next(i + 1)
-			}
-		})
+		tries := 0
+		var read func(from uint64)
+		read = func(from uint64) {
+			p.ask(ReadSlots{Epoch: e, From: from, To: limit, MaxBytes: settle.MaxPassBytes - bytes}, func(ev Event) {
+				sr := ev.(SlotsRead)
+				for _, s := range sr.Slots {
+					slots = append(slots, s)
+					bytes += int64(len(s.Object))
+					p.sizes[s.Pos] = int64(len(s.Object))
+					at = chain.Position{Epoch: e, Next: s.Pos.Next + 1}
+				}
+				switch {
+				case sr.Full:
+					then(slots, at, nil)
+				case sr.Err != nil && Transient(sr.Err) && tries < p.cfg.Retries:
+					// The slots read are kept; the read goes on from the
+					// first that failed.
+					resume := from
+					if at.Epoch == e && at.Next > from {
+						resume = at.Next
+					}
+					p.wait(tries, func(ok bool) {
+						if !ok {
+							then(slots, at, sr.Err)
+							return
+						}
+						tries++
+						read(resume)
+					})
+				case sr.Err != nil:
+					then(slots, at, sr.Err)
+				case limit < to:
+					then(slots, at, nil) // MaxSlots
+				default:
+					at = chain.Position{Epoch: e, Next: to}
+					next(i + 1)
+				}
+			})
+		}
+		read(from)
 	}
 	next(0)
 }
@@ -447,19 +637,8 @@ func (p *Pass) settleSlots() {
 			return
 		}
 		p.phase = "settle"
-		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots, Guard: p.cpVer}
-		p.ask(SettleSlots{Pass: sp}, func(ev Event) {
-			ss := ev.(SlotsSettled)
-			r := ss.Result
-			p.res.Objects += r.Objects
-			p.res.Repointed += r.Repointed
-			p.res.Merged += r.Merged
-			p.res.Reclaimed += r.Reclaimed
-			p.res.RawBytes += r.RawBytes
-			p.res.StoredBytes += r.StoredBytes
-			if r.Guard != "" {
-				p.cpVer = r.Guard
-			}
+		sp := settle.SlotsPass{Upto: upto, Checkpoint: p.in.Checkpoint, Cuts: p.cutsFrom(0), Slots: slots}
+		p.settleStreams(sp, func(r settle.SlotsResult, serr error) {
 			after := func(err error) {
 				if err != nil {
 					p.finish(err)
@@ -474,23 +653,61 @@ func (p *Pass) settleSlots() {
 				})
 			}
 			if !r.DoomedNew {
-				after(ss.Err)
+				after(serr)
 				return
 			}
 			p.reclaim(func(err error) {
 				if err != nil {
 					p.res.DoomedDue = p.now
 				}
-				after(errors.Join(ss.Err, err))
+				after(errors.Join(serr, err))
 			})
 		})
 	})
 }
 
+// settleStreams settles the streams of sp's slots (slots.go), and again,
+// after a Wait, the streams that failed while tries are left and the pass
+// is not deposed: a step is idempotent, so the retry of the streams that
+// failed finishes what the first try began. then gets the last try's
+// result, with DoomedNew over all tries, and its error.
+func (p *Pass) settleStreams(sp settle.SlotsPass, then func(settle.SlotsResult, error)) {
+	tries := 0
+	doomed := false
+	var try func()
+	try = func() {
+		p.settleSlotsOnce(sp, func(r settle.SlotsResult, serr error) {
+			p.res.Objects += r.Objects
+			p.res.Repointed += r.Repointed
+			p.res.Merged += r.Merged
+			p.res.Reclaimed += r.Reclaimed
+			p.res.RawBytes += r.RawBytes
+			p.res.StoredBytes += r.StoredBytes
+			doomed = doomed || r.DoomedNew
+			if serr == nil || len(r.Failed) == 0 || errors.Is(serr, settle.ErrDeposed) || tries >= p.cfg.Retries {
+				r.DoomedNew = doomed
+				then(r, serr)
+				return
+			}
+			p.wait(tries, func(ok bool) {
+				if !ok {
+					r.DoomedNew = doomed
+					then(r, serr)
+					return
+				}
+				tries++
+				sp.Streams = r.Failed
+				try()
+			})
+		})
+	}
+	try()
+}
+
 // holder reads the checkpoint and keeps its version if the pass's leader
 // still holds it; else it fails with settle.ErrDeposed.
 func (p *Pass) holder(then func(error)) {
-	p.ask(ReadCheckpoint{}, func(ev Event) {
+	p.call(ReadCheckpoint{}, func(ev Event) {
 		cr := ev.(CheckpointRead)
 		if cr.Err != nil {
 			then(fmt.Errorf("settle: read the checkpoint of %s/%s: %w", p.cfg.Star, p.cfg.Class, cr.Err))
@@ -503,6 +720,14 @@ func (p *Pass) holder(then func(error)) {
 		p.cpVer = cr.Version
 		then(nil)
 	})
+}
+
+// opBytes is op's size as the backend counts it.
+func (p *Pass) opBytes(op metastore.Op) int {
+	if p.cfg.OpBytes != nil {
+		return p.cfg.OpBytes(op)
+	}
+	return len(op.Key) + len(op.Value)
 }
 
 // guardOp checks the checkpoint at the version holder last found.
@@ -531,7 +756,7 @@ func (p *Pass) commit(what string, ops []metastore.Op, then func([]metastore.Ver
 			})
 			return
 		}
-		p.ask(Commit{What: what, Ops: append(ops[:len(ops):len(ops)], p.guardOp())}, func(ev Event) {
+		p.call(Commit{What: what, Ops: append(ops[:len(ops):len(ops)], p.guardOp())}, func(ev Event) {
 			c := ev.(Committed)
 			if c.Err == nil {
 				then(c.Versions[:len(ops)], nil)
@@ -725,7 +950,7 @@ func (p *Pass) advance(upto chain.Position, then func(error)) {
 			then(wrap(err))
 			return
 		}
-		p.ask(ReadTrim{}, func(ev Event) {
+		p.call(ReadTrim{}, func(ev Event) {
 			tr := ev.(TrimRead)
 			if tr.Err == nil && !tr.Cursor.At.Less(upto) {
 				p.res.Trim, p.res.TrimVersion = tr.Cursor, tr.Version // ours applied, or someone got as far
@@ -763,7 +988,7 @@ func (p *Pass) reclaim(then func(error)) {
 	var due []marker
 	var scan func(after string)
 	scan = func(after string) {
-		p.ask(ScanMarkers{After: after, Limit: scanPage}, func(ev Event) {
+		p.call(ScanMarkers{After: after, Limit: scanPage}, func(ev Event) {
 			ms := ev.(MarkersScanned)
 			if ms.Err != nil {
 				then(ms.Err)
@@ -801,7 +1026,7 @@ func (p *Pass) reclaim(then func(error)) {
 				}
 				// A pending marker past its grace: is its object referenced
 				// by now?
-				p.ask(GetRef{Key: d.Ref}, func(ev Event) {
+				p.call(GetRef{Key: d.Ref}, func(ev Event) {
 					rg := ev.(RefGot)
 					if rg.Err != nil {
 						then(rg.Err)
@@ -863,40 +1088,40 @@ func (p *Pass) reclaimDue(due []marker, then func(error)) {
 				return
 			}
 			p.phase = "reclaim-delete"
-			var gone []marker
-			var derr error
-			var obj func(i, b int)
-			obj = func(i, b int) {
-				if i == len(marked) {
-					// After their objects: a marker left by a crash here
-					// only deletes again.
-					p.phase = "reclaim-unmark"
-					p.commitEach("unmark", gone, del, func(_ []marker, err error) {
-						if err != nil {
-							then(err)
-							return
+			// Every object from every settled bucket, in parallel.
+			var reqs []Request
+			for _, x := range marked {
+				for b := 0; b < p.cfg.SettledBuckets; b++ {
+					reqs = append(reqs, DeleteObject{Bucket: b, Key: x.m.Key})
+				}
+			}
+			p.fanOut(reqs, func(evs []Event) {
+				var gone []marker
+				var derr error
+				for i, x := range marked {
+					ok := true
+					for b := 0; b < p.cfg.SettledBuckets; b++ {
+						if err := evs[i*p.cfg.SettledBuckets+b].(ObjectDeleted).Err; err != nil && ok {
+							ok = false // its marker stays: the next pass deletes again
+							derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
 						}
-						then(derr)
-					})
-					return
+					}
+					if ok {
+						gone = append(gone, x)
+						p.res.DeletedObjects++
+					}
 				}
-				x := marked[i]
-				if b == p.cfg.SettledBuckets {
-					gone = append(gone, x)
-					p.res.DeletedObjects++
-					obj(i+1, 0)
-					return
-				}
-				p.ask(DeleteObject{Bucket: b, Key: x.m.Key}, func(ev Event) {
-					if err := ev.(ObjectDeleted).Err; err != nil {
-						derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
-						obj(i+1, 0) // its marker stays: the next pass deletes again
+				// After their objects: a marker left by a crash here only
+				// deletes again.
+				p.phase = "reclaim-unmark"
+				p.commitEach("unmark", gone, del, func(_ []marker, err error) {
+					if err != nil {
+						then(err)
 						return
 					}
-					obj(i, b+1)
+					then(derr)
 				})
-			}
-			obj(0, 0)
+			})
 		})
 	})
 }
@@ -948,6 +1173,11 @@ func (p *Pass) commitEach(what string, xs []marker, op func(marker) metastore.Op
 					case !errors.Is(err, metastore.ErrConflict):
 						then(out, err)
 						return
+					default:
+						// It moved (another pass, or this one's Commit that
+						// failed ambiguously and applied): the next pass
+						// looks at it again, and is due now.
+						p.res.DoomedDue = p.now
 					}
 					one(i + 1)
 				})

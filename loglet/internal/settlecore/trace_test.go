@@ -13,6 +13,7 @@ import (
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 	"github.com/flightlog/flightlog/settle"
@@ -29,7 +30,8 @@ import (
 // EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
 // object's name; durations like 30s):
 //
-//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops=]
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead=]
+//	                         (live: the pass asks each stream's liveness)
 //	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
 //	                         caller read the cursor; else the pass reads it)
 //	time +d                                   (the clock moves)
@@ -42,9 +44,21 @@ import (
 //	ref OBJECT,... | ref-missing | ref-failed
 //	object-deleted | object-delete-failed
 //	fenced cut= | fence-failed
-//	slots-read n= [full] [failed]   (the first n slots asked, 100 bytes each; full: the
-//	                         pass's bytes are reached; failed: the next slot unreadable)
-//	slots-settled [objects= repointed= merged= doomed-new guard= failed]
+//	slots-read n= [full] [failed] [streams=a,b [first=SEQ]]   (the first n slots asked, 100
+//	                         bytes each, or with streams one record of each stream a slot,
+//	                         the first at SEQ if given; full:
+//	                         the pass's bytes are reached; failed: the next slot unreadable)
+//	refs [none] [prev=START-END] | refs-failed   (ScanRefs' result: the stream's refs into
+//	                         the slots read, one a slot; prev: its settled ref before them)
+//	live [dead] [trim=N] | live-failed           (CheckLive's result)
+//	range | range-failed                         (GetRange's: the slot's bytes)
+//	object-put | object-exists | object-put-failed   (PutObject's result)
+//	object-got | object-get-failed   (GetObject's: what the last PutObject of the key wrote,
+//	                         or found in place)
+//	waited | wait-failed      (Wait's result; failed: the executor's context ended)
+//	parallel [failed=i,j] [exists=k]   (Parallel's: each call succeeds but the i-th, j-th
+//	                         (0-based), which fail transiently, and the k-th PUT, which
+//	                         finds an object there)
 type harness struct {
 	t   *testing.T
 	cfg Config
@@ -55,13 +69,26 @@ type harness struct {
 	cpVer metastore.Version
 	// marked maps a marker's key to its object's name, for display.
 	marked map[string]string
+	// Slots with streams: each slot object, the frames in it by stream,
+	// the next seq of each stream, and the bodies PutObject wrote.
+	objects map[string][]byte
+	frames  map[string][]slotFrame
+	seq     map[string]uint64
+	bodies  map[string][]byte
+}
+
+// slotFrame is one stream's frame in a slot object.
+type slotFrame struct {
+	key string
+	f   envelope.FrameInfo
 }
 
 var t0 = time.Unix(1_700_000_000, 0)
 
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		h := &harness{t: t, now: t0, marked: map[string]string{}}
+		h := &harness{t: t, now: t0, marked: map[string]string{}, objects: map[string][]byte{}, frames: map[string][]slotFrame{},
+			seq: map[string]uint64{}, bodies: map[string][]byte{}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return h.run(d)
 		})
@@ -81,7 +108,13 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "new":
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
-			MaxCommitOps: int(h.u64(d, "maxops", 0))}
+			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone,
+			ReadAhead: int(h.u64(d, "readahead", 0))}
+		if r := h.str(d, "retries", ""); r == "none" {
+			h.cfg.Retries = -1
+		} else {
+			h.cfg.Retries = int(h.u64(d, "retries", 0))
+		}
 		h.p = nil
 		return ""
 	case "pass":
@@ -214,21 +247,119 @@ func (h *harness) run(d *datadriven.TestData) string {
 			d.Fatalf(h.t, "slots-read: %d slots asked, not %d", rs.To-rs.From, n)
 		}
 		ev := SlotsRead{Full: d.HasArg("full")}
+		streams := h.str(d, "streams", "")
+		if d.HasArg("first") {
+			for _, id := range strings.Split(streams, ",") {
+				h.seq[id] = h.u64(d, "first", 0)
+			}
+		}
 		for i := uint64(0); i < n; i++ {
-			ev.Slots = append(ev.Slots, settle.Slot{Pos: chain.Position{Epoch: rs.Epoch, Next: rs.From + i}, Object: make([]byte, 100)}) // each slot object 100 bytes
+			pos := chain.Position{Epoch: rs.Epoch, Next: rs.From + i}
+			if streams == "" {
+				ev.Slots = append(ev.Slots, settle.Slot{Pos: pos, Object: make([]byte, 100)}) // each slot object 100 bytes
+				continue
+			}
+			ev.Slots = append(ev.Slots, h.slot(pos, strings.Split(streams, ",")))
 		}
 		if d.HasArg("failed") {
 			ev.Err = errors.New("chain: walk: slot unreadable")
 		}
 		h.step(ev)
-	case "slots-settled":
-		r := settle.SlotsResult{Objects: int(h.u64(d, "objects", 0)), Repointed: int(h.u64(d, "repointed", 0)), Merged: int(h.u64(d, "merged", 0)),
-			DoomedNew: d.HasArg("doomed-new"), Guard: metastore.Version(h.str(d, "guard", ""))}
-		var err error
-		if d.HasArg("failed") {
-			err = errors.New("settle: put settled/a in settled bucket 0: unavailable")
+	case "refs":
+		sr, ok := h.p.Next().(ScanRefs)
+		if !ok {
+			d.Fatalf(h.t, "refs: the pass waits on %T", h.p.Next())
 		}
-		h.step(SlotsSettled{Result: r, Err: err})
+		var items []metastore.Item
+		if !d.HasArg("none") {
+			items = h.refs(d, sr.Prefix)
+		}
+		h.step(RefsScanned{Items: items})
+	case "refs-failed":
+		h.step(RefsScanned{Err: errors.New("metastore down")})
+	case "live":
+		h.step(Live{Live: !d.HasArg("dead"), TrimSeq: h.u64(d, "trim", 0)})
+	case "live-failed":
+		h.step(Live{Err: errors.New("catalogue unreadable")})
+	case "range":
+		g, ok := h.p.Next().(GetRange)
+		if !ok {
+			d.Fatalf(h.t, "range: the pass waits on %T", h.p.Next())
+		}
+		obj := h.objects[g.Key]
+		h.step(RangeGot{Data: obj[g.Offset : g.Offset+g.Length]})
+	case "range-failed":
+		h.step(RangeGot{Err: fmt.Errorf("zone down: %w", objstore.ErrUnavailable)})
+	case "object-put":
+		po, ok := h.p.Next().(PutObject)
+		if !ok {
+			d.Fatalf(h.t, "object-put: the pass waits on %T", h.p.Next())
+		}
+		h.bodies[po.Key] = po.Body
+		h.step(ObjectPut{})
+	case "object-exists": // what is there is what the pass renders: a pass that died wrote it
+		if po, ok := h.p.Next().(PutObject); ok {
+			h.bodies[po.Key] = po.Body
+		}
+		h.step(ObjectPut{Err: fmt.Errorf("settled: %w", objstore.ErrExists)})
+	case "object-put-failed":
+		h.step(ObjectPut{Err: fmt.Errorf("settled bucket down: %w", objstore.ErrUnavailable)})
+	case "object-got":
+		g, ok := h.p.Next().(GetObject)
+		if !ok {
+			d.Fatalf(h.t, "object-got: the pass waits on %T", h.p.Next())
+		}
+		h.step(ObjectGot{Body: h.bodies[g.Key]})
+	case "object-get-failed":
+		h.step(ObjectGot{Err: fmt.Errorf("settled bucket down: %w", objstore.ErrUnavailable)})
+	case "parallel":
+		pr, ok := h.p.Next().(Parallel)
+		if !ok {
+			d.Fatalf(h.t, "parallel: the pass waits on %T", h.p.Next())
+		}
+		idx := func(key string) map[int]bool {
+			out := map[int]bool{}
+			for _, v := range strings.Split(h.str(d, key, ""), ",") {
+				if v != "" {
+					n, _ := strconv.Atoi(v)
+					out[n] = true
+				}
+			}
+			return out
+		}
+		failed, exists := idx("failed"), idx("exists")
+		errOf := func(i int) error {
+			switch {
+			case failed[i]:
+				return fmt.Errorf("bucket down: %w", objstore.ErrUnavailable)
+			case exists[i]:
+				return fmt.Errorf("settled: %w", objstore.ErrExists)
+			}
+			return nil
+		}
+		var done ParallelDone
+		for i, q := range pr.Puts { // the calls numbered in the order shown: puts, then deletes
+			if err := errOf(i); err == nil || exists[i] {
+				h.bodies[q.Key] = q.Body
+			}
+			done.Puts = append(done.Puts, ObjectPut{Err: errOf(i)})
+		}
+		for i := range pr.Deletes {
+			done.Deletes = append(done.Deletes, ObjectDeleted{Err: errOf(len(pr.Puts) + i)})
+		}
+		for i, g := range pr.Gets {
+			if err := errOf(len(pr.Puts) + len(pr.Deletes) + i); err != nil {
+				done.Gets = append(done.Gets, RangeGot{Err: err})
+				continue
+			}
+			obj := h.objects[g.Key]
+			done.Gets = append(done.Gets, RangeGot{Data: obj[g.Offset : g.Offset+g.Length]})
+		}
+		h.step(done)
+	case "waited":
+		h.step(Waited{})
+	case "wait-failed":
+		h.step(Waited{Err: errors.New("context canceled")})
 	default:
 		d.Fatalf(h.t, "unknown command %q", d.Cmd)
 	}
@@ -239,7 +370,8 @@ func (h *harness) run(d *datadriven.TestData) string {
 var answers = map[string]string{
 	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
 	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
-	"ReadSlots": "SlotsRead", "SettleSlots": "SlotsSettled",
+	"ReadSlots": "SlotsRead", "Wait": "Waited", "ScanRefs": "RefsScanned", "CheckLive": "Live",
+	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot", "Parallel": "ParallelDone",
 }
 
 func (h *harness) step(ev Event) {
@@ -269,6 +401,9 @@ func (h *harness) render() string {
 		}
 		fmt.Fprintf(&b, "done: cursor at=%s deleted=%s cuts=%s; %s", pos(res.Trim.At), pos(res.Trim.Deleted), cuts(res.Trim.Cuts), res.Describe())
 		fmt.Fprintf(&b, " merged=%d deleted-objects=%d freed=%d", res.Merged, res.DeletedObjects, res.FreedBytes)
+		if res.Retries > 0 {
+			fmt.Fprintf(&b, " retries=%d", res.Retries)
+		}
 		if res.DoomedWaiting > 0 || !res.DoomedDue.IsZero() {
 			fmt.Fprintf(&b, " doomed-waiting=%d due=+%v", res.DoomedWaiting, res.DoomedDue.Sub(t0))
 		}
@@ -308,13 +443,102 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "fence e=%d from=%d", r.Epoch, r.From)
 	case ReadSlots:
 		fmt.Fprintf(&b, "read-slots e=%d [%d,%d) max-bytes=%d", r.Epoch, r.From, r.To, r.MaxBytes)
-	case SettleSlots:
-		fmt.Fprintf(&b, "settle-slots %s upto=%s checkpoint=%s cuts=%s guard=%q", slotList(r.Pass.Slots), pos(r.Pass.Upto), pos(r.Pass.Checkpoint), cuts(r.Pass.Cuts), r.Pass.Guard)
+	case ScanRefs:
+		fmt.Fprintf(&b, "scan-refs %s after=%s limit=%d", r.Prefix, r.After, r.Limit)
+	case CheckLive:
+		fmt.Fprintf(&b, "check-live %s", r.Stream)
+	case GetRange:
+		fmt.Fprintf(&b, "get-range settled=%v b=%d %s [%d+%d)", r.Settled, r.Bucket, r.Key, r.Offset, r.Length)
+	case PutObject:
+		fmt.Fprintf(&b, "put-object b=%d %s (%d bytes)", r.Bucket, r.Key, len(r.Body))
+	case GetObject:
+		fmt.Fprintf(&b, "get-object b=%d %s", r.Bucket, r.Key)
+	case Wait:
+		fmt.Fprintf(&b, "wait %v", r.For)
+	case Parallel:
+		fmt.Fprintf(&b, "parallel:")
+		for _, q := range r.Puts {
+			fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
+		}
+		for _, q := range r.Deletes {
+			fmt.Fprintf(&b, "\n  delete-object b=%d %s", q.Bucket, q.Key)
+		}
+		for _, q := range r.Gets {
+			fmt.Fprintf(&b, "\n  get-range settled=%v b=%d %s [%d+%d)", q.Settled, q.Bucket, q.Key, q.Offset, q.Length)
+		}
 	default:
 		fmt.Fprintf(&b, "%T", r)
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// slot builds the slot object at pos holding one record of each stream.
+func (h *harness) slot(pos chain.Position, streams []string) settle.Slot {
+	w := envelope.NewBundleWriter()
+	for _, id := range streams {
+		seq := h.seq[id]
+		rec := envelope.Record{Timestamp: int64(1000 + seq), Body: []byte(fmt.Sprintf("%s-%d", id, seq))}
+		if err := w.AddFrame(id, seq, 1, rec.Timestamp, rec.Timestamp, envelope.AppendRecord(nil, rec), envelope.CodecNone); err != nil {
+			h.t.Fatal(err)
+		}
+		h.seq[id] = seq + 1
+	}
+	obj, frames := w.Finish(pos.Epoch, pos.Next, envelope.Nonce{})
+	key := chain.SlotKey(star, h.cfg.Class, pos.Epoch, pos.Next)
+	h.objects[key] = obj
+	for _, f := range frames {
+		h.frames[f.Stream] = append(h.frames[f.Stream], slotFrame{key: key, f: f})
+	}
+	return settle.Slot{Pos: pos, Object: obj, Frames: frames}
+}
+
+// refs is the refs under prefix: a settled one before them (prev=), then
+// one a frame of the stream's in the slots read.
+func (h *harness) refs(d *datadriven.TestData, prefix string) []metastore.Item {
+	id := ""
+	for s := range h.frames {
+		if chain.RefPrefix(s) == prefix {
+			id = s
+		}
+	}
+	if id == "" {
+		d.Fatalf(h.t, "refs: no stream has refs under %s", prefix)
+	}
+	var items []metastore.Item
+	add := func(sr absorb.SpanRef) {
+		v, err := json.Marshal(sr)
+		if err != nil {
+			d.Fatalf(h.t, "refs: %v", err)
+		}
+		items = append(items, metastore.Item{Key: chain.RefKey(id, sr.End), Value: v, Version: h.version()})
+	}
+	if p := h.str(d, "prev", ""); p != "" {
+		a, b, _ := strings.Cut(p, "-")
+		start, _ := strconv.ParseUint(a, 10, 64)
+		end, _ := strconv.ParseUint(b, 10, 64)
+		run := settle.Run{FirstSeq: start}
+		for seq := start; seq < end; seq++ {
+			run.Records = append(run.Records, envelope.Record{Timestamp: int64(1000 + seq), Body: []byte(fmt.Sprintf("%s-%d", id, seq))})
+		}
+		key := chain.SettledKey(id, start, end)
+		obj, frames, err := settle.Render(id, start, end, []settle.Run{run}, envelope.CodecNone, 1<<20)
+		if err != nil {
+			d.Fatalf(h.t, "refs: %v", err)
+		}
+		h.objects[key] = obj
+		f := frames[0]
+		add(absorb.SpanRef{Stream: id, Star: star, Class: h.cfg.Class.String(), Start: start, End: end, MinTS: f.MinTimestamp, MaxTS: f.MaxTimestamp,
+			Extents: []absorb.Extent{{Key: key, Offset: f.Offset, Length: f.Length, RawLength: f.RawLength, Codec: f.Codec, CRC: f.CRC,
+				FirstSeq: f.FirstSeq, Count: f.Count, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp}}})
+	}
+	for _, sf := range h.frames[id] {
+		f := sf.f
+		add(absorb.SpanRef{Stream: id, Star: star, Class: h.cfg.Class.String(), Start: f.FirstSeq, End: f.FirstSeq + uint64(f.Count), MinTS: f.MinTimestamp, MaxTS: f.MaxTimestamp,
+			Extents: []absorb.Extent{{Key: sf.key, Offset: f.Offset, Length: f.Length, RawLength: f.RawLength, Codec: f.Codec, CRC: f.CRC,
+				FirstSeq: f.FirstSeq, Count: f.Count, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp}}})
+	}
+	return items
 }
 
 // op describes one op of a Commit.

@@ -54,6 +54,9 @@ type CoreOptions struct {
 	Broken Broken
 	// Trace, if set, receives the run's trace as text.
 	Trace io.Writer
+	// MetaErr, if positive, is the metastore's error rate (and half of
+	// it its ambiguous rate) whatever the seed draws.
+	MetaErr float64
 	// Quiet bounds the quiet period at the end of the seed, in virtual
 	// time (coresim_settle.go, quietPeriod): no new appends, faults off,
 	// until settlement has caught up, then the quiet checker. 0: no quiet
@@ -174,6 +177,9 @@ func drawCorePlan(o CoreOptions) corePlan {
 	}
 	if o.Broken.CommitLimit > 0 {
 		p.commitLimit = o.Broken.CommitLimit
+	}
+	if o.MetaErr > 0 {
+		p.metaErr, p.metaAmbig = o.MetaErr, o.MetaErr/2
 	}
 	p.matchEvery = 3 + r.IntN(5)
 	p.lateLandChance = r.Float64()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/flightlog/flightlog/absorb"
@@ -102,7 +103,8 @@ func (cw *coreWorld) settleConfigure(pr *coreProc, cfg *chaincore.Config) {
 func (cw *coreWorld) startSettle(pr *coreProc, r chaincore.Settle) {
 	cfg := pr.env.SettleConfig(r.Epoch)
 	s := &coreSettle{exec: work.SettleExec{Cfg: cfg}}
-	s.pass = work.NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts}, false)
+	s.pass = work.NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
 	cw.tracef("p%d settle pass upto=%d/%d checkpoint=%d/%d", pr.n, r.Upto.Epoch, r.Upto.Next, r.Checkpoint.Epoch, r.Checkpoint.Next)
 	cw.nextSettle(pr, s)
 }
@@ -151,7 +153,29 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 		cw.drain(pr)
 		return
 	}
-	ev := s.exec.Do(context.Background(), q.sreq)
+	var ev settlecore.Event
+	switch r := q.sreq.(type) {
+	case settlecore.Wait:
+		ev = settlecore.Waited{} // its latency was the wait
+	case settlecore.Parallel:
+		// The calls complete in an order the seed draws.
+		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
+			Gets: make([]settlecore.RangeGot, len(r.Gets))}
+		np, nd := len(r.Puts), len(r.Deletes)
+		for _, i := range cw.rng.Perm(np + nd + len(r.Gets)) {
+			switch {
+			case i < np:
+				out.Puts[i] = s.exec.Do(context.Background(), r.Puts[i]).(settlecore.ObjectPut)
+			case i < np+nd:
+				out.Deletes[i-np] = s.exec.Do(context.Background(), r.Deletes[i-np]).(settlecore.ObjectDeleted)
+			default:
+				out.Gets[i-np-nd] = s.exec.Do(context.Background(), r.Gets[i-np-nd]).(settlecore.RangeGot)
+			}
+		}
+		ev = out
+	default:
+		ev = s.exec.Do(context.Background(), q.sreq)
+	}
 	if d, ok := q.sreq.(settlecore.DeleteSlots); ok && cw.sp.on {
 		if cw.deletedAt == nil {
 			cw.deletedAt = map[string]time.Time{}
@@ -168,24 +192,50 @@ func (cw *coreWorld) completeSettle(q *coreReq) {
 // settleExecutable: object-store work needs every zone, metastore work
 // the metastore.
 func (cw *coreWorld) settleExecutable(q *coreReq) bool {
-	switch q.sreq.(type) {
+	return cw.settleCallExecutable(q.sreq)
+}
+
+func (cw *coreWorld) settleCallExecutable(req settlecore.Request) bool {
+	switch r := req.(type) {
+	case settlecore.Parallel:
+		for _, g := range r.Gets {
+			if !g.Settled && cw.zoneDown {
+				return false
+			}
+		}
+		return true // the settled set has no zone down
 	case settlecore.DeleteSlots, settlecore.FenceEpoch, settlecore.ReadSlots:
 		return !cw.zoneDown
-	case settlecore.SettleSlots:
-		return !cw.zoneDown && !cw.metaDown
-	case settlecore.DeleteObject:
-		return true // the settled set has no zone down
+	case settlecore.GetRange:
+		return r.Settled || !cw.zoneDown
+	case settlecore.DeleteObject, settlecore.PutObject, settlecore.GetObject, settlecore.Wait:
+		return true // the settled set has no zone down; a wait is the clock's
 	}
 	return !cw.metaDown
 }
 
 func (cw *coreWorld) settleLatency(r settlecore.Request) time.Duration {
+	switch r := r.(type) {
+	case settlecore.Wait:
+		return r.For
+	case settlecore.Parallel:
+		var most time.Duration // the slowest of calls made at once
+		for _, q := range r.Puts {
+			most = max(most, cw.settleLatency(q))
+		}
+		for _, q := range r.Deletes {
+			most = max(most, cw.settleLatency(q))
+		}
+		for _, q := range r.Gets {
+			most = max(most, cw.settleLatency(q))
+		}
+		return most
+	}
 	var fake chaincore.Request = chaincore.ReadCheckpoint{} // a metastore call
 	switch r.(type) {
-	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch, settlecore.ReadSlots:
+	case settlecore.DeleteSlots, settlecore.DeleteObject, settlecore.FenceEpoch, settlecore.ReadSlots,
+		settlecore.GetRange, settlecore.PutObject, settlecore.GetObject:
 		fake = chaincore.Probe{} // an object-store call
-	case settlecore.SettleSlots:
-		return 4*cw.latency(chaincore.Probe{}) + 4*cw.latency(chaincore.ReadCheckpoint{})
 	}
 	return cw.latency(fake)
 }
@@ -210,8 +260,30 @@ func describeSettle(r settlecore.Request) string {
 		return fmt.Sprintf("fence e=%d from=%d", r.Epoch, r.From)
 	case settlecore.ReadSlots:
 		return fmt.Sprintf("read-slots e=%d [%d,%d)", r.Epoch, r.From, r.To)
-	case settlecore.SettleSlots:
-		return fmt.Sprintf("settle-slots %d upto=%d/%d", len(r.Pass.Slots), r.Pass.Upto.Epoch, r.Pass.Upto.Next)
+	case settlecore.ScanRefs:
+		return fmt.Sprintf("scan-refs %s after %s", r.Prefix, r.After)
+	case settlecore.CheckLive:
+		return "check-live " + r.Stream
+	case settlecore.GetRange:
+		return fmt.Sprintf("get-range settled=%v b=%d %s [%d+%d)", r.Settled, r.Bucket, r.Key, r.Offset, r.Length)
+	case settlecore.PutObject:
+		return fmt.Sprintf("put-object b=%d %s %dB", r.Bucket, r.Key, len(r.Body))
+	case settlecore.GetObject:
+		return fmt.Sprintf("get-object b=%d %s", r.Bucket, r.Key)
+	case settlecore.Wait:
+		return fmt.Sprintf("wait %v", r.For)
+	case settlecore.Parallel:
+		var parts []string
+		for _, q := range r.Puts {
+			parts = append(parts, describeSettle(q))
+		}
+		for _, q := range r.Deletes {
+			parts = append(parts, describeSettle(q))
+		}
+		for _, q := range r.Gets {
+			parts = append(parts, describeSettle(q))
+		}
+		return "parallel [" + strings.Join(parts, "; ") + "]"
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -242,9 +314,30 @@ func describeSettleEvent(ev settlecore.Event) string {
 		return fmt.Sprintf("fenced cut=%d %s", ev.Cut, errs(ev.Err))
 	case settlecore.SlotsRead:
 		return fmt.Sprintf("slots-read %d full=%v %s", len(ev.Slots), ev.Full, errs(ev.Err))
-	case settlecore.SlotsSettled:
-		r := ev.Result
-		return fmt.Sprintf("slots-settled objects=%d repointed=%d merged=%d reclaimed=%d %s", r.Objects, r.Repointed, r.Merged, r.Reclaimed, errs(ev.Err))
+	case settlecore.RefsScanned:
+		return fmt.Sprintf("refs %d %s", len(ev.Items), errs(ev.Err))
+	case settlecore.Live:
+		return fmt.Sprintf("live=%v trim=%d %s", ev.Live, ev.TrimSeq, errs(ev.Err))
+	case settlecore.RangeGot:
+		return fmt.Sprintf("range %dB %s", len(ev.Data), errs(ev.Err))
+	case settlecore.ObjectPut:
+		return "object-put " + errs(ev.Err)
+	case settlecore.ObjectGot:
+		return fmt.Sprintf("object %dB %s", len(ev.Body), errs(ev.Err))
+	case settlecore.Waited:
+		return "waited"
+	case settlecore.ParallelDone:
+		var parts []string
+		for _, e := range ev.Puts {
+			parts = append(parts, describeSettleEvent(e))
+		}
+		for _, e := range ev.Deletes {
+			parts = append(parts, describeSettleEvent(e))
+		}
+		for _, e := range ev.Gets {
+			parts = append(parts, describeSettleEvent(e))
+		}
+		return "parallel-done [" + strings.Join(parts, "; ") + "]"
 	}
 	return fmt.Sprintf("%T", ev)
 }

@@ -33,7 +33,8 @@ var coreRequests = map[string][]any{
 	"settlecore": {
 		settlecore.ReadTrim{}, settlecore.ReadCheckpoint{}, settlecore.Commit{}, settlecore.DeleteSlots{},
 		settlecore.ScanMarkers{}, settlecore.GetRef{}, settlecore.DeleteObject{}, settlecore.FenceEpoch{},
-		settlecore.ReadSlots{}, settlecore.SettleSlots{},
+		settlecore.ReadSlots{}, settlecore.ScanRefs{}, settlecore.CheckLive{}, settlecore.GetRange{},
+		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{},
 	},
 	"catalogcore": {
 		catalogcore.LookupCache{}, catalogcore.ReadRecord{}, catalogcore.CacheRecord{}, catalogcore.MintRecord{},

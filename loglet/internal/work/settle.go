@@ -3,6 +3,8 @@ package work
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/flightlog/flightlog/absorb"
 	"github.com/flightlog/flightlog/chain"
@@ -23,7 +25,8 @@ func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePa
 		defer cancel()
 	}
 	cfg := e.SettleConfig(r.Epoch)
-	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts}, false)
+	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
 	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg}, pass)
 	return chaincore.SettlePassed{Result: res, Err: err}
 }
@@ -48,8 +51,11 @@ func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore
 		grace = 0
 	}
 	return settlecore.New(settlecore.Config{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Epoch: cfg.Epoch,
-		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta)},
-		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots},
+		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta),
+		MaxCommitBytes: metastore.MaxCommitBytes(cfg.Meta), OpBytes: func(op metastore.Op) int { return metastore.OpBytes(cfg.Meta, op) },
+		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil, ReadAhead: cfg.Transit.ReadAhead},
+		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots,
+			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev},
 		cfg.Now())
 }
 
@@ -82,7 +88,7 @@ var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
 
 // SettleExec executes a settle pass's requests against Cfg's stores: each
 // request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
-// SettleSlots: package settle's coarse step) and returns its event. It
+// Parallel: its calls at once; Wait: a timer) and returns its event. It
 // holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
 type SettleExec struct {
 	Cfg settle.Config
@@ -140,9 +146,63 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 			out.Err = err
 		}
 		return out
-	case settlecore.SettleSlots:
-		res, err := settle.SettleSlots(ctx, c, r.Pass)
-		return settlecore.SlotsSettled{Result: res, Err: err}
+	case settlecore.ScanRefs:
+		items, err := c.Meta.Scan(ctx, r.Prefix, r.After, r.Limit)
+		return settlecore.RefsScanned{Items: items, Err: err}
+	case settlecore.CheckLive:
+		if c.Liveness == nil {
+			return settlecore.Live{Live: true}
+		}
+		live, trimSeq, err := c.Liveness(ctx, r.Stream)
+		return settlecore.Live{Live: live, TrimSeq: trimSeq, Err: err}
+	case settlecore.GetRange:
+		set := c.Transit.Stores
+		if r.Settled {
+			set = c.Settled
+		}
+		data, err := set[r.Bucket].Get(ctx, r.Key, r.Offset, r.Length)
+		return settlecore.RangeGot{Data: data, Err: err}
+	case settlecore.PutObject:
+		return settlecore.ObjectPut{Err: c.Settled[r.Bucket].PutIfAbsent(ctx, r.Key, r.Body)}
+	case settlecore.GetObject:
+		body, err := c.Settled[r.Bucket].Get(ctx, r.Key, 0, -1)
+		return settlecore.ObjectGot{Body: body, Err: err}
+	case settlecore.Parallel:
+		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
+			Gets: make([]settlecore.RangeGot, len(r.Gets))}
+		var wg sync.WaitGroup
+		for i, q := range r.Gets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot)
+			}()
+		}
+		for i, q := range r.Puts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut)
+			}()
+		}
+		for i, q := range r.Deletes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted)
+			}()
+		}
+		wg.Wait()
+		return out
+	case settlecore.Wait:
+		t := time.NewTimer(r.For)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return settlecore.Waited{}
+		case <-ctx.Done():
+			return settlecore.Waited{Err: ctx.Err()}
+		}
 	}
 	panic("work: unknown settle request") // a request type added without its execution: a bug here
 }

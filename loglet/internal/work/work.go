@@ -8,9 +8,9 @@
 // absorb's primitives (chain.Fence, chain.WriteCopy, absorb's commits),
 // which resolve an ambiguous write by reading it back themselves. The
 // loglet's shell runs Do on a goroutine per request; the simulation's
-// goroutine-free driver calls it in line. One request is not one call yet:
-// a Settle's pass is decided by its own core (loglet/internal/settlecore,
-// executed by SettleExec) but for one coarse step, settle.SettleSlots.
+// goroutine-free driver calls it in line. A Settle's pass is decided by its
+// own core (loglet/internal/settlecore), each of its requests one call of
+// SettleExec.
 package work
 
 import (
@@ -189,7 +189,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
 		split, err := cm.CommitAtomic(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
-		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Split: split, Requests: cm.Requests, Err: err}
+		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Split: split, Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
 	case chaincore.MarkRoundPending:
 		cm := e.committer(r.Held)
 		err := cm.MarkPending(ctx, r.Round)
