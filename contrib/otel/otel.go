@@ -25,12 +25,22 @@
 //
 // Attributes: flightlog.star and flightlog.class on chain metrics, plus
 // flightlog.bucket on the PUT latency. Per-stream tails are not exported
-// (Stats has no per-stream figures; a tail is a lookup per stream).
+// (Stats has no per-stream figures; a tail is a lookup per stream);
+// consumer lag is, for the streams the host names (WithConsumerLag, with
+// the attributes flightlog.stream and flightlog.group, within the bounds
+// ConsumerLag documents).
 //
-// Tracing is not here yet. A flight PUT carries many callers' appends and
-// runs on the chain's workers under the chain's context, so it has no
-// caller span to join; a wrapper objstore.Store could make each PUT a root
-// span, and Append and Read spans a wrapper of the caller's own calls.
+// Tracing: a Tracer appends with a span per append (AppendSpanName), whose
+// events are the write path's stages from the batch's loglet.WriteTrace
+// (EventSubmitted, EventClaimed, EventPutStart, EventDurable,
+// EventReleased), each at the leader's time:
+//
+//	tr := flightotel.NewTracer(star, tracerProvider)
+//	ack, err := tr.Append(ctx, "orders", batch)
+//
+// A flight's PUTs carry many callers' appends and run on the chain's
+// workers, so they are not spans of their own: the stages are the part of
+// them each append waited for.
 package flightotel
 
 import (
@@ -53,10 +63,23 @@ const ScopeName = "github.com/flightlog/flightlog/contrib/otel"
 // Option configures Register.
 type Option func(*config)
 
-type config struct{ reader *loglet.Reader }
+type config struct {
+	reader *loglet.Reader
+	lag    *ConsumerLag
+}
 
 // WithReader also exports r's counters (flightlog.reader.*).
 func WithReader(r *loglet.Reader) Option { return func(c *config) { c.reader = r } }
+
+// WithConsumerLag also exports the lag of consumer groups on the streams
+// cl names, read at every collection within cl's bounds (see
+// ConsumerLag): the gauges flightlog.consumer.lag.records and
+// flightlog.consumer.lag.bytes (with cl.Bytes) with the attributes
+// flightlog.stream and flightlog.group, flightlog.consumer.lag.up per
+// stream (1: read this collection; 0: not, for the reason cl.OnError is
+// told) and flightlog.consumer.lag.series_dropped (lags over
+// cl.MaxSeries, or named on a stream not read).
+func WithConsumerLag(cl ConsumerLag) Option { return func(c *config) { c.lag = &cl } }
 
 type kind int
 
@@ -102,6 +125,7 @@ var chainInstrs = []chainInstr{
 	{"flightlog.halts", "{halt}", "Halts of the chain.", counter, func(s *loglet.ClassStats) int64 { return u(s.Halts) }},
 	{"flightlog.stragglers.abandoned", "{copy}", "Straggling copies cancelled over the straggler budget.", counter, func(s *loglet.ClassStats) int64 { return u(s.StragglersAbandoned) }},
 	{"flightlog.absorb.rounds", "{round}", "Absorb rounds committed.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbRounds) }},
+	{"flightlog.absorb.early_rounds", "{round}", "Absorb rounds started before their interval: the backlog was past AbsorbEarlyPercent.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbEarlyRounds) }},
 	{"flightlog.absorb.refs", "{ref}", "Span refs written by absorb rounds.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbRefs) }},
 	{"flightlog.absorb.failures", "{attempt}", "Failed absorb commit attempts.", counter, func(s *loglet.ClassStats) int64 { return u(s.AbsorbFailures) }},
 	{"flightlog.metastore.requests", "{request}", "Metastore requests the absorb rounds took.", counter, func(s *loglet.ClassStats) int64 { return u(s.MetastoreRequests) }},
@@ -126,6 +150,7 @@ var chainInstrs = []chainInstr{
 	{"flightlog.stragglers", "{flight}", "Acked flights with copies still uploading.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Stragglers) }},
 	{"flightlog.memory.objects", "By", "Memory part: rendered objects of the window.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Objects }},
 	{"flightlog.memory.stragglers", "By", "Memory part: objects of straggling copies.", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Stragglers }},
+	{"flightlog.memory.settle", "By", "Memory part: slot objects a settle pass holds (reserved from the pool's budget).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.Settle }},
 	{"flightlog.recovering", "1", "1 while a halt's recovery runs.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Recovering) }},
 	{"flightlog.deposed", "1", "1 once a successor has sealed or taken the chain.", gauge, func(s *loglet.ClassStats) int64 { return b(s.Deposed) }},
 	{"flightlog.succession.failures", "{attempt}", "Failed attempts of the step a recovery is at.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.SuccessionFailures) }},
@@ -134,6 +159,7 @@ var chainInstrs = []chainInstr{
 	{"flightlog.pool.queued_bytes", "By", "Bytes queued in the pool.", gauge, func(s *loglet.ClassStats) int64 { return s.Pool.QueuedBytes }},
 	{"flightlog.backlog.max_flights", "{flight}", "The backlog's flight bound.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.Backlog.MaxFlights) }},
 	{"flightlog.memory.stragglers.bound", "By", "Bound of the memory part stragglers (StragglerMiB).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.StragglersBound }},
+	{"flightlog.memory.settle.bound", "By", "Bound of the memory part settle (settle.MaxPassBytes or the pool's budget).", gauge, func(s *loglet.ClassStats) int64 { return s.Memory.SettleBound }},
 	{"flightlog.tails.base_bytes", "By", "Size of the last full tails snapshot.", gauge, func(s *loglet.ClassStats) int64 { return int64(s.TailsBaseBytes) }},
 
 	{"flightlog.settle.passes", "{pass}", "Settlement passes run.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Passes) }},
@@ -143,6 +169,10 @@ var chainInstrs = []chainInstr{
 	{"flightlog.settle.reclaimed", "{ref}", "Refs of deleted incarnations or trimmed records deleted by settlement.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Reclaimed) }},
 	{"flightlog.settle.deleted_copies", "{copy}", "Chain slot copies deleted by trim.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.DeletedCopies) }},
 	{"flightlog.settle.merged", "{object}", "Small settled objects absorbed into larger ones.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Merged) }},
+	{"flightlog.settle.retries", "{request}", "Settlement requests asked again after a transient failure.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.Retries) }},
+	{"flightlog.settle.metastore_requests", "{request}", "Metastore requests settlement passes made.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.MetaRequests) }},
+	{"flightlog.settle.ref_scans", "{request}", "Scans of a stream's refs by settlement (streams the leader's known refs did not cover).", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.RefScans) }},
+	{"flightlog.settle.settled_refs", "{ref}", "Settled refs passes wrote and handed the leader as known.", counter, func(s *loglet.ClassStats) int64 { return u(s.Settle.SettledRefs) }},
 	{"flightlog.settle.raw_bytes", "By", "Record bytes settled.", counter, func(s *loglet.ClassStats) int64 { return s.Settle.RawBytes }},
 	{"flightlog.settle.stored_bytes", "By", "Bytes of the settled objects written.", counter, func(s *loglet.ClassStats) int64 { return s.Settle.StoredBytes }},
 	{"flightlog.settle.freed_bytes", "By", "Bytes of transit copies deleted.", counter, func(s *loglet.ClassStats) int64 { return s.Settle.FreedBytes }},
@@ -242,7 +272,14 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 			readers, all = append(readers, o), append(all, o)
 		}
 	}
-	return m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+	var lag *lagInstrs
+	if cfg.lag != nil {
+		if lag, err = newLagInstrs(m, cfg.lag.Bytes); err != nil {
+			return nil, err
+		}
+		all = append(all, lag.all()...)
+	}
+	return m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
 		if star != nil {
 			st := star.Stats()
 			starAttr := metric.WithAttributes(attribute.String("flightlog.star", st.Star))
@@ -264,6 +301,13 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 			for i, in := range readerInstrs {
 				obs.ObserveInt64(readers[i], in.get(st))
 			}
+		}
+		if lag != nil {
+			cl := *cfg.lag
+			if cl.Log == nil && star != nil {
+				cl.Log = star
+			}
+			lag.observe(obs, cl, readLags(ctx, cl, cl.Log))
 		}
 		return nil
 	}, all...)
@@ -292,9 +336,9 @@ func NewProducer(star *loglet.Star) *Producer { return &Producer{star: star, sta
 var _ sdkmetric.Producer = (*Producer)(nil)
 
 // Produce takes one Stats and returns its histograms: flightlog.ack.latency,
-// flightlog.quorum.latency, flightlog.absorb.round.latency and
-// flightlog.put.latency (per bucket) in seconds, flightlog.flight.size in
-// bytes.
+// flightlog.quorum.latency, flightlog.absorb.round.latency,
+// flightlog.put.latency (per bucket) and flightlog.settle.pass_lag in
+// seconds, flightlog.flight.size in bytes.
 func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	out := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: ScopeName}, Metrics: histograms(p.star.Stats(), p.start, time.Now())}
 	return []metricdata.ScopeMetrics{out}, nil
@@ -311,6 +355,7 @@ func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 		{name: "flightlog.quorum.latency", desc: "Claim of a flight to its W-th copy."},
 		{name: "flightlog.absorb.round.latency", desc: "Latency of an absorb round."},
 		{name: "flightlog.put.latency", desc: "Start of a flight copy's write to the bucket's confirmation."},
+		{name: "flightlog.settle.pass_lag", desc: "Settle lag per pass: commit of the oldest absorbed round a pass settled to the pass's completion."},
 	}
 	var sizes []metricdata.ExponentialHistogramDataPoint[int64]
 	eachClass(st, func(class string, s *loglet.ClassStats) {
@@ -328,6 +373,7 @@ func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 			set := attribute.NewSet(append(kv[:2:2], attribute.String("flightlog.bucket", name))...)
 			lat[3].points = append(lat[3].points, point(snap, set, start, now, seconds))
 		}
+		lat[4].points = append(lat[4].points, point(s.Settle.PassLag, set, start, now, seconds))
 		sizes = append(sizes, point(s.FlightSize, set, start, now, func(v int64) int64 { return v }))
 	})
 	var out []metricdata.Metrics

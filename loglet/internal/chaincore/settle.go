@@ -61,6 +61,7 @@ type settleState struct {
 	// heldBytes is the flight copies of those rounds: transit storage
 	// that settlement has yet to free.
 	heldBytes int64
+	passLag   histogramH // Settle.PassLag
 	// paceUntil: no pass starts before it (the request budget: see
 	// DefaultSettleRequestBudget).
 	paceUntil time.Time
@@ -68,6 +69,8 @@ type settleState struct {
 	refs knownRefs
 
 	passes, failures, merged               uint64
+	retries, metaRequests, refScans        uint64
+	settledRefs                            uint64
 	objects, repointed, reclaimed, deletes uint64
 	rawBytes, storedBytes, freedBytes      int64
 	lastErr                                error
@@ -158,6 +161,10 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)
+	s.retries += uint64(r.Retries)
+	s.metaRequests += uint64(r.MetaRequests)
+	s.refScans += uint64(r.RefScans)
+	s.settledRefs += uint64(len(r.Settled))
 	s.repointed += uint64(r.Repointed)
 	s.reclaimed += uint64(r.Reclaimed)
 	s.deletes += uint64(r.Deleted)
@@ -174,6 +181,9 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
 		c.forgetUnderReplicated(s.at)
+		if len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
+			s.passLag.RecordDuration(c.now.Sub(s.rounds[0].at)) // the oldest round this pass settled
+		}
 		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
 			s.heldBytes -= s.rounds[0].bytes
 			s.rounds = s.rounds[1:]
