@@ -1218,11 +1218,11 @@ func (g *readGuard) begin(ctx context.Context) context.Context {
 	return ctx
 }
 
+// end stops counting. It does not cancel the call's context: a call may
+// leave work behind it (a fence's look-ahead), and cancelling that at a
+// moment the goroutines decide would make a seed's trace depend on them.
 func (g *readGuard) end() {
 	g.mu.Lock()
-	if g.cancel != nil {
-		g.cancel()
-	}
 	g.reads, g.cancel = nil, nil
 	g.mu.Unlock()
 }

@@ -319,7 +319,7 @@ func (sw *starWorld) openChain(s *starProc, c chain.Class) *coreProc {
 	retry := chain.RetryPolicy{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond, Jitter: fixedJitter}
 	pr := &coreProc{n: n, owner: s.owner, streams: map[string]*chaincore.Stream{}}
 	pr.env = &work.Env{Star: starName, Class: c, Owner: s.owner, Stores: sw.buckets[c], Names: sw.names[c], W: sw.w[c], Meta: mf,
-		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
+		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }, FenceParallel: 1}
 	pr.putEnv = pr.env
 	pr.core = chaincore.New(chaincore.Config{
 		Star: starName, Class: c, Owner: s.owner, Buckets: sw.names[c], W: sw.w[c], Window: 4,
