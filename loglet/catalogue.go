@@ -676,7 +676,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		// answers learn of the delete (liveness.go).
 		ops = append(ops, catalogGenOp(s.recordStar(d.rec), d.rec.id()))
 		vs, err := s.cfg.Meta.Commit(ctx, ops)
-		s.catalogChanged()
+		s.catalogChanged(d.rec.id())
 		res := catalogcore.CommitDone{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
 		if err == nil && marker >= 0 && len(vs) == len(ops) {
 			res.MarkerVersion = catalogcore.Version(vs[marker])
@@ -729,7 +729,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 			{Kind: metastore.OpPut, Key: d.item.Key, Value: val, Expect: d.item.Version},
 			catalogGenOp(s.recordStar(rec), rec.id()),
 		})
-		s.catalogChanged()
+		s.catalogChanged(rec.id())
 		return catalogcore.TrimPut{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
 	case catalogcore.Warn:
 		s.log.Warn(r.Msg, "stream", x.name, "err", r.Err)

@@ -26,7 +26,9 @@ import (
 // answer is reused while the generation it was read under (read before the
 // record) is the current one: no trim or delete of the star's streams
 // applied since, so the record read then is still the record now. A
-// changed generation sends each stream back to its record once. An
+// changed generation sends each stream back to its record once, unless its
+// answer is younger than trimRefresh (so a stream of trims costs no more
+// than the rule before the generation: a read a trimRefresh). An
 // incarnation found dead stays dead (incarnations are never reused). A
 // process of an older version trims and deletes without putting the
 // generation: a live answer older than liveMaxAge is read again, at most
@@ -94,6 +96,11 @@ func decideLive(e *liveEntry, gen catalogGen, genOK bool, now time.Time, agedOK 
 		return liveReread, false
 	case !e.live:
 		return liveReuse, false // a dead incarnation never lives again
+	case now.Sub(e.read) < trimRefresh:
+		// As fresh as the rule before the generation: under a stream of
+		// trims (a retention pass) a stream costs at most one read a
+		// trimRefresh.
+		return liveReuse, false
 	case !genOK || e.gen != gen:
 		return liveReread, false // a trim or delete applied since, or unknown
 	case now.Sub(e.read) >= liveMaxAge && agedOK:
@@ -125,11 +132,13 @@ func (s *Star) generation(ctx context.Context, now time.Time) (catalogGen, bool)
 	return g, ok
 }
 
-// catalogChanged makes the next ask read the generation again: this
-// process committed (or may have committed) a trim or delete.
-func (s *Star) catalogChanged() {
+// catalogChanged forgets id's answer and makes the next ask read the
+// generation again: this process committed (or may have committed) a trim
+// or delete of id, which its next ask sees at once.
+func (s *Star) catalogChanged(id string) {
 	s.live.mu.Lock()
 	s.live.genAt = time.Time{}
+	delete(s.live.byID, id)
 	s.live.mu.Unlock()
 }
 
@@ -201,7 +210,8 @@ func catalogGenOp(star, id string) metastore.Op {
 // record when the generation changed since the stream's answer was read,
 // and at most liveAgedReadsPerSec re-reads of aged answers. A trim or
 // delete by any process of this version is seen by the asks that start
-// catalogGenRefresh after it applied. err is a metastore failure or a
+// trimRefresh (5 s) after it applied, catalogGenRefresh after it if the
+// stream's answer is older than trimRefresh. err is a metastore failure or a
 // corrupt record, never absence.
 func (s *Star) streamLiveness(ctx context.Context, id string) (live bool, trimSeq uint64, err error) {
 	if ctx == nil {

@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,10 +30,12 @@ func TestDecideLive(t *testing.T) {
 	}{
 		{"nothing cached", nil, g1, true, 0, true, liveReread, false},
 		{"same generation", live, g1, true, time.Second, true, liveReuse, false},
-		{"generation changed", live, g2, true, time.Second, true, liveReread, false},
-		{"generation absent then present", &liveEntry{live: true, read: t0}, g1, true, time.Second, true, liveReread, false},
-		{"generation still absent", &liveEntry{live: true, read: t0}, catalogGen{}, true, time.Second, true, liveReuse, false},
-		{"generation unknown", live, catalogGen{}, false, time.Second, true, liveReread, false},
+		{"generation changed, answer young", live, g2, true, time.Second, true, liveReuse, false},
+		{"generation changed", live, g2, true, trimRefresh, true, liveReread, false},
+		{"generation absent then present", &liveEntry{live: true, read: t0}, g1, true, trimRefresh, true, liveReread, false},
+		{"generation still absent", &liveEntry{live: true, read: t0}, catalogGen{}, true, trimRefresh, true, liveReuse, false},
+		{"generation unknown", live, catalogGen{}, false, trimRefresh, true, liveReread, false},
+		{"generation unknown, answer young", live, catalogGen{}, false, time.Second, true, liveReuse, false},
 		{"aged, budget left", live, g1, true, liveMaxAge, true, liveReread, true},
 		{"aged, no budget", live, g1, true, liveMaxAge, false, liveReuse, false},
 		{"dead, generation changed", &liveEntry{gen: g1, read: t0}, g2, true, time.Hour, true, liveReuse, false},
@@ -82,8 +85,7 @@ func TestLiveAgedBudget(t *testing.T) {
 // TestLivenessSeesAnotherProcess: settlement's liveness answers come from
 // the cache while the star's catalogue generation is unchanged (no record
 // Get), and a trim, then a delete, by another process (another Star on the
-// same metastore, as the CLI is) is seen by the asks catalogGenRefresh
-// later.
+// same metastore, as the CLI is) is seen by the asks trimRefresh later.
 func TestLivenessSeesAnotherProcess(t *testing.T) {
 	synctest.Test(t, testLivenessSeesAnotherProcess)
 }
@@ -91,10 +93,10 @@ func TestLivenessSeesAnotherProcess(t *testing.T) {
 func testLivenessSeesAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	var cnt *requestCounter
+	var cnt *keyGets
 	a, err := w.open("a", func(c *Config) {
 		c.SettleInterval = -1 // the test asks itself
-		cnt = &requestCounter{Store: c.Meta}
+		cnt = &keyGets{Store: c.Meta, keys: map[string]bool{chain.StreamRecordKey("t"): true, chain.CatalogGenKey("s1"): true}}
 		c.Meta = cnt
 	})
 	if err != nil {
@@ -129,10 +131,14 @@ func testLivenessSeesAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(trimRefresh)
+	if live, _, gets := ask("answer aged past trimRefresh, generation unchanged"); !live || gets != 1 {
+		t.Fatalf("answer past trimRefresh, generation unchanged: live=%v, %d Gets, want live, 1 (the generation alone)", live, gets)
+	}
 	if err := b.star.Trim(ctx, "t", 20); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(catalogGenRefresh)
+	time.Sleep(trimRefresh)
 	if live, trim, gets := ask("after the other's trim"); !live || trim != 20 || gets != 2 {
 		t.Fatalf("after another process's trim: live=%v trim=%d, %d Gets, want live, 20, 2 (generation, record)", live, trim, gets)
 	}
@@ -142,7 +148,7 @@ func testLivenessSeesAnotherProcess(t *testing.T) {
 	if err := b.star.DeleteStream(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(catalogGenRefresh)
+	time.Sleep(trimRefresh)
 	if live, _, _ := ask("after the other's delete"); live {
 		t.Fatal("after another process's delete: still live")
 	}
@@ -150,6 +156,25 @@ func testLivenessSeesAnotherProcess(t *testing.T) {
 		t.Fatalf("dead, asked again: live=%v, %d Gets, want not live, 0", live, gets)
 	}
 }
+
+// keyGets counts the Gets of some keys (a star's background loops read
+// others).
+type keyGets struct {
+	metastore.Store
+	keys map[string]bool
+	gets atomic.Int64
+}
+
+func (m *keyGets) Get(ctx context.Context, key string) (metastore.Item, error) {
+	if m.keys[key] {
+		m.gets.Add(1)
+	}
+	return m.Store.Get(ctx, key)
+}
+
+func (m *keyGets) MaxCommitOps() int           { return metastore.MaxCommitOps(m.Store) }
+func (m *keyGets) MaxCommitBytes() int         { return metastore.MaxCommitBytes(m.Store) }
+func (m *keyGets) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }
 
 // TestTrimCommitsCatalogGen: a trim and a delete each change the star's
 // catalogue generation.
