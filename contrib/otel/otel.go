@@ -25,12 +25,22 @@
 //
 // Attributes: flightlog.star and flightlog.class on chain metrics, plus
 // flightlog.bucket on the PUT latency. Per-stream tails are not exported
-// (Stats has no per-stream figures; a tail is a lookup per stream).
+// (Stats has no per-stream figures; a tail is a lookup per stream);
+// consumer lag is, for the streams the host names (WithConsumerLag, with
+// the attributes flightlog.stream and flightlog.group, within the bounds
+// ConsumerLag documents).
 //
-// Tracing is not here yet. A flight PUT carries many callers' appends and
-// runs on the chain's workers under the chain's context, so it has no
-// caller span to join; a wrapper objstore.Store could make each PUT a root
-// span, and Append and Read spans a wrapper of the caller's own calls.
+// Tracing: a Tracer appends with a span per append (AppendSpanName), whose
+// events are the write path's stages from the batch's loglet.WriteTrace
+// (EventSubmitted, EventClaimed, EventPutStart, EventDurable,
+// EventReleased), each at the leader's time:
+//
+//	tr := flightotel.NewTracer(star, tracerProvider)
+//	ack, err := tr.Append(ctx, "orders", batch)
+//
+// A flight's PUTs carry many callers' appends and run on the chain's
+// workers, so they are not spans of their own: the stages are the part of
+// them each append waited for.
 package flightotel
 
 import (
@@ -53,10 +63,23 @@ const ScopeName = "github.com/flightlog/flightlog/contrib/otel"
 // Option configures Register.
 type Option func(*config)
 
-type config struct{ reader *loglet.Reader }
+type config struct {
+	reader *loglet.Reader
+	lag    *ConsumerLag
+}
 
 // WithReader also exports r's counters (flightlog.reader.*).
 func WithReader(r *loglet.Reader) Option { return func(c *config) { c.reader = r } }
+
+// WithConsumerLag also exports the lag of consumer groups on the streams
+// cl names, read at every collection within cl's bounds (see
+// ConsumerLag): the gauges flightlog.consumer.lag.records and
+// flightlog.consumer.lag.bytes (with cl.Bytes) with the attributes
+// flightlog.stream and flightlog.group, flightlog.consumer.lag.up per
+// stream (1: read this collection; 0: not, for the reason cl.OnError is
+// told) and flightlog.consumer.lag.series_dropped (lags over
+// cl.MaxSeries, or named on a stream not read).
+func WithConsumerLag(cl ConsumerLag) Option { return func(c *config) { c.lag = &cl } }
 
 type kind int
 
@@ -242,7 +265,14 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 			readers, all = append(readers, o), append(all, o)
 		}
 	}
-	return m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+	var lag *lagInstrs
+	if cfg.lag != nil {
+		if lag, err = newLagInstrs(m, cfg.lag.Bytes); err != nil {
+			return nil, err
+		}
+		all = append(all, lag.all()...)
+	}
+	return m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
 		if star != nil {
 			st := star.Stats()
 			starAttr := metric.WithAttributes(attribute.String("flightlog.star", st.Star))
@@ -264,6 +294,13 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 			for i, in := range readerInstrs {
 				obs.ObserveInt64(readers[i], in.get(st))
 			}
+		}
+		if lag != nil {
+			cl := *cfg.lag
+			if cl.Log == nil && star != nil {
+				cl.Log = star
+			}
+			lag.observe(obs, cl, readLags(ctx, cl, cl.Log))
 		}
 		return nil
 	}, all...)
@@ -292,9 +329,9 @@ func NewProducer(star *loglet.Star) *Producer { return &Producer{star: star, sta
 var _ sdkmetric.Producer = (*Producer)(nil)
 
 // Produce takes one Stats and returns its histograms: flightlog.ack.latency,
-// flightlog.quorum.latency, flightlog.absorb.round.latency and
-// flightlog.put.latency (per bucket) in seconds, flightlog.flight.size in
-// bytes.
+// flightlog.quorum.latency, flightlog.absorb.round.latency,
+// flightlog.put.latency (per bucket) and flightlog.settle.pass_lag in
+// seconds, flightlog.flight.size in bytes.
 func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	out := metricdata.ScopeMetrics{Scope: instrumentation.Scope{Name: ScopeName}, Metrics: histograms(p.star.Stats(), p.start, time.Now())}
 	return []metricdata.ScopeMetrics{out}, nil
@@ -311,6 +348,7 @@ func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 		{name: "flightlog.quorum.latency", desc: "Claim of a flight to its W-th copy."},
 		{name: "flightlog.absorb.round.latency", desc: "Latency of an absorb round."},
 		{name: "flightlog.put.latency", desc: "Start of a flight copy's write to the bucket's confirmation."},
+		{name: "flightlog.settle.pass_lag", desc: "Settle lag per pass: commit of the oldest absorbed round a pass settled to the pass's completion."},
 	}
 	var sizes []metricdata.ExponentialHistogramDataPoint[int64]
 	eachClass(st, func(class string, s *loglet.ClassStats) {
@@ -328,6 +366,7 @@ func histograms(st loglet.Stats, start, now time.Time) []metricdata.Metrics {
 			set := attribute.NewSet(append(kv[:2:2], attribute.String("flightlog.bucket", name))...)
 			lat[3].points = append(lat[3].points, point(snap, set, start, now, seconds))
 		}
+		lat[4].points = append(lat[4].points, point(s.Settle.PassLag, set, start, now, seconds))
 		sizes = append(sizes, point(s.FlightSize, set, start, now, func(v int64) int64 { return v }))
 	})
 	var out []metricdata.Metrics

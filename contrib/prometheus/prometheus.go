@@ -19,10 +19,11 @@
 // protobuf one, which Prometheus negotiates when native histograms are on,
 // carries both.
 //
-// Per-stream gauges (tail, lag) are not exported: a star's Stats has no
-// per-stream figures, finding a stream's tail is a metastore or flight
-// index lookup per stream per scrape, and stream names are unbounded label
-// values. Read them with Star.CheckTail where needed.
+// Per-stream figures are not in a star's Stats (finding a stream's tail is
+// a lookup per stream, and stream names are unbounded label values), so
+// consumer lag is exported only for the streams the host names:
+// WithConsumerLag reads it from loglet/groups at every scrape, within the
+// bounds ConsumerLag documents (metastore reads, series, time).
 //
 // Chain metrics carry the labels star and class (standard, express); PUT
 // latency adds bucket (ClassConfig.BucketNames). Reader metrics are named
@@ -30,6 +31,8 @@
 package flightprom
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +51,7 @@ type config struct {
 	constLabels prometheus.Labels
 	reader      *loglet.Reader
 	classic     bool
+	lag         *ConsumerLag
 }
 
 // WithNamespace sets the metric name prefix (default "flightlog").
@@ -58,6 +62,14 @@ func WithConstLabels(l prometheus.Labels) Option { return func(c *config) { c.co
 
 // WithReader also exports r's counters (flightlog_reader_*).
 func WithReader(r *loglet.Reader) Option { return func(c *config) { c.reader = r } }
+
+// WithConsumerLag also exports the lag of consumer groups on the streams
+// cl names, read at every scrape within cl's bounds (see ConsumerLag):
+// consumer_lag_records and consumer_lag_bytes (with cl.Bytes) per stream
+// and group, consumer_lag_up per stream (1: read this scrape; 0: not, for
+// the reason cl.OnError is told) and consumer_lag_series_dropped (lags
+// over cl.MaxSeries, or named on a stream not read).
+func WithConsumerLag(cl ConsumerLag) Option { return func(c *config) { c.lag = &cl } }
 
 // WithoutClassicBuckets exports the histograms as native histograms only
 // (the text exposition then shows only their _count and _sum).
@@ -75,6 +87,8 @@ type Collector struct {
 	put                         *prometheus.Desc
 	putClassic                  []int32
 	memory, memoryBound, stalls *prometheus.Desc
+	lagRecords, lagBytes        *prometheus.Desc
+	lagUp, lagDropped           *prometheus.Desc
 }
 
 type chainMetric struct {
@@ -214,6 +228,7 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	hist("ack_latency_seconds", "Admission to ack of each batch.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.AckLatency })
 	hist("quorum_latency_seconds", "Claim of a flight to its W-th copy.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.QuorumLatency })
 	hist("absorb_round_seconds", "Latency of an absorb round.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.AbsorbRoundLatency })
+	hist("settle_pass_lag_seconds", "Settle lag per pass: commit of the oldest absorbed round a pass settled to the pass's completion.", latency, func(s *loglet.ClassStats) histogram.Snapshot { return s.Settle.PassLag })
 	hist("flight_size_bytes", "Size of each flight object.", size, func(s *loglet.ClassStats) histogram.Snapshot { return s.FlightSize })
 	c.put = prometheus.NewDesc(name("put_latency_seconds"), "Start of a flight copy's write to the bucket's confirmation.", []string{"star", "class", "bucket"}, cfg.constLabels)
 	c.putClassic = latency
@@ -229,6 +244,12 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	reader := func(n, help string, typ prometheus.ValueType, get func(loglet.ReaderStats) float64) {
 		c.reader = append(c.reader, readerMetric{prometheus.NewDesc(name("reader_"+n), help, nil, cfg.constLabels), typ, get})
 	}
+	lagLabels := []string{"stream", "group"}
+	c.lagRecords = prometheus.NewDesc(name("consumer_lag_records"), "Records a consumer group has not processed: the stream's durable tail less its offset (or the trim point, if further on).", lagLabels, cfg.constLabels)
+	c.lagBytes = prometheus.NewDesc(name("consumer_lag_bytes"), "Decoded bytes of the absorbed records a consumer group has not processed (whole frame runs: a little more than exact).", lagLabels, cfg.constLabels)
+	c.lagUp = prometheus.NewDesc(name("consumer_lag_up"), "1 if this scrape read the stream's consumer lag, 0 if not (an error, or a bound of the scrape reached).", []string{"stream"}, cfg.constLabels)
+	c.lagDropped = prometheus.NewDesc(name("consumer_lag_series_dropped"), "Consumer lags not reported this scrape: over the series bound, or named on a stream not read.", nil, cfg.constLabels)
+
 	reader("gets_total", "Object GETs.", prometheus.CounterValue, func(s loglet.ReaderStats) float64 { return u(s.Gets) })
 	reader("get_bytes_total", "Bytes the GETs returned.", prometheus.CounterValue, func(s loglet.ReaderStats) float64 { return u(s.GetBytes) })
 	reader("read_cache_hits_total", "Frame-cache hits.", prometheus.CounterValue, func(s loglet.ReaderStats) float64 { return u(s.ReadCacheHits) })
@@ -260,6 +281,14 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- m.desc
 		}
 	}
+	if c.cfg.lag != nil {
+		ch <- c.lagRecords
+		if c.cfg.lag.Bytes {
+			ch <- c.lagBytes
+		}
+		ch <- c.lagUp
+		ch <- c.lagDropped
+	}
 }
 
 // Collect takes one Stats of the star (and of the Reader) and sends it.
@@ -284,6 +313,57 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.get(st))
 		}
 	}
+	if c.cfg.lag != nil {
+		c.collectLag(ch)
+	}
+}
+
+// collectLag reads the consumer lags (within the bounds of cfg.lag) and
+// sends them. A label value Prometheus refuses (a stream or group name
+// that is not UTF-8) is not sent: OnError is told, and the lag counts as
+// dropped.
+func (c *Collector) collectLag(ch chan<- prometheus.Metric) {
+	cl := *c.cfg.lag
+	if cl.Log == nil && c.star != nil {
+		cl.Log = c.star
+	}
+	r := readLags(context.Background(), cl, cl.Log)
+	dropped := r.dropped
+	send := func(desc *prometheus.Desc, v float64, stream string, labels ...string) bool {
+		m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+		if err != nil {
+			if cl.OnError != nil {
+				cl.OnError(stream, fmt.Errorf("consumer lag of stream %q: %w", stream, err))
+			}
+			return false
+		}
+		ch <- m
+		return true
+	}
+	for _, l := range r.lags {
+		if !send(c.lagRecords, float64(l.Records), l.Offset.Stream, l.Offset.Stream, l.Offset.Group) {
+			dropped++
+			continue
+		}
+		if cl.Bytes {
+			send(c.lagBytes, float64(l.Bytes), l.Offset.Stream, l.Offset.Stream, l.Offset.Group)
+		}
+	}
+	seen := map[string]bool{}
+	for i, t := range cl.Targets {
+		if seen[t.Stream] {
+			continue // a stream named twice: one series (up if any of its targets was read)
+		}
+		seen[t.Stream] = true
+		up := 0.0
+		for j := i; j < len(cl.Targets); j++ {
+			if cl.Targets[j].Stream == t.Stream && r.up[j] {
+				up = 1
+			}
+		}
+		send(c.lagUp, up, t.Stream, t.Stream)
+	}
+	ch <- prometheus.MustNewConstMetric(c.lagDropped, prometheus.GaugeValue, float64(dropped))
 }
 
 func (c *Collector) collectChain(ch chan<- prometheus.Metric, star, class string, s *loglet.ClassStats) {

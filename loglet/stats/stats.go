@@ -180,4 +180,9 @@ type Settle struct {
 	// (rounds a takeover walked are not counted).
 	TransitBytes int64
 	LastError    string
+	// PassLag is the settle lag per pass (ns): for each pass that settled
+	// at least one absorbed round this process committed, the time from
+	// the commit of the oldest such round to the pass's completion. Lag
+	// is the same figure for what waits now.
+	PassLag histogram.Snapshot
 }

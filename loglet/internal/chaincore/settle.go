@@ -61,6 +61,7 @@ type settleState struct {
 	// heldBytes is the flight copies of those rounds: transit storage
 	// that settlement has yet to free.
 	heldBytes int64
+	passLag   histogramH // Settle.PassLag
 	// paceUntil: no pass starts before it (the request budget: see
 	// DefaultSettleRequestBudget).
 	paceUntil time.Time
@@ -174,6 +175,9 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
 		c.forgetUnderReplicated(s.at)
+		if len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
+			s.passLag.RecordDuration(c.now.Sub(s.rounds[0].at)) // the oldest round this pass settled
+		}
 		for len(s.rounds) > 0 && !s.at.Less(s.rounds[0].to) {
 			s.heldBytes -= s.rounds[0].bytes
 			s.rounds = s.rounds[1:]

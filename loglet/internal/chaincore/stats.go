@@ -65,7 +65,8 @@ func (c *Core) Stats(now time.Time) stats.Class {
 	s.Pool.QueuedBytes, s.Pool.QueuedBatches = c.pool.Queued()
 	s.Settle = stats.Settle{Passes: c.st.passes, Failures: c.st.failures, Objects: c.st.objects, Repointed: c.st.repointed,
 		Reclaimed: c.st.reclaimed, DeletedCopies: c.st.deletes, Merged: c.st.merged, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
-		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds), TransitBytes: c.st.heldBytes}
+		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds), TransitBytes: c.st.heldBytes,
+		PassLag: c.st.passLag.Snapshot()}
 	if c.st.lastErr != nil {
 		s.Settle.LastError = c.st.lastErr.Error()
 	}

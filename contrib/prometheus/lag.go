@@ -1,0 +1,189 @@
+package flightprom
+
+// This file is the same in contrib/prometheus and contrib/otel (each a
+// module of its own) but for the package name, up to lagInstrs, which
+// contrib/otel adds: keep the two in step.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flightlog/flightlog/loglet/groups"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// LagTarget names a stream whose consumer groups' lag to report, and
+// which groups: none names every group with an offset on the stream's
+// current incarnation (groups.Lags), else exactly these (groups.LagOf; a
+// group that has committed nothing counts from the trim point).
+type LagTarget struct {
+	Stream string
+	Groups []string
+}
+
+// ConsumerLag configures the consumer-lag figures: lag per (stream,
+// group), records (and optionally bytes) behind the stream's durable
+// tail, read from loglet/groups at every collection.
+//
+// What one collection costs, per target: a target naming its groups takes
+// two stream-record reads and an offset read per group, and a target of
+// every group two stream-record reads and one Scan per 1,000 offsets in
+// the metastore (every group's, on every stream: offsets are not indexed
+// by stream); with Bytes, one more Scan per 256 of the stream's refs
+// behind the group furthest behind. Each lag also reads the stream's tail
+// (groups.TailLog.CheckTail: on a star, the leader's own figure for the
+// streams it leads; on a Reader, two metastore reads and a GET). MaxReads
+// bounds the metastore reads the offsets and records take, MaxSeries the
+// (stream, group) series, and Timeout the whole reading: past a bound the
+// rest is not read and says so (the figures up and series_dropped).
+type ConsumerLag struct {
+	// Log is where the offsets and tails are read: a *loglet.Star or a
+	// *loglet.Reader (nil: the star the exporter was made with).
+	Log groups.TailLog
+	// Targets are read in order, each stream's groups sorted by name.
+	Targets []LagTarget
+	// Bytes also reports the bytes behind (groups.LagOptions.Bytes).
+	Bytes bool
+	// MaxSeries bounds the (stream, group) lags reported per collection
+	// (0: 1,000). The lags past it are not reported and are counted in
+	// series_dropped; once it is reached, the remaining targets are not
+	// read (up 0).
+	MaxSeries int
+	// MaxReads bounds the metastore reads (Gets and Scans) of the offsets
+	// and stream records per collection (0: 1,000). A target the budget
+	// runs out in is reported as not read (up 0), with ErrLagBudget.
+	MaxReads int
+	// Timeout bounds one collection's lag reading (0: 5s).
+	Timeout time.Duration
+	// OnError, if set, is told why a target was not read (the stream,
+	// and an error: loglet.ErrStreamNotFound, ErrLagBudget, a metastore
+	// error, ...). The figures only say that it was not.
+	OnError func(stream string, err error)
+}
+
+// ErrLagBudget: a collection's lag reading ran out of ConsumerLag.MaxReads
+// or MaxSeries before it read this target.
+var ErrLagBudget = errors.New("consumer lag: the per-collection bound on reads or series was reached")
+
+const (
+	defaultLagSeries  = 1000
+	defaultLagReads   = 1000
+	defaultLagTimeout = 5 * time.Second
+)
+
+// lagReading is one collection's lags.
+type lagReading struct {
+	lags    []groups.Lag // in target order, each target's by group
+	up      []bool       // per target: its lags were read
+	dropped int          // lags read (or named) but not reported
+}
+
+// readLags reads the lags cl names from log within its bounds.
+func readLags(ctx context.Context, cl ConsumerLag, log groups.TailLog) lagReading {
+	maxSeries, maxReads, timeout := cl.MaxSeries, cl.MaxReads, cl.Timeout
+	if maxSeries <= 0 {
+		maxSeries = defaultLagSeries
+	}
+	if maxReads <= 0 {
+		maxReads = defaultLagReads
+	}
+	if timeout <= 0 {
+		timeout = defaultLagTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := lagReading{up: make([]bool, len(cl.Targets))}
+	fail := func(stream string, err error) {
+		if cl.OnError != nil {
+			cl.OnError(stream, err)
+		}
+	}
+	if log == nil {
+		for _, t := range cl.Targets {
+			fail(t.Stream, errors.New("consumer lag: no log to read (ConsumerLag.Log is nil and the exporter has no star)"))
+		}
+		return out
+	}
+	budget := &budgetStore{Store: log.Metastore(), left: maxReads}
+	blog := budgetLog{TailLog: log, meta: budget}
+	opts := groups.LagOptions{Bytes: cl.Bytes}
+	seen := map[[2]string]bool{}
+	for i, t := range cl.Targets {
+		if len(out.lags) >= maxSeries {
+			out.dropped += len(t.Groups)
+			fail(t.Stream, ErrLagBudget)
+			continue
+		}
+		var lags []groups.Lag
+		var err error
+		if len(t.Groups) == 0 {
+			lags, err = groups.Lags(ctx, blog, t.Stream, opts)
+		} else {
+			for _, g := range t.Groups {
+				var l groups.Lag
+				if l, err = groups.LagOf(ctx, blog, g, t.Stream, opts); err != nil {
+					break
+				}
+				lags = append(lags, l)
+			}
+		}
+		if err != nil {
+			out.dropped += len(t.Groups)
+			fail(t.Stream, fmt.Errorf("consumer lag of stream %q: %w", t.Stream, err))
+			continue
+		}
+		for _, l := range lags {
+			k := [2]string{l.Offset.Stream, l.Offset.Group}
+			switch {
+			case seen[k]: // named twice: reported once
+			case len(out.lags) >= maxSeries:
+				out.dropped++
+			default:
+				seen[k] = true
+				out.lags = append(out.lags, l)
+			}
+		}
+		out.up[i] = true
+	}
+	return out
+}
+
+// budgetLog is a TailLog whose metastore counts the reads against a
+// budget.
+type budgetLog struct {
+	groups.TailLog
+	meta *budgetStore
+}
+
+func (l budgetLog) Metastore() metastore.Store { return l.meta }
+
+// budgetStore refuses reads past its budget with ErrLagBudget. Lag
+// readings write nothing; writes pass through uncounted.
+type budgetStore struct {
+	metastore.Store
+	left int // not shared: one collection reads with one budgetStore, in one goroutine
+}
+
+func (b *budgetStore) spend() error {
+	if b.left <= 0 {
+		return ErrLagBudget
+	}
+	b.left--
+	return nil
+}
+
+func (b *budgetStore) Get(ctx context.Context, key string) (metastore.Item, error) {
+	if err := b.spend(); err != nil {
+		return metastore.Item{}, err
+	}
+	return b.Store.Get(ctx, key)
+}
+
+func (b *budgetStore) Scan(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Item, error) {
+	if err := b.spend(); err != nil {
+		return nil, err
+	}
+	return b.Store.Scan(ctx, prefix, startAfter, limit)
+}
