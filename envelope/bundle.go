@@ -54,6 +54,9 @@ type BundleWriter struct {
 	// marks and markBytes are the producer marks so far (MarkProducer).
 	marks     []markPos
 	markBytes []byte
+	// fences and fenceBytes are the fence marks so far (MarkFence).
+	fences     []markPos
+	fenceBytes []byte
 }
 
 // NewBundleWriter returns an empty writer.
@@ -337,8 +340,12 @@ func (w *BundleWriter) finish(kind Kind, epoch, slot uint64, n Nonce) (obj []byt
 	obj = binary.LittleEndian.AppendUint32(obj, uint32(len(w.frames)))
 	var flags uint8
 	if len(w.marks) > 0 && kind == KindFlight {
-		flags = FlagProducers
-		obj = appendProducerSection(obj, len(w.marks), w.markBytes)
+		flags |= FlagProducers
+		obj = appendSection(obj, len(w.marks), w.markBytes)
+	}
+	if len(w.fences) > 0 && kind == KindFlight {
+		flags |= FlagFences
+		obj = appendSection(obj, len(w.fences), w.fenceBytes)
 	}
 	obj = binary.LittleEndian.AppendUint32(obj, Checksum(obj[footerOffset:]))
 	env := Envelope{
@@ -357,16 +364,18 @@ func (w *BundleWriter) finish(kind Kind, epoch, slot uint64, n Nonce) (obj []byt
 	w.buf, w.frames = nil, nil
 	w.entries = w.entries[:0]
 	w.marks, w.markBytes = w.marks[:0], w.markBytes[:0]
+	w.fences, w.fenceBytes = w.fences[:0], w.fenceBytes[:0]
 	clear(w.nextSeq)
 	return obj, frames
 }
 
-// markFooter is the footer bytes the producer marks so far take.
+// markFooter is the footer bytes the producer and fence marks so far take.
 func (w *BundleWriter) markFooter() int {
+	n := w.fenceFooter()
 	if len(w.marks) == 0 {
-		return 0
+		return n
 	}
-	return len(w.markBytes) + producerSectionOverhead
+	return n + len(w.markBytes) + producerSectionOverhead
 }
 
 // appendFrameEntry appends info's footer entry (layout in doc.go).
@@ -404,9 +413,9 @@ func ParseFooter(env Envelope, footer []byte) ([]FrameInfo, error) {
 	if got, want := Checksum(body), binary.LittleEndian.Uint32(footer[len(body):]); got != want {
 		return nil, corruptf("footer: checksum %#08x, stored %#08x", got, want)
 	}
-	if env.Flags&FlagProducers != 0 {
+	if env.Flags != 0 {
 		var err error
-		if body, _, err = splitProducerSection(body); err != nil {
+		if body, _, _, err = splitSections(env.Flags, body); err != nil {
 			return nil, err
 		}
 	}

@@ -22,7 +22,7 @@
 //	     0    4 magic          "FLG1" (Magic)
 //	     4    2 version        1 (FormatVersion)
 //	     6    1 kind           1 flight, 2 poison, 3 settled
-//	     7    1 flags          0, or FlagProducers (1) on a flight
+//	     7    1 flags          0, or FlagProducers (1) | FlagFences (2) on a flight
 //	     8    8 epoch
 //	    16    8 slot
 //	    24   12 nonce
@@ -84,6 +84,18 @@
 // A mark says that a run of one frame's records is one producer's batch
 // (ProducerMark); a frame's marks are in order and never overlap.
 // BundleWriter.MarkProducer writes them, ParseProducers reads them.
+//
+// A flight whose envelope has FlagFences carries a fence section after
+// that (after the producer section, if any), before the checksum:
+//
+//	uvarint  mark count
+//	mark*    uvarint frame index, uvarint offset of the record in the
+//	         frame, uvarint len(token), token (0..MaxFencingTokenLen bytes)
+//	4 bytes  the section's length, count included (little-endian)
+//
+// A mark says that a record is a fence batch setting its stream's fencing
+// token (FenceMark); a frame's marks are in order. BundleWriter.MarkFence
+// writes them, ParseFences reads them.
 //
 // # Record
 //

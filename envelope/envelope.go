@@ -86,8 +86,9 @@ func (n Nonce) String() string { return hex.EncodeToString(n[:]) }
 type Envelope struct {
 	// Kind is flight, poison or settled.
 	Kind Kind
-	// Flags: version 1 defines one, FlagProducers (a flight's footer
-	// carries producer marks); ParseEnvelope rejects any other bit, and
+	// Flags: version 1 defines two, FlagProducers and FlagFences (a
+	// flight's footer carries producer marks, fence marks); ParseEnvelope
+	// rejects any other bit, and
 	// any flag on a poison or settled object.
 	Flags uint8
 	// Epoch and Slot name the chain slot the object was written for.
@@ -122,7 +123,7 @@ func (e Envelope) AppendTo(dst []byte) []byte {
 // ParseEnvelope decodes the envelope in b[:EnvelopeSize]; bytes past it are
 // ignored, so b may be a whole object or a ranged read of its head. It checks
 // the magic, the version, the checksum, the kind, that the flags are known
-// (FlagProducers, on a flight only), and that the sizes agree with the kind:
+// (FlagProducers, FlagFences, on a flight only), and that the sizes agree with the kind:
 //   - flight and settled: EnvelopeSize <= FooterOffset,
 //     FooterOffset+FooterLength == Size, and a footer length within
 //     [minFooterBytes, MaxFooterBytes], Size <= MaxObjectBytes;
@@ -153,7 +154,7 @@ func ParseEnvelope(b []byte) (Envelope, error) {
 		FooterLength: binary.LittleEndian.Uint32(b[offFooterLength:]),
 	}
 	copy(e.Nonce[:], b[offNonce:offSize])
-	if e.Flags&^FlagProducers != 0 || (e.Flags != 0 && e.Kind != KindFlight) {
+	if e.Flags&^knownFlags != 0 || (e.Flags != 0 && e.Kind != KindFlight) {
 		return Envelope{}, corruptf("unknown flags %#02x for kind %d", e.Flags, uint8(e.Kind))
 	}
 	switch e.Kind {

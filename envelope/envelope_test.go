@@ -79,7 +79,7 @@ func TestParseEnvelopeRejectsInconsistent(t *testing.T) {
 		{"version 2", func(b []byte) { binary.LittleEndian.PutUint16(b[offVersion:], 2) }},
 		{"kind 0", func(b []byte) { b[offKind] = 0 }},
 		{"kind 4", func(b []byte) { b[offKind] = 4 }},
-		{"unknown flags", func(b []byte) { b[offFlags] = 2 }},
+		{"unknown flags", func(b []byte) { b[offFlags] = 4 }},
 		{"footer inside envelope", func(b []byte) {
 			binary.LittleEndian.PutUint64(b[offFooterOffset:], 59)
 			binary.LittleEndian.PutUint64(b[offSize:], 59+100)

@@ -62,7 +62,7 @@ func (w *BundleWriter) MarkProducer(firstSeq uint64, count int, id string, seq u
 	if n := len(w.marks); n > 0 && w.marks[n-1].frame == fi && firstSeq < w.marks[n-1].end {
 		return fmt.Errorf("envelope: producer mark at %d overlaps the previous one, which ends at %d", firstSeq, w.marks[n-1].end)
 	}
-	if len(w.entries)+len(w.markBytes)+ProducerMarkMaxBytes(len(id))+footerTrailerBytes > MaxFooterBytes {
+	if len(w.entries)+len(w.markBytes)+w.fenceFooter()+ProducerMarkMaxBytes(len(id))+footerTrailerBytes > MaxFooterBytes {
 		return fmt.Errorf("envelope: producer mark would exceed a %d-byte footer", MaxFooterBytes)
 	}
 	w.markBytes = binary.AppendUvarint(w.markBytes, uint64(fi))
@@ -81,26 +81,25 @@ type markPos struct {
 	end   uint64
 }
 
-// appendProducerSection appends the producer section of n marks (their
-// bytes): the count, the marks, and the section's length.
-func appendProducerSection(dst []byte, n int, marks []byte) []byte {
+// appendSection appends a mark section of n marks (their bytes): the
+// count, the marks, and the section's length.
+func appendSection(dst []byte, n int, marks []byte) []byte {
 	start := len(dst)
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = append(dst, marks...)
 	return binary.LittleEndian.AppendUint32(dst, uint32(len(dst)-start))
 }
 
-// splitProducerSection splits a footer body (the footer without its CRC)
-// of a flight with FlagProducers into its frame part (entries and frame
-// count) and its producer section (count and marks).
-func splitProducerSection(body []byte) (frames, section []byte, err error) {
+// splitSection splits the mark section (count and marks, then its 4-byte
+// length) named what off the end of a footer body.
+func splitSection(body []byte, what string) (rest, section []byte, err error) {
 	if len(body) < 8 {
-		return nil, nil, corruptf("footer: %d bytes cannot hold a producer section", len(body))
+		return nil, nil, corruptf("footer: %d bytes cannot hold a %s section", len(body), what)
 	}
 	n := binary.LittleEndian.Uint32(body[len(body)-4:])
-	rest := body[:len(body)-4]
+	rest = body[:len(body)-4]
 	if uint64(n) > uint64(len(rest))-4 || n == 0 {
-		return nil, nil, corruptf("footer: producer section of %d bytes in %d", n, len(rest))
+		return nil, nil, corruptf("footer: %s section of %d bytes in %d", what, n, len(rest))
 	}
 	return rest[:len(rest)-int(n)], rest[len(rest)-int(n):], nil
 }
@@ -122,7 +121,7 @@ func ParseProducers(env Envelope, footer []byte, frames []FrameInfo) ([]Producer
 	if got, want := Checksum(body), binary.LittleEndian.Uint32(footer[len(body):]); got != want {
 		return nil, corruptf("producers: footer checksum %#08x, stored %#08x", got, want)
 	}
-	_, sec, err := splitProducerSection(body)
+	_, sec, _, err := splitSections(env.Flags, body)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +171,8 @@ func ParseProducers(env Envelope, footer []byte, frames []FrameInfo) ([]Producer
 	return marks, nil
 }
 
-// ParseBundleProducers is ParseBundle, also returning the producer marks.
+// ParseBundleProducers is ParseBundle, also returning the producer marks
+// (and checking the fence marks parse).
 func ParseBundleProducers(obj []byte) (Envelope, []FrameInfo, []ProducerMark, error) {
 	env, frames, err := ParseBundle(obj)
 	if err != nil {
@@ -180,6 +180,9 @@ func ParseBundleProducers(obj []byte) (Envelope, []FrameInfo, []ProducerMark, er
 	}
 	marks, err := ParseProducers(env, obj[env.FooterOffset:env.Size], frames)
 	if err != nil {
+		return Envelope{}, nil, nil, err
+	}
+	if _, err := ParseFences(env, obj[env.FooterOffset:env.Size], frames); err != nil {
 		return Envelope{}, nil, nil, err
 	}
 	return env, frames, marks, nil

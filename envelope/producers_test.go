@@ -100,7 +100,7 @@ func TestProducerFlagOnlyOnFlights(t *testing.T) {
 	if _, err := ParseEnvelope(e.AppendTo(nil)); !IsCorruption(err) {
 		t.Fatalf("poison with the producers flag: %v", err)
 	}
-	e = Envelope{Kind: KindFlight, Flags: 2, Size: 100, FooterOffset: 60, FooterLength: 40}
+	e = Envelope{Kind: KindFlight, Flags: 4, Size: 100, FooterOffset: 60, FooterLength: 40}
 	if _, err := ParseEnvelope(e.AppendTo(nil)); !IsCorruption(err) {
 		t.Fatalf("unknown flag: %v", err)
 	}

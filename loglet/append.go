@@ -15,6 +15,12 @@ import (
 // submit validates, encodes, reserves pool budget for and admits b. After it
 // returns nil, the batch's outcome is known once p.Done is closed.
 func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *lane, error) {
+	return s.submitFencing(ctx, name, b, chaincore.Fencing{Token: b.FencingToken})
+}
+
+// submitFencing is submit with the batch's fencing (a fence batch sets a
+// new token).
+func (s *Star) submitFencing(ctx context.Context, name string, b Batch, fencing chaincore.Fencing) (*admitted, *lane, error) {
 	if ctx == nil {
 		return nil, nil, notCommitted(ErrNilContext)
 	}
@@ -27,6 +33,9 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 		return nil, nil, notCommitted(fmt.Errorf("%w: %d records (want 1-%d)", ErrInvalidBatch, len(b.Records), s.cfg.MaxBatchRecords))
 	}
 	if err := checkProducer(b.Producer); err != nil {
+		return nil, nil, notCommitted(err)
+	}
+	if err := checkFencingToken("", b.FencingToken); err != nil {
 		return nil, nil, notCommitted(err)
 	}
 	st, err := s.streamForAppend(ctx, name)
@@ -75,7 +84,7 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 	a := &admitted{}
 	p := &a.b
 	*p = chaincore.Batch{Stream: st.core, Count: len(b.Records), Headers: headers, Charge: int64(charge), Submitted: now, Done: make(chan struct{}),
-		Producer: chaincore.ProducerID(b.Producer)}
+		Producer: chaincore.ProducerID(b.Producer), Fencing: fencing}
 	p.Payload = st.lane.slab.alloc(charge)
 	recs := b.Records
 	if !monotone {
@@ -139,7 +148,12 @@ func varintLen(v int64) int {
 // retry of a committed batch returns its original range (Ack.Duplicate),
 // and a retry of one still in flight waits for its outcome.
 func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) {
-	a, l, err := s.submit(ctx, stream, b)
+	return s.appendFencing(ctx, stream, b, chaincore.Fencing{Token: b.FencingToken})
+}
+
+// appendFencing is Append with the batch's fencing.
+func (s *Star) appendFencing(ctx context.Context, stream string, b Batch, fencing chaincore.Fencing) (Ack, error) {
+	a, l, err := s.submitFencing(ctx, stream, b, fencing)
 	for err != nil {
 		ack, aerr, again, ok := answered(ctx, stream, err)
 		if !ok {
@@ -149,7 +163,7 @@ func (s *Star) Append(ctx context.Context, stream string, b Batch) (Ack, error) 
 			return ack, aerr
 		}
 		// The attempt in flight was not committed: this one may be.
-		a, l, err = s.submit(ctx, stream, b)
+		a, l, err = s.submitFencing(ctx, stream, b, fencing)
 	}
 	p := &a.b
 	select {
@@ -185,4 +199,49 @@ func (s *Star) CheckTail(ctx context.Context, stream string) (Tail, error) {
 	defer st.lane.mu.Unlock()
 	a, d := st.core.Assigned(), st.core.Durable()
 	return Tail{Seq: a.Seq, Timestamp: a.Timestamp, Pending: a.Seq - d.Seq}, nil
+}
+
+// FenceHeader is the one header of a fence record, the record a fence
+// batch (SetFencingToken) writes: its name is empty, its value "fence",
+// and the record's body is the new token. A reader tells fence records
+// from the host's by it.
+var FenceHeader = Header{Name: []byte{}, Value: []byte("fence")}
+
+// SetFencingToken sets stream's fencing token to token ("" clears it), if
+// the stream's token is expectedOld ("" for a stream without one): from
+// then on the stream admits only batches whose Batch.FencingToken is token,
+// and a writer still presenting the old one is refused with a
+// *FencedError. It is how a host hands a stream from one writer to
+// another: the new writer (or the host for it) sets a token the old writer
+// does not know.
+//
+// The token is set by an append: a fence batch, one record with
+// FenceHeader and the token as its body, takes its place in the stream
+// like any batch, so every batch before it was checked against the old
+// token and every batch after it against the new one, on this leader and
+// on any successor (which learns the token from the flights and the
+// tails). The Ack is the fence record's. Its outcome is that of any
+// append: not committed (a *FencedError when expectedOld is not the
+// stream's token), the old token still holds; outcome unknown, the new
+// token may or may not hold: SetFencingToken(ctx, stream, token, token)
+// succeeds only if it does (it writes a second fence record, setting the
+// same token). token and expectedOld are at most 36 bytes
+// (envelope.MaxFencingTokenLen).
+func (s *Star) SetFencingToken(ctx context.Context, stream, token, expectedOld string) (Ack, error) {
+	if err := checkFencingToken("new ", token); err != nil {
+		return Ack{}, notCommitted(err)
+	}
+	if err := checkFencingToken("expected ", expectedOld); err != nil {
+		return Ack{}, notCommitted(err)
+	}
+	b := Batch{Records: []Record{{Headers: []Header{FenceHeader}, Body: []byte(token)}}, FencingToken: expectedOld}
+	return s.appendFencing(ctx, stream, b, chaincore.Fencing{Token: expectedOld, Fence: true, Set: token})
+}
+
+// checkFencingToken validates a fencing token (what names it in the error).
+func checkFencingToken(what, token string) error {
+	if len(token) > envelope.MaxFencingTokenLen {
+		return fmt.Errorf("%w: %sfencing token of %d bytes (max %d)", ErrInvalidBatch, what, len(token), envelope.MaxFencingTokenLen)
+	}
+	return nil
 }

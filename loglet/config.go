@@ -45,11 +45,22 @@ type Config struct {
 	// so a batch can hold one maximal record).
 	MaxBatchBytes int
 	// AbsorbInterval is the minimum time between absorb rounds of a chain
-	// (default 100ms): it caps metastore requests at about 1/AbsorbInterval
-	// per chain, whatever the ingest rate and number of streams.
+	// (default 100ms) while its backlog is below AbsorbEarlyPercent: it
+	// caps metastore requests at about 1/AbsorbInterval per chain, whatever
+	// the number of streams, until ingest fills the backlog faster than
+	// the interval drains it.
 	AbsorbInterval time.Duration
 	// AbsorbMaxSlots bounds the slots one round covers (default 256).
 	AbsorbMaxSlots int
+	// AbsorbEarlyPercent: once a chain's backlog holds this percent of
+	// ChainBacklogFlights or ChainBacklogMiB, its next absorb round starts
+	// as soon as the one out commits, without waiting for AbsorbInterval
+	// (ClassStats.AbsorbEarlyRounds counts them). So a busy chain's ingest
+	// is paced by the metastore's round trip, not by ChainBacklogMiB over
+	// AbsorbInterval, at the cost of more metastore requests while it is
+	// busy; below the mark (low ingest) rounds run on the interval only.
+	// Default 50; negative: rounds on the interval only; at most 100.
+	AbsorbEarlyPercent int
 	// ReaderPollInterval is how often a read session on a Reader (a
 	// process that leads nothing) polls the metastore for new refs
 	// (default 250ms). Sessions on the leader are woken by releases.
@@ -539,6 +550,9 @@ func (c *Config) applyDefaults() {
 	if c.AbsorbMaxSlots == 0 {
 		c.AbsorbMaxSlots = 256
 	}
+	if c.AbsorbEarlyPercent == 0 {
+		c.AbsorbEarlyPercent = 50
+	}
 	if c.ProducerWindow.Producers == 0 {
 		c.ProducerWindow.Producers = chaincore.DefaultProducerWindow.Producers
 	}
@@ -617,6 +631,9 @@ func (c *Config) validate() error {
 	}
 	if c.AbsorbInterval < 0 || c.AbsorbMaxSlots < 1 || c.ReaderPollInterval <= 0 {
 		errs = append(errs, fmt.Errorf("loglet: AbsorbInterval=%v, AbsorbMaxSlots=%d, ReaderPollInterval=%v: want >= 0, >= 1, > 0", c.AbsorbInterval, c.AbsorbMaxSlots, c.ReaderPollInterval))
+	}
+	if c.AbsorbEarlyPercent > 100 {
+		errs = append(errs, fmt.Errorf("loglet: AbsorbEarlyPercent=%d: want at most 100 (or negative: rounds on AbsorbInterval only)", c.AbsorbEarlyPercent))
 	}
 	errs = append(errs, c.Standard.validate(Standard, c.MaxBatchBytes), c.Express.validate(Express, c.MaxBatchBytes))
 	return errors.Join(errs...)

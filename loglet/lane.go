@@ -89,13 +89,14 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		copies:  map[chaincore.UploadID]*copyWorkers{},
 	}
 	l.env.Background = &l.background
+	l.env.PassMemory = &work.PassMemory{Budget: l.budget}
 	l.core = chaincore.New(chaincore.Config{
 		Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.BucketNames, W: cfg.W,
 		Window: cfg.ParallelUploads, FlushDeadline: cfg.FlushDeadline, FlightBytes: int64(cfg.FlightBytes),
 		Frames:        chaincore.DefaultFrameLimits(int64(cfg.FrameBytes)),
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
-		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots,
+		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots, AbsorbEarlyPercent: max(0, s.cfg.AbsorbEarlyPercent),
 		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
@@ -503,9 +504,12 @@ func (l *lane) admit(ctx context.Context, b *chaincore.Batch, recs []Record, mat
 func (l *lane) admitError(stream string, err error) error {
 	var me *chaincore.MismatchError
 	var de *chaincore.DeadError
+	var fe *chaincore.FencedError
 	switch {
 	case errors.As(err, &me):
 		return &SeqNumMismatchError{Stream: stream, Expected: me.Expected, Tail: durableTail(me.Tail)}
+	case errors.As(err, &fe):
+		return &FencedError{Stream: stream, Fenced: fe.Fenced}
 	case errors.As(err, &de):
 		return l.fateError(stream, de.Fate)
 	case isProducerAnswer(err):
@@ -644,7 +648,12 @@ func (l *lane) snapshot() *ClassStats {
 	// budget and the precompress count.
 	ps := l.budget.Stats()
 	ps.QueuedBytes, ps.QueuedBatches = cs.Pool.QueuedBytes, cs.Pool.QueuedBatches
+	// A settle pass reserves its slots from the same budget: they are
+	// Memory.Settle, not the pool's.
+	held, reserved := l.env.PassMemory.Held()
+	ps.ReservedBytes = max(ps.ReservedBytes-reserved, 0)
 	cs.Pool = ps
+	cs.Memory.Settle, cs.Memory.SettleBound = held, l.env.PassMemory.Bound()
 	cs.PrecompressSkipped = l.precompressSkipped.Load()
 	return &cs
 }

@@ -112,6 +112,13 @@ func BenchmarkThroughput(b *testing.B) {
 				// the chain's backlog (claims waiting for the absorb).
 				b.ReportMetric(float64(cs.Pool.BlockedNanos)/1e6/r.elapsed.Seconds(), "pool-blocked-ms/s")
 				b.ReportMetric(float64(cs.Backlog.StalledNanos)/1e6/r.elapsed.Seconds(), "backlog-stalled-ms/s")
+				// The absorb's pace: metastore requests per second, and the
+				// rounds that started early (the backlog past its mark,
+				// Config.AbsorbEarlyPercent) rather than on the interval.
+				b.ReportMetric(float64(cs.MetastoreRequests)/r.elapsed.Seconds(), "meta-req/s")
+				b.ReportMetric(float64(cs.AbsorbEarlyRounds)/r.elapsed.Seconds(), "early-rounds/s")
+				b.ReportMetric(float64(cs.AbsorbRoundLatency.Quantile(0.5))/1e6, "round-p50-ms")
+				b.ReportMetric(float64(cs.AbsorbRoundLatency.Quantile(0.99))/1e6, "round-p99-ms")
 				frame := max(1, int(cs.FlightSize.Quantile(0.5))/benchStreams)
 				switch c.c {
 				case envelope.CodecS2:

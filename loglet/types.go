@@ -43,6 +43,11 @@ type Batch struct {
 	// outcome, and one past the stream's window is a *ProducerWindowError.
 	// Producer.Next makes identities; Producer.Append retries for you.
 	Producer ProducerID
+	// FencingToken is the fencing token the batch presents: it must be the
+	// stream's (Star.SetFencingToken), "" for a stream without one. A
+	// mismatch is a *FencedError. At most 36 bytes
+	// (envelope.MaxFencingTokenLen).
+	FencingToken string
 }
 
 // ProducerID identifies a producer's batch: producer ID's batch number
@@ -293,6 +298,26 @@ func (e *SeqNumMismatchError) Error() string {
 
 // Is makes a mismatch match ErrNotCommitted.
 func (e *SeqNumMismatchError) Is(target error) bool { return target == ErrNotCommitted }
+
+// FencedError is returned for a batch whose fencing token
+// (Batch.FencingToken, or SetFencingToken's expectedOld) is not the
+// stream's: another writer set a new token, fencing this one out, or the
+// stream has none and the batch presents one. The batch is not committed.
+// Fenced says whether the stream has a token; the token itself is not told.
+type FencedError struct {
+	Stream string
+	Fenced bool
+}
+
+func (e *FencedError) Error() string {
+	if !e.Fenced {
+		return fmt.Sprintf("loglet: stream %q has no fencing token, and the batch presents one", e.Stream)
+	}
+	return fmt.Sprintf("loglet: stream %q: its fencing token changed (the batch's token is not the stream's): this writer is fenced out", e.Stream)
+}
+
+// Is makes it match ErrNotCommitted.
+func (e *FencedError) Is(target error) bool { return target == ErrNotCommitted }
 
 // NotLeaderError is returned for a stream whose star this process does not
 // lead. The batch is not committed; the host routes it to Leader, the owner

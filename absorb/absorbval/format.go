@@ -152,6 +152,10 @@ type StreamTail struct {
 	// successor still recognises their retries (docs/design.md,
 	// "Producers: exactly once across retries"). The leader bounds it.
 	Producers []ProducerTail `json:"producers,omitempty"`
+	// FencingToken is the stream's fencing token as of the tail: the one
+	// the last fence batch below Next set ("" for none; docs/design.md,
+	// "Fencing tokens").
+	FencingToken string `json:"fence,omitempty"`
 }
 
 // ProducerTail is one committed producer batch a tail remembers: producer

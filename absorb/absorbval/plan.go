@@ -15,6 +15,8 @@ type Slot struct {
 	// Producers are the producer marks of its batches (none for batches
 	// appended without an identity).
 	Producers []envelope.ProducerMark
+	// Fences are the fence marks of its fence batches, in order.
+	Fences []envelope.FenceMark
 }
 
 // Plan returns the refs of one round: one per stream that appears in slots,

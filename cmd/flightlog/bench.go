@@ -279,7 +279,7 @@ func benchCmd(fs *flag.FlagSet, g *globalOpts) func(context.Context, *cmdEnv, []
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
 		// The run settles as the star would: the backend flag
 		// --settle-interval (0: the library's default, on; negative: off).
-		o.settleInterval = g.settleInterval
+		o.settleInterval = g.SettleInterval
 		if o.cdf != "" {
 			if _, err := encodeCDF(&benchResult{}, o.cdf); err != nil {
 				return env.fail(err) // before the run, not after it
@@ -443,11 +443,11 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 		sets[class][i] = heldStore{Store: st, m: held, bucket: i}
 	}
 	g := env.g
-	g.star = star
+	g.Star = star
 	bk := &backends{meta: meta, sets: sets, names: names}
 	cfg := g.starConfig(bk, env.stderr)
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	if g.verbose {
+	if g.Verbose {
 		cfg.Logger = g.logger(env.stderr)
 	}
 	cc := &cfg.Standard

@@ -49,7 +49,7 @@ func TestFsckLeavesALostRaceOrphanToTheLeader(t *testing.T) {
 	}
 	// As the losing pass leaves it: the pending marker, then the object.
 	m := settle.Marker{Key: orphan, At: lost.UnixMilli(), Ref: refs[0].Key}
-	if _, err := b.meta.Put(ctx, settle.MarkerKey(g.star, chain.Standard, orphan), m.Encode(), metastore.NoVersion); err != nil {
+	if _, err := b.meta.Put(ctx, settle.MarkerKey(g.Star, chain.Standard, orphan), m.Encode(), metastore.NoVersion); err != nil {
 		t.Fatal(err)
 	}
 	if err := std.PutIfAbsent(ctx, orphan, body); err != nil {
@@ -77,7 +77,7 @@ func TestFsckLeavesALostRaceOrphanToTheLeader(t *testing.T) {
 		}
 		defer star.Close(ctx)
 		gone := func() bool {
-			items, err := b2.meta.Scan(ctx, settle.MarkerPrefix(g.star, chain.Standard), "", 0)
+			items, err := b2.meta.Scan(ctx, settle.MarkerPrefix(g.Star, chain.Standard), "", 0)
 			return err == nil && len(items) == 0
 		}
 		if !quiesceUntil(10*time.Minute, time.Second, gone) {

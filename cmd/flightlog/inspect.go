@@ -155,13 +155,13 @@ func inspectCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, 
 		if isNumber {
 			e := *epoch
 			if e == 0 {
-				rec, _, err := chain.ReadEpoch(ctx, b.meta, env.g.star, c)
+				rec, _, err := chain.ReadEpoch(ctx, b.meta, env.g.Star, c)
 				if err != nil {
-					return env.fail(fmt.Errorf("inspect slot %d: the live epoch of %s/%s: %w", slot, env.g.star, c, err))
+					return env.fail(fmt.Errorf("inspect slot %d: the live epoch of %s/%s: %w", slot, env.g.Star, c, err))
 				}
 				e = rec.Epoch
 			}
-			key = chain.SlotKey(env.g.star, c, e, slot)
+			key = chain.SlotKey(env.g.Star, c, e, slot)
 		}
 		sk, isSlot := parseSlotKey(key)
 		classes := chain.Classes()

@@ -493,7 +493,7 @@ func testFsckFindsAStarThatCannotBeOpened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, _, err := absorb.ReadCheckpoint(ctx, ms, g.star, loglet.Standard)
+	cp, _, err := absorb.ReadCheckpoint(ctx, ms, g.Star, loglet.Standard)
 	ms.Close()
 	if err != nil || cp.Tails == "" {
 		t.Fatalf("checkpoint %+v %v", cp, err)

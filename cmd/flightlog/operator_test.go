@@ -91,7 +91,7 @@ func TestBackendFlagsFromEnv(t *testing.T) {
 		"FLIGHTLOG_S3_ENDPOINT": "http://s3.test", "FLIGHTLOG_S3_PATH_STYLE": "false", "FLIGHTLOG_S3_PARALLEL_UPLOADS": "7"})); err != nil {
 		t.Fatal(err)
 	}
-	if g.s3AccessKey != "ak" || g.s3SecretKey != "from-flag" || g.s3Endpoint != "http://s3.test" || g.s3PathStyle || g.parallelUploads != 7 {
+	if g.S3AccessKey != "ak" || g.S3SecretKey != "from-flag" || g.S3Endpoint != "http://s3.test" || g.S3PathStyle || g.ParallelUploads != 7 {
 		t.Fatalf("from the environment: %+v", g)
 	}
 }

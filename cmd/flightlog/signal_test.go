@@ -35,11 +35,10 @@ func TestHelperMain(t *testing.T) {
 // FLIGHTLOG_ETCD_ENDPOINTS for the server tests): the child works on --dir.
 func withoutBackendEnv(environ []string) []string {
 	g := &globalOpts{}
-	g.register(flag.NewFlagSet("env", flag.ContinueOnError))
+	fs := flag.NewFlagSet("env", flag.ContinueOnError)
+	g.register(fs)
 	drop := map[string]bool{}
-	for _, name := range g.envFlags {
-		drop[envName(name)] = true
-	}
+	fs.VisitAll(func(f *flag.Flag) { drop[envName(f.Name)] = true })
 	var out []string
 	for _, kv := range environ {
 		if k, _, _ := strings.Cut(kv, "="); !drop[k] {

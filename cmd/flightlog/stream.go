@@ -61,7 +61,7 @@ func appendCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			}
 		}()
 		if *create {
-			_, err := star.CreateStream(ctx, stream, loglet.StreamOptions{Class: c, Star: env.g.star})
+			_, err := star.CreateStream(ctx, stream, loglet.StreamOptions{Class: c, Star: env.g.Star})
 			if err != nil && !errors.Is(err, loglet.ErrStreamExists) {
 				return env.fail(err)
 			}

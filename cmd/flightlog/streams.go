@@ -179,7 +179,7 @@ func createCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return code
 		}
 		defer closeStar(context.WithoutCancel(ctx), env, star)
-		info, err := star.CreateStream(ctx, args[0], loglet.StreamOptions{Class: c, Star: env.g.star})
+		info, err := star.CreateStream(ctx, args[0], loglet.StreamOptions{Class: c, Star: env.g.Star})
 		if errors.Is(err, loglet.ErrStreamExists) {
 			env.errorf("%v", err)
 			return exitProblems

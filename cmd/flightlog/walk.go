@@ -68,7 +68,7 @@ func walkCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 		defer prog.done()
 		problems, any := 0, false
 		for _, c := range chain.Classes() {
-			n, found, err := walkChain(ctx, env.stdout, prog, b, env.g.star, c, *slots)
+			n, found, err := walkChain(ctx, env.stdout, prog, b, env.g.Star, c, *slots)
 			if err != nil {
 				prog.done()
 				return env.fail(err)
@@ -77,7 +77,7 @@ func walkCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []s
 			any = any || found
 		}
 		if !any {
-			fmt.Fprintf(env.stdout, "star %q has no chains in %s\n", env.g.star, b.describe)
+			fmt.Fprintf(env.stdout, "star %q has no chains in %s\n", env.g.Star, b.describe)
 		}
 		if problems > 0 {
 			fmt.Fprintf(env.stdout, "%d problem(s)\n", problems)

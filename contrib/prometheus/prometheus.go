@@ -155,6 +155,7 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	counter("halts_total", "Halts of the chain (each recovered in place or ending in deposition).", func(s *loglet.ClassStats) float64 { return u(s.Halts) })
 	counter("stragglers_abandoned_total", "Straggling copies cancelled over the straggler budget.", func(s *loglet.ClassStats) float64 { return u(s.StragglersAbandoned) })
 	counter("absorb_rounds_total", "Absorb rounds committed.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbRounds) })
+	counter("absorb_early_rounds_total", "Absorb rounds started before their interval: the backlog was past AbsorbEarlyPercent.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbEarlyRounds) })
 	counter("absorb_refs_total", "Span refs written by absorb rounds.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbRefs) })
 	counter("absorb_failures_total", "Failed absorb commit attempts.", func(s *loglet.ClassStats) float64 { return u(s.AbsorbFailures) })
 	counter("metastore_requests_total", "Metastore requests the absorb rounds took.", func(s *loglet.ClassStats) float64 { return u(s.MetastoreRequests) })
@@ -197,6 +198,10 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	counter("settle_reclaimed_refs_total", "Refs of deleted incarnations or trimmed records deleted by settlement.", func(s *loglet.ClassStats) float64 { return u(s.Settle.Reclaimed) })
 	counter("settle_deleted_copies_total", "Chain slot copies deleted by trim.", func(s *loglet.ClassStats) float64 { return u(s.Settle.DeletedCopies) })
 	counter("settle_merged_objects_total", "Small settled objects absorbed into larger ones.", func(s *loglet.ClassStats) float64 { return u(s.Settle.Merged) })
+	counter("settle_retries_total", "Settlement requests asked again after a transient failure.", func(s *loglet.ClassStats) float64 { return u(s.Settle.Retries) })
+	counter("settle_metastore_requests_total", "Metastore requests settlement passes made.", func(s *loglet.ClassStats) float64 { return u(s.Settle.MetaRequests) })
+	counter("settle_ref_scans_total", "Scans of a stream's refs by settlement (streams the leader's known refs did not cover).", func(s *loglet.ClassStats) float64 { return u(s.Settle.RefScans) })
+	counter("settle_settled_refs_total", "Settled refs passes wrote and handed the leader as known.", func(s *loglet.ClassStats) float64 { return u(s.Settle.SettledRefs) })
 	counter("settle_raw_bytes_total", "Record bytes settled.", func(s *loglet.ClassStats) float64 { return i(s.Settle.RawBytes) })
 	counter("settle_stored_bytes_total", "Bytes of the settled objects written.", func(s *loglet.ClassStats) float64 { return i(s.Settle.StoredBytes) })
 	counter("settle_freed_bytes_total", "Bytes of transit copies deleted.", func(s *loglet.ClassStats) float64 { return i(s.Settle.FreedBytes) })
@@ -207,8 +212,8 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	gauge("settle_transit_bytes", "Bytes of flight copies (every copy) the unsettled rounds hold in the chain's buckets.", func(s *loglet.ClassStats) float64 { return i(s.Settle.TransitBytes) })
 
 	partLabels := []string{"star", "class", "part"}
-	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers beyond the pool's (pool_reserved_bytes) and the backlog's (backlog_bytes), by part (objects, stragglers).", partLabels, cfg.constLabels)
-	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of the memory part stragglers (StragglerMiB); the pool's and the backlog's are pool_budget_bytes and backlog_max_bytes.", partLabels, cfg.constLabels)
+	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers beyond the pool's (pool_reserved_bytes) and the backlog's (backlog_bytes), by part (objects, stragglers, settle).", partLabels, cfg.constLabels)
+	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of the memory parts stragglers (StragglerMiB) and settle (settle.MaxPassBytes or the pool budget); the pool's and the backlog's are pool_budget_bytes and backlog_max_bytes.", partLabels, cfg.constLabels)
 	c.stalls = prometheus.NewDesc(name("backlog_stalls_total"), "Ended backlog stalls, by diagnosed cause.", []string{"star", "class", "cause"}, cfg.constLabels)
 
 	latency := []int32{}
@@ -384,10 +389,11 @@ func (c *Collector) collectChain(ch chan<- prometheus.Metric, star, class string
 	for _, p := range []struct {
 		part string
 		v    int64
-	}{{"objects", m.Objects}, {"stragglers", m.Stragglers}} {
+	}{{"objects", m.Objects}, {"stragglers", m.Stragglers}, {"settle", m.Settle}} {
 		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(p.v), star, class, p.part)
 	}
 	ch <- prometheus.MustNewConstMetric(c.memoryBound, prometheus.GaugeValue, float64(m.StragglersBound), star, class, "stragglers")
+	ch <- prometheus.MustNewConstMetric(c.memoryBound, prometheus.GaugeValue, float64(m.SettleBound), star, class, "settle")
 	causes := make([]string, 0, len(s.Backlog.Stalls))
 	for cause := range s.Backlog.Stalls {
 		causes = append(causes, cause)

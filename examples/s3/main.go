@@ -1,7 +1,15 @@
 // Command s3 is the quickstart against real servers: the Standard stream's
 // chain in one S3 bucket, the Express stream's in three (one per zone,
-// acked at two copies), and etcd as the metastore. Any S3-compatible server
-// with conditional writes (If-None-Match: *) works; so does AWS.
+// acked at two copies), and etcd as the metastore, opened in one call from
+// URLs (open.URL):
+//
+//	metastore  etcd://127.0.0.1:2379/flightlog/examples/
+//	Standard   s3://flightlog-standard?endpoint=http://127.0.0.1:7070&create=true
+//	Express    s3://flightlog-express-a?..., s3://flightlog-express-b?..., s3://flightlog-express-c?...
+//
+// Any S3-compatible server with conditional writes (If-None-Match: *)
+// works; so does AWS. A service would rather call open.Env, which reads the
+// same settings from the flightlog CLI's FLIGHTLOG_* variables.
 //
 //	go run ./examples/s3 --s3-endpoint http://127.0.0.1:7070 --etcd http://127.0.0.1:2379
 //
@@ -20,13 +28,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/flightlog/flightlog/loglet"
-	"github.com/flightlog/flightlog/metastore/etcd"
-	"github.com/flightlog/flightlog/objstore"
-	"github.com/flightlog/flightlog/objstore/s3"
+	"github.com/flightlog/flightlog/loglet/open"
 )
 
 // config is where the example runs.
@@ -70,48 +78,37 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if len(c.expressBuckets) != 3 {
 		return fmt.Errorf("want 3 Express buckets, got %d", len(c.expressBuckets))
 	}
-	meta, err := etcd.New(etcd.Config{Endpoints: c.etcdEndpoints, Prefix: c.etcdPrefix})
-	if err != nil {
-		return err
-	}
-	defer meta.Close()
-	bucket := func(name string) (objstore.Store, error) {
-		s, err := s3.New(ctx, s3.Config{
-			Bucket: name, Endpoint: c.endpoint, Region: c.region,
-			UsePathStyle: c.endpoint != "" && !s3.DirectoryBucket(name),
-			AccessKey:    c.accessKey, SecretKey: c.secretKey,
-		})
-		if err != nil {
-			return nil, err
+	// One URL per store (loglet/open's Spec): the bucket names in the
+	// URLs are recorded in the chains' epoch records and must never change.
+	bucket := func(name string) string {
+		q := url.Values{}
+		q.Set("create", strconv.FormatBool(c.createBuckets))
+		if c.endpoint != "" {
+			q.Set("endpoint", c.endpoint)
 		}
-		if c.createBuckets {
-			if err := s.CreateBucket(ctx); err != nil {
-				return nil, fmt.Errorf("create bucket %s: %w", name, err)
-			}
+		if c.region != "" {
+			q.Set("region", c.region)
 		}
-		return s, nil
+		return "s3://" + name + "?" + q.Encode()
 	}
-	standard, err := bucket(c.standardBucket)
-	if err != nil {
-		return err
+	hosts := make([]string, len(c.etcdEndpoints))
+	for i, ep := range c.etcdEndpoints {
+		hosts[i] = strings.TrimPrefix(ep, "http://")
 	}
-	var zones []objstore.Store
+	spec := open.Spec{
+		Meta:        "etcd://" + strings.Join(hosts, ",") + "/" + c.etcdPrefix,
+		Standard:    []string{bucket(c.standardBucket)},
+		S3AccessKey: c.accessKey, S3SecretKey: c.secretKey,
+	}
 	for _, name := range c.expressBuckets {
-		b, err := bucket(name)
-		if err != nil {
-			return err
-		}
-		zones = append(zones, b)
+		spec.Express = append(spec.Express, bucket(name))
 	}
-	star, err := loglet.Open(ctx, loglet.Config{
-		Star:     c.star,
-		Meta:     meta,
-		Standard: loglet.ClassConfig{Stores: []objstore.Store{standard}, BucketNames: []string{c.standardBucket}},
-		Express:  loglet.ClassConfig{Stores: zones, BucketNames: c.expressBuckets},
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	cfg := loglet.DefaultConfig()
+	cfg.Star = c.star
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	star, err := open.URL(ctx, cfg, spec) // the Star owns the etcd client: its Close closes it
 	if err != nil {
-		return fmt.Errorf("open star %q: %w", c.star, err)
+		return err
 	}
 	defer star.Close(context.Background())
 	streams := []struct {

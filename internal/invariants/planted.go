@@ -43,6 +43,11 @@ const (
 	// original range).
 	DedupeOff
 
+	// FencingOff admits every batch whatever its fencing token (breaks
+	// fencing: no batch with a stale token is committed after the fence
+	// batch that replaced it).
+	FencingOff
+
 	numBugs
 )
 
@@ -66,6 +71,8 @@ func (b Bug) String() string {
 		return "RecreateReusesKeys"
 	case DedupeOff:
 		return "DedupeOff"
+	case FencingOff:
+		return "FencingOff"
 	}
 	return fmt.Sprintf("Bug(%d)", uint8(b))
 }

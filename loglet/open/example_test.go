@@ -48,3 +48,29 @@ func ExampleDir() {
 	// run 1: acked [0, 1)
 	// run 2: acked [1, 2)
 }
+
+// Backends by URL: here in memory (mem://), as tests use it; in production
+// the same Spec names s3:// buckets and an etcd:// or bbolt:// metastore.
+// The buckets' names (the URLs' hosts) are recorded in the chains.
+func ExampleURL() {
+	ctx := context.Background()
+	cfg := loglet.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	star, err := open.URL(ctx, cfg, open.Spec{
+		Meta:     "mem://",
+		Standard: []string{"mem://orders-std"},
+		Express:  []string{"mem://orders-a", "mem://orders-b", "mem://orders-c"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer star.Close(ctx)
+	st := star.Stats()
+	fmt.Println(st.Standard.BucketNames, st.Express.BucketNames)
+
+	_, err = open.URL(ctx, cfg, open.Spec{Meta: "mem://", Standard: []string{"s3://?region=eu-west-1"}})
+	fmt.Println(err)
+	// Output:
+	// [orders-std] [orders-a orders-b orders-c]
+	// open: Standard[0] "s3://?region=eu-west-1": missing bucket name (the host part): want s3://bucket?region=...
+}

@@ -1,13 +1,20 @@
-// Package open opens a star on the embedded default: a directory holding a
-// bbolt metastore and one local directory per bucket, with no server to
-// run. It is the one call of the README's first program:
+// Package open opens a star in one call, three ways:
 //
-//	star, err := open.Dir(ctx, "./data", loglet.DefaultConfig())
+//	star, err := open.Dir(ctx, "./data", loglet.DefaultConfig())   // the embedded default
+//	star, err := open.URL(ctx, cfg, open.Spec{Meta: "etcd://h:2379/prod/", Standard: []string{"s3://orders?region=eu-west-1"}})
+//	star, err := open.Env(ctx, cfg)                                // the flightlog CLI's FLIGHTLOG_* variables
 //
-// It lives beside loglet rather than in it because it is one choice of
-// backends among several (loglet.Open takes any metastore.Store and
-// objstore.Store), and it brings in the bbolt and file backends, which a
-// program on S3 and etcd has no use for.
+// Dir is a directory holding a bbolt metastore and one local directory per
+// bucket, with no server to run: the README's first program. URL takes
+// go-cloud style URLs, one per bucket and one for the metastore (Spec
+// lists the schemes). Env reads the variables the CLI reads, through the
+// same Settings, so a service and the CLI pointed at one environment open
+// the same star. Spec.Open gives the opened stores without a star, for
+// the CLI's commands that lead nothing.
+//
+// It lives beside loglet rather than in it because it brings in the
+// backends (bbolt, file, S3, etcd), and loglet.Open takes any
+// metastore.Store and objstore.Store.
 //
 // The layout's names (MetastoreFile, StandardBucket, ExpressBuckets) are
 // part of the data's format: the bucket names are recorded in each chain's
@@ -73,23 +80,8 @@ func Dir(ctx context.Context, dir string, cfg loglet.Config) (*loglet.Star, erro
 	if ctx == nil {
 		return nil, loglet.ErrNilContext
 	}
-	var set []string
-	if cfg.Meta != nil {
-		set = append(set, "Meta")
-	}
-	for _, c := range []struct {
-		name string
-		cc   *loglet.ClassConfig
-	}{{"Standard", &cfg.Standard}, {"Express", &cfg.Express}} {
-		if len(c.cc.Stores) > 0 {
-			set = append(set, c.name+".Stores")
-		}
-		if len(c.cc.BucketNames) > 0 {
-			set = append(set, c.name+".BucketNames")
-		}
-	}
-	if len(set) > 0 {
-		return nil, fmt.Errorf("open: Dir %s: Config sets %v, which Dir supplies (use loglet.Open for backends of your own)", dir, set)
+	if err := refuseBackends("Dir", cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Star == "" {
 		cfg.Star = DefaultStar

@@ -92,6 +92,11 @@ type Class struct {
 	// requests they took, and round latency (ns).
 	AbsorbRounds, AbsorbRefs, AbsorbFailures, MetastoreRequests uint64
 	AbsorbRoundLatency                                          histogram.Snapshot
+	// AbsorbEarlyRounds counts the rounds (of AbsorbRounds' kind, started,
+	// not necessarily committed) that began before AbsorbInterval had
+	// passed because the backlog was past Config.AbsorbEarlyPercent of its
+	// bound: a steady count means ingest outruns the interval.
+	AbsorbEarlyRounds uint64
 	// CheckpointEpoch is the checkpoint's epoch; Checkpoint its next
 	// unabsorbed slot when that is the current epoch (else 0).
 	CheckpointEpoch, Checkpoint uint64
@@ -133,6 +138,11 @@ type Class struct {
 //	stragglers  objects of acked flights whose remaining copies still
 //	            upload: Memory.Stragglers, bound Memory.StragglersBound
 //	            (StragglerMiB)
+//	settle      the slot objects a settle pass has read and holds until
+//	            it ends: Memory.Settle, reserved from the pool's budget
+//	            (Pool.ReservedBytes + Memory.Settle <= Pool.BudgetBytes),
+//	            bound Memory.SettleBound (settle.MaxPassBytes or the
+//	            budget, the smaller)
 //
 // At a bound, admission blocks (the pool directly; the backlog by stopping
 // the claims, which leaves the pool full) and Backlog.Stalls names the
@@ -142,12 +152,13 @@ type Class struct {
 type Memory struct {
 	Objects                     int64
 	Stragglers, StragglersBound int64
+	Settle, SettleBound         int64
 }
 
 // HeldBytes is the bytes the chain holds, every part of Memory's table
 // summed.
 func (c *Class) HeldBytes() int64 {
-	return c.Pool.ReservedBytes + c.Backlog.Bytes + c.Memory.Objects + c.Memory.Stragglers
+	return c.Pool.ReservedBytes + c.Backlog.Bytes + c.Memory.Objects + c.Memory.Stragglers + c.Memory.Settle
 }
 
 // Settle is one chain's settlement figures: what the auditor rewrote into
@@ -164,6 +175,12 @@ type Settle struct {
 	// stream's objects grow toward the target size; the absorbed ones are
 	// deleted).
 	Merged uint64
+	// Retries is requests passes asked again after a transient failure;
+	// MetaRequests the metastore requests passes made, RefScans those of
+	// them that scanned a stream's refs (a stream the leader's known refs
+	// did not cover); SettledRefs the settled refs passes wrote and handed
+	// the leader as known (settle.Result's figures summed).
+	Retries, MetaRequests, RefScans, SettledRefs uint64
 	// RawBytes is the record bytes settled, StoredBytes the settled
 	// objects' size, FreedBytes the transit copies' bytes deleted.
 	RawBytes, StoredBytes, FreedBytes int64

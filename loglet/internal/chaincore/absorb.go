@@ -50,6 +50,7 @@ type absorbState struct {
 	plan uint64
 
 	rounds, refs, failures, requests uint64
+	earlyRounds                      uint64 // rounds started before their interval: the backlog needed them
 	roundLatency                     histogramH
 
 	maxSlots   int       // > 0: rounds cover at most this many slots (after a refusal)
@@ -117,27 +118,58 @@ func (a *absorbState) wakeAt(c *Core) time.Time {
 		return a.retryAt
 	}
 	if len(a.queue) > 0 && (c.phase == phaseServing || c.phase == phaseRecovering) && !c.closing {
+		if c.backlogNeedsRound() {
+			// Due now: maybeRound has started it, so the round out ends
+			// in an event, not at a time.
+			return time.Time{}
+		}
 		return a.lastAt.Add(c.cfg.AbsorbInterval)
 	}
 	return time.Time{}
 }
 
+// backlogNeedsRound reports whether the backlog holds at least
+// AbsorbEarlyPercent of its flight or byte bound: then a round is due at
+// once, not on the interval (so the bound, not the interval, paces a busy
+// chain: BacklogBytes over the interval capped its ingest before).
+func (c *Core) backlogNeedsRound() bool {
+	pct := c.cfg.AbsorbEarlyPercent
+	if pct <= 0 {
+		return false
+	}
+	flights, bytes := c.backlog.Len()
+	return (c.cfg.BacklogFlights > 0 && int64(flights)*100 >= int64(c.cfg.BacklogFlights)*int64(pct)) ||
+		(c.cfg.BacklogBytes > 0 && bytes*100 >= c.cfg.BacklogBytes*int64(pct))
+}
+
 // maybeRound starts the absorb's next round when its pace allows: woken by
-// releases, at least AbsorbInterval apart (not while closing: then every
-// released flight is absorbed at once), one epoch per round, at most
-// AbsorbMaxSlots slots. A planned round whose commit failed is retried as
-// it is, after a backoff.
+// releases, at least AbsorbInterval apart, or at once when the backlog is
+// past AbsorbEarlyPercent of its bound (an early round), or while closing
+// (then every released flight is absorbed at once); one epoch per round,
+// at most AbsorbMaxSlots slots, one round out at a time. A planned round
+// whose commit failed is retried as it is, after a backoff.
 func (c *Core) maybeRound() {
 	a := &c.ab
 	if (c.phase != phaseServing && c.phase != phaseRecovering) || c.checkpointOut() || !c.holds || a.busy || c.sealed != nil {
 		return // (sealed by a successor: the absorb never commits again)
 	}
 	if a.planned == nil {
-		if len(a.queue) == 0 || (!c.closing && c.now.Before(a.lastAt.Add(c.cfg.AbsorbInterval))) {
+		if len(a.queue) == 0 {
 			return
+		}
+		early := false
+		if !c.closing && c.now.Before(a.lastAt.Add(c.cfg.AbsorbInterval)) {
+			if !c.backlogNeedsRound() {
+				return
+			}
+			early = true
 		}
 		if !c.planQueued() {
 			return
+		}
+		if early {
+			a.earlyRounds++
+			c.logf(slog.LevelDebug, "absorb round early: the backlog is past its mark", attrI("percent", c.cfg.AbsorbEarlyPercent), attrI("slots", a.planned.slots))
 		}
 	}
 	if c.now.Before(a.retryAt) {
@@ -162,7 +194,7 @@ func (c *Core) planQueued() bool {
 	flights := append([]*flight(nil), a.queue[:n]...)
 	slots := make([]absorb.Slot, n)
 	for i, f := range flights {
-		slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames, Producers: producerMarks(f.batches)}
+		slots[i] = absorb.Slot{Epoch: e, Slot: f.slot, Key: f.key, Frames: f.frames, Producers: producerMarks(f.batches), Fences: fenceMarks(f.batches)}
 	}
 	if err := c.plan(e, slots, flights); err != nil {
 		c.die(Fate{Kind: OutcomeUnknown, Cause: fmt.Errorf("%w: %v", ErrHalted, err)})
@@ -194,6 +226,7 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 		return err
 	}
 	c.foldProducers(slots)
+	c.foldFences(slots)
 	// Keyed by the checkpoint the round advances from, not by its end: a
 	// successor finds the snapshot if a crash or its seal stops the round
 	// between the snapshot's PUT and the Commit (absorb.UncommittedSnapshots).

@@ -48,6 +48,9 @@ type Batch struct {
 	// a batch the stream's window holds is not admitted again
 	// (producers.go).
 	Producer ProducerID
+	// Fencing is the token the batch presents, and for a fence batch the
+	// token it sets (fencing.go).
+	Fencing Fencing
 	// Done belongs to the shell: it closes it once it has delivered the
 	// outcome. The core never touches it.
 	Done chan struct{}
@@ -186,6 +189,7 @@ type Stream struct {
 	noted   bool       // in the current Ready's Released
 	retired bool       // Core.Retire: admission refuses it for good
 	prod    *producers // the producer window (nil until a producer writes)
+	token   string     // the fencing token as of admission (fencing.go)
 	// renderIdx is scratch for renderOf: 1 + the stream's index among
 	// the streams of the flight being rendered (0 outside renderOf).
 	renderIdx int

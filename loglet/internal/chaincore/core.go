@@ -46,6 +46,14 @@ type Config struct {
 	// AbsorbInterval paces rounds; AbsorbMaxSlots bounds one round.
 	AbsorbInterval time.Duration
 	AbsorbMaxSlots int
+	// AbsorbEarlyPercent: a round starts before AbsorbInterval has passed
+	// once the backlog holds at least this percent of BacklogFlights or of
+	// BacklogBytes, so the backlog drains at the metastore's pace instead
+	// of stalling at its bound over the interval (0: on the interval
+	// only). The loglet's default is 50. Below it (low ingest) rounds run
+	// on the interval alone, so metastore requests per second stay as
+	// they were; one round is out at a time either way.
+	AbsorbEarlyPercent int
 	// TailsFullEvery: a full tails snapshot is written at least every
 	// this many rounds, deltas in between (0: 1024).
 	TailsFullEvery int
@@ -195,6 +203,7 @@ func (c *Core) Stream(name string) *Stream {
 			st.seq.Next, st.seq.LastTimestamp = t.Next, t.Timestamp
 			st.durable = Tail{Seq: t.Next, Timestamp: t.Timestamp}
 			c.loadProducers(st, t.Producers)
+			st.token = t.FencingToken
 		}
 		c.streams[name] = st
 	}
@@ -229,7 +238,8 @@ func (c *Core) Dead() *Fate {
 // (monotone false, or the first timestamp below the stream's last). On
 // error nothing was admitted: a *MismatchError, ErrClosed, ErrRetired, a
 // *DeadError, or for a batch with a producer identity (Batch.Producer) a
-// *DuplicateError, an *InFlightError or a *ProducerWindowError.
+// *DuplicateError, an *InFlightError or a *ProducerWindowError, or for a
+// batch whose fencing token is not the stream's a *FencedError.
 func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uint64, monotone bool) error {
 	c.advanceClock(now)
 	switch {
@@ -254,11 +264,15 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 			return err
 		}
 	}
+	if err := c.admitFencing(st, b); err != nil {
+		return err
+	}
 	start, err := st.seq.Assign(b.Count, match)
 	if err != nil {
 		return &MismatchError{Expected: *match, Tail: st.Assigned()}
 	}
 	b.Start = start
+	fenceAdmitted(st, b)
 	if b.Producer.ID != "" {
 		st.window().inflight[b.Producer] = b
 	}

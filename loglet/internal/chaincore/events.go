@@ -53,6 +53,10 @@ type RenderPart struct {
 	// Producer is the batch's producer identity (zero: none): the render
 	// marks its records with it (envelope.ProducerMark).
 	Producer ProducerID
+	// Fence says the batch is a fence batch setting the stream's token to
+	// SetToken: the render marks its first record (envelope.FenceMark).
+	Fence    bool
+	SetToken string
 }
 
 // PutCopy asks for one bucket's copy of a rendered flight (chain.WriteCopy:

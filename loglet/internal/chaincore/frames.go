@@ -78,6 +78,12 @@ func (s *bundleShape) add(b *Batch) bool {
 		}
 		s.footer += mark
 	}
+	if b.Fencing.Fence {
+		if s.frames > 1 && s.footer+envelope.FenceMarkMaxBytes > envelope.MaxFooterBytes {
+			return false
+		}
+		s.footer += envelope.FenceMarkMaxBytes
+	}
 	s.fills[b.Stream] = fill.Add(&part)
 	return true
 }
@@ -85,7 +91,8 @@ func (s *bundleShape) add(b *Batch) bool {
 // part is b as a render takes it.
 func (b *Batch) part() RenderPart {
 	return RenderPart{Start: b.Start, Count: b.Count, Headers: b.Headers, MinTS: b.MinTS, MaxTS: b.MaxTS,
-		Payload: b.Payload, Stored: b.Stored, StoredCodec: b.StoredCodec, StoredCRC: b.StoredCRC, Producer: b.Producer}
+		Payload: b.Payload, Stored: b.Stored, StoredCodec: b.StoredCodec, StoredCRC: b.StoredCRC, Producer: b.Producer,
+		Fence: b.Fencing.Fence, SetToken: b.Fencing.Set}
 }
 
 // renderOf is what a Render of batches carries: each stream's batches as

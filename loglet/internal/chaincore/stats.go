@@ -22,6 +22,7 @@ type counters struct {
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
 	duplicates, producersEvicted          uint64 // producer window (not in Stats yet)
+	fenced                                uint64 // batches refused for their fencing token (not in Stats yet)
 	haltCause                             string
 	// underRepl: the slots whose flight reached W copies but not K (a
 	// straggler copy given up), oldest first, at most
@@ -54,7 +55,7 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		Stragglers:       c.stragglers, StragglersAbandoned: st.stragglersAbandoned,
 		Backlog:      c.backlog.Stats(c.now),
 		AbsorbRounds: c.ab.rounds, AbsorbRefs: c.ab.refs, AbsorbFailures: c.ab.failures, MetastoreRequests: c.ab.requests,
-		AbsorbRoundLatency: c.ab.roundLatency.Snapshot(),
+		AbsorbRoundLatency: c.ab.roundLatency.Snapshot(), AbsorbEarlyRounds: c.ab.earlyRounds,
 		CheckpointEpoch:    c.ab.cpEpoch,
 		TailsSnapshotBytes: c.ab.snapBytes, TailsFullSnapshots: c.ab.fullSnaps, TailsBaseBytes: c.ab.baseBytes, TailsRebuilds: st.tailsRebuilds,
 		AckLatency:    st.ackLatency.Snapshot(),
@@ -64,7 +65,8 @@ func (c *Core) Stats(now time.Time) stats.Class {
 	}
 	s.Pool.QueuedBytes, s.Pool.QueuedBatches = c.pool.Queued()
 	s.Settle = stats.Settle{Passes: c.st.passes, Failures: c.st.failures, Objects: c.st.objects, Repointed: c.st.repointed,
-		Reclaimed: c.st.reclaimed, DeletedCopies: c.st.deletes, Merged: c.st.merged, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
+		Reclaimed: c.st.reclaimed, DeletedCopies: c.st.deletes, Merged: c.st.merged,
+		Retries: c.st.retries, MetaRequests: c.st.metaRequests, RefScans: c.st.refScans, SettledRefs: c.st.settledRefs, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
 		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds), TransitBytes: c.st.heldBytes,
 		PassLag: c.st.passLag.Snapshot()}
 	if c.st.lastErr != nil {

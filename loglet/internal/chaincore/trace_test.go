@@ -29,7 +29,8 @@ import (
 //
 // Commands (arguments are key=value; durations like 20ms; +d is relative):
 //
-//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= maxslots= sealcheck= refuse-live]
+//	new [k= w= window= flush= flight= commit= straggle= backlog= absorb= early= maxslots= sealcheck= refuse-live]
+//	                      (early: Config.AbsorbEarlyPercent, 0 unless given)
 //	epoch-read missing | epoch-read failed | epoch-read epoch= [owner=] [sealed=cut] [window=] [cuts=1@4/2@7]
 //	first-minted [only]   (the first mint, then (not with only) the checkpoint's creation)
 //	first-mint-taken | checkpoint-created | checkpoint-create-failed | checkpoint-exists
@@ -78,6 +79,7 @@ import (
 //	corrupt-tail stream= next=        (a bug upstream: the absorb's tail no longer matches)
 //	close | abort
 //	stats
+//	absorb-stats          (rounds, early rounds, the backlog, the checkpoint)
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := &harness{t: t, renders: map[UploadID][]RenderStream{}}
@@ -308,10 +310,20 @@ func (h *harness) run(d *datadriven.TestData) string {
 			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
 		}
 		res.MetaRequests = int(h.u64(d, "requests", 0))
+		res.Retries, res.RefScans = int(h.u64(d, "retries", 0)), int(h.u64(d, "scans", 0))
+		for i := range int(h.u64(d, "settled", 0)) {
+			k := settle.KnownRef{Key: fmt.Sprintf("refs/s%d", i)}
+			k.Ref.Stream = fmt.Sprintf("s%d", i)
+			res.Settled = append(res.Settled, k)
+		}
 		h.step(SettlePassed{Result: res})
 	case "settle-failed":
 		// A pass that failed before it got anywhere: an empty Result.
 		h.step(SettlePassed{Err: errors.New("metastore: unavailable")})
+	case "settle-stats":
+		s := h.c.Stats(h.now).Settle
+		return fmt.Sprintf("passes=%d failures=%d retries=%d requests=%d scans=%d settled-refs=%d\n",
+			s.Passes, s.Failures, s.Retries, s.MetaRequests, s.RefScans, s.SettledRefs)
 	case "round-done":
 		out := h.snapshotPut()
 		h.step(h.committed(nil))
@@ -401,6 +413,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 		// The list a repair works from (Stats().UnderReplSlots) and the count.
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("slots=%v count=%d\n", s.UnderReplSlots, s.UnderReplicated)
+	case "absorb-stats":
+		s := h.c.Stats(h.now)
+		return fmt.Sprintf("rounds=%d early=%d backlog=%d/%d checkpoint=%d/%d\n", s.AbsorbRounds, s.AbsorbEarlyRounds, s.Backlog.Flights, s.Backlog.MaxFlights, s.CheckpointEpoch, s.Checkpoint)
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
@@ -423,7 +438,8 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		MaxBatchBytes: 16, CommitDeadline: h.dur(d, "commit", time.Second), StragglerTimeout: h.dur(d, "straggle", 5*time.Second),
 		BacklogFlights: int(h.u64(d, "backlog", 16)), BacklogBytes: int64(h.u64(d, "backlog-bytes", 1<<20)),
 		AbsorbInterval: h.dur(d, "absorb", 100*time.Millisecond), AbsorbMaxSlots: int(h.u64(d, "maxslots", 8)),
-		RefuseLiveOwner: d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0),
+		AbsorbEarlyPercent: int(h.u64(d, "early", 0)),
+		RefuseLiveOwner:    d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0),
 		SettleInterval: h.dur(d, "settle", 0)}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}

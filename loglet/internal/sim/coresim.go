@@ -87,6 +87,9 @@ type CoreResult struct {
 	// written; PendingReplays: split rounds a successor found pending and
 	// replayed.
 	SplitRounds, RefChunks, PendingReplays int
+	// EarlyRounds: absorb rounds started before their interval because the
+	// backlog was past its early mark (chaincore.Config.AbsorbEarlyPercent).
+	EarlyRounds int
 	// StragglerLeaks: flight copies a crashed process's late PUT landed
 	// after settlement had deleted their slot: left for ever (a known
 	// limit, counted).
@@ -95,6 +98,9 @@ type CoreResult struct {
 	// retries that waited for an attempt in flight, retries past the
 	// window.
 	Duplicates, InFlightRetries, PastWindow int
+	// Fencing (coresim_fencing.go): fence batches issued, batches refused
+	// for their token.
+	Fences, FencedRefusals int
 }
 
 // Failed reports whether the run found a violation.
@@ -109,6 +115,7 @@ type corePlan struct {
 	backlog        int
 	absorbEvery    time.Duration
 	maxSlots       int
+	earlyPercent   int // chaincore.Config.AbsorbEarlyPercent (0: rounds on the interval only)
 	streams        int
 	ops            int
 	gap            time.Duration // mean time between admits
@@ -179,12 +186,31 @@ func drawCorePlan(o CoreOptions) corePlan {
 	}
 	p.matchEvery = 3 + r.IntN(5)
 	p.lateLandChance = r.Float64()
+	drawAbsorbEarly(o.Seed, &p)
 	return p
 }
 
+// drawAbsorbEarly draws the absorb's early trigger from a stream of its
+// own, so the draws above (and the seeds that walk them) stay as they
+// were: a third of the seeds keep rounds on the interval only, the others
+// start a round early at 25-100% of the backlog's bound, and a quarter of
+// those have a tight backlog (the window) and a slow interval, so that
+// early rounds, not the interval, drain it.
+func drawAbsorbEarly(seed uint64, p *corePlan) {
+	r := rand.New(rand.NewPCG(seed, 0xea71))
+	if r.IntN(3) == 0 {
+		return
+	}
+	p.earlyPercent = 25 + r.IntN(76)
+	if r.IntN(4) == 0 {
+		p.backlog = p.window
+		p.absorbEvery = time.Duration(100+r.IntN(400)) * time.Millisecond
+	}
+}
+
 func (p corePlan) String() string {
-	return fmt.Sprintf("%s K=%d W=%d; window %d, flight %dB, flush %v, commit %v, backlog %d, absorb every %v max %d; %d streams, %d ops every ~%v; put median %v, meta median %v; ambiguous puts %.3f, meta errors %.3f ambiguous %.3f; %s at %v (zombie for %v); zone %d down %v; meta down %v; commit limit %d",
-		p.class, p.k, p.w, p.window, p.flight, p.flush, p.commit, p.backlog, p.absorbEvery, p.maxSlots, p.streams, p.ops, p.gap, p.putMedian, p.metaMedian,
+	return fmt.Sprintf("%s K=%d W=%d; window %d, flight %dB, flush %v, commit %v, backlog %d, absorb every %v max %d early at %d%%; %d streams, %d ops every ~%v; put median %v, meta median %v; ambiguous puts %.3f, meta errors %.3f ambiguous %.3f; %s at %v (zombie for %v); zone %d down %v; meta down %v; commit limit %d",
+		p.class, p.k, p.w, p.window, p.flight, p.flush, p.commit, p.backlog, p.absorbEvery, p.maxSlots, p.earlyPercent, p.streams, p.ops, p.gap, p.putMedian, p.metaMedian,
 		p.ambiguousPuts, p.metaErr, p.metaAmbig, p.scenario, p.eventAt, p.zombieFor, p.downZone, p.zoneDowns, p.metaDowns, p.commitLimit)
 }
 
@@ -231,6 +257,7 @@ type coreWorld struct {
 
 	// Producers (coresim_producers.go).
 	producerSeq map[int]uint64
+	fencing     coreFencing // coresim_fencing.go
 	logicals    []*coreLogical
 	byBatch     map[*chaincore.Batch]*coreBatch
 	finalAdmits []*coreLogical
@@ -376,7 +403,7 @@ func (cw *coreWorld) open() *coreProc {
 		Star: starName, Class: cw.p.class, Owner: owner, Buckets: names, W: cw.p.w, Window: cw.p.window,
 		FlushDeadline: cw.p.flush, FlightBytes: cw.p.flight, MaxBatchBytes: 512, CommitDeadline: cw.p.commit, StragglerTimeout: 3 * cw.p.commit,
 		BacklogFlights: cw.p.backlog, BacklogBytes: 1 << 20, AbsorbInterval: cw.p.absorbEvery, AbsorbMaxSlots: cw.p.maxSlots,
-		SealCheckInterval: 200 * time.Millisecond,
+		AbsorbEarlyPercent: cw.p.earlyPercent, SealCheckInterval: 200 * time.Millisecond,
 	}
 	cw.settleConfigure(pr, &cfg)
 	pr.core = chaincore.New(cfg, cw.now)
@@ -619,6 +646,7 @@ func (cw *coreWorld) runAll() {
 	cw.finalPhase = true
 	cw.retryAllFinal(final)
 	cw.checkProducers(cw.walked)
+	cw.checkFencing(cw.walked)
 	final.core.Close(cw.now)
 	final.closing = true
 	cw.drain(final)
@@ -807,13 +835,16 @@ func (cw *coreWorld) admit() {
 	recs := make([]envelope.Record, n)
 	var payload []byte
 	ts := cw.now.UnixMilli()
+	fencing, tag := cw.fencingFor(name)
 	for i := range recs {
-		body := fmt.Sprintf("p%d.op%d.r%d|%s", pr.n, cw.ops, i, strings.Repeat("x", cw.rng.IntN(40)))
+		body := tag + fmt.Sprintf("p%d.op%d.r%d|%s", pr.n, cw.ops, i, strings.Repeat("x", cw.rng.IntN(40)))
 		recs[i] = envelope.Record{Timestamp: ts, Body: []byte(body)}
 		payload = envelope.AppendRecord(payload, recs[i])
 	}
 	lg := cw.newLogical(name, recs, append([]byte(nil), payload...), ts)
-	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts, Producer: lg.id}
+	lg.fencing = fencing
+	cw.noteFence(lg)
+	b := &chaincore.Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: cw.now, MinTS: ts, MaxTS: ts, Producer: lg.id, Fencing: fencing}
 	if cw.ops%3 == 0 {
 		// As the shell does for a large batch: compressed at admission, a
 		// frame of its own (stored as is when compressing does not pay).
@@ -834,6 +865,12 @@ func (cw *coreWorld) admit() {
 	if err != nil {
 		cw.tracef("p%d admit %s n=%d refused: %v", pr.n, name, n, err)
 		var me *chaincore.MismatchError
+		var fe *chaincore.FencedError
+		if errors.As(err, &fe) {
+			lg.fenced = true
+			cw.res.FencedRefusals++
+			return
+		}
 		if match != nil && !errors.As(err, &me) && pr.core.Dead() == nil && !pr.closing {
 			cw.violation("p%d: admit refused with %v", pr.n, err)
 		}
@@ -1009,7 +1046,9 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 func (cw *coreWorld) summarize() {
 	cw.res.Batches = len(cw.batches)
 	for _, pr := range cw.procs {
-		cw.res.Halts += int(pr.core.Stats(cw.now).Halts)
+		st := pr.core.Stats(cw.now)
+		cw.res.Halts += int(st.Halts)
+		cw.res.EarlyRounds += int(st.AbsorbEarlyRounds)
 	}
 }
 

@@ -75,3 +75,8 @@ func TestCorePlantedDedupeOff(t *testing.T) {
 	invariants.Plant(t, invariants.DedupeOff)
 	expectCoreCaught(t, "producer dedupe off", CoreOptions{})
 }
+
+func TestCorePlantedFencingOff(t *testing.T) {
+	invariants.Plant(t, invariants.FencingOff)
+	expectCoreCaught(t, "fencing tokens ignored at admission", CoreOptions{})
+}

@@ -40,6 +40,8 @@ type coreLogical struct {
 	retryAt  time.Time // zero: no retry scheduled
 	waiting  *chaincore.Batch
 	window   bool // answered past the window
+	fencing  chaincore.Fencing
+	fenced   bool // refused for its fencing token: never retried
 }
 
 // coreAnswer is a range a producer was told its batch holds.
@@ -64,7 +66,7 @@ func (cw *coreWorld) newLogical(stream string, recs []envelope.Record, payload [
 
 // scheduleRetry has lg's producer send it again after d.
 func (cw *coreWorld) scheduleRetry(lg *coreLogical, d time.Duration) {
-	if lg.window || lg.retries >= coreRetryLimit {
+	if lg.window || lg.fenced || lg.retries >= coreRetryLimit {
 		return
 	}
 	at := cw.now.Add(d)
@@ -140,11 +142,12 @@ func (cw *coreWorld) retry(lg *coreLogical, pr *coreProc, final bool) {
 	}
 	payload := append([]byte(nil), lg.payload...)
 	b := &chaincore.Batch{Stream: st, Count: len(lg.recs), Payload: payload, Charge: int64(len(payload)), Submitted: cw.now,
-		MinTS: lg.minTS, MaxTS: lg.minTS, Producer: lg.id}
+		MinTS: lg.minTS, MaxTS: lg.minTS, Producer: lg.id, Fencing: lg.fencing}
 	err := pr.core.Admit(cw.now, b, lg.recs, nil, true)
 	var dup *chaincore.DuplicateError
 	var in *chaincore.InFlightError
 	var win *chaincore.ProducerWindowError
+	var fe *chaincore.FencedError
 	switch {
 	case err == nil:
 		lg.attempts++
@@ -166,6 +169,10 @@ func (cw *coreWorld) retry(lg *coreLogical, pr *coreProc, final bool) {
 		lg.window = true
 		cw.res.PastWindow++
 		cw.tracef("p%d retry %s/%d past the window: %v", pr.n, lg.id.ID, lg.id.Seq, err)
+	case errors.As(err, &fe):
+		lg.fenced = true
+		cw.res.FencedRefusals++
+		cw.tracef("p%d retry %s/%d fenced: %v", pr.n, lg.id.ID, lg.id.Seq, err)
 	default:
 		cw.tracef("p%d retry %s/%d refused: %v", pr.n, lg.id.ID, lg.id.Seq, err)
 		cw.scheduleRetry(lg, 100*time.Millisecond)

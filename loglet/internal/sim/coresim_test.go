@@ -67,11 +67,18 @@ func TestCoreSim(t *testing.T) {
 		tot.Duplicates += r.Duplicates
 		tot.InFlightRetries += r.InFlightRetries
 		tot.PastWindow += r.PastWindow
+		tot.Fences += r.Fences
+		tot.FencedRefusals += r.FencedRefusals
+		tot.EarlyRounds += r.EarlyRounds
 	})
+	t.Logf("fencing: %d fence batches issued, %d batches refused for their token", tot.Fences, tot.FencedRefusals)
 	t.Logf("split absorb rounds (too large for one metastore Commit, committed in steps by the core): %d, their ref chunks written %d, pending rounds replayed by a successor %d", tot.SplitRounds, tot.RefChunks, tot.PendingReplays)
 	if n >= 64 && failed == 0 && tot.SplitRounds == 0 {
 		t.Errorf("no seed of %d split an absorb round: the core's split-round steps went unwalked", n)
 	}
-	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d; settlement: %d passes of %d requests, %d repoints checked, %d settled objects at the end, %d straggler copies landed after their slot's delete; producer retries: %d answered as duplicates, %d waited for an attempt in flight, %d past the window",
-		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs, tot.SettlePasses, tot.SettleSteps, tot.Repoints, tot.SettledObjects, tot.StragglerLeaks, tot.Duplicates, tot.InFlightRetries, tot.PastWindow)
+	if n >= 64 && failed == 0 && tot.EarlyRounds == 0 {
+		t.Errorf("no seed of %d started an early absorb round: the backlog's early trigger went unwalked", n)
+	}
+	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d, early absorb rounds %d; settlement: %d passes of %d requests, %d repoints checked, %d settled objects at the end, %d straggler copies landed after their slot's delete; producer retries: %d answered as duplicates, %d waited for an attempt in flight, %d past the window",
+		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs, tot.EarlyRounds, tot.SettlePasses, tot.SettleSteps, tot.Repoints, tot.SettledObjects, tot.StragglerLeaks, tot.Duplicates, tot.InFlightRetries, tot.PastWindow)
 }

@@ -61,6 +61,9 @@ type Env struct {
 	SettleTimeout time.Duration
 	SettleCodec   envelope.Codec
 	SettleGrace   time.Duration // settle.Config.DoomedGrace
+	// PassMemory, if set, accounts each pass's slot objects in the
+	// chain's memory budget (nil: unaccounted, as for tools' passes).
+	PassMemory *PassMemory
 
 	writers sync.Pool // *envelope.BundleWriter
 	objects sync.Pool // *[]byte: flight objects Recycle gave back
@@ -247,6 +250,9 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 				if p.Producer.ID != "" {
 					size += envelope.ProducerMarkMaxBytes(len(p.Producer.ID))
 				}
+				if p.Fence {
+					size += envelope.FenceMarkMaxBytes
+				}
 				if p.Stored != nil {
 					size += len(p.Stored)
 				} else {
@@ -297,11 +303,19 @@ func (e *Env) render(r chaincore.Render) chaincore.Event {
 
 // markProducers marks, in the frame just added, the batches that carry a
 // producer identity (docs/design.md, "Producers: exactly once across
-// retries"): a successor's walk learns the producers' windows from them.
+// retries") and the fence batches ("Fencing tokens"): a successor's walk
+// learns the producers' windows and the streams' tokens from them.
 func markProducers(w *envelope.BundleWriter, parts []chaincore.RenderPart) error {
 	for i := range parts {
 		if b := &parts[i]; b.Producer.ID != "" {
 			if err := w.MarkProducer(b.Start, b.Count, b.Producer.ID, b.Producer.Seq); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range parts {
+		if b := &parts[i]; b.Fence {
+			if err := w.MarkFence(b.Start, b.SetToken); err != nil {
 				return err
 			}
 		}
@@ -327,7 +341,11 @@ func (e *Env) walk(ctx context.Context, r chaincore.Walk) chaincore.Event {
 		if err != nil {
 			return err
 		}
-		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames, Producers: marks})
+		fences, err := envelope.ParseFences(env, obj[env.FooterOffset:env.Size], frames)
+		if err != nil {
+			return err
+		}
+		ev.Slots = append(ev.Slots, absorb.Slot{Epoch: r.Epoch, Slot: slot, Key: chain.SlotKey(e.Star, e.Class, r.Epoch, slot), Frames: frames, Producers: marks, Fences: fences})
 		return nil
 	})
 	if err != nil {
