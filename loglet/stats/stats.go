@@ -47,6 +47,18 @@ type Class struct {
 	// ended with those errors after admission.
 	FailedOutcomeUnknown, FailedNotCommitted uint64
 
+	// ProducerDuplicates counts retries of a committed batch answered with
+	// its original range (nothing admitted); ProducerInFlightWaits,
+	// retries of a batch still in flight that waited for its outcome;
+	// ProducerPastWindow, retries refused as older than the producer's
+	// remembered batches; ProducersEvicted, producers a stream forgot
+	// because its window held ProducerWindow.Producers others (a rising
+	// count means retries may go unrecognised).
+	ProducerDuplicates, ProducerInFlightWaits, ProducerPastWindow, ProducersEvicted uint64
+	// Fenced counts batches refused because their fencing token was not
+	// their stream's.
+	Fenced uint64
+
 	GhostPuts        uint64   // copies recognised by nonce after ErrExists
 	ForeignOccupants uint64   // copies that found someone else's object
 	UnderReplicated  uint64   // durable slots with fewer than K copies

@@ -21,8 +21,9 @@ type counters struct {
 	halts                                 uint64
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
-	duplicates, producersEvicted          uint64 // producer window (not in Stats yet)
-	fenced                                uint64 // batches refused for their fencing token (not in Stats yet)
+	duplicates, inFlightWaits             uint64 // producer window: retries answered, retries waiting
+	pastWindow, producersEvicted          uint64 // producer window: retries refused, producers forgotten
+	fenced                                uint64 // batches refused for their fencing token
 	haltCause                             string
 	// underRepl: the slots whose flight reached W copies but not K (a
 	// straggler copy given up), oldest first, at most
@@ -46,6 +47,8 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		Flights: st.flights, FlightPayload: st.flightPayload, FlightObjects: st.flightObjects,
 		AckedBatches: st.acked, AckedRecords: st.ackedRecords, AckedBytes: st.ackedBytes,
 		FailedOutcomeUnknown: st.failedUnknown, FailedNotCommitted: st.failedNotCommitted,
+		ProducerDuplicates: st.duplicates, ProducerInFlightWaits: st.inFlightWaits, ProducerPastWindow: st.pastWindow,
+		ProducersEvicted: st.producersEvicted, Fenced: st.fenced,
 		GhostPuts: st.ghosts, ForeignOccupants: st.foreign, UnderReplicated: st.underReplicated,
 		UnderReplSlots: underReplSlots(st.underRepl),
 		Halts:          st.halts, HaltCause: st.haltCause,

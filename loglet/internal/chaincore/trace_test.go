@@ -80,6 +80,7 @@ import (
 //	close | abort
 //	stats
 //	absorb-stats          (rounds, early rounds, the backlog, the checkpoint)
+//	stall-stats           (the backlog's stall under way and the ended ones' count and time)
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := &harness{t: t, renders: map[UploadID][]RenderStream{}}
@@ -416,6 +417,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "absorb-stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("rounds=%d early=%d backlog=%d/%d checkpoint=%d/%d\n", s.AbsorbRounds, s.AbsorbEarlyRounds, s.Backlog.Flights, s.Backlog.MaxFlights, s.CheckpointEpoch, s.Checkpoint)
+	case "stall-stats":
+		s := h.c.Stats(h.now).Backlog
+		return fmt.Sprintf("stalling=%v for=%v stalls=%v stalled=%v\n", s.Stalling, s.StallingFor, stallCounts(s.Stalls), time.Duration(s.StalledNanos))
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",
