@@ -218,6 +218,11 @@ func StreamNameKey(name string) string {
 	return chainval.StreamNameKey(name)
 }
 
+// CatalogGenKey is chainval.CatalogGenKey.
+func CatalogGenKey(star string) string {
+	return chainval.CatalogGenKey(star)
+}
+
 // StreamRecordKey is chainval.StreamRecordKey.
 func StreamRecordKey(name string) string {
 	return chainval.StreamRecordKey(name)

@@ -667,13 +667,19 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 			{Kind: metastore.OpDelete, Key: d.item.Key, Expect: d.item.Version},
 			{Kind: metastore.OpDelete, Key: chain.StreamNameKey(r.Record.Name), Expect: metastore.AnyVersion},
 		}
+		marker := -1
 		if r.Marker {
+			marker = len(ops)
 			ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: chain.DeletedKey(d.rec.id()), Value: d.item.Value, Expect: metastore.NoVersion})
 		}
+		// The star's catalogue generation, so settlement's cached liveness
+		// answers learn of the delete (liveness.go).
+		ops = append(ops, catalogGenOp(s.recordStar(d.rec), d.rec.id()))
 		vs, err := s.cfg.Meta.Commit(ctx, ops)
+		s.catalogChanged(d.rec.id())
 		res := catalogcore.CommitDone{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
-		if err == nil && r.Marker && len(vs) == len(ops) {
-			res.MarkerVersion = catalogcore.Version(vs[len(ops)-1])
+		if err == nil && marker >= 0 && len(vs) == len(ops) {
+			res.MarkerVersion = catalogcore.Version(vs[marker])
 		}
 		return res
 	case catalogcore.ForgetName:
@@ -717,11 +723,26 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		rec := d.rec
 		rec.TrimSeq = r.Seq
 		val, _ := json.Marshal(rec)
-		_, err := s.cfg.Meta.Put(ctx, d.item.Key, val, d.item.Version)
+		// With the star's catalogue generation (liveness.go); its Put is
+		// unconditional, so only the record's version can conflict.
+		_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
+			{Kind: metastore.OpPut, Key: d.item.Key, Value: val, Expect: d.item.Version},
+			catalogGenOp(s.recordStar(rec), rec.id()),
+		})
+		s.catalogChanged(rec.id())
 		return catalogcore.TrimPut{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
 	case catalogcore.Warn:
 		s.log.Warn(r.Msg, "stream", x.name, "err", r.Err)
 		return catalogcore.Done{}
 	}
 	return nil
+}
+
+// recordStar is the star whose catalogue generation a commit to rec's
+// record puts: its own, or this star's for a record that names none.
+func (s *Star) recordStar(rec streamRecord) string {
+	if rec.Star != "" {
+		return rec.Star
+	}
+	return s.cfg.Star
 }

@@ -19,7 +19,9 @@ import (
 
 // BenchmarkSettleMetastore: settleMetaStreams active streams (1,000 and
 // 10,000; 100,000 too with FLIGHTLOG_BENCH_100K_STREAMS set), each
-// appending one record a second, for settleMetaFor after settleMetaWarm,
+// appending one record a second, for settleMetaFor after settleMetaWarm
+// (FLIGHTLOG_BENCH_SETTLE_WARM, a duration, overrides it: the first pass
+// over a stream reads its record once, which a short warm-up still counts),
 // on the latency models (bench_test.go's), with settlement on (1 s
 // interval) and off, for each class. It reports the metastore requests a
 // second with settlement on and off (the difference is settlement's), of
@@ -184,7 +186,11 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 			}
 		}
 	}()
-	time.Sleep(settleMetaWarm) // the warm-up is a duration of load, not a wait for a condition
+	warm := settleMetaWarm
+	if d, err := time.ParseDuration(os.Getenv("FLIGHTLOG_BENCH_SETTLE_WARM")); err == nil {
+		warm = d
+	}
+	time.Sleep(warm) // the warm-up is a duration of load, not a wait for a condition
 	start, n0, g0 := time.Now(), cm.n.Load(), cm.gets.Load()
 	var lags []time.Duration
 	var held float64

@@ -27,6 +27,7 @@ type Star struct {
 
 	closing   chan struct{} // closed by Close: wakes read sessions
 	trims     trims         // trim points, retention and its loop (trim.go)
+	live      liveCache     // settlement's liveness answers (liveness.go)
 	closeOnce sync.Once
 	closeErr  error
 	// release closes Config.Closers (what the host opened for this star),

@@ -180,6 +180,12 @@ func TrimKey(star string, c Class) string {
 	return "stars/" + star + "/" + c.String() + "/trim"
 }
 
+// CatalogGenKey is the metastore key of star's catalogue generation: every
+// trim and delete of a stream of star puts it (unconditionally, with a fresh
+// value) in the Commit that writes the stream record, so a reader that finds
+// it unchanged knows no such commit applied in between.
+func CatalogGenKey(star string) string { return "stars/" + star + "/catalog-gen" }
+
 // StreamRecordKey is the metastore key of a stream's record.
 func StreamRecordKey(name string) string { return "streams/" + StreamKey(name) }
 
