@@ -70,9 +70,9 @@ func runAbsorbPacing(t *testing.T, interval time.Duration, early, backlogFlights
 // the rest of each interval when rounds wait for it (AbsorbEarlyPercent
 // negative), and hardly at all with the early trigger (the default, 50):
 // rounds then follow the backlog, at the metastore's pace. The wait is
-// measured as the appends' virtual time and the stalls counted (their
-// StalledNanos starts only once a cut is due, which with a 1ms
-// FlushDeadline is at the round's tick).
+// measured as the appends' virtual time and the stalls counted and timed:
+// a stall begins when a cut comes due (a 1ms FlushDeadline after its
+// batch), so on the interval alone it takes most of the appends' time.
 func TestAbsorbEarlyDrainsTightBacklog(t *testing.T) {
 	const producers, n = 4, 40
 	off := runAbsorbPacing(t, time.Second, -1, 4, producers, n, 0)
@@ -81,14 +81,17 @@ func TestAbsorbEarlyDrainsTightBacklog(t *testing.T) {
 		name string
 		earlyRun
 	}{{"interval only", off}, {"early", on}} {
-		t.Logf("%s: %v virtual for %d appends; %d rounds (%d early), %d metastore requests; backlog stalls %v",
-			r.name, r.elapsed, producers*n, r.st.AbsorbRounds, r.st.AbsorbEarlyRounds, r.st.MetastoreRequests, r.st.Backlog.Stalls)
+		t.Logf("%s: %v virtual for %d appends; %d rounds (%d early), %d metastore requests; backlog stalls %v, %v",
+			r.name, r.elapsed, producers*n, r.st.AbsorbRounds, r.st.AbsorbEarlyRounds, r.st.MetastoreRequests, r.st.Backlog.Stalls, time.Duration(r.st.Backlog.StalledNanos))
 	}
 	if off.st.AbsorbEarlyRounds != 0 {
 		t.Errorf("interval only: %d early rounds, want 0", off.st.AbsorbEarlyRounds)
 	}
 	if off.elapsed < 5*time.Second || stallCount(off.st) == 0 {
 		t.Fatalf("interval only: %v for the appends, %d stalls: the test no longer outruns the interval", off.elapsed, stallCount(off.st))
+	}
+	if stalled := time.Duration(off.st.Backlog.StalledNanos); stalled < off.elapsed/2 {
+		t.Errorf("interval only: stalled %v of the appends' %v, want most of it (the stall is timed from the flush deadline)", stalled, off.elapsed)
 	}
 	if on.st.AbsorbEarlyRounds == 0 {
 		t.Errorf("early: no early round")

@@ -89,6 +89,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		copies:  map[chaincore.UploadID]*copyWorkers{},
 	}
 	l.env.Background = &l.background
+	l.env.PassMemory = &work.PassMemory{Budget: l.budget}
 	l.core = chaincore.New(chaincore.Config{
 		Star: s.cfg.Star, Class: class, Owner: s.cfg.Owner, Buckets: cfg.BucketNames, W: cfg.W,
 		Window: cfg.ParallelUploads, FlushDeadline: cfg.FlushDeadline, FlightBytes: int64(cfg.FlightBytes),
@@ -647,7 +648,12 @@ func (l *lane) snapshot() *ClassStats {
 	// budget and the precompress count.
 	ps := l.budget.Stats()
 	ps.QueuedBytes, ps.QueuedBatches = cs.Pool.QueuedBytes, cs.Pool.QueuedBatches
+	// A settle pass reserves its slots from the same budget: they are
+	// Memory.Settle, not the pool's.
+	held, reserved := l.env.PassMemory.Held()
+	ps.ReservedBytes = max(ps.ReservedBytes-reserved, 0)
 	cs.Pool = ps
+	cs.Memory.Settle, cs.Memory.SettleBound = held, l.env.PassMemory.Bound()
 	cs.PrecompressSkipped = l.precompressSkipped.Load()
 	return &cs
 }

@@ -149,6 +149,11 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	counter("acked_bytes_total", "Record bytes acknowledged durable.", func(s *loglet.ClassStats) float64 { return u(s.AckedBytes) })
 	counter("failed_outcome_unknown_batches_total", "Batches that ended with ErrOutcomeUnknown after admission.", func(s *loglet.ClassStats) float64 { return u(s.FailedOutcomeUnknown) })
 	counter("failed_not_committed_batches_total", "Batches that ended with ErrNotCommitted after admission.", func(s *loglet.ClassStats) float64 { return u(s.FailedNotCommitted) })
+	counter("producer_duplicates_total", "Retries of a committed batch answered with its original range.", func(s *loglet.ClassStats) float64 { return u(s.ProducerDuplicates) })
+	counter("producer_in_flight_waits_total", "Retries of a batch in flight that waited for its outcome.", func(s *loglet.ClassStats) float64 { return u(s.ProducerInFlightWaits) })
+	counter("producer_past_window_total", "Retries refused as older than the producer's remembered batches.", func(s *loglet.ClassStats) float64 { return u(s.ProducerPastWindow) })
+	counter("producers_evicted_total", "Producers a stream forgot because its dedupe window was full.", func(s *loglet.ClassStats) float64 { return u(s.ProducersEvicted) })
+	counter("fenced_batches_total", "Batches refused because their fencing token was not their stream's.", func(s *loglet.ClassStats) float64 { return u(s.Fenced) })
 	counter("ghost_puts_total", "Copies recognised as our own by nonce after ErrExists.", func(s *loglet.ClassStats) float64 { return u(s.GhostPuts) })
 	counter("foreign_occupants_total", "Copies that found someone else's object in their slot.", func(s *loglet.ClassStats) float64 { return u(s.ForeignOccupants) })
 	counter("under_replicated_slots_total", "Durable slots written with fewer than K copies.", func(s *loglet.ClassStats) float64 { return u(s.UnderReplicated) })
@@ -198,6 +203,10 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	counter("settle_reclaimed_refs_total", "Refs of deleted incarnations or trimmed records deleted by settlement.", func(s *loglet.ClassStats) float64 { return u(s.Settle.Reclaimed) })
 	counter("settle_deleted_copies_total", "Chain slot copies deleted by trim.", func(s *loglet.ClassStats) float64 { return u(s.Settle.DeletedCopies) })
 	counter("settle_merged_objects_total", "Small settled objects absorbed into larger ones.", func(s *loglet.ClassStats) float64 { return u(s.Settle.Merged) })
+	counter("settle_retries_total", "Settlement requests asked again after a transient failure.", func(s *loglet.ClassStats) float64 { return u(s.Settle.Retries) })
+	counter("settle_metastore_requests_total", "Metastore requests settlement passes made.", func(s *loglet.ClassStats) float64 { return u(s.Settle.MetaRequests) })
+	counter("settle_ref_scans_total", "Scans of a stream's refs by settlement (streams the leader's known refs did not cover).", func(s *loglet.ClassStats) float64 { return u(s.Settle.RefScans) })
+	counter("settle_settled_refs_total", "Settled refs passes wrote and handed the leader as known.", func(s *loglet.ClassStats) float64 { return u(s.Settle.SettledRefs) })
 	counter("settle_raw_bytes_total", "Record bytes settled.", func(s *loglet.ClassStats) float64 { return i(s.Settle.RawBytes) })
 	counter("settle_stored_bytes_total", "Bytes of the settled objects written.", func(s *loglet.ClassStats) float64 { return i(s.Settle.StoredBytes) })
 	counter("settle_freed_bytes_total", "Bytes of transit copies deleted.", func(s *loglet.ClassStats) float64 { return i(s.Settle.FreedBytes) })
@@ -208,8 +217,8 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	gauge("settle_transit_bytes", "Bytes of flight copies (every copy) the unsettled rounds hold in the chain's buckets.", func(s *loglet.ClassStats) float64 { return i(s.Settle.TransitBytes) })
 
 	partLabels := []string{"star", "class", "part"}
-	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers beyond the pool's (pool_reserved_bytes) and the backlog's (backlog_bytes), by part (objects, stragglers).", partLabels, cfg.constLabels)
-	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of the memory part stragglers (StragglerMiB); the pool's and the backlog's are pool_budget_bytes and backlog_max_bytes.", partLabels, cfg.constLabels)
+	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers beyond the pool's (pool_reserved_bytes) and the backlog's (backlog_bytes), by part (objects, stragglers, settle).", partLabels, cfg.constLabels)
+	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of the memory parts stragglers (StragglerMiB) and settle (settle.MaxPassBytes or the pool budget); the pool's and the backlog's are pool_budget_bytes and backlog_max_bytes.", partLabels, cfg.constLabels)
 	c.stalls = prometheus.NewDesc(name("backlog_stalls_total"), "Ended backlog stalls, by diagnosed cause.", []string{"star", "class", "cause"}, cfg.constLabels)
 
 	latency := []int32{}
@@ -385,10 +394,11 @@ func (c *Collector) collectChain(ch chan<- prometheus.Metric, star, class string
 	for _, p := range []struct {
 		part string
 		v    int64
-	}{{"objects", m.Objects}, {"stragglers", m.Stragglers}} {
+	}{{"objects", m.Objects}, {"stragglers", m.Stragglers}, {"settle", m.Settle}} {
 		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(p.v), star, class, p.part)
 	}
 	ch <- prometheus.MustNewConstMetric(c.memoryBound, prometheus.GaugeValue, float64(m.StragglersBound), star, class, "stragglers")
+	ch <- prometheus.MustNewConstMetric(c.memoryBound, prometheus.GaugeValue, float64(m.SettleBound), star, class, "settle")
 	causes := make([]string, 0, len(s.Backlog.Stalls))
 	for cause := range s.Backlog.Stalls {
 		causes = append(causes, cause)

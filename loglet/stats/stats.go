@@ -47,6 +47,18 @@ type Class struct {
 	// ended with those errors after admission.
 	FailedOutcomeUnknown, FailedNotCommitted uint64
 
+	// ProducerDuplicates counts retries of a committed batch answered with
+	// its original range (nothing admitted); ProducerInFlightWaits,
+	// retries of a batch still in flight that waited for its outcome;
+	// ProducerPastWindow, retries refused as older than the producer's
+	// remembered batches; ProducersEvicted, producers a stream forgot
+	// because its window held ProducerWindow.Producers others (a rising
+	// count means retries may go unrecognised).
+	ProducerDuplicates, ProducerInFlightWaits, ProducerPastWindow, ProducersEvicted uint64
+	// Fenced counts batches refused because their fencing token was not
+	// their stream's.
+	Fenced uint64
+
 	GhostPuts        uint64   // copies recognised by nonce after ErrExists
 	ForeignOccupants uint64   // copies that found someone else's object
 	UnderReplicated  uint64   // durable slots with fewer than K copies
@@ -138,6 +150,11 @@ type Class struct {
 //	stragglers  objects of acked flights whose remaining copies still
 //	            upload: Memory.Stragglers, bound Memory.StragglersBound
 //	            (StragglerMiB)
+//	settle      the slot objects a settle pass has read and holds until
+//	            it ends: Memory.Settle, reserved from the pool's budget
+//	            (Pool.ReservedBytes + Memory.Settle <= Pool.BudgetBytes),
+//	            bound Memory.SettleBound (settle.MaxPassBytes or the
+//	            budget, the smaller)
 //
 // At a bound, admission blocks (the pool directly; the backlog by stopping
 // the claims, which leaves the pool full) and Backlog.Stalls names the
@@ -147,12 +164,13 @@ type Class struct {
 type Memory struct {
 	Objects                     int64
 	Stragglers, StragglersBound int64
+	Settle, SettleBound         int64
 }
 
 // HeldBytes is the bytes the chain holds, every part of Memory's table
 // summed.
 func (c *Class) HeldBytes() int64 {
-	return c.Pool.ReservedBytes + c.Backlog.Bytes + c.Memory.Objects + c.Memory.Stragglers
+	return c.Pool.ReservedBytes + c.Backlog.Bytes + c.Memory.Objects + c.Memory.Stragglers + c.Memory.Settle
 }
 
 // Settle is one chain's settlement figures: what the auditor rewrote into
@@ -169,6 +187,12 @@ type Settle struct {
 	// stream's objects grow toward the target size; the absorbed ones are
 	// deleted).
 	Merged uint64
+	// Retries is requests passes asked again after a transient failure;
+	// MetaRequests the metastore requests passes made, RefScans those of
+	// them that scanned a stream's refs (a stream the leader's known refs
+	// did not cover); SettledRefs the settled refs passes wrote and handed
+	// the leader as known (settle.Result's figures summed).
+	Retries, MetaRequests, RefScans, SettledRefs uint64
 	// RawBytes is the record bytes settled, StoredBytes the settled
 	// objects' size, FreedBytes the transit copies' bytes deleted.
 	RawBytes, StoredBytes, FreedBytes int64

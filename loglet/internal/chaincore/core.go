@@ -458,7 +458,12 @@ func (c *Core) wakeAt() time.Time {
 		}
 	}
 	if c.phase == phaseServing || c.phase == phaseRecovering {
-		if c.phase == phaseServing && !c.closing && c.canClaim() {
+		// The flush deadline wakes the core whether or not the backlog has
+		// room: at its bound, the cut that comes due is a stall, which
+		// begins (and is timed from) then, not at whatever event comes
+		// next. Once passed, the deadline is not in the future, so a
+		// stall asks for no wake-up here (rediagnose's below).
+		if c.phase == phaseServing && !c.closing && c.window.CanClaim() {
 			if oldest, ok := c.pool.Oldest(); ok {
 				at(oldest.Add(c.cfg.FlushDeadline))
 			}

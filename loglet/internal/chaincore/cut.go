@@ -33,11 +33,6 @@ const rediagnose = 100 * time.Millisecond
 // metastore rather than on the absorb's pace.
 const slowCommit = time.Second
 
-// canClaim reports whether a slot could be claimed now, pool permitting.
-func (c *Core) canClaim() bool {
-	return c.phase == phaseServing && c.window.CanClaim() && (c.closing || c.backlog.Fits(c.claimNeed()))
-}
-
 // claimNeed is the backlog bytes one more flight may need.
 func (c *Core) claimNeed() int64 { return max(c.cfg.FlightBytes, c.cfg.MaxBatchBytes) }
 

@@ -114,6 +114,7 @@ func (st *Stream) window() *producers {
 func (c *Core) admitProducer(st *Stream, b *Batch) error {
 	p := st.window()
 	if in := p.inflight[b.Producer]; in != nil {
+		c.stats.inFlightWaits++
 		return &InFlightError{Batch: in}
 	}
 	ps := c.producerState(p, b.Producer.ID)
@@ -127,6 +128,7 @@ func (c *Core) admitProducer(st *Stream, b *Batch) error {
 		}
 	}
 	if len(ps.batches) >= ProducerBatches && b.Producer.Seq < ps.batches[0].Seq {
+		c.stats.pastWindow++
 		return &ProducerWindowError{ID: b.Producer.ID, Seq: b.Producer.Seq, Oldest: ps.batches[0].Seq}
 	}
 	return nil

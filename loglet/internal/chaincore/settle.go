@@ -69,6 +69,8 @@ type settleState struct {
 	refs knownRefs
 
 	passes, failures, merged               uint64
+	retries, metaRequests, refScans        uint64
+	settledRefs                            uint64
 	objects, repointed, reclaimed, deletes uint64
 	rawBytes, storedBytes, freedBytes      int64
 	lastErr                                error
@@ -159,6 +161,10 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)
+	s.retries += uint64(r.Retries)
+	s.metaRequests += uint64(r.MetaRequests)
+	s.refScans += uint64(r.RefScans)
+	s.settledRefs += uint64(len(r.Settled))
 	s.repointed += uint64(r.Repointed)
 	s.reclaimed += uint64(r.Reclaimed)
 	s.deletes += uint64(r.Deleted)

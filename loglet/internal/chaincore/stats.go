@@ -21,8 +21,9 @@ type counters struct {
 	halts                                 uint64
 	tailsRebuilds                         uint64
 	stragglersAbandoned                   uint64
-	duplicates, producersEvicted          uint64 // producer window (not in Stats yet)
-	fenced                                uint64 // batches refused for their fencing token (not in Stats yet)
+	duplicates, inFlightWaits             uint64 // producer window: retries answered, retries waiting
+	pastWindow, producersEvicted          uint64 // producer window: retries refused, producers forgotten
+	fenced                                uint64 // batches refused for their fencing token
 	haltCause                             string
 	// underRepl: the slots whose flight reached W copies but not K (a
 	// straggler copy given up), oldest first, at most
@@ -46,6 +47,8 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		Flights: st.flights, FlightPayload: st.flightPayload, FlightObjects: st.flightObjects,
 		AckedBatches: st.acked, AckedRecords: st.ackedRecords, AckedBytes: st.ackedBytes,
 		FailedOutcomeUnknown: st.failedUnknown, FailedNotCommitted: st.failedNotCommitted,
+		ProducerDuplicates: st.duplicates, ProducerInFlightWaits: st.inFlightWaits, ProducerPastWindow: st.pastWindow,
+		ProducersEvicted: st.producersEvicted, Fenced: st.fenced,
 		GhostPuts: st.ghosts, ForeignOccupants: st.foreign, UnderReplicated: st.underReplicated,
 		UnderReplSlots: underReplSlots(st.underRepl),
 		Halts:          st.halts, HaltCause: st.haltCause,
@@ -65,7 +68,8 @@ func (c *Core) Stats(now time.Time) stats.Class {
 	}
 	s.Pool.QueuedBytes, s.Pool.QueuedBatches = c.pool.Queued()
 	s.Settle = stats.Settle{Passes: c.st.passes, Failures: c.st.failures, Objects: c.st.objects, Repointed: c.st.repointed,
-		Reclaimed: c.st.reclaimed, DeletedCopies: c.st.deletes, Merged: c.st.merged, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
+		Reclaimed: c.st.reclaimed, DeletedCopies: c.st.deletes, Merged: c.st.merged,
+		Retries: c.st.retries, MetaRequests: c.st.metaRequests, RefScans: c.st.refScans, SettledRefs: c.st.settledRefs, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
 		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds), TransitBytes: c.st.heldBytes,
 		PassLag: c.st.passLag.Snapshot()}
 	if c.st.lastErr != nil {

@@ -83,6 +83,7 @@ import (
 //	close | abort
 //	stats
 //	absorb-stats          (rounds, early rounds, the backlog, the checkpoint)
+//	stall-stats           (the backlog's stall under way and the ended ones' count and time)
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := &harness{t: t, renders: map[UploadID][]RenderStream{}}
@@ -345,10 +346,20 @@ func (h *harness) run(d *datadriven.TestData) string {
 			res.DoomedWaiting, res.DoomedDue = 1, h.now.Add(dur)
 		}
 		res.MetaRequests = int(h.u64(d, "requests", 0))
+		res.Retries, res.RefScans = int(h.u64(d, "retries", 0)), int(h.u64(d, "scans", 0))
+		for i := range int(h.u64(d, "settled", 0)) {
+			k := settle.KnownRef{Key: fmt.Sprintf("refs/s%d", i)}
+			k.Ref.Stream = fmt.Sprintf("s%d", i)
+			res.Settled = append(res.Settled, k)
+		}
 		h.step(SettlePassed{Result: res})
 	case "settle-failed":
 		// A pass that failed before it got anywhere: an empty Result.
 		h.step(SettlePassed{Err: errors.New("metastore: unavailable")})
+	case "settle-stats":
+		s := h.c.Stats(h.now).Settle
+		return fmt.Sprintf("passes=%d failures=%d retries=%d requests=%d scans=%d settled-refs=%d\n",
+			s.Passes, s.Failures, s.Retries, s.MetaRequests, s.RefScans, s.SettledRefs)
 	case "round-done":
 		out := h.snapshotPut()
 		h.step(h.committed(nil))
@@ -441,6 +452,9 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "absorb-stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("rounds=%d early=%d backlog=%d/%d checkpoint=%d/%d\n", s.AbsorbRounds, s.AbsorbEarlyRounds, s.Backlog.Flights, s.Backlog.MaxFlights, s.CheckpointEpoch, s.Checkpoint)
+	case "stall-stats":
+		s := h.c.Stats(h.now).Backlog
+		return fmt.Sprintf("stalling=%v for=%v stalls=%v stalled=%v\n", s.Stalling, s.StallingFor, stallCounts(s.Stalls), time.Duration(s.StalledNanos))
 	case "stats":
 		s := h.c.Stats(h.now)
 		return fmt.Sprintf("phase=%s epoch=%d window=%d/%d released=%d queued=%d flights=%d acked=%d unknown=%d not-committed=%d halts=%d backlog=%d/%d stalling=%v(%s) stalls=%v index=%dB rounds=%d checkpoint=%d/%d under-replicated=%d\n",

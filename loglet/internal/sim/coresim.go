@@ -62,6 +62,10 @@ type CoreOptions struct {
 	// until settlement has caught up, then the quiet checker. 0: no quiet
 	// period (the final process then settles with the seed's faults on).
 	Quiet time.Duration
+
+	// perturb wraps every bucket in a perturbedBucket: the replay tests
+	// (coresim_test.go) shake goroutine scheduling inside executor calls.
+	perturb bool
 }
 
 // DefaultCoreQuiet is the quiet period's bound TestCoreSim uses.
@@ -340,6 +344,11 @@ func (cw *coreWorld) build() {
 		cw.w.mems[p.class] = append(cw.w.mems[p.class], m)
 		cw.buckets = append(cw.buckets, s)
 	}
+	if cw.o.perturb {
+		for i := range cw.buckets {
+			cw.buckets[i] = perturbedBucket{cw.buckets[i]}
+		}
+	}
 	if cw.o.Broken.MirrorFence {
 		for i := range cw.buckets {
 			cw.buckets[i] = mirroringBucket{Store: cw.buckets[i], mems: cw.mems, i: i, mu: &cw.w.mirrorMu, mirror: map[string][]byte{}}
@@ -395,8 +404,13 @@ func (cw *coreWorld) open() *coreProc {
 	if cw.quiet {
 		pr.faultsOff()
 	}
+	// FenceParallel 1: a fence decides its slots one at a time and never
+	// poisons past its cut. With more, the look-ahead's poisons past the
+	// cut land or not as its goroutines race the cancel, and a zombie's
+	// later copy there finds poison ("foreign") or not ("ours"): a seed
+	// would not replay.
 	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
-		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
+		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }, FenceParallel: 1}
 	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: putBuckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
 	cfg := chaincore.Config{
@@ -1123,7 +1137,7 @@ func describeEvent(ev chaincore.Event) string {
 	case chaincore.Sealed:
 		return fmt.Sprintf("sealed cp=%d/%d %s", ev.Checkpoint.Epoch, ev.Checkpoint.Next, errs(ev.Err))
 	case chaincore.Fenced:
-		return fmt.Sprintf("fenced e=%d cut=%d %s", ev.Epoch, ev.Result.Cut, errs(ev.Err))
+		return fmt.Sprintf("fenced e=%d cut=%d poisoned=%d ahead=%d %s", ev.Epoch, ev.Result.Cut, ev.Result.Poisoned, ev.Result.PoisonedAhead, errs(ev.Err))
 	case chaincore.Minted:
 		kind := errs(ev.Err)
 		switch {

@@ -2,7 +2,10 @@ package sim
 
 import (
 	"flag"
+	"io"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -10,6 +13,7 @@ var (
 	flagCoreSeeds = flag.Int("sim.core.seeds", 0, "TestCoreSim: number of seeds (default: the CI budget, coreSeeds)")
 	flagCoreSeed  = flag.Uint64("sim.core.seed", 0, "TestCoreSim: first seed (default 1); alone, replays that one seed")
 	flagCoreTrace = flag.Bool("sim.core.trace", false, "TestCoreSim: print each seed's trace to stderr")
+	flagCoreDiff  = flag.Bool("sim.core.diff", false, "TestCoreSim: keep each run's trace and, when a seed does not replay, print where the two traces part")
 	flagCoreQuiet = flag.Duration("sim.core.quiet", DefaultCoreQuiet, "TestCoreSim: bound, in virtual time, of the quiet period that ends each seed (no appends, faults off, until settlement catches up; then the leak checker); 0: none")
 )
 
@@ -36,14 +40,28 @@ func itoa(v uint64) string {
 func TestCoreSim(t *testing.T) {
 	first, n := coreSeedRange(*flagCoreSeed, *flagCoreSeeds)
 	var tot CoreResult
+	texts := map[*CoreResult]string{} // -sim.core.diff: each run's trace
 	failed, replayed := replayTwice(t, first, n, *flagCoreTrace, func(s uint64, trace bool) *CoreResult {
 		o := CoreOptions{Seed: s, Quiet: *flagCoreQuiet}
 		if trace {
 			o.Trace = os.Stderr
 		}
-		return RunCore(o)
+		var text strings.Builder
+		if *flagCoreDiff {
+			o.Trace = &text
+			if trace {
+				o.Trace = io.MultiWriter(os.Stderr, &text)
+			}
+		}
+		r := RunCore(o)
+		if *flagCoreDiff {
+			texts[r] = text.String()
+		}
+		return r
 	}, func(r *CoreResult) seedRun {
-		return seedRun{trace: r.Trace, steps: r.Steps, violations: r.Violations, plan: r.Plan}
+		text := texts[r]
+		delete(texts, r)
+		return seedRun{trace: r.Trace, steps: r.Steps, violations: r.Violations, plan: r.Plan, text: text}
 	}, coreReplay, func(r *CoreResult) {
 		tot.Batches += r.Batches
 		tot.Acked += r.Acked
@@ -81,4 +99,30 @@ func TestCoreSim(t *testing.T) {
 	}
 	t.Logf("%d seeds from %d (%d failed), each run twice: %d of %d replayed their exact trace; %d steps, %v simulated; batches %d (acked %d, not committed %d, unknown %d, orphaned by a crash %d), halts %d, takeovers %d, crashes %d, epochs %d, early absorb rounds %d; settlement: %d passes of %d requests, %d repoints checked, %d settled objects at the end, %d straggler copies landed after their slot's delete; producer retries: %d answered as duplicates, %d waited for an attempt in flight, %d past the window",
 		n, first, failed, replayed, n, tot.Steps, tot.SimTime, tot.Batches, tot.Acked, tot.NotCommitted, tot.Unknown, tot.Orphaned, tot.Halts, tot.Takeovers, tot.Crashes, tot.Epochs, tot.EarlyRounds, tot.SettlePasses, tot.SettleSteps, tot.Repoints, tot.SettledObjects, tot.StragglerLeaks, tot.Duplicates, tot.InFlightRetries, tot.PastWindow)
+}
+
+// TestCoreReplayPerturbed runs seeds that once failed to replay (a fence's
+// look-ahead racing its cancel left a poison past the cut in one run and
+// not the other) many times with goroutine scheduling shaken inside every
+// bucket call and GOMAXPROCS varied: every run must hash like the plain
+// run. It fails if an executor call's outcome comes to depend on the
+// interleaving of its goroutines again.
+func TestCoreReplayPerturbed(t *testing.T) {
+	seeds := []uint64{687, 1303, 1972}
+	runs := max(4, coreSeeds/16) // 16 runs a seed; 4 under -race (slow)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	procs := []int{1, 2, 4, 8}
+	for _, s := range seeds {
+		var plain strings.Builder
+		want := RunCore(CoreOptions{Seed: s, Quiet: *flagCoreQuiet, Trace: &plain})
+		for i := range runs {
+			runtime.GOMAXPROCS(procs[i%len(procs)])
+			var text strings.Builder
+			got := RunCore(CoreOptions{Seed: s, Quiet: *flagCoreQuiet, Trace: &text, perturb: true})
+			if got.Trace != want.Trace || got.Steps != want.Steps {
+				t.Fatalf("seed %d, perturbed run %d (GOMAXPROCS %d): trace %x (%d steps), plain run %x (%d steps); %s",
+					s, i, procs[i%len(procs)], got.Trace, got.Steps, want.Trace, want.Steps, traceDiff(plain.String(), text.String()))
+			}
+		}
+	}
 }

@@ -180,7 +180,15 @@
 // steps it into its core and executes the core's Ready. Every choice comes
 // from one seeded generator in a fixed order, so a seed replays its exact
 // trace every time: TestCoreSim runs every seed twice and compares the
-// trace hashes (-sim.core.trace prints one). The checker: invariant 1 at
+// trace hashes (-sim.core.trace prints one; -sim.core.diff keeps both and
+// prints where they part). An executor call may start goroutines of its
+// own (a fence's slots and buckets, a probe's keys), so what it leaves in
+// the stores must not depend on their interleaving: the fence runs with
+// work.Env.FenceParallel 1, since with more its look-ahead's poisons past
+// the cut land or not as its goroutines race the cancel.
+// TestCoreReplayPerturbed replays seeds with the scheduling inside every
+// bucket call shaken (perturbedBucket) and GOMAXPROCS varied, and fails
+// if a run hashes differently. The checker: invariant 1 at
 // every release (slot order, W copies stored), the seal checker, flips
 // below a cut, overwritten refs, the window and backlog bounds, every batch
 // one outcome, and the final chain walked from the bare buckets (streams

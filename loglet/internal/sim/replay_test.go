@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,24 @@ type seedRun struct {
 	steps      int
 	violations []string
 	plan       string // printed with the violations, if any
+	text       string // the whole trace, if kept: a failed replay shows where the runs part
+}
+
+// traceDiff returns where two trace texts part: the first differing line
+// with a few lines of context from each, or "" if they are equal.
+func traceDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < max(len(al), len(bl)); i++ {
+		if i < len(al) && i < len(bl) && al[i] == bl[i] {
+			continue
+		}
+		lo := max(0, i-4)
+		part := func(l []string) string {
+			return "    " + strings.Join(l[min(lo, len(l)):min(i+3, len(l))], "\n    ")
+		}
+		return fmt.Sprintf("the traces part at line %d:\n  first run:\n%s\n  second run:\n%s", i+1, part(al), part(bl))
+	}
+	return ""
 }
 
 // replayTwice runs each seed of [first, first+n) twice, the first time
@@ -41,6 +60,9 @@ func replayTwice[R any](t *testing.T, first uint64, n int, trace bool, run func(
 			replayed++
 		} else {
 			t.Errorf("seed %d did not replay: trace %x (%d steps), then %x (%d steps); replay: %s", s, a.trace, a.steps, b.trace, b.steps, replay(s))
+			if d := traceDiff(a.text, b.text); d != "" {
+				t.Log(d)
+			}
 		}
 		if len(a.violations) > 0 {
 			failed++

@@ -27,7 +27,9 @@ func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePa
 	cfg := e.SettleConfig(r.Epoch)
 	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
 		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
-	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg}, pass)
+	hold := e.PassMemory.hold()
+	defer hold.Release()
+	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg, Hold: hold}, pass)
 	return chaincore.SettlePassed{Result: res, Err: err}
 }
 
@@ -84,7 +86,7 @@ func DriveSettle(ctx context.Context, x SettleExec, pass *settlecore.Pass) (sett
 	}
 }
 
-var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
+var errPassFull = errors.New("work: the settle pass holds MaxPassBytes, or what the memory budget has")
 
 // SettleExec executes a settle pass's requests against Cfg's stores: each
 // request is one I/O call (DeleteSlots: chain.Trim over one epoch's range; ReadSlots: chain.Walk;
@@ -92,6 +94,10 @@ var errPassFull = errors.New("work: the settle pass holds MaxPassBytes")
 // holds no decision. Cfg must have its defaults (settle.Config.WithDefaults).
 type SettleExec struct {
 	Cfg settle.Config
+	// Hold, if set, accounts the slot objects the pass reads in the
+	// chain's memory budget (PassMemory); the caller releases it once the
+	// pass is done.
+	Hold *PassHold
 }
 
 // Do executes req.
@@ -137,6 +143,10 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 			if bytes >= r.MaxBytes {
 				out.Full = true
 				return errPassFull
+			}
+			if err := x.Hold.take(ctx, int64(len(obj))); err != nil {
+				out.Full = errors.Is(err, errPassFull) // the budget is used: settle what is held
+				return err
 			}
 			out.Slots = append(out.Slots, settle.Slot{Pos: chain.Position{Epoch: r.Epoch, Next: slot}, Object: obj, Frames: frames})
 			bytes += int64(len(obj))

@@ -49,6 +49,13 @@ type Env struct {
 	// ReadAhead bounds the slots a fence, walk or probe works on at once
 	// (chain.BucketSet.ReadAhead; 0: their defaults).
 	ReadAhead int
+	// FenceParallel, if set, bounds the slots a fence poisons at once
+	// (chain.FenceOptions.Parallel) instead of the request's window (up
+	// to chain.DefaultFenceParallel). At 1 a fence places nothing past
+	// the slot it decides, so what it leaves in the buckets does not
+	// depend on how far its look-ahead got before the cut cancelled it:
+	// the core-level simulation needs that to replay a seed exactly.
+	FenceParallel int
 	// Frames bound each frame (the core cuts flights within them too).
 	Frames chaincore.FrameLimits
 	// Now, if set, is the clock PutCopy latencies are measured with
@@ -61,6 +68,9 @@ type Env struct {
 	SettleTimeout time.Duration
 	SettleCodec   envelope.Codec
 	SettleGrace   time.Duration // settle.Config.DoomedGrace
+	// PassMemory, if set, accounts each pass's slot objects in the
+	// chain's memory budget (nil: unaccounted, as for tools' passes).
+	PassMemory *PassMemory
 
 	writers sync.Pool // *envelope.BundleWriter
 	objects sync.Pool // *[]byte: flight objects Recycle gave back
@@ -382,6 +392,9 @@ func dropSnapshots(ctx context.Context, stores []objstore.Store, keys []string) 
 // epoch record.
 func (e *Env) fence(ctx context.Context, r chaincore.Fence) chaincore.Event {
 	par := max(1, min(chain.DefaultFenceParallel, r.Window))
+	if e.FenceParallel > 0 {
+		par = e.FenceParallel
+	}
 	if r.Patience > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.Patience)
