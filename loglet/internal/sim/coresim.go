@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -229,6 +230,9 @@ type coreWorld struct {
 	trace xxhashDigest
 	out   io.Writer
 	bad   []string
+	// guard gives up a call that reads one key past walkGiveUpReads
+	// times (a walk of a slot with no good copy would retry for ever).
+	guard readGuard
 
 	w       *world // what the observer needs (mems, quorum)
 	obs     *observer
@@ -409,7 +413,7 @@ func (cw *coreWorld) open() *coreProc {
 	// cut land or not as its goroutines race the cancel, and a zombie's
 	// later copy there finds poison ("foreign") or not ("ours"): a seed
 	// would not replay.
-	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: cw.buckets, Names: names, W: cw.p.w, Meta: mf,
+	pr.env = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: guardStores(cw.buckets, &cw.guard), Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }, FenceParallel: 1}
 	pr.putEnv = &work.Env{Star: starName, Class: cw.p.class, Owner: owner, Stores: putBuckets, Names: names, W: cw.p.w, Meta: mf,
 		Codec: envelope.CodecNone, Retry: retry, Now: func() time.Time { return cw.now }}
@@ -804,7 +808,8 @@ func (cw *coreWorld) complete(q *coreReq) {
 	} else if _, ok := q.req.(chaincore.PutCopy); ok {
 		ev = pr.putEnv.Do(context.Background(), q.req)
 	} else {
-		ev = pr.env.Do(context.Background(), q.req)
+		ev = pr.env.Do(cw.guard.begin(context.Background()), q.req)
+		cw.guard.end()
 	}
 	cw.tracef("p%d done#%d %s", pr.n, q.id, describeEvent(ev))
 	cw.noteSplit(q.req, ev)
@@ -960,7 +965,13 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 		return
 	}
 	cw.res.Epochs = int(rec.Epoch)
-	set := chain.BucketSet{Stores: cw.walkStores(), W: cw.p.w}
+	// The final walk's buckets never heal: a slot with no good copy
+	// cancels the walk (readGuard), a violation rather than a hang.
+	var guard readGuard
+	wctx := guard.begin(ctx)
+	defer guard.end()
+	set := chain.BucketSet{Stores: guardStores(cw.walkStores(), &guard), W: cw.p.w,
+		Retry: chain.RetryPolicy{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond, Jitter: func(time.Duration) time.Duration { return 0 }}}
 	walked := map[string][]envelope.Record{}
 	for e := uint64(1); e < rec.Epoch; e++ {
 		k, ok := cw.obs.cutOf(cw.p.class, e)
@@ -980,7 +991,7 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 			}
 		}
 		cw.obs.mu.Unlock()
-		err := chain.Walk(ctx, set, starName, cw.p.class, e, 0, k.Slot, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
+		err := chain.Walk(wctx, set, starName, cw.p.class, e, 0, k.Slot, func(slot uint64, obj []byte, frames []envelope.FrameInfo) error {
 			for _, f := range frames {
 				recs, err := envelope.DecodeFrame(f, obj[f.Offset:f.End()])
 				if err != nil {
@@ -1180,4 +1191,74 @@ func describeEvent(ev chaincore.Event) string {
 		return fmt.Sprintf("checkpoint-read sealed-by=%s/%d %s", ev.Checkpoint.Owner, ev.Checkpoint.OwnerEpoch, errs(ev.Err))
 	}
 	return fmt.Sprintf("%T", ev)
+}
+
+// walkGiveUpReads is how often one call may read one key before the
+// simulation gives up on it. A good copy is read once or twice (the walk's
+// read-ahead reads heads first); chain.Walk retries a slot with no good
+// copy until its context ends, and inside one simulated call virtual time
+// stands still, so no outage or damage heals during the call: this many
+// reads mean it never will, and the call is cancelled instead of hanging.
+const walkGiveUpReads = 64
+
+// readGuard counts the reads of each key within one call and cancels the
+// call once a key passes walkGiveUpReads.
+type readGuard struct {
+	mu     sync.Mutex
+	reads  map[string]int
+	cancel context.CancelFunc
+}
+
+// begin starts a guarded call: reads through guarded stores count until end.
+func (g *readGuard) begin(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	g.mu.Lock()
+	g.reads, g.cancel = map[string]int{}, cancel
+	g.mu.Unlock()
+	return ctx
+}
+
+func (g *readGuard) end() {
+	g.mu.Lock()
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.reads, g.cancel = nil, nil
+	g.mu.Unlock()
+}
+
+// read counts one read of key and reports whether the call may go on.
+func (g *readGuard) read(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reads == nil {
+		return true
+	}
+	g.reads[key]++
+	if g.reads[key] > walkGiveUpReads {
+		g.cancel()
+		return false
+	}
+	return true
+}
+
+// guardStores wraps stores so that their reads count against g.
+func guardStores(stores []objstore.Store, g *readGuard) []objstore.Store {
+	out := make([]objstore.Store, len(stores))
+	for i, s := range stores {
+		out[i] = guardedStore{Store: s, g: g}
+	}
+	return out
+}
+
+type guardedStore struct {
+	objstore.Store
+	g *readGuard
+}
+
+func (s guardedStore) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if !s.g.read(key) {
+		return nil, context.Canceled
+	}
+	return s.Store.Get(ctx, key, off, n)
 }
