@@ -100,7 +100,6 @@ func TestSIGTERMEndsABlockedAppend(t *testing.T) {
 	if _, err := io.WriteString(stdin, "one record, then nothing more\n"); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -111,19 +110,24 @@ func TestSIGTERMEndsABlockedAppend(t *testing.T) {
 		}
 		exited <- cmd.Wait()
 	}()
+	// The check is on what ended the append, not on how long it took (a
+	// loaded machine can stretch any span): the append must return its
+	// own exit code. Had it still been running when onSignals' bound ran
+	// out, onSignals would have said so and exited with the signal's code
+	// (TestOnSignals checks that path), whatever the wall clock says.
 	select {
 	case err := <-exited:
-		took := time.Since(start)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
 			t.Fatalf("append after SIGTERM ended with %v; want an exit code of its own (not killed by the signal)\n%s", err, strings.Join(log, "\n"))
 		}
-		if took >= stopBound {
-			t.Fatalf("append took %v after SIGTERM, past the %v bound", took, stopBound)
+		out := strings.Join(log, "\n")
+		if ee.ExitCode() == signalCode(syscall.SIGTERM) || strings.Contains(out, "still running") {
+			t.Fatalf("append did not end after SIGTERM: exited %d when the %v bound ran out\n%s", ee.ExitCode(), stopBound, out)
 		}
-		t.Logf("append exited %d, %v after SIGTERM", ee.ExitCode(), took.Round(time.Millisecond))
-	case <-time.After(stopBound + 20*time.Second):
-		t.Fatalf("append still running %v after SIGTERM (bound %v):\n%s", time.Since(start), stopBound, strings.Join(log, "\n"))
+		t.Logf("append exited %d after SIGTERM", ee.ExitCode())
+	case <-hang.After(t):
+		t.Fatalf("append still running after SIGTERM, though the %v bound should have exited it:\n%s", stopBound, strings.Join(log, "\n"))
 	}
 }
 

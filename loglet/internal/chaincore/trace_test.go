@@ -54,7 +54,10 @@ import (
 //	minted | mint-lost owner= epoch= | mint-sealed by= | mint-failed
 //	probed
 //	tails-read [orphans=key,key damaged=1]   (input: stream=next ...)
-//	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...)
+//	walked e= next=       (input: one line per slot: SLOT STREAM@FIRST+COUNT ...;
+//	                      fence=TOKEN or prod=ID/SEQ after a frame: its footer's mark)
+//	tails-read            (input also: STREAM.token=T, STREAM.prod=ID/SEQ/START-END)
+//	admit ... [producer=ID/SEQ] [token=T] [fence[=SET]]
 //	round-done            (the round's remaining steps succeed: its snapshot's PUT, its
 //	                      commit, and every snapshot of its drop deleted)
 //	snapshot-put [failed] | round-snapshot-taken   (the snapshot's PUT; taken: the
@@ -273,8 +276,23 @@ func (h *harness) run(d *datadriven.TestData) string {
 		t := absorb.Tails{Streams: map[string]absorb.StreamTail{}}
 		for _, f := range strings.Fields(d.Input) {
 			name, v, _ := strings.Cut(f, "=")
+			if name, attr, ok := strings.Cut(name, "."); ok {
+				st := t.Streams[name]
+				switch attr {
+				case "token":
+					st.FencingToken = v
+				case "prod": // ID/SEQ/START-END
+					st.Producers = append(st.Producers, h.producerTail(d, v))
+				default:
+					d.Fatalf(h.t, "tails-read: unknown %q", attr)
+				}
+				t.Streams[name] = st
+				continue
+			}
 			n, _ := strconv.ParseUint(v, 10, 64)
-			t.Streams[name] = absorb.StreamTail{Next: n}
+			st := t.Streams[name]
+			st.Next = n
+			t.Streams[name] = st
 		}
 		ev := TailsRead{Tails: t}
 		if o := h.str(d, "orphans", ""); o != "" {
@@ -292,6 +310,23 @@ func (h *harness) run(d *datadriven.TestData) string {
 			slot, _ := strconv.ParseUint(f[0], 10, 64)
 			s := absorb.Slot{Epoch: e, Slot: slot, Key: chain.SlotKey(h.cfg.Star, h.cfg.Class, e, slot)}
 			for _, fr := range f[1:] {
+				// fence=TOKEN and prod=ID/SEQ mark the frame before them
+				// (a fence batch at its first record, a producer's batch
+				// of all its records), as the flight's footer does.
+				if k, v, ok := strings.Cut(fr, "="); ok && len(s.Frames) > 0 {
+					last := s.Frames[len(s.Frames)-1]
+					switch k {
+					case "fence":
+						s.Fences = append(s.Fences, envelope.FenceMark{Stream: last.Stream, Seq: last.FirstSeq, Token: v})
+					case "prod":
+						id, seq, _ := strings.Cut(v, "/")
+						n, _ := strconv.ParseUint(seq, 10, 64)
+						s.Producers = append(s.Producers, envelope.ProducerMark{Stream: last.Stream, FirstSeq: last.FirstSeq, Count: last.Count, ID: id, Seq: n})
+					default:
+						d.Fatalf(h.t, "walked: unknown mark %q", k)
+					}
+					continue
+				}
 				name, rest, _ := strings.Cut(fr, "@")
 				a, b, _ := strings.Cut(rest, "+")
 				first, _ := strconv.ParseUint(a, 10, 64)
@@ -513,6 +548,23 @@ func (h *harness) dropped(all bool) string {
 	return join(out, h.ready())
 }
 
+// producerTail parses ID/SEQ/START-END, a batch remembered at the script's
+// start.
+func (h *harness) producerTail(d *datadriven.TestData, v string) absorb.ProducerTail {
+	f := strings.Split(v, "/")
+	if len(f) != 3 {
+		d.Fatalf(h.t, "prod: %q is not ID/SEQ/START-END", v)
+	}
+	a, b, _ := strings.Cut(f[2], "-")
+	seq, err1 := strconv.ParseUint(f[1], 10, 64)
+	start, err2 := strconv.ParseUint(a, 10, 64)
+	end, err3 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		d.Fatalf(h.t, "prod: %q is not ID/SEQ/START-END", v)
+	}
+	return absorb.ProducerTail{ID: f[0], Seq: seq, Start: start, End: end, At: h.now.UnixMilli()}
+}
+
 // cuts parses E@S/E@S.
 func (h *harness) cuts(d *datadriven.TestData, v string) []chain.Cut {
 	var out []chain.Cut
@@ -546,6 +598,8 @@ func (h *harness) admit(d *datadriven.TestData, args []datadriven.CmdArg) string
 	name := args[0].Key
 	n := 1
 	var match *uint64
+	var prod ProducerID
+	var fencing Fencing
 	for _, a := range args[1:] {
 		switch a.Key {
 		case "n":
@@ -556,6 +610,20 @@ func (h *harness) admit(d *datadriven.TestData, args []datadriven.CmdArg) string
 		case "at":
 			dur, _ := time.ParseDuration(strings.TrimPrefix(a.Vals[0], "+"))
 			h.now = h.now.Add(dur)
+		case "producer": // producer=ID/SEQ
+			id, seq, _ := strings.Cut(a.Vals[0], "/")
+			s, err := strconv.ParseUint(seq, 10, 64)
+			if err != nil {
+				d.Fatalf(h.t, "producer: %q is not ID/SEQ", a.Vals[0])
+			}
+			prod = ProducerID{ID: id, Seq: s}
+		case "token":
+			fencing.Token = a.Vals[0]
+		case "fence": // fence=SET, or fence alone: clear the token
+			fencing.Fence = true
+			if len(a.Vals) > 0 {
+				fencing.Set = a.Vals[0]
+			}
 		}
 	}
 	st := h.streams[name]
@@ -567,7 +635,8 @@ func (h *harness) admit(d *datadriven.TestData, args []datadriven.CmdArg) string
 	for i := 0; i < n; i++ {
 		payload = envelope.AppendRecord(payload, envelope.Record{Timestamp: 1, Body: []byte("x")})
 	}
-	b := &Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: h.now, MinTS: 1, MaxTS: 1}
+	b := &Batch{Stream: st, Count: n, Payload: payload, Charge: int64(len(payload)), Submitted: h.now, MinTS: 1, MaxTS: 1,
+		Producer: prod, Fencing: fencing}
 	if err := h.c.Admit(h.now, b, nil, match, true); err != nil {
 		return fmt.Sprintf("admit %s: %v\n", name, err)
 	}
