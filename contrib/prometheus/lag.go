@@ -1,27 +1,16 @@
 package flightprom
 
-// This file is the same in contrib/prometheus and contrib/otel (each a
-// module of its own) but for the package name, up to lagInstrs, which
-// contrib/otel adds: keep the two in step.
-
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/flightlog/flightlog/loglet/groups"
-	"github.com/flightlog/flightlog/metastore"
 )
 
 // LagTarget names a stream whose consumer groups' lag to report, and
-// which groups: none names every group with an offset on the stream's
-// current incarnation (groups.Lags), else exactly these (groups.LagOf; a
-// group that has committed nothing counts from the trim point).
-type LagTarget struct {
-	Stream string
-	Groups []string
-}
+// which groups (groups.LagTarget).
+type LagTarget = groups.LagTarget
 
 // ConsumerLag configures the consumer-lag figures: lag per (stream,
 // group), records (and optionally bytes) behind the stream's durable
@@ -64,14 +53,8 @@ type ConsumerLag struct {
 }
 
 // ErrLagBudget: a collection's lag reading ran out of ConsumerLag.MaxReads
-// or MaxSeries before it read this target.
-var ErrLagBudget = errors.New("consumer lag: the per-collection bound on reads or series was reached")
-
-const (
-	defaultLagSeries  = 1000
-	defaultLagReads   = 1000
-	defaultLagTimeout = 5 * time.Second
-)
+// or MaxSeries before it read this target (groups.ErrLagBudget).
+var ErrLagBudget = groups.ErrLagBudget
 
 // lagReading is one collection's lags.
 type lagReading struct {
@@ -80,110 +63,24 @@ type lagReading struct {
 	dropped int          // lags read (or named) but not reported
 }
 
-// readLags reads the lags cl names from log within its bounds.
+// readLags reads the lags cl names from log within its bounds
+// (groups.ReadLags), telling cl.OnError why a target was not read.
 func readLags(ctx context.Context, cl ConsumerLag, log groups.TailLog) lagReading {
-	maxSeries, maxReads, timeout := cl.MaxSeries, cl.MaxReads, cl.Timeout
-	if maxSeries <= 0 {
-		maxSeries = defaultLagSeries
-	}
-	if maxReads <= 0 {
-		maxReads = defaultLagReads
-	}
-	if timeout <= 0 {
-		timeout = defaultLagTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out := lagReading{up: make([]bool, len(cl.Targets))}
-	fail := func(stream string, err error) {
-		if cl.OnError != nil {
-			cl.OnError(stream, err)
-		}
-	}
 	if log == nil {
 		for _, t := range cl.Targets {
-			fail(t.Stream, errors.New("consumer lag: no log to read (ConsumerLag.Log is nil and the exporter has no star)"))
-		}
-		return out
-	}
-	budget := &budgetStore{Store: log.Metastore(), left: maxReads}
-	blog := budgetLog{TailLog: log, meta: budget}
-	opts := groups.LagOptions{Bytes: cl.Bytes}
-	seen := map[[2]string]bool{}
-	for i, t := range cl.Targets {
-		if len(out.lags) >= maxSeries {
-			out.dropped += len(t.Groups)
-			fail(t.Stream, ErrLagBudget)
-			continue
-		}
-		var lags []groups.Lag
-		var err error
-		if len(t.Groups) == 0 {
-			lags, err = groups.Lags(ctx, blog, t.Stream, opts)
-		} else {
-			for _, g := range t.Groups {
-				var l groups.Lag
-				if l, err = groups.LagOf(ctx, blog, g, t.Stream, opts); err != nil {
-					break
-				}
-				lags = append(lags, l)
+			if cl.OnError != nil {
+				cl.OnError(t.Stream, errors.New("consumer lag: no log to read (ConsumerLag.Log is nil and the exporter has no star)"))
 			}
 		}
-		if err != nil {
-			out.dropped += len(t.Groups)
-			fail(t.Stream, fmt.Errorf("consumer lag of stream %q: %w", t.Stream, err))
-			continue
+		return lagReading{up: make([]bool, len(cl.Targets))}
+	}
+	r := groups.ReadLags(ctx, log, cl.Targets,
+		groups.LagBounds{MaxSeries: cl.MaxSeries, MaxReads: cl.MaxReads, Timeout: cl.Timeout},
+		groups.LagOptions{Bytes: cl.Bytes})
+	for i, err := range r.Errs {
+		if err != nil && cl.OnError != nil {
+			cl.OnError(cl.Targets[i].Stream, err)
 		}
-		for _, l := range lags {
-			k := [2]string{l.Offset.Stream, l.Offset.Group}
-			switch {
-			case seen[k]: // named twice: reported once
-			case len(out.lags) >= maxSeries:
-				out.dropped++
-			default:
-				seen[k] = true
-				out.lags = append(out.lags, l)
-			}
-		}
-		out.up[i] = true
 	}
-	return out
-}
-
-// budgetLog is a TailLog whose metastore counts the reads against a
-// budget.
-type budgetLog struct {
-	groups.TailLog
-	meta *budgetStore
-}
-
-func (l budgetLog) Metastore() metastore.Store { return l.meta }
-
-// budgetStore refuses reads past its budget with ErrLagBudget. Lag
-// readings write nothing; writes pass through uncounted.
-type budgetStore struct {
-	metastore.Store
-	left int // not shared: one collection reads with one budgetStore, in one goroutine
-}
-
-func (b *budgetStore) spend() error {
-	if b.left <= 0 {
-		return ErrLagBudget
-	}
-	b.left--
-	return nil
-}
-
-func (b *budgetStore) Get(ctx context.Context, key string) (metastore.Item, error) {
-	if err := b.spend(); err != nil {
-		return metastore.Item{}, err
-	}
-	return b.Store.Get(ctx, key)
-}
-
-func (b *budgetStore) Scan(ctx context.Context, prefix, startAfter string, limit int) ([]metastore.Item, error) {
-	if err := b.spend(); err != nil {
-		return nil, err
-	}
-	return b.Store.Scan(ctx, prefix, startAfter, limit)
+	return lagReading{lags: r.Lags, up: r.Up, dropped: r.Dropped}
 }
