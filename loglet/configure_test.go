@@ -283,3 +283,75 @@ func TestConfigureRacingRecreate(t *testing.T) {
 		t.Fatalf("after a trim raced the configure: trim %d, %+v; want both (trim 3, an hour and 7 bytes)", rec.TrimSeq, rec.retention())
 	}
 }
+
+// countGets is a metastore that counts the Gets of stream records.
+type countGets struct {
+	metastore.Store
+	mu   sync.Mutex
+	gets int
+}
+
+func (m *countGets) Get(ctx context.Context, key string) (metastore.Item, error) {
+	if strings.HasPrefix(key, "streams/") {
+		m.mu.Lock()
+		m.gets++
+		m.mu.Unlock()
+	}
+	return m.Store.Get(ctx, key)
+}
+
+func (m *countGets) take() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.gets
+	m.gets = 0
+	return n
+}
+
+// TestRetentionPassRereadsOnlyAfterAChange: the pass re-reads the records
+// of streams without retention only when the star's catalogue generation
+// moved (at the first pass, and after a configure elsewhere), not at every
+// pass.
+func TestRetentionPassRereadsOnlyAfterAChange(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	cm := &countGets{}
+	p, err := w.open("a", func(c *Config) {
+		// The test runs the passes; settlement's liveness reads records too.
+		c.RetentionInterval, c.SettleInterval = -1, -1
+		cm.Store = c.Meta
+		c.Meta = cm
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"x", "y", "z"} {
+		if _, err := p.star.CreateStream(ctx, name, StreamOptions{Class: Standard, Star: "s1"}); err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, p.star, name, 1, 1, nil)
+	}
+	cm.take()
+	p.star.runRetention(ctx, time.Now())
+	if n := cm.take(); n != 3 {
+		t.Fatalf("the first pass read %d stream records, want the 3 it holds", n)
+	}
+	p.star.runRetention(ctx, time.Now())
+	if n := cm.take(); n != 0 {
+		t.Fatalf("a pass with nothing changed read %d stream records, want none", n)
+	}
+	rd, _ := NewReader(ReaderConfig{Meta: w.meta})
+	n := int64(1 << 20)
+	if _, err := rd.ConfigureStream(ctx, "y", StreamUpdate{RetentionMaxBytes: &n}); err != nil {
+		t.Fatal(err)
+	}
+	p.star.runRetention(ctx, time.Now())
+	// The three records, then y's again: it has retention now (retain).
+	if n := cm.take(); n != 4 {
+		t.Fatalf("the pass after a configure elsewhere read %d stream records, want 4", n)
+	}
+	p.star.runRetention(ctx, time.Now())
+	if n := cm.take(); n != 1 {
+		t.Fatalf("the pass after that read %d stream records, want y's only", n)
+	}
+}
