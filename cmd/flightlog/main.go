@@ -215,7 +215,8 @@ var commands = []command{
 	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, leadsNothing, tailCmd},
 	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N)", streamsHelp, leadsNothing, streamsCmd},
 	{"groups", "STREAM", "consumer groups on a stream and their lag (--group G --reset-to N | --delete to move or drop an offset)", groupsHelp, leadsNothing, groupsCmd},
-	{"create", "STREAM", "create a stream (--class standard|express)", leadHelp, leadsStar, createCmd},
+	{"create", "STREAM", "create a stream (--class standard|express, --retention-age D, --retention-bytes N)", leadHelp, leadsStar, createCmd},
+	{"config", "STREAM", "print a stream's options, or change its retention (--retention-age D, --retention-bytes N)", configHelp, leadsNothing, configCmd},
 	{"delete", "STREAM", "delete a stream: its record, then its refs and settled objects", leadHelp + deleteHelp, leadsStar, deleteCmd},
 	{"trim", "STREAM SEQ", "make a stream's records below SEQ unreadable and reclaim them", leadHelp + trimHelp, leadsStar, trimCmd},
 	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, leadsNothing, inspectCmd},
@@ -271,11 +272,12 @@ Leadership: append, create, delete and trim lead the star (they take each chain
 over, as a restart would). They refuse a chain with a live owner: an epoch
 record naming another owner and not sealed by a clean Close (the owner runs, or
 crashed: the metastore cannot tell which). --takeover overrides that, fencing
-and deposing the owner if it still runs. read, tail, streams, groups, inspect,
-walk and fsck never lead anything: they read the metastore and the buckets
-beside a live leader; groups --reset-to and --delete write a group's offset, and
-fsck --repair re-copies damaged copies, and lead nothing either. bench leads a
-star of its own, never --star's.
+and deposing the owner if it still runs. read, tail, streams, groups, config,
+inspect, walk and fsck never lead anything: they read the metastore and the
+buckets beside a live leader; groups --reset-to and --delete write a group's
+offset, config's flags the stream record, and fsck --repair re-copies damaged
+copies, and they lead nothing either. bench leads a star of its own, never
+--star's.
 
 Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed
 (a stream that does not exist, in every command); 2 could not run (bad flags,
