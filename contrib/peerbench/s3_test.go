@@ -329,4 +329,3 @@ func TestS3SidesRoundTrip(t *testing.T) {
 		})
 	}
 }
-
