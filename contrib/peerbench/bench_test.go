@@ -3,9 +3,10 @@ package peerbench
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"fmt"
 	"io/fs"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,8 +18,11 @@ import (
 	"github.com/flightlog/flightlog/histogram"
 )
 
-// The workload: one record per append, of random (incompressible) bytes, so
-// neither side's compression changes what reaches the disk.
+// The workload: one record per append, each a different slice of random
+// (incompressible) bytes, so neither side's compression changes what
+// reaches the disk: not within a record, and not across the records of one
+// frame or settled object either (identical bodies would compress to
+// almost nothing there).
 var (
 	recordSizes   = []int{1 << 10, 16 << 10}
 	producerCount = []int{1, 8, 64}
@@ -34,9 +38,30 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
+// bodyPoolBytes is the random bytes the bodies are cut from: two bodies of
+// one frame (at most 256 KiB of records) overlap with a chance of about
+// 2·size/64 MiB per pair.
+const bodyPoolBytes = 64 << 20
+
+var bodyPool = sync.OnceValue(func() []byte {
+	b := make([]byte, bodyPoolBytes)
+	crand.Read(b) // never fails (crypto/rand)
+	return b
+})
+
+// bodies returns a function that gives size bytes from a random offset of
+// the pool at each call; it is safe for concurrent use.
+func bodies(size int) func() []byte {
+	pool := bodyPool()
+	return func() []byte {
+		off := mrand.IntN(len(pool) - size)
+		return pool[off : off+size : off+size]
+	}
+}
+
 func randomBody(tb testing.TB, n int) []byte {
 	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
+	if _, err := crand.Read(b); err != nil {
 		tb.Fatal(err)
 	}
 	return b
@@ -76,7 +101,7 @@ func BenchmarkPeer(b *testing.B) {
 func runPeer(b *testing.B, k sideKind, size, producers, depth int) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	body := randomBody(b, size)
+	body := bodies(size)
 	io0 := writeBytes(b)
 	s, err := k.open(ctx, dir)
 	if err != nil {
@@ -123,13 +148,14 @@ func runPeer(b *testing.B, k sideKind, size, producers, depth int) {
 	b.ReportMetric(float64(dirBytes(b, dir))/bodyBytes, "dir-B/body-B")
 }
 
-// produce appends body n times, keeping depth appends in flight, and
+// produce appends n bodies, keeping depth appends in flight, and
 // records each one's latency to its ack.
-func produce(ctx context.Context, p producer, body []byte, n, depth int, lat *histogram.Latency) error {
+func produce(ctx context.Context, p producer, body func() []byte, n, depth int, lat *histogram.Latency) error {
 	if depth <= 1 {
 		for range n {
+			b := body()
 			t := time.Now()
-			if err := p.append(ctx, body); err != nil {
+			if err := p.append(ctx, b); err != nil {
 				return err
 			}
 			lat.RecordDuration(time.Since(t))
@@ -155,8 +181,9 @@ func produce(ctx context.Context, p producer, body []byte, n, depth int, lat *hi
 				return err
 			}
 		}
+		b := body()
 		t := time.Now()
-		w, err := p.submit(ctx, body)
+		w, err := p.submit(ctx, b)
 		if err != nil {
 			return err
 		}

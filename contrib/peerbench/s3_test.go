@@ -268,7 +268,7 @@ func runS3(b *testing.B, cfg s3.Config, k s3SideKind, size, producers int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := randomBody(b, size)
+	body := bodies(size)
 	prods := make([]producer, producers)
 	for i := range prods {
 		if prods[i], err = s.producer(ctx, i); err != nil {
