@@ -16,5 +16,5 @@
 // It is a module of its own so that the core does not depend on
 // nats-server. Everything here is a benchmark; its tests only check that
 // each side round-trips records. The figures and the commands that
-// produce them are in the README's benchmarks section.
+// produce them are in docs/benchmarks.md.
 package peerbench
