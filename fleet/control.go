@@ -55,9 +55,10 @@ func (k actionKind) String() string {
 type action struct {
 	kind actionKind
 	star string
-	// fence: an open that did not wait for the old owner's clean close
-	// (no lead to wait for, or HandoffWait ran out). Informational: the
-	// epoch protocol decides whether Open fences.
+	// fence: an open that may depose a live owner (HandoffWait ran out).
+	// Without it, the node refuses an epoch a live member owns
+	// (loglet.Config.RefuseLiveOwner) and the open fails, to be retried;
+	// an epoch a crashed member left is taken over either way.
 	fence bool
 }
 
@@ -91,9 +92,11 @@ func newController(handoffWait time.Duration) *controller {
 //   - held here (open) but placed elsewhere, or deposed: close it;
 //   - placed here and idle: open it, unless another member publishes a
 //     lead of it, in which case wait for that lead to go (the old owner's
-//     clean close deletes it, a crashed owner's lease takes it) for at most
-//     handoffWait, then open anyway (its Open fences); a failed open is
-//     retried after a backoff (100ms doubling to 5s);
+//     clean close deletes it, a crashed owner's lease takes it); a failed
+//     open (one refused because a live member still owns the epoch) is
+//     retried after a backoff (100ms doubling to 5s); handoffWait after the
+//     star was first seen placed here, the open may depose (fence) a live
+//     owner;
 //   - opening or closing: nothing until it ends.
 func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time) {
 	stars := make(map[string]bool, len(v.owners)+len(v.local))
@@ -132,26 +135,21 @@ func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time)
 			delete(c.retry, s)
 			continue
 		}
-		if r, ok := c.retry[s]; ok && now.Before(r.at) {
-			soonest(r.at)
-			continue
-		}
-		if !ledElsewhere(v.leads[s], v.self) {
-			delete(c.waiting, s)
-			acts = append(acts, action{kind: actOpen, star: s})
-			continue
-		}
 		since, ok := c.waiting[s]
 		if !ok {
 			since = now
 			c.waiting[s] = now
 		}
-		if deadline := since.Add(c.handoffWait); now.Before(deadline) {
+		deadline := since.Add(c.handoffWait)
+		if r, ok := c.retry[s]; ok && now.Before(r.at) {
+			soonest(r.at)
+			continue
+		}
+		if ledElsewhere(v.leads[s], v.self) && now.Before(deadline) {
 			soonest(deadline)
 			continue
 		}
-		delete(c.waiting, s)
-		acts = append(acts, action{kind: actOpen, star: s, fence: true})
+		acts = append(acts, action{kind: actOpen, star: s, fence: !now.Before(deadline)})
 	}
 	return acts, wake
 }
@@ -160,6 +158,7 @@ func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time)
 func (c *controller) opened(now time.Time, star string, ok bool) {
 	if ok {
 		delete(c.retry, star)
+		delete(c.waiting, star)
 		return
 	}
 	r := c.retry[star]

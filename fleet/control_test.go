@@ -98,6 +98,19 @@ func TestControllerDecisions(t *testing.T) {
 			{at: 320 * time.Millisecond, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
 			{at: 330 * time.Millisecond, opened: map[string]bool{"a": true}, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpen}}, want: "", wake: -1},
 		}},
+		{"refused-until-handoff-wait-then-deposes", []step{
+			// The old owner is still opening (no lead yet): the open is
+			// refused for its live epoch, retried, and may depose once
+			// the handoff wait has run out.
+			{owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+			{at: time.Second, opened: map[string]bool{"a": false}, owners: map[string]string{"a": "me"}, want: "", wake: time.Second + 100*time.Millisecond},
+			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
+			{at: wait, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "open! a", wake: -1},
+			{at: wait + time.Second, opened: map[string]bool{"a": true}, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpen}}, want: "", wake: -1},
+			// Placed away and back: a fresh wait.
+			{at: wait + 2*time.Second, owners: map[string]string{"a": "old"}, local: map[string]local{"a": {state: starOpen}}, want: "close a", wake: -1},
+			{at: wait + 3*time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: 2*wait + 3*time.Second},
+		}},
 		{"no-members-closes-everything", []step{
 			{owners: map[string]string{}, local: map[string]local{"a": {state: starOpen}, "b": {state: starOpen}}, want: "close a, close b", wake: -1},
 		}},

@@ -62,8 +62,16 @@ type Lead struct {
 	Epoch  uint64 `json:"epoch"`
 }
 
-func decodeMember(b []byte) (Member, error) {
-	var m Member
+// memberRecord is a member's key's value: the Member, and the Owner its
+// stars' epoch records name (loglet.Config.Owner), so another member can
+// tell an epoch owned by a live member from one a crashed member left.
+type memberRecord struct {
+	Member
+	Owner string `json:"owner,omitempty"`
+}
+
+func decodeMember(b []byte) (memberRecord, error) {
+	var m memberRecord
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("fleet: member record is corrupt: %v", err)
 	}

@@ -14,7 +14,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/metastore"
 )
 
 // Node is this process as a member of the fleet: its session, its Router,
@@ -77,7 +79,10 @@ func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Nod
 	if err != nil {
 		return nil, fmt.Errorf("fleet: member %q: open a session: %w", m.Name, err)
 	}
-	val, _ := json.Marshal(m)
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	owner := m.Name + "/" + hex.EncodeToString(rnd[:])
+	val, _ := json.Marshal(memberRecord{Member: m, Owner: owner})
 	key := cfg.memberKey(m.Name)
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -96,12 +101,10 @@ func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Nod
 		sess.Close()
 		return nil, err
 	}
-	var rnd [4]byte
-	rand.Read(rnd[:])
 	n := &Node{
 		cfg: cfg, self: m, cli: cli, sess: sess, router: router,
 		log:   cfg.Logger.With("member", m.Name),
-		owner: m.Name + "/" + hex.EncodeToString(rnd[:]),
+		owner: owner,
 		done:  make(chan struct{}), kick: make(chan struct{}, 1),
 		stars: map[string]*held{},
 		ctl:   newController(cfg.HandoffWait),
@@ -124,7 +127,7 @@ func (n *Node) Star(name string) (*loglet.Star, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	h := n.stars[name]
-	if h == nil || h.state != starOpen {
+	if h == nil || h.star == nil || h.state == starClosing {
 		return nil, false
 	}
 	return h.star, true
@@ -278,7 +281,7 @@ func (n *Node) decide() time.Time {
 		case actOpen:
 			h.state = starOpening
 			n.log.Info("fleet: opening star", "star", a.star, "waited_for_release", !a.fence)
-			n.ops.Go(func() { n.openStar(a.star) })
+			n.ops.Go(func() { n.openStar(a.star, a.fence) })
 		case actClose:
 			h.state = starClosing
 			n.ops.Go(func() {
@@ -297,8 +300,10 @@ func (n *Node) decide() time.Time {
 // another member publishes a lead of it at a higher epoch.
 func deposed(h *held, ls map[string]Lead, self string) bool {
 	st := h.star.Stats()
-	if st.Standard.Deposed || st.Express.Deposed {
-		return true
+	for _, c := range []*loglet.ClassStats{st.Standard, st.Express} {
+		if c != nil && c.Deposed {
+			return true
+		}
 	}
 	for name, l := range ls {
 		if name != self && l.Epoch > h.epoch {
@@ -316,25 +321,51 @@ func (n *Node) poke() {
 }
 
 // openStar opens star and publishes its lead under the session's lease.
-func (n *Node) openStar(star string) {
+// Without depose, an epoch record owned by a live member (one still
+// opening or closing the star) is refused (loglet.ErrLiveOwner), and the
+// controller tries again after a backoff.
+func (n *Node) openStar(star string, depose bool) {
 	defer n.poke()
-	s, err := n.open(star)
+	s, err := n.open(star, depose)
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	h := n.stars[star]
 	n.ctl.opened(time.Now(), star, err == nil)
 	if err != nil {
 		h.state = starIdle
-		if n.ctx.Err() == nil {
+		n.mu.Unlock()
+		switch {
+		case n.ctx.Err() != nil:
+		case errors.Is(err, loglet.ErrLiveOwner):
+			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
+		default:
 			n.log.Warn("fleet: open failed; will retry", "star", star, "err", err)
 		}
 		return
 	}
-	h.state, h.star, h.epoch = starOpen, s, epochOf(s)
-	n.log.Info("fleet: leading star", "star", star, "epoch", h.epoch)
+	// Serving first (Star returns it), then routable: a request routed
+	// by the lead finds the star open. The state stays opening until the
+	// lead is out, so no close races the publication.
+	epoch := epochOf(s)
+	h.star, h.epoch = s, epoch
+	n.mu.Unlock()
+	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
+	_, err = n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	n.mu.Lock()
+	h.state = starOpen
+	n.mu.Unlock()
+	if err != nil {
+		// Unpublished, the star would be led but unroutable: give it back.
+		n.log.Warn("fleet: could not publish a lead; closing the star", "star", star, "err", err)
+		n.mu.Lock()
+		h.state = starClosing
+		n.mu.Unlock()
+		n.closeStar(context.Background(), star)
+		return
+	}
+	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
 }
 
-func (n *Node) open(star string) (*loglet.Star, error) {
+func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 	cfg, err := n.cfg.OpenStar(n.ctx, star)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: config of star %q: %w", star, err)
@@ -346,21 +377,25 @@ func (n *Node) open(star string) (*loglet.Star, error) {
 	if len(cfg.Stars) == 0 {
 		cfg.Stars = n.cfg.Stars
 	}
-	if cfg.Owner == "" {
-		cfg.Owner = n.owner
+	cfg.Owner = n.owner
+	cfg.RefuseLiveOwner = false
+	if !depose {
+		// Refuse the star while its epoch is a live member's: it is still
+		// opening or closing it, and a clean close is on its way. An epoch
+		// a crashed member left is taken over at once.
+		c := loglet.Standard
+		if len(cfg.Standard.Stores) == 0 {
+			c = loglet.Express
+		}
+		ep, _, err := chain.ReadEpoch(n.ctx, cfg.Meta, star, c)
+		switch {
+		case err == nil:
+			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
+		case !errors.Is(err, metastore.ErrNotFound):
+			return nil, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
+		}
 	}
-	s, err := loglet.Open(n.ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	l := Lead{Member: n.self, Epoch: epochOf(s)}
-	val, _ := json.Marshal(l)
-	if _, err := n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease())); err != nil {
-		// Unpublished, the star would be led but unroutable: give it back.
-		cerr := s.Close(context.Background())
-		return nil, errors.Join(fmt.Errorf("fleet: publish the lead of star %q: %w", star, err), cerr)
-	}
-	return s, nil
+	return loglet.Open(n.ctx, cfg)
 }
 
 // closeStar closes a star this member holds (state closing), then deletes
@@ -399,10 +434,13 @@ func (n *Node) closeStar(ctx context.Context, star string) error {
 // Express's when Standard is disabled.
 func epochOf(s *loglet.Star) uint64 {
 	st := s.Stats()
-	if st.Standard.Epoch != 0 {
+	if st.Standard != nil {
 		return st.Standard.Epoch
 	}
-	return st.Express.Epoch
+	if st.Express != nil {
+		return st.Express.Epoch
+	}
+	return 0
 }
 
 func afterBackoff() <-chan time.Time { return time.After(500 * time.Millisecond) }

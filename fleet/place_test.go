@@ -2,8 +2,8 @@ package fleet
 
 import (
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 )

@@ -41,7 +41,7 @@ type Router struct {
 	done   chan struct{}
 
 	mu      sync.Mutex
-	members map[string]Member
+	members map[string]memberRecord
 	leads   map[string]map[string]Lead // star -> member -> lead
 	owners  map[string]string          // placement
 	changed chan struct{}              // closed and replaced on every change
@@ -89,7 +89,7 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("fleet: read the fleet's keys: %w", err)
 	}
-	members := map[string]Member{}
+	members := map[string]memberRecord{}
 	leads := map[string]map[string]Lead{}
 	for _, kv := range resp.Kvs {
 		r.apply(members, leads, string(kv.Key), kv.Value, false)
@@ -103,7 +103,7 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 
 // apply applies one key's put (or delete) to the maps. Unknown or corrupt
 // keys are logged and skipped: one bad record must not blind the router.
-func (r *Router) apply(members map[string]Member, leads map[string]map[string]Lead, key string, val []byte, del bool) {
+func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, key string, val []byte, del bool) {
 	switch {
 	case strings.HasPrefix(key, r.cfg.membersPrefix()):
 		name := strings.TrimPrefix(key, r.cfg.membersPrefix())
@@ -152,7 +152,7 @@ func (r *Router) replaceLocked() {
 func (r *Router) memberListLocked() []Member {
 	out := make([]Member, 0, len(r.members))
 	for _, m := range r.members {
-		out = append(out, m)
+		out = append(out, m.Member)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -242,7 +242,20 @@ func (r *Router) Owner(star string) (Member, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m, ok := r.members[r.owners[star]]
-	return m, ok
+	return m.Member, ok
+}
+
+// liveOwner reports whether owner (an epoch record's Owner) is the Owner
+// of a live member's stars.
+func (r *Router) liveOwner(owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.members {
+		if m.Owner != "" && m.Owner == owner {
+			return true
+		}
+	}
+	return false
 }
 
 // Leader is the member that publishes a lead of star, with the epoch it
