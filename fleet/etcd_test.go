@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -46,7 +47,7 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // post-mortems of a failure.
 func testLog(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
 	return quiet()
 }
@@ -102,11 +103,15 @@ func newCluster(t *testing.T, nstars int) *cluster {
 			n.Close(context.Background())
 		}
 		c.router.Close()
+		var wg sync.WaitGroup
 		for _, s := range c.abandoned {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.Close(ctx)
-			cancel()
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				s.Close(ctx)
+				cancel()
+			})
 		}
+		wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.admin.Delete(ctx, c.prefix, clientv3.WithPrefix())
 		cancel()
@@ -141,7 +146,7 @@ func (c *cluster) config(meta *etcd.Store) Config {
 		cfg.OpenStar = func(ctx context.Context, star string) (loglet.Config, error) {
 			return loglet.Config{
 				Meta:              meta,
-				Standard:          loglet.ClassConfig{Stores: c.stores, W: 2, FlushDeadline: time.Millisecond},
+				Standard:          loglet.ClassConfig{Stores: c.stores, W: 2, FlushDeadline: time.Millisecond, ChainBacklogFlights: 1 << 15, ChainBacklogMiB: 256},
 				CreateOnAppend:    true,
 				SealCheckInterval: 200 * time.Millisecond,
 				PreflightTimeout:  -1,
@@ -217,14 +222,19 @@ func (c *cluster) crash(name string) map[string]*loglet.Star {
 	return held
 }
 
-// waitSettled waits until every star is led by its placed owner, and only
-// by it. It fails the test after a minute.
-func (c *cluster) waitSettled(what string) {
+// waitSettled waits until the live members are exactly names and every
+// star is led by its placed owner, and only by it. It fails the test after
+// a minute.
+func (c *cluster) waitSettled(what string, names ...string) {
 	c.t.Helper()
 	deadline := time.After(time.Minute)
 	for {
 		changed := c.router.Changed()
-		if c.settled() {
+		var live []string
+		for _, m := range c.router.Members() {
+			live = append(live, m.Name)
+		}
+		if slices.Equal(live, names) && c.settled() {
 			return
 		}
 		select {
@@ -399,8 +409,8 @@ func (c *cluster) movesFrom(what string, before, after map[string]string, start 
 
 // windows returns the unavailability window of every star mv moved: from
 // its start to the star's first ack on another member.
-func (a *ackLog) windows(t *testing.T, mv move) []time.Duration {
-	var out []time.Duration
+func (a *ackLog) windows(t *testing.T, mv move) map[string]time.Duration {
+	out := map[string]time.Duration{}
 	for s, old := range mv.moved {
 		if !a.used[s] {
 			continue // no stream on it
@@ -410,17 +420,16 @@ func (a *ackLog) windows(t *testing.T, mv move) []time.Duration {
 			t.Errorf("%s: star %s (from %s) has no ack on its new owner", mv.what, s, old)
 			continue
 		}
-		out = append(out, at.Sub(mv.start))
+		out[s] = at.Sub(mv.start)
 	}
 	return out
 }
 
-func p50(ds []time.Duration) time.Duration {
+func p50(ds map[string]time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
+	s := slices.Sorted(maps.Values(ds))
 	return s[len(s)/2]
 }
 
@@ -501,7 +510,7 @@ func TestFleetChurn(t *testing.T) {
 	for _, n := range []string{"m0", "m1", "m2"} {
 		c.join(n)
 	}
-	c.waitSettled("start")
+	c.waitSettled("start", "m0", "m1", "m2")
 
 	var streams []string
 	for i := range 36 {
@@ -531,7 +540,7 @@ func TestFleetChurn(t *testing.T) {
 	start := time.Now()
 	c.crash("m1")
 	moves = append(moves, c.movesFrom("crash m1", before, c.placementWith("m0", "m2"), start))
-	c.waitSettled("after the crash")
+	c.waitSettled("after the crash", "m0", "m2")
 	log.waitAcks(t, 300)
 
 	// Two join: planned moves onto them.
@@ -539,13 +548,13 @@ func TestFleetChurn(t *testing.T) {
 	start = time.Now()
 	c.join("m3")
 	moves = append(moves, c.movesFrom("join m3", before, c.placementWith("m0", "m2", "m3"), start))
-	c.waitSettled("after m3 joined")
+	c.waitSettled("after m3 joined", "m0", "m2", "m3")
 	log.waitAcks(t, 200)
 	before = c.placementWith("m0", "m2", "m3")
 	start = time.Now()
 	c.join("m4")
 	moves = append(moves, c.movesFrom("join m4", before, c.placementWith("m0", "m2", "m3", "m4"), start))
-	c.waitSettled("after m4 joined")
+	c.waitSettled("after m4 joined", "m0", "m2", "m3", "m4")
 	log.waitAcks(t, 200)
 
 	// One leaves cleanly.
@@ -553,16 +562,18 @@ func TestFleetChurn(t *testing.T) {
 	start = time.Now()
 	c.leave("m0")
 	moves = append(moves, c.movesFrom("leave m0", before, c.placementWith("m2", "m3", "m4"), start))
-	c.waitSettled("after m0 left")
+	c.waitSettled("after m0 left", "m2", "m3", "m4")
 	log.waitAcks(t, 300)
 	stopAll()
 
-	var planned []time.Duration
+	planned := map[string]time.Duration{}
 	for _, mv := range moves {
 		ws := log.windows(t, mv)
 		t.Logf("%s: %d stars moved, unavailability p50 %v, all %v", mv.what, len(mv.moved), p50(ws), ws)
 		if !strings.HasPrefix(mv.what, "crash") {
-			planned = append(planned, ws...)
+			for s, w := range ws {
+				planned[mv.what+"/"+s] = w
+			}
 		}
 	}
 	t.Logf("planned moves: %d stars, unavailability p50 %v (TTL %v)", len(planned), p50(planned), c.config(nil).TTL)
@@ -571,4 +582,173 @@ func TestFleetChurn(t *testing.T) {
 		c.leave(n)
 	}
 	c.verify(log)
+}
+
+// logLevel is WARN, or FLIGHTLOG_FLEET_LOG (e.g. INFO) for a post-mortem.
+func logLevel() slog.Level {
+	var l slog.Level = slog.LevelWarn
+	if v := os.Getenv("FLIGHTLOG_FLEET_LOG"); v != "" {
+		l.UnmarshalText([]byte(v))
+	}
+	return l
+}
+
+// TestFleetPartition: a member cut off from etcd (its client closed: no
+// session, no metastore) but not from the buckets keeps its star and keeps
+// appending to it. Its lease expires, the star's new owner opens it (seal,
+// fence, mint), and from then on none of the cut-off member's appends is
+// acked; every one it acked before reads back, once, in order.
+func TestFleetPartition(t *testing.T) {
+	c := newCluster(t, 4)
+	c.join("m0")
+	c.join("m1")
+	c.waitSettled("start", "m0", "m1")
+	// A star m1 leads, and a stream on it.
+	var star, stream string
+	for i := 0; stream == ""; i++ {
+		s := fmt.Sprintf("p-%d", i)
+		if st := chain.PlaceStream(s, c.stars); c.router.Placement()[st] == "m1" {
+			star, stream = st, s
+		}
+		if i > 10000 {
+			t.Fatalf("no stream lands on a star of m1: placement %v", c.router.Placement())
+		}
+	}
+	victim, ok := c.node("m1").Star(star)
+	if !ok {
+		t.Fatalf("m1 does not hold %s", star)
+	}
+	_, oldEpoch, _ := c.router.Leader(star)
+
+	log := newAckLog(c.stars, []string{stream})
+	type attempt struct {
+		start time.Time
+		acked bool
+		err   error
+	}
+	var (
+		mu       sync.Mutex
+		attempts []attempt
+		succAt   time.Time // when the successor's lead was seen
+		after    int       // attempts started after succAt and ended
+	)
+	enough := make(chan struct{})
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			body := fmt.Appendf(nil, "%s/%06d/victim", stream, i)
+			start := time.Now()
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := victim.Append(actx, stream, loglet.Batch{Records: []loglet.Record{{Body: body}}})
+			cancel()
+			switch {
+			case err == nil:
+				log.ack(stream, star, "m1", body)
+			case errors.Is(err, loglet.ErrNotCommitted):
+				log.refuse(stream, body)
+			}
+			mu.Lock()
+			attempts = append(attempts, attempt{start, err == nil, err})
+			if !succAt.IsZero() && start.After(succAt) {
+				if after++; after == 5 {
+					close(enough)
+				}
+			}
+			mu.Unlock()
+			if err != nil {
+				wait(ctx, nil)
+			}
+		}
+	})
+	log.waitAcks(t, 50)
+
+	// The partition: m1's controller stops as if it never noticed, and
+	// its etcd client goes (session and metastore with it).
+	cut := time.Now()
+	c.crash("m1")
+	c.waitSettled("after the partition", "m0")
+	m, epoch, _ := c.router.Leader(star)
+	if m.Name != "m0" || epoch <= oldEpoch {
+		t.Fatalf("successor: %s at epoch %d, want m0 past epoch %d", m.Name, epoch, oldEpoch)
+	}
+	mu.Lock()
+	succAt = time.Now()
+	mu.Unlock()
+	select {
+	case <-enough:
+	case <-time.After(time.Minute):
+		t.Fatalf("the cut-off member made fewer than 5 attempts in a minute after the takeover")
+	}
+	stop()
+	wg.Wait()
+
+	var before, beforeSucc, afterSucc int
+	var lastErr error
+	for _, a := range attempts {
+		switch {
+		case a.start.Before(cut) && a.acked:
+			before++
+		case a.start.Before(succAt) && a.acked:
+			beforeSucc++
+		case !a.start.Before(succAt):
+			if a.acked {
+				afterSucc++
+			}
+			lastErr = a.err
+		}
+	}
+	t.Logf("cut-off member: %d acks before the cut, %d acks between the cut and the takeover (it still believed it led), %d acks after it (want 0); last error: %v", before, beforeSucc, afterSucc, lastErr)
+	if afterSucc != 0 {
+		t.Fatalf("the cut-off member acked %d appends started after its successor took over", afterSucc)
+	}
+	// The successor serves the stream, after everything the cut-off
+	// member acked.
+	succ, ok := c.node("m0").Star(star)
+	if !ok {
+		t.Fatalf("m0 does not serve %s", star)
+	}
+	for i := range 20 {
+		body := fmt.Appendf(nil, "%s/%06d/successor", stream, i)
+		if _, err := succ.Append(t.Context(), stream, loglet.Batch{Records: []loglet.Record{{Body: body}}}); err != nil {
+			t.Fatalf("successor append %d: %v", i, err)
+		}
+		log.ack(stream, star, "m0", body)
+	}
+	c.leave("m0")
+	c.verify(log)
+}
+
+// TestFleetSessionLost: a member whose lease is revoked under it (as when
+// it expires) stops: Done closes, Err is ErrSessionLost, its stars are
+// closed, and the other member leads every star.
+func TestFleetSessionLost(t *testing.T) {
+	c := newCluster(t, 4)
+	c.join("m0")
+	n1 := c.join("m1")
+	c.waitSettled("start", "m0", "m1")
+	if len(n1.Leading()) == 0 {
+		t.Fatalf("m1 leads nothing: placement %v", c.router.Placement())
+	}
+	if _, err := c.admin.Revoke(t.Context(), n1.sess.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n1.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("m1 still running a minute after its lease was revoked")
+	}
+	if err := n1.Err(); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("Err = %v, want ErrSessionLost", err)
+	}
+	if got := n1.Leading(); len(got) != 0 {
+		t.Fatalf("m1 still leads %v after losing its session", got)
+	}
+	c.waitSettled("after m1 lost its session", "m0")
+	if err := n1.Close(t.Context()); err != nil {
+		t.Fatalf("Close after a lost session: %v", err)
+	}
+	c.mu.Lock()
+	delete(c.nodes, "m1")
+	c.mu.Unlock()
 }

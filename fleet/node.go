@@ -158,10 +158,11 @@ func (n *Node) Err() error {
 	return n.err
 }
 
-// Close leaves the fleet cleanly: it stops the controller, closes every
-// star it holds (flush, absorb, seal: each one's next owner opens it without
-// a fence), withdraws their leads, and revokes the session's lease, which
-// deletes the member key, so the others place its stars elsewhere at once.
+// Close leaves the fleet cleanly (a drain): it stops the controller,
+// deletes its member key (so the others place its stars elsewhere at
+// once, and wait for their leads), closes every star it holds (flush,
+// absorb, seal, then withdraw the lead: each one's new owner opens it
+// without a fence), and revokes the session's lease.
 // It returns errors.Join of the stars' Close errors and the revoke's.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
@@ -173,6 +174,14 @@ func (n *Node) Close(ctx context.Context) error {
 	<-n.done
 	n.ops.Wait()
 	var errs []error
+	if n.Err() == nil {
+		// Withdraw the member first, so the stars' new owners are placed
+		// now and wait for each lead to go as its star closes (a drain),
+		// not for the lease's revocation after the last one.
+		if _, err := n.cli.Delete(ctx, n.cfg.memberKey(n.self.Name)); err != nil {
+			n.log.Warn("fleet: could not withdraw the member key; its stars move when the lease is revoked", "err", err)
+		}
+	}
 	errs = append(errs, n.closeAll(ctx))
 	n.router.Close()
 	if err := n.sess.Close(); err != nil && n.Err() == nil {
@@ -280,7 +289,7 @@ func (n *Node) decide() time.Time {
 		switch a.kind {
 		case actOpen:
 			h.state = starOpening
-			n.log.Info("fleet: opening star", "star", a.star, "waited_for_release", !a.fence)
+			n.log.Info("fleet: opening star", "star", a.star, "may_depose", a.fence)
 			n.ops.Go(func() { n.openStar(a.star, a.fence) })
 		case actClose:
 			h.state = starClosing
