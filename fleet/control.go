@@ -119,7 +119,10 @@ func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time)
 	for _, s := range names {
 		mine := v.owners[s] == v.self
 		l := v.local[s]
-		if !mine || l.state != starIdle {
+		if !mine || l.state == starOpen || l.state == starClosing {
+			// The wait for a live owner is over, or starts afresh when the
+			// star comes back (an open in flight keeps it: a refused open
+			// is retried against the same deadline).
 			delete(c.waiting, s)
 		}
 		switch l.state {

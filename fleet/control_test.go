@@ -103,7 +103,11 @@ func TestControllerDecisions(t *testing.T) {
 			// refused for its live epoch, retried, and may depose once
 			// the handoff wait has run out.
 			{owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+			{at: 500 * time.Millisecond, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpening}}, want: "", wake: -1},
 			{at: time.Second, opened: map[string]bool{"a": false}, owners: map[string]string{"a": "me"}, want: "", wake: time.Second + 100*time.Millisecond},
+			{at: 1100 * time.Millisecond, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+			{at: 1500 * time.Millisecond, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpening}}, want: "", wake: -1},
+			{at: 1600 * time.Millisecond, opened: map[string]bool{"a": false}, owners: map[string]string{"a": "me"}, want: "", wake: 1800 * time.Millisecond},
 			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
 			{at: wait, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "open! a", wake: -1},
 			{at: wait + time.Second, opened: map[string]bool{"a": true}, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpen}}, want: "", wake: -1},
