@@ -502,7 +502,8 @@ func (c *cluster) verify(log *ackLog) {
 }
 
 // TestFleetChurn runs 3 members under continuous appends to many streams,
-// then crashes one, adds two and removes one cleanly; every acked record
+// then crashes one, adds two, removes one cleanly and restarts the rest one
+// by one (leave, join again); every acked record
 // reads back once, in order, byte for byte. It logs the unavailability
 // window per moved star (p50) for the crash and for the planned moves.
 func TestFleetChurn(t *testing.T) {
@@ -564,6 +565,23 @@ func TestFleetChurn(t *testing.T) {
 	moves = append(moves, c.movesFrom("leave m0", before, c.placementWith("m2", "m3", "m4"), start))
 	c.waitSettled("after m0 left", "m2", "m3", "m4")
 	log.waitAcks(t, 300)
+
+	// A rolling restart: each member leaves cleanly and joins again under
+	// its name (a new session, a new Owner).
+	live := []string{"m2", "m3", "m4"}
+	for _, name := range live {
+		rest := slices.DeleteFunc(slices.Clone(live), func(n string) bool { return n == name })
+		before = c.placementWith(live...)
+		start = time.Now()
+		c.leave(name)
+		moves = append(moves, c.movesFrom("restart "+name+" (leave)", before, c.placementWith(rest...), start))
+		c.waitSettled("restart "+name+": left", rest...)
+		start = time.Now()
+		c.join(name)
+		moves = append(moves, c.movesFrom("restart "+name+" (join)", c.placementWith(rest...), before, start))
+		c.waitSettled("restart "+name+": back", live...)
+		log.waitAcks(t, 100)
+	}
 	stopAll()
 
 	planned := map[string]time.Duration{}

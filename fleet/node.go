@@ -346,6 +346,10 @@ func (n *Node) openStar(star string, depose bool) {
 		case n.ctx.Err() != nil:
 		case errors.Is(err, loglet.ErrLiveOwner):
 			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
+		case errors.Is(err, loglet.ErrTakeoverLost):
+			// Another member opened it at the same time (a placement
+			// that was moving): its lead, or the next change, decides.
+			n.log.Info("fleet: another member opened the star first; will retry", "star", star)
 		default:
 			n.log.Warn("fleet: open failed; will retry", "star", star, "err", err)
 		}
