@@ -40,8 +40,11 @@ type Config struct {
 	Meta metastore.Store
 	// OpenStar returns the loglet.Config to open star with (buckets,
 	// metastore, classes: the host keeps control of them). The fleet sets
-	// Star (it must be star or empty), Stars (when empty: Config.Stars) and
-	// Owner (when empty: "<member name>/<random>"). Required by Join.
+	// Star (it must be star or empty), Stars (when empty: Config.Stars),
+	// Owner (always: "<member name>/<random>", one per Join, published in
+	// the member record so other members can tell a live owner's epoch from
+	// a crashed one's) and RefuseLiveOwner (the handoff rule decides it).
+	// Required by Join.
 	OpenStar func(ctx context.Context, star string) (loglet.Config, error)
 	// TTL is the session lease's TTL, in whole seconds (default
 	// DefaultTTL; etcd may raise a TTL below its minimum, about 2s).

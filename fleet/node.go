@@ -29,7 +29,7 @@ type Node struct {
 	sess   *concurrency.Session
 	router *Router
 	log    *slog.Logger
-	owner  string // loglet.Config.Owner default
+	owner  string // loglet.Config.Owner of its stars, published in its member record
 
 	ctx    context.Context // ended by Close, a crash or the session's end
 	cancel context.CancelFunc
@@ -37,14 +37,12 @@ type Node struct {
 	kick   chan struct{}  // wakes the controller (an open or close ended)
 	ops    sync.WaitGroup // the opens and closes the controller started
 
-	mu    sync.Mutex
-	stars map[string]*held
-	err   error // why the node stopped
-	ctl   *controller
-	// crashed: the controller stopped without closing anything (tests'
-	// crash and partition).
-	crashed bool
-	closeMu sync.Mutex
+	mu        sync.Mutex
+	stars     map[string]*held
+	err       error // why the node stopped
+	ctl       *controller
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // held is a star in this member.
@@ -163,10 +161,14 @@ func (n *Node) Err() error {
 // once, and wait for their leads), closes every star it holds (flush,
 // absorb, seal, then withdraw the lead: each one's new owner opens it
 // without a fence), and revokes the session's lease.
-// It returns errors.Join of the stars' Close errors and the revoke's.
+// It returns errors.Join of the stars' Close errors and the revoke's;
+// later calls return the first call's result.
 func (n *Node) Close(ctx context.Context) error {
-	n.closeMu.Lock()
-	defer n.closeMu.Unlock()
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
