@@ -821,3 +821,31 @@ func TestFleetLeadFollowsRecovery(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetJoinTwice: a name already live is refused; after its Close the
+// name joins again.
+func TestFleetJoinTwice(t *testing.T) {
+	c := newCluster(t, 2)
+	c.join("m0")
+	cl := c.client()
+	defer cl.Close()
+	meta, err := etcd.New(etcd.Config{Client: cl, Prefix: c.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Join(t.Context(), cl, Member{Name: "m0"}, c.config(meta)); err == nil {
+		n.Close(t.Context())
+		t.Fatal("a second m0 joined while the first is live")
+	}
+	c.leave("m0")
+	n, err := Join(t.Context(), cl, Member{Name: "m0"}, c.config(meta))
+	if err != nil {
+		t.Fatalf("join again after Close: %v", err)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
