@@ -580,11 +580,11 @@ type catalogRun struct {
 	creating bool
 	mintErr  error
 	st       *streamState      // the state the cache served
+	cst      *chaincore.Stream // the retired incarnation's state in its chain core
 	// gen, genOK: the catalogue generation taken before the record was
 	// read or written (Star.liveSnapshot), to seed liveness with.
 	gen   catalogGen
 	genOK bool
-	cst      *chaincore.Stream // the retired incarnation's state in its chain core
 }
 
 // runCatalog executes op's requests until it ends, and returns its outcome.
