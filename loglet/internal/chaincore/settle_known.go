@@ -17,8 +17,12 @@ import (
 // overflow) the pass scans for.
 
 // maxKnownRefs bounds the refs (and, apart, the settled refs) a leader
-// keeps for settlement: about 300 bytes each.
-const maxKnownRefs = 1 << 16
+// keeps for settlement: about 300 bytes each, so up to ~80 MB. An overflow
+// costs the next passes a scan per stream, which at many streams makes
+// them long and the lag (and so the refs to keep) larger still: 1<<16 was
+// overflowed at 10,000 active streams (one record a stream a second) as
+// soon as the lag passed 6.5 s.
+const maxKnownRefs = 1 << 18
 
 // knownRefs is the leader's knowledge of refs.
 type knownRefs struct {

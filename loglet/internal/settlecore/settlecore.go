@@ -95,9 +95,10 @@ type Config struct {
 	// Liveness: the pass asks whether each stream lives and where it is
 	// trimmed (CheckLive); else every stream lives, none trimmed.
 	Liveness bool
-	// ReadAhead bounds the calls of one Parallel request (0:
-	// DefaultReadAhead).
-	ReadAhead int
+	// ReadAhead bounds the reads a Parallel request runs at once (0:
+	// DefaultReadAhead); WriteAhead its object PUTs and deletes (0:
+	// DefaultWriteAhead, and never fewer than ReadAhead).
+	ReadAhead, WriteAhead int
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -343,6 +344,10 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	if cfg.ReadAhead <= 0 {
 		cfg.ReadAhead = DefaultReadAhead
 	}
+	if cfg.WriteAhead <= 0 {
+		cfg.WriteAhead = DefaultWriteAhead
+	}
+	cfg.WriteAhead = max(cfg.WriteAhead, cfg.ReadAhead)
 	if cfg.FrameBytes <= 0 {
 		cfg.FrameBytes = settle.DefaultFrameBytes
 	}

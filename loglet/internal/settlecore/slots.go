@@ -112,9 +112,16 @@ const refPage = 256
 // maxMerges bounds the settled objects one new object absorbs.
 const maxMerges = 8
 
-// Bounds on the objects a pass renders before it writes them.
+// Bounds on the objects a pass plans (their merged extents are read back
+// together: maxPlanned) and renders before it writes them (maxPrepared,
+// maxPreparedBytes). The objects rendered are written together, their
+// pending marks and repoints in Commits of many: at 10,000 active streams
+// a bound of 256 cost a pass about 40 mark-pending Commits, each also
+// prone to a conflict with the absorb on the checkpoint guard, where
+// Commits of MaxCommitOps need ten.
 const (
-	maxPrepared      = 256
+	maxPlanned       = 256
+	maxPrepared      = 4096
 	maxPreparedBytes = 32 << 20
 )
 
@@ -452,7 +459,7 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 		// extents read back (a merged object's) are read in parallel.
 		r.planned = append(r.planned, prepared{id: id, key: chain.SettledKey(id, all[0].r.Start, group[n-1].r.End), all: all, merged: len(prev),
 			start: all[0].r.Start, end: group[n-1].r.End})
-		if len(r.planned) < maxPrepared {
+		if len(r.planned) < maxPlanned {
 			then(n, nil)
 			return
 		}

@@ -180,27 +180,30 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 	case settlecore.Parallel:
 		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
 			Gets: make([]settlecore.RangeGot, len(r.Gets))}
+		// At most r.Limit calls at once (0: all), a sliding window: a slow
+		// call holds one place, not a whole batch.
+		limit := r.Limit
+		if limit <= 0 {
+			limit = len(r.Gets) + len(r.Puts) + len(r.Deletes)
+		}
+		sem := make(chan struct{}, max(1, limit))
 		var wg sync.WaitGroup
-		for i, q := range r.Gets {
+		run := func(f func()) {
+			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
-				defer wg.Done()
-				out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot)
+				defer func() { <-sem; wg.Done() }()
+				f()
 			}()
+		}
+		for i, q := range r.Gets {
+			run(func() { out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot) })
 		}
 		for i, q := range r.Puts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut)
-			}()
+			run(func() { out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut) })
 		}
 		for i, q := range r.Deletes {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted)
-			}()
+			run(func() { out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted) })
 		}
 		wg.Wait()
 		return out
