@@ -4,8 +4,9 @@ import "fmt"
 
 // Parallel asks for several independent I/O calls at once, which the
 // executor runs concurrently, at most Limit at a time (0: all), as a
-// sliding window: a pass's object PUTs and deletes (Limit: the write
-// window, Config.WriteAhead) and the extents it reads back to merge
+// sliding window: a pass's object PUTs and deletes and the settled
+// objects it reads back to merge (Limit: the write window,
+// Config.WriteAhead), and its reads from the chain's buckets
 // (Config.ReadAhead), so that its duration, not one call after another
 // nor the slowest call of each batch, is what bounds the settle lag. The
 // core asks at most maxParallel calls in one. → ParallelDone.
@@ -76,15 +77,16 @@ const DefaultWriteAhead = 512
 const maxParallel = 4096
 
 // fanOut asks reqs (one alone as itself), in Parallel requests of at most
-// maxParallel calls run at most window at once (the write window if reqs
-// are PUTs and deletes, else ReadAhead), and asks again, after a Wait,
+// maxParallel calls run at most window at once (ReadAhead if reqs read
+// the chain's buckets, else the write window: PUTs, deletes and reads of
+// small settled objects to merge), and asks again, after a Wait,
 // those that failed transiently while tries are left; then gets one event
 // per request, in order.
 func (p *Pass) fanOut(reqs []Request, then func([]Event)) {
-	window := p.cfg.ReadAhead
+	window := p.cfg.WriteAhead
 	for _, r := range reqs {
-		if _, ok := r.(GetRange); !ok {
-			window = p.cfg.WriteAhead
+		if g, ok := r.(GetRange); ok && !g.Settled {
+			window = p.cfg.ReadAhead // reads from the chain's buckets
 			break
 		}
 	}

@@ -113,14 +113,15 @@ const refPage = 256
 const maxMerges = 8
 
 // Bounds on the objects a pass plans (their merged extents are read back
-// together: maxPlanned) and renders before it writes them (maxPrepared,
+// together: maxPlanned, maxPlannedBytes) and renders before it writes them (maxPrepared,
 // maxPreparedBytes). The objects rendered are written together, their
 // pending marks and repoints in Commits of many: at 10,000 active streams
 // a bound of 256 cost a pass about 40 mark-pending Commits, each also
 // prone to a conflict with the absorb on the checkpoint guard, where
 // Commits of MaxCommitOps need ten.
 const (
-	maxPlanned       = 256
+	maxPlanned       = 4096
+	maxPlannedBytes  = 32 << 20 // raw, the merged objects' included
 	maxPrepared      = 4096
 	maxPreparedBytes = 32 << 20
 )
@@ -176,8 +177,9 @@ type slotsRun struct {
 	fetched map[string][]byte
 	// planned: objects grouped, to render (renderPlanned); errs: what
 	// failed while rendering them mid-way.
-	planned []prepared
-	errs    []error
+	planned      []prepared
+	plannedBytes int
+	errs         []error
 	// only: the streams to settle (nil: all); failed: those that failed.
 	only, failed map[string]bool
 }
@@ -459,7 +461,10 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 		// extents read back (a merged object's) are read in parallel.
 		r.planned = append(r.planned, prepared{id: id, key: chain.SettledKey(id, all[0].r.Start, group[n-1].r.End), all: all, merged: len(prev),
 			start: all[0].r.Start, end: group[n-1].r.End})
-		if len(r.planned) < maxPlanned {
+		for _, f := range all {
+			r.plannedBytes += rawBytes(f.r)
+		}
+		if len(r.planned) < maxPlanned && r.plannedBytes < maxPlannedBytes {
 			then(n, nil)
 			return
 		}
@@ -479,7 +484,7 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 // cannot be rendered is marked failed; then gets the errors.
 func (r *slotsRun) renderPlanned(then func(error)) {
 	ps := r.planned
-	r.planned = nil
+	r.planned, r.plannedBytes = nil, 0
 	var reqs []Request
 	for _, pl := range ps {
 		for _, f := range pl.all {
