@@ -29,8 +29,12 @@ const (
 	// BenchmarkSettledFrames). Objects rendered with another codec or frame
 	// size stay readable: every frame's ref names its own.
 	DefaultCodec = envelope.CodecS2
-	// DefaultMaxSlots bounds the slots one pass reads.
-	DefaultMaxSlots = 64
+	// DefaultMaxSlots bounds the slots one pass reads. A pass's cost is
+	// mostly per stream (an object, its marks and repoint), not per slot:
+	// at 10,000 active streams 64 slots were ~1 s of ingest for a pass of
+	// ~10 s, so the cursor fell behind; the memory a pass holds is bounded
+	// by MaxPassBytes and the star's budget, not by this.
+	DefaultMaxSlots = 1024
 	// (MaxPassBytes bounds the bytes those slots may take.)
 )
 
