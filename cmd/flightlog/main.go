@@ -171,7 +171,8 @@ var commands = []command{
 	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, tailCmd},
 	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N); leads nothing", streamsHelp, streamsCmd},
 	{"groups", "STREAM", "consumer groups on a stream and their lag (--group G --reset-to N | --delete to move or drop an offset); leads nothing", groupsHelp, groupsCmd},
-	{"create", "STREAM", "create a stream (--class standard|express); leads the star, refusing a live owner", leadHelp, createCmd},
+	{"create", "STREAM", "create a stream (--class standard|express, --retention-age D, --retention-bytes N); leads the star, refusing a live owner", leadHelp, createCmd},
+	{"config", "STREAM", "print a stream's options, or change its retention (--retention-age D, --retention-bytes N); leads nothing", configHelp, configCmd},
 	{"delete", "STREAM", "delete a stream: its record, then its refs and settled objects; leads the star, refusing a live owner", leadHelp + deleteHelp, deleteCmd},
 	{"trim", "STREAM SEQ", "make a stream's records below SEQ unreadable and reclaim them; leads the star, refusing a live owner", leadHelp + trimHelp, trimCmd},
 	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, inspectCmd},
@@ -225,9 +226,10 @@ Leadership: append, create and delete lead the star (they take each chain
 over, as a restart would). They refuse a chain with a live owner: an epoch
 record naming another owner and not sealed by a clean Close (the owner runs, or
 crashed: the metastore cannot tell which). --takeover overrides that, deposing
-the owner if it still runs. read, tail, streams, groups, walk, fsck and inspect never
-lead anything: they read the metastore and the buckets beside a live leader;
-groups --reset-to and --delete write a group's offset, and lead nothing either.
+the owner if it still runs. read, tail, streams, groups, config, walk, fsck and
+inspect never lead anything: they read the metastore and the buckets beside a live
+leader; groups --reset-to and --delete write a group's offset, and config's flags
+the stream record, and lead nothing either.
 
 Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed
 (a stream that does not exist, in every command); 2 could not run (bad flags,
