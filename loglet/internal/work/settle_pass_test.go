@@ -106,6 +106,8 @@ type world struct {
 	want map[string][]string
 	// maxSlots bounds a pass (0: 7, so that passes are many and small).
 	maxSlots int
+	// passTimeout bounds a pass (0: 2 s).
+	passTimeout time.Duration
 	// std2, if set, is a second bucket of the settled set.
 	std2 *objstore.Mem
 	// target, if set, is the settled objects' target size (1: no merges).
@@ -208,7 +210,11 @@ func (w *world) pass(ctx context.Context, c chain.Class, meta metastore.Store, w
 		cfg.TargetBytes = w.target
 	}
 	pos := chain.Position{Epoch: cp.Epoch, Next: cp.Next}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second) // a walk retries a slot it cannot read until ctx ends
+	timeout := 2 * time.Second
+	if w.passTimeout > 0 {
+		timeout = w.passTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout) // a walk retries a slot it cannot read until ctx ends
 	defer cancel()
 	maxSlots := 7
 	if w.maxSlots != 0 {
@@ -534,7 +540,8 @@ type knownRefsRound struct {
 func knownRefsRounds(t *testing.T, streams, maxSlots int) []knownRefsRound {
 	t.Helper()
 	ctx := context.Background()
-	w := &world{meta: metastore.NewMem(), std: objstore.NewMem(), want: map[string][]string{}, maxSlots: maxSlots, known: true}
+	w := &world{meta: metastore.NewMem(), std: objstore.NewMem(), want: map[string][]string{}, maxSlots: maxSlots, known: true,
+		passTimeout: time.Minute} // a pass of 2,000 streams, under the race detector on a busy machine
 	for i := range w.exp {
 		w.exp[i] = objstore.NewMem()
 	}
