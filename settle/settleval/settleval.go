@@ -56,8 +56,8 @@ type Pass struct {
 	// on, in chain order, with their versions (KnownOK: from KnownFrom on
 	// it knows every one): a pass whose cursor is at KnownFrom or past it
 	// settles from them instead of scanning each stream's refs. Prev are
-	// streams' last settled refs as passes wrote them (a merge's
-	// candidates). Both are hints: a ref that moved since fails its
+	// streams' last settled refs as passes wrote or read them (a merge's
+	// candidates, walked back without a read). Both are hints: a ref that moved since fails its
 	// compare-and-swap, and the stream is settled again from a scan.
 	Known     []KnownRef
 	KnownFrom chainval.Position
@@ -98,9 +98,11 @@ type Result struct {
 	// paces passes by them), and RefScans those that scanned a stream's
 	// refs (a stream the leader's known refs did not cover).
 	MetaRequests, RefScans int
-	// Settled are the settled refs the pass wrote, as it wrote them (the
-	// leader's Prev for the next pass).
+	// Settled are the settled refs the pass wrote, as it wrote them, and
+	// Seen the settled refs it read to decide a merge (the leader's Prev
+	// for the next passes).
 	Settled    []KnownRef
+	Seen       []KnownRef
 	Deleted    int   // slot deletes that succeeded (per bucket)
 	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a

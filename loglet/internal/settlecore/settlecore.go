@@ -321,10 +321,11 @@ type Pass struct {
 	cpVer metastore.Version
 	sizes map[chain.Position]int64
 	// known: each stream's refs the leader knows, in order (nil: the
-	// cursor is before what it knows; scan); prev: each stream's last
-	// settled ref as passes wrote it.
+	// cursor is before what it knows; scan); prev: each stream's settled
+	// refs as passes wrote or read them (its last ones: a merge walks back
+	// through them).
 	known map[string][]ref
-	prev  map[string]ref
+	prev  map[string][]ref
 
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
@@ -513,6 +514,17 @@ func (p *Pass) addCut(c chain.Cut) {
 	p.cuts[c.Epoch] = c.Slot
 }
 
+// knownSettled is the settled ref of stream id ending at end that the
+// leader handed the pass (Input.Prev), if any.
+func (p *Pass) knownSettled(id string, end uint64) (ref, bool) {
+	for _, f := range p.prev[id] {
+		if f.r.End == end {
+			return f, true
+		}
+	}
+	return ref{}, false
+}
+
 // begin runs the pass from a known cursor.
 func (p *Pass) begin() {
 	if p.in.KnownOK && !p.res.Trim.At.Less(p.in.KnownFrom) {
@@ -522,9 +534,9 @@ func (p *Pass) begin() {
 			p.known[k.Ref.Stream] = append(p.known[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
 		}
 	}
-	p.prev = map[string]ref{}
+	p.prev = map[string][]ref{}
 	for _, k := range p.in.Prev {
-		p.prev[k.Ref.Stream] = ref{key: k.Key, ver: k.Version, r: k.Ref}
+		p.prev[k.Ref.Stream] = append(p.prev[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
 	}
 	for _, c := range p.res.Trim.Cuts {
 		if _, ok := p.cuts[c.Epoch]; !ok {

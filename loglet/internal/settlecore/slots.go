@@ -342,7 +342,7 @@ func (r *slotsRun) transitRefs(id string, seq uint64, then func([]ref, error)) {
 	if r.p.known != nil && r.sp.Streams == nil {
 		// The leader knows every ref from the cursor on (a retry scans:
 		// what it knew may have moved).
-		if pr, ok := r.p.prev[id]; ok && pr.r.End == seq {
+		if pr, ok := r.p.knownSettled(id, seq); ok {
 			r.lastPrev = &pr
 		}
 		for _, f := range r.p.known[id] {
@@ -582,6 +582,14 @@ func (r *slotsRun) mergeable(id string, start uint64, raw, most int, out []ref, 
 		consider(metastore.Item{Key: h.key, Version: h.ver}, h.r) // read by transitRefs' Scan
 		return
 	}
+	if r.p.known != nil && r.sp.Streams == nil {
+		// Further back, the leader may know it too (a retry reads: what
+		// it knew may have moved).
+		if h, ok := r.p.knownSettled(id, start); ok {
+			consider(metastore.Item{Key: h.key, Version: h.ver}, h.r)
+			return
+		}
+	}
 	r.p.call(GetRef{Key: chain.RefKey(id, start)}, func(ev Event) {
 		rg := ev.(RefGot)
 		switch {
@@ -594,6 +602,11 @@ func (r *slotsRun) mergeable(id string, start uint64, raw, most int, out []ref, 
 			if err != nil {
 				then(nil, fmt.Errorf("ref %s: %w", rg.Item.Key, err))
 				return
+			}
+			if sr.Settled() {
+				// The leader learns it: the next pass's walk stops there
+				// without a read.
+				r.p.res.Seen = append(r.p.res.Seen, settle.KnownRef{Key: rg.Item.Key, Version: rg.Item.Version, Ref: sr})
 			}
 			consider(rg.Item, sr)
 		}
