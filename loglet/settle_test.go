@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -478,3 +479,60 @@ type fewOps struct{ metastore.Store }
 func (fewOps) MaxCommitOps() int             { return 8 }
 func (m fewOps) MaxCommitBytes() int         { return metastore.MaxCommitBytes(m.Store) }
 func (m fewOps) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }
+
+// TestSettleScansMarkersOnlyWhenDue (issue 24, item 1): a pass scans the
+// doomed and pending markers only when the leader does not know that
+// none is due yet: a scan reads every marker waiting for its grace (a few
+// a stream merged within the last minute), which every pass of a busy
+// star would otherwise pay, a request per 256 markers.
+func TestSettleScansMarkersOnlyWhenDue(t *testing.T) {
+	synctest.Test(t, testSettleScansMarkersOnlyWhenDue)
+}
+
+func testSettleScansMarkersOnlyWhenDue(t *testing.T) {
+	w := newWorld(t)
+	var cnt *markerScans
+	p, err := w.open("a", func(c *Config) {
+		cnt = &markerScans{Store: c.Meta}
+		c.Meta = cnt
+		c.SettleInterval = 100 * time.Millisecond
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ { // 3 s of appends: passes merge, within the grace
+		for s := 0; s < 5; s++ {
+			appendN(t, p.star, fmt.Sprintf("m%d", s), 1, 1, nil)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	st := p.star.Stats()
+	passes := st.Standard.Settle.Passes + st.Express.Settle.Passes
+	merged := st.Standard.Settle.Merged + st.Express.Settle.Merged
+	scans := cnt.n.Load()
+	t.Logf("%d passes, %d merged, %d marker scans", passes, merged, scans)
+	if merged == 0 || passes < 10 {
+		t.Fatalf("%d passes, %d merged: the test tests nothing", passes, merged)
+	}
+	if scans > 4 { // each chain's first pass, and slack
+		t.Fatalf("%d scans of the markers in %d passes, none of them due (a minute's grace)", scans, passes)
+	}
+}
+
+// markerScans counts the Scans of settlement's markers.
+type markerScans struct {
+	metastore.Store
+	n atomic.Int64
+}
+
+func (m *markerScans) Scan(ctx context.Context, prefix, after string, limit int) ([]metastore.Item, error) {
+	if strings.Contains(prefix, "/doomed/") {
+		m.n.Add(1)
+	}
+	return m.Store.Scan(ctx, prefix, after, limit)
+}
+
+func (m *markerScans) MaxCommitOps() int           { return metastore.MaxCommitOps(m.Store) }
+func (m *markerScans) MaxCommitBytes() int         { return metastore.MaxCommitBytes(m.Store) }
+func (m *markerScans) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }

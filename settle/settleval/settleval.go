@@ -63,6 +63,12 @@ type Pass struct {
 	KnownFrom chainval.Position
 	KnownOK   bool
 	Prev      []KnownRef
+	// DoomedKnown: the leader knows the first doomed or pending marker is
+	// due at DoomedDue (zero: none waits), from a recent pass's scan of
+	// the markers and the passes since (Result.DoomedDue): a pass before
+	// then does not scan them.
+	DoomedKnown bool
+	DoomedDue   time.Time
 }
 
 // KnownRef is a ref as its writer left it: its key, version and value.
@@ -90,7 +96,10 @@ type Result struct {
 	// even if nothing new is absorbed (zero: none waits).
 	DoomedWaiting int
 	DoomedDue     time.Time
-	Reclaimed     int // refs of deleted incarnations or trimmed records deleted
+	// MarkersScanned: the pass scanned the markers (DoomedWaiting is
+	// theirs); else it relied on Pass.DoomedDue.
+	MarkersScanned bool
+	Reclaimed      int // refs of deleted incarnations or trimmed records deleted
 	// Retries is the requests the pass asked again after a transient
 	// failure (on its own backoff, inside the pass).
 	Retries int

@@ -146,6 +146,9 @@ type Input struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// DoomedKnown, DoomedDue: as settle.Pass's.
+	DoomedKnown bool
+	DoomedDue   time.Time
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -327,6 +330,12 @@ type Pass struct {
 	known map[string][]ref
 	prev  map[string][]ref
 
+	// markedAt is when the pass first wrote (or tried to write) a doomed
+	// or pending marker; scanSkipped: it did not scan the markers
+	// (Input.DoomedKnown).
+	markedAt    time.Time
+	scanSkipped bool
+
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
 	done bool
@@ -504,7 +513,21 @@ func eventErr(ev Event) error {
 }
 
 func (p *Pass) finish(err error) {
+	if p.scanSkipped && !p.markedAt.IsZero() {
+		// Unscanned, the markers this pass wrote are due then at the
+		// latest.
+		if t := p.markedAt.Add(p.cfg.DoomedGrace); p.res.DoomedDue.IsZero() || t.Before(p.res.DoomedDue) {
+			p.res.DoomedDue = t
+		}
+	}
 	p.done, p.err, p.out, p.then, p.phase = true, err, nil, nil, "done"
+}
+
+// noteMarked records that the pass writes markers now.
+func (p *Pass) noteMarked() {
+	if p.markedAt.IsZero() {
+		p.markedAt = p.now
+	}
 }
 
 func (p *Pass) addCut(c chain.Cut) {
@@ -1000,7 +1023,18 @@ type marker struct {
 // has sealed; the objects go; the markers go. A pass that dies in between
 // leaves Deleting markers, which the next pass finishes.
 func (p *Pass) reclaim(then func(error)) {
+	if p.in.DoomedKnown && (p.in.DoomedDue.IsZero() || p.now.Before(p.in.DoomedDue)) {
+		// The leader knows nothing is due yet (the last scan, and the
+		// markers passes wrote since): a scan would read every marker
+		// waiting for its grace, a few a stream merged within the last
+		// minute, every pass.
+		p.scanSkipped = true
+		p.res.DoomedDue = p.in.DoomedDue
+		then(nil)
+		return
+	}
 	p.phase = "reclaim-scan"
+	p.res.MarkersScanned = true
 	p.res.DoomedWaiting, p.res.DoomedDue = 0, time.Time{}
 	var due []marker
 	var scan func(after string)

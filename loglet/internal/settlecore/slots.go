@@ -735,6 +735,7 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 		}
 		if commitNow {
 			r.p.phase = "mark-pending"
+			r.p.noteMarked()
 			r.p.commit("mark-pending", ops, func(vs []metastore.Version, err error) {
 				if err != nil {
 					fail(err)
@@ -986,6 +987,12 @@ func (r *slotsRun) flush(then func(error)) {
 	ops, counts := r.pending, r.counts
 	r.pending, r.counts, r.pendingBytes = nil, nil, 0
 	r.p.phase = "repoint"
+	for _, c := range counts {
+		if c.merged > 0 {
+			r.p.noteMarked() // doomed markers
+			break
+		}
+	}
 	r.p.commit("repoint", ops, func(vs []metastore.Version, err error) {
 		if err != nil {
 			for _, c := range counts {
