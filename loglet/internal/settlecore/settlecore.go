@@ -23,7 +23,8 @@
 //  2. Delete behind the cursor: the slots in [Deleted, At) from every
 //     bucket, then record Deleted = At. A failure is kept in
 //     Result.DeleteErr: the deletes stay due, the pass goes on.
-//  3. Reclaim: scan the markers; a doomed one past its grace, or a
+//  3. Reclaim (unless the leader knows none is due yet: Input.DoomedKnown):
+//     scan the markers; a doomed one past its grace, or a
 //     Deleting one, has its object deleted; a pending one past its grace
 //     whose ref does not point at its object has it deleted too, one whose
 //     ref does is only dropped. A deletion is three steps: the marker
