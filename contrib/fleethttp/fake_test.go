@@ -41,9 +41,9 @@ func (tb *table) set(star string, m fleet.Member, epoch uint64) {
 // member is one in-process member: its own stars, the shared table.
 type member struct {
 	fleet.Member
-	tb     *table
-	srv    *httptest.Server
-	sent   atomic.Int64 // requests this member forwarded
+	tb   *table
+	srv  *httptest.Server
+	sent atomic.Int64 // requests this member forwarded
 	// misdirected gets a value each time the member answers 421.
 	misdirected chan struct{}
 

@@ -238,7 +238,9 @@ func TestErrorsMapBothWays(t *testing.T) {
 		{"bad stream name", func() error { _, err := c.Append(ctx, strings.Repeat("n", 600), one("x")); return err }, 400, CodeInvalid,
 			func(err error) bool { return errors.Is(err, loglet.ErrNotCommitted) }},
 		{"too large", func() error { _, err := c.Append(ctx, "big", one(strings.Repeat("x", 8<<10))); return err }, 413, CodeTooLarge,
-			func(err error) bool { return errors.Is(err, loglet.ErrInvalidBatch) && errors.Is(err, loglet.ErrNotCommitted) }},
+			func(err error) bool {
+				return errors.Is(err, loglet.ErrInvalidBatch) && errors.Is(err, loglet.ErrNotCommitted)
+			}},
 		{"fenced", func() error {
 			b := one("y")
 			b.FencingToken = "t0"
