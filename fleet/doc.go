@@ -43,5 +43,7 @@
 // owner opens the star at once (its Open seals, fences and takes over).
 // A failed Open is retried with a backoff. A member holding a star that a
 // successor has deposed (loglet's Stats say so, or a Lead of a higher epoch
-// appears) closes it, and opens it again if it is still placed there.
+// appears) closes it, and opens it again if it is still placed there. A
+// star that recovers from a halt in place has minted a new epoch: its Lead
+// is published again at that epoch.
 package fleet

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/metastore/etcd"
 	"github.com/flightlog/flightlog/objstore"
@@ -769,4 +770,82 @@ func TestFleetSessionLost(t *testing.T) {
 	c.mu.Lock()
 	delete(c.nodes, "m1")
 	c.mu.Unlock()
+}
+
+// TestFleetLeadFollowsRecovery: a leader that halts and recovers in place
+// mints a new epoch; its member publishes its lead again at that epoch, so
+// the route's epoch matches the star's epoch record.
+func TestFleetLeadFollowsRecovery(t *testing.T) {
+	c := newCluster(t, 1)
+	n := c.join("m0")
+	c.waitSettled("start", "m0")
+	star := c.stars[0]
+	_, epoch, _ := c.router.Leader(star)
+	// Foreign occupants (another writer's poison) in one bucket at the
+	// epoch's early slots: the first copy that meets one halts the epoch,
+	// and the recovery mints the next.
+	for slot := uint64(2); slot < 8; slot++ {
+		key := chain.SlotKey(star, loglet.Standard, epoch, slot)
+		if err := c.stores[0].PutIfAbsent(t.Context(), key, envelope.Poison(epoch, slot, envelope.NewNonce())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, ok := n.Star(star)
+	if !ok {
+		t.Fatalf("m0 does not hold %s", star)
+	}
+	for i := range 20 {
+		body := fmt.Appendf(nil, "r/%d", i)
+		if _, err := st.Append(t.Context(), "r", loglet.Batch{Records: []loglet.Record{{Body: body}}}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if s := st.Stats().Standard; s.Halts == 0 || s.Epoch <= epoch {
+		t.Fatalf("no recovery: %d halts, epoch %d (was %d)", s.Halts, s.Epoch, epoch)
+	}
+	deadline := time.After(time.Minute)
+	for {
+		changed := c.router.Changed()
+		m, ep, _ := c.router.Leader(star)
+		if ep == st.Stats().Standard.Epoch {
+			if m.Name != "m0" {
+				t.Fatalf("lead of %s by %s, want m0", star, m.Name)
+			}
+			t.Logf("lead republished at epoch %d (was %d)", ep, epoch)
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("lead still at epoch %d a minute after the recovery minted %d", ep, st.Stats().Standard.Epoch)
+		}
+	}
+}
+
+// TestFleetJoinTwice: a name already live is refused; after its Close the
+// name joins again.
+func TestFleetJoinTwice(t *testing.T) {
+	c := newCluster(t, 2)
+	c.join("m0")
+	cl := c.client()
+	defer cl.Close()
+	meta, err := etcd.New(etcd.Config{Client: cl, Prefix: c.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Join(t.Context(), cl, Member{Name: "m0"}, c.config(meta)); err == nil {
+		n.Close(t.Context())
+		t.Fatal("a second m0 joined while the first is live")
+	}
+	c.leave("m0")
+	n, err := Join(t.Context(), cl, Member{Name: "m0"}, c.config(meta))
+	if err != nil {
+		t.Fatalf("join again after Close: %v", err)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 }

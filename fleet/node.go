@@ -49,7 +49,10 @@ type Node struct {
 type held struct {
 	state localState
 	star  *loglet.Star
-	epoch uint64
+	epoch uint64 // the epoch its lead publishes
+	// publishing: the lead is being published again at a later epoch
+	// (the star minted one in a recovery); no close starts meanwhile.
+	publishing bool
 }
 
 // Join makes this process a member: it puts m under a new session lease
@@ -276,8 +279,17 @@ func (n *Node) decide() time.Time {
 	v := view{self: n.self.Name, owners: owners, leads: leads, local: map[string]local{}}
 	for s, h := range n.stars {
 		l := local{state: h.state}
-		if h.state == starOpen {
-			l.deposed = deposed(h, leads[s], n.self.Name)
+		if h.state == starOpen && h.publishing {
+			l.state = starOpening
+		} else if h.state == starOpen {
+			st := h.star.Stats()
+			l.deposed = deposed(st, h.epoch, leads[s], n.self.Name)
+			if ep := statsEpoch(st); !l.deposed && ep > h.epoch {
+				// A recovery minted a new epoch here: publish it, so
+				// routes carry the epoch the star's record has.
+				h.publishing, l.state = true, starOpening
+				n.ops.Go(func() { n.republish(s, h, ep) })
+			}
 		}
 		v.local[s] = l
 	}
@@ -309,15 +321,14 @@ func (n *Node) decide() time.Time {
 
 // deposed: a chain of the star says a successor sealed or took it, or
 // another member publishes a lead of it at a higher epoch.
-func deposed(h *held, ls map[string]Lead, self string) bool {
-	st := h.star.Stats()
+func deposed(st loglet.Stats, epoch uint64, ls map[string]Lead, self string) bool {
 	for _, c := range []*loglet.ClassStats{st.Standard, st.Express} {
 		if c != nil && c.Deposed {
 			return true
 		}
 	}
 	for name, l := range ls {
-		if name != self && l.Epoch > h.epoch {
+		if name != self && l.Epoch > epoch {
 			return true
 		}
 	}
@@ -363,8 +374,7 @@ func (n *Node) openStar(star string, depose bool) {
 	epoch := epochOf(s)
 	h.star, h.epoch = s, epoch
 	n.mu.Unlock()
-	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
-	_, err = n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	err = n.publish(star, epoch)
 	n.mu.Lock()
 	h.state = starOpen
 	n.mu.Unlock()
@@ -413,6 +423,29 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 	return loglet.Open(n.ctx, cfg)
 }
 
+// publish puts this member's lead of star at epoch, under the session's
+// lease.
+func (n *Node) publish(star string, epoch uint64) error {
+	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
+	_, err := n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	return err
+}
+
+// republish publishes the lead of a held star again at a later epoch.
+func (n *Node) republish(star string, h *held, epoch uint64) {
+	defer n.poke()
+	err := n.publish(star, epoch)
+	n.mu.Lock()
+	h.publishing = false
+	if err == nil {
+		h.epoch = epoch
+	}
+	n.mu.Unlock()
+	if err != nil && n.ctx.Err() == nil {
+		n.log.Warn("fleet: could not publish a new epoch's lead; will retry", "star", star, "epoch", epoch, "err", err)
+	}
+}
+
 // closeStar closes a star this member holds (state closing), then deletes
 // its lead, so a new owner waiting for it opens at once.
 func (n *Node) closeStar(ctx context.Context, star string) error {
@@ -447,8 +480,9 @@ func (n *Node) closeStar(ctx context.Context, star string) error {
 
 // epochOf is the epoch of the star's first chain: Standard's, or
 // Express's when Standard is disabled.
-func epochOf(s *loglet.Star) uint64 {
-	st := s.Stats()
+func epochOf(s *loglet.Star) uint64 { return statsEpoch(s.Stats()) }
+
+func statsEpoch(st loglet.Stats) uint64 {
 	if st.Standard != nil {
 		return st.Standard.Epoch
 	}
