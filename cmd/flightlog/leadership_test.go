@@ -29,6 +29,7 @@ var wantLeads = map[string]leadership{
 	"config":  leadsNothing,
 	"delete":  leadsStar,
 	"trim":    leadsStar,
+	"fleet":   leadsNothing,
 	"inspect": leadsNothing,
 	"walk":    leadsNothing,
 	"fsck":    leadsNothing,
