@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/fleet"
@@ -93,7 +94,7 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // testFleet is members over one in-memory metastore and bucket.
 type testFleet struct {
-	t       *testing.T
+	t       testing.TB
 	tb      *table
 	meta    metastore.Store
 	bucket  objstore.Store
@@ -101,7 +102,7 @@ type testFleet struct {
 	cfg     loglet.Config
 }
 
-func newTestFleet(t *testing.T, hcfg Config, names ...string) *testFleet {
+func newTestFleet(t testing.TB, hcfg Config, names ...string) *testFleet {
 	f := &testFleet{
 		t:    t,
 		tb:   &table{stars: []string{"s0", "s1"}, leads: map[string]fleet.Lead{}, changed: make(chan struct{})},
@@ -110,7 +111,7 @@ func newTestFleet(t *testing.T, hcfg Config, names ...string) *testFleet {
 	}
 	f.cfg = loglet.Config{
 		Stars: f.tb.stars, Meta: f.meta,
-		Standard:       loglet.ClassConfig{Stores: []objstore.Store{f.bucket}},
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{f.bucket}, FlushDeadline: time.Millisecond},
 		CreateOnAppend: true, DefaultClass: loglet.Standard,
 		Logger: slog.New(slog.DiscardHandler),
 	}

@@ -303,6 +303,11 @@ func TestReadSessionLongPoll(t *testing.T) {
 	f.lead("s1", "a")
 	c := f.client("b")
 	ctx := t.Context()
+	// The stream exists before the session starts (a read of a stream
+	// that does not exist is a 404, not a wait).
+	if _, err := c.Append(ctx, "follow", loglet.Batch{Records: []loglet.Record{{Body: []byte("r0")}}}); err != nil {
+		t.Fatal(err)
+	}
 	sess := c.OpenReadSession("follow", 0, ReadOptions{Wait: time.Hour})
 	got := make(chan []loglet.SequencedRecord, 1)
 	errc := make(chan error, 1)
@@ -318,7 +323,7 @@ func TestReadSessionLongPoll(t *testing.T) {
 		}
 		got <- all
 	}()
-	for i := range 3 {
+	for i := 1; i < 3; i++ {
 		if _, err := c.Append(ctx, "follow", loglet.Batch{Records: []loglet.Record{{Body: fmt.Appendf(nil, "r%d", i)}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -353,5 +358,56 @@ func TestClientSkipsUnreachableMember(t *testing.T) {
 		if _, err := c.Append(t.Context(), "skip", loglet.Batch{Records: []loglet.Record{{Body: []byte("x")}}}); err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
+	}
+}
+
+// Closing Config.Done (a shutdown) ends a long poll at once, with an
+// empty answer, rather than holding http.Server.Shutdown up.
+func TestDoneEndsLongPolls(t *testing.T) {
+	done := make(chan struct{})
+	f := newTestFleet(t, Config{Done: done}, "a")
+	f.lead("s0", "a")
+	f.lead("s1", "a")
+	c := f.client("a")
+	if _, err := c.Append(t.Context(), "quiet", loglet.Batch{Records: []loglet.Record{{Body: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res loglet.ReadResult
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		res, err := c.Read(t.Context(), "quiet", 1, ReadOptions{Wait: time.Hour})
+		got <- result{res, err}
+	}()
+	close(done)
+	r := <-got
+	if r.err != nil || len(r.res.Records) != 0 || r.res.Next != 1 {
+		t.Fatalf("long poll at shutdown: %+v, %v (want no records, next 1)", r.res, r.err)
+	}
+}
+
+// BenchmarkAppend compares an append sent to the star's leader with one
+// sent to another member, which forwards it (one hop on loopback).
+func BenchmarkAppend(b *testing.B) {
+	for _, via := range []string{"leader", "forwarded"} {
+		b.Run("via="+via, func(b *testing.B) {
+			f := newTestFleet(b, Config{}, "a", "b")
+			f.lead("s0", "a")
+			f.lead("s1", "a")
+			member := "a"
+			if via == "forwarded" {
+				member = "b"
+			}
+			c := f.client(member)
+			batch := loglet.Batch{Records: []loglet.Record{{Body: bytes.Repeat([]byte("x"), 100)}}}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := c.Append(b.Context(), "bench", batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
