@@ -17,7 +17,7 @@
 // # The wire
 //
 //	POST /v1/streams/{name}        append; 200 with an Ack
-//	GET  /v1/streams/{name}        read: ?from=N&max=M&max_bytes=B&wait=D
+//	GET  /v1/streams/{name}        read: ?from=N&max=M&max_bytes=B&wait=D&format=json|text
 //	GET  /v1/streams/{name}/tail   CheckTail
 //
 // An append's body is a JSON batch (Content-Type: application/json:
@@ -28,7 +28,9 @@
 //
 //	curl --data-binary $'hello\nworld' http://member:8080/v1/streams/greetings
 //
-// appends two records. A read with wait=D (a Go duration) that finds
+// appends two records. A read answers JSON (bodies and headers in
+// base64), or with format=text the bodies alone, one a line, with the next
+// seq and the tail in NextHeader and TailHeader. A read with wait=D (a Go duration) that finds
 // nothing at from waits up to D for the next record (a read session on
 // the leader, woken by each release): a Client's ReadSession is a loop of
 // them. Every response names the member that served it (ServedByHeader).

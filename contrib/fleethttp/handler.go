@@ -152,7 +152,16 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) {
 			err4 = fmt.Errorf("wait %v is negative", wait)
 		}
 	}
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	var err5 error
+	text := false
+	switch f := q.Get("format"); f {
+	case "", "json":
+	case "text":
+		text = true
+	default:
+		err5 = fmt.Errorf("format %q: want json or text", f)
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		writeJSON(w, http.StatusBadRequest, wireError{Code: CodeInvalid, Stream: stream, Error: "fleethttp: " + err.Error()})
 		return
 	}
@@ -170,9 +179,27 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) {
 			}
 			res.Records, res.Next = recs, max(next, res.Next)
 		}
+		if text {
+			writeText(w, res)
+			return nil
+		}
 		writeJSON(w, http.StatusOK, wireRead{Records: toWireRecords(res.Records), Next: res.Next, Tail: toWireTail(res.Tail)})
 		return nil
 	})
+}
+
+// writeText answers a read with format=text: the bodies, each followed by
+// a newline (for curl; a body holding a newline reads as two lines), and
+// the next seq and the tail in headers.
+func writeText(w http.ResponseWriter, res loglet.ReadResult) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set(NextHeader, strconv.FormatUint(res.Next, 10))
+	w.Header().Set(TailHeader, strconv.FormatUint(res.Tail.Seq, 10))
+	w.WriteHeader(http.StatusOK)
+	for _, r := range res.Records {
+		w.Write(r.Body)
+		w.Write([]byte{'\n'})
+	}
 }
 
 // await waits up to wait for records at rq.Start in a read session (woken
@@ -382,7 +409,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 		e.Code, e.Stream, e.Star, e.Leader = CodeNotLeader, stream, star, leader.Name
 		return false, e
 	}
-	for _, k := range []string{"Content-Type", "Retry-After", ServedByHeader} {
+	for _, k := range []string{"Content-Type", "Retry-After", ServedByHeader, NextHeader, TailHeader} {
 		if v := resp.Header.Get(k); v != "" {
 			w.Header().Set(k, v)
 		}

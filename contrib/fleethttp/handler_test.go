@@ -59,13 +59,20 @@ func TestAppendLandsOnLeader(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(want, "|") || res.Next != uint64(len(want)) {
 			t.Fatalf("read %s: got %q next %d, want %q", stream, got, res.Next, want)
 		}
-	}
-	for _, name := range []string{"a", "b", "c"} {
-		if name == "c" && f.members[name].sent.Load() == 0 {
-			t.Fatalf("member c leads nothing but forwarded nothing")
+		// The same as text, through a member that forwards (curl's view).
+		resp, err := http.Get(f.members["c"].srv.URL + "/v1/streams/" + stream + "?from=0&format=text")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(text) != strings.Join(want, "\n")+"\n" ||
+			resp.Header.Get(NextHeader) != fmt.Sprint(len(want)) || resp.Header.Get(ServedByHeader) != leader[star] {
+			t.Fatalf("text read of %s: %d %q next %q by %q", stream, resp.StatusCode, text, resp.Header.Get(NextHeader), resp.Header.Get(ServedByHeader))
 		}
 	}
-	if n := f.members["a"].sent.Load(); n != 2 { // its appends on s1
+	// One hop each: a forwarded only its two appends on s1 (b's star).
+	if n := f.members["a"].sent.Load(); n != 2 {
 		t.Fatalf("member a forwarded %d requests, want 2 (one hop each)", n)
 	}
 }

@@ -25,6 +25,10 @@ const (
 	EpochHeader = "Flightlog-Epoch"
 	// ServedByHeader names the member that served a request.
 	ServedByHeader = "Flightlog-Served-By"
+	// NextHeader and TailHeader carry a text read's next seq and the
+	// stream's tail (format=text has no JSON body to hold them).
+	NextHeader = "Flightlog-Next"
+	TailHeader = "Flightlog-Tail"
 )
 
 type wireHeader struct {

@@ -14,7 +14,8 @@
 // and append and read through any of them:
 //
 //	curl --data-binary $'hello\nworld' localhost:8082/v1/streams/greetings
-//	curl 'localhost:8083/v1/streams/greetings?from=0'
+//	curl 'localhost:8083/v1/streams/greetings?from=0'               # JSON, bodies in base64
+//	curl 'localhost:8083/v1/streams/greetings?from=0&format=text'   # the bodies, one a line
 //	curl 'localhost:8081/v1/streams/greetings?from=2&wait=30s'   # a long poll
 //
 // Every flag has an environment variable (HTTPSERVICE_NAME, ...; the etcd
@@ -141,7 +142,7 @@ func run(o options) error {
 			cfg.Meta = be.Meta
 			cfg.Standard.Stores, cfg.Standard.BucketNames = be.Standard, be.StandardNames
 			cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
-			cfg.Logger = slog.Default().With("star", star)
+			cfg.Logger = slog.Default() // the star's logs name it already
 			return cfg, nil
 		},
 	})
