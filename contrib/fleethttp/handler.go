@@ -364,6 +364,10 @@ func (h *Handler) serveForwarded(w http.ResponseWriter, r *http.Request, stream 
 // leader is answered 504 for an append (outcome unknown), 503 otherwise.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, star string, leader fleet.Member, epoch uint64) (bool, wireError) {
 	stream := r.PathValue("name")
+	if leader.Addr == "" {
+		return false, wireError{Code: CodeNotLeader, Stream: stream, Star: star, Leader: leader.Name, Epoch: epoch,
+			Error: fmt.Sprintf("fleethttp: member %s leads star %q but published no address", leader.Name, star)}
+	}
 	target := baseURL(leader.Addr) + r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery
