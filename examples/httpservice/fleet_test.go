@@ -173,74 +173,108 @@ func TestThreeProcesses(t *testing.T) {
 		acked[stream] = append(acked[stream], []byte(line))
 	}
 
-	clients := map[string]*fleethttp.Client{}
-	for name, p := range procs {
-		c, err := fleethttp.NewClient(nil, p.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[name] = c
+	// One writer per stream, all at once, through a client of the three
+	// members (it moves to the next member when one refuses connections):
+	// each batch is retried with its producer id and seq until it is
+	// acked, so it is committed once even when its outcome was unknown (a
+	// member killed while it forwarded it).
+	all, err := fleethttp.NewClient(nil, procs["m1"].addr, procs["m2"].addr, procs["m3"].addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// appendRound appends one batch to every stream through the members
-	// in turn, each batch retried with its producer id and seq (through
-	// the next member) until it is acked: committed once.
-	seq := map[string]uint64{}
-	failed := 0 // attempts answered with an error (and retried)
-	appendRound := func(round int, live ...string) {
+	acks := make(chan struct{}, 1024)
+	stop := make(chan struct{})
+	type written struct {
+		stream string
+		bodies [][]byte
+		failed int // attempts answered with an error (and retried)
+		dups   int // retries answered as duplicates (an earlier attempt committed)
+	}
+	results := make(chan written, len(streams))
+	for _, stream := range streams {
+		go func() {
+			w := written{stream: stream}
+			defer func() { results <- w }()
+			for seq := uint64(0); ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				recs := []loglet.Record{
+					{Body: fmt.Appendf(nil, "%s/%d/a", stream, seq)},
+					{Body: append(fmt.Appendf(nil, "%s/%d/b", stream, seq), 0, 0xff, '\n', 7)},
+				}
+				b := loglet.Batch{Records: recs, Producer: loglet.ProducerID{ID: "writer-" + stream, Seq: seq}}
+				for try := 0; ; try++ {
+					ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(hang.Bound(t)))
+					ack, err := all.Append(ctx, stream, b)
+					cancel()
+					if err == nil {
+						if ack.Duplicate {
+							w.dups++
+						}
+						break
+					}
+					w.failed++
+					if !errors.Is(err, loglet.ErrNotCommitted) && !errors.Is(err, loglet.ErrOutcomeUnknown) || t.Context().Err() != nil || try > 200 {
+						t.Errorf("append %s seq %d (try %d): %v", stream, seq, try, err)
+						return
+					}
+				}
+				for _, r := range recs {
+					w.bodies = append(w.bodies, r.Body)
+				}
+				acks <- struct{}{}
+			}
+		}()
+	}
+	waitAcks := func(n int) {
 		t.Helper()
-		for i, stream := range streams {
-			recs := []loglet.Record{
-				{Body: fmt.Appendf(nil, "%s/%d/a", stream, round)},
-				{Body: append(fmt.Appendf(nil, "%s/%d/b", stream, round), 0, 0xff, '\n', 7)},
-			}
-			b := loglet.Batch{Records: recs, Producer: loglet.ProducerID{ID: "writer-" + stream, Seq: seq[stream]}}
-			for try := 0; ; try++ {
-				c := clients[live[(i+try)%len(live)]]
-				ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(hang.Bound(t)))
-				_, err := c.Append(ctx, stream, b)
-				cancel()
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, loglet.ErrNotCommitted) && !errors.Is(err, loglet.ErrOutcomeUnknown) || t.Context().Err() != nil {
-					t.Fatalf("append %s round %d: %v", stream, round, err)
-				}
-				failed++
-				if try > 200 {
-					t.Fatalf("append %s round %d: still failing after %d tries: %v", stream, round, try, err)
-				}
-			}
-			seq[stream]++
-			for _, r := range recs {
-				acked[stream] = append(acked[stream], r.Body)
+		for range n {
+			select {
+			case <-acks:
+			case <-hang.After(t):
+				t.Fatalf("waiting for %d acks", n)
 			}
 		}
 	}
-	for round := range 5 {
-		appendRound(round, "m1", "m2", "m3")
-	}
+	waitAcks(5 * len(streams))
 
-	// kill -9 one member: its lease expires after the TTL, and the others
-	// take its stars over (fence and all).
+	// kill -9 one member while the writers append: its lease expires
+	// after the TTL, and the others take its stars over (fence and all).
 	victim := procs["m2"]
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-victim.exit
-	for round := 5; round < 10; round++ {
-		appendRound(round, "m1", "m3")
-	}
+	waitAcks(5 * len(streams))
 	waitLed("after the kill", "m1", "m3")
-	t.Logf("%d append attempts failed and were retried (all but a kill's window: none)", failed)
-	for round := 10; round < 12; round++ {
-		appendRound(round, "m3", "m1")
+	waitAcks(2 * len(streams))
+	close(stop)
+	failed, dups, total := 0, 0, 0
+	for range streams {
+		for done := false; !done; {
+			select {
+			case w := <-results:
+				acked[w.stream] = append(acked[w.stream], w.bodies...)
+				failed, dups, total = failed+w.failed, dups+w.dups, total+len(w.bodies)
+				done = true
+			case <-acks: // drain, so no writer blocks on a full channel
+			}
+		}
 	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("%d records acked by the writers; %d attempts failed and were retried (the kill's window), %d retries answered as duplicates", total, failed, dups)
 
-	// Every acked record once, in order, byte for byte, read through m3.
+	// Every acked record once, in order, byte for byte, read through the
+	// live members.
 	for _, stream := range streams {
 		var got []loglet.SequencedRecord
 		for next := uint64(0); next < uint64(len(acked[stream])); {
-			res, err := clients["m3"].Read(t.Context(), stream, next, fleethttp.ReadOptions{})
+			res, err := all.Read(t.Context(), stream, next, fleethttp.ReadOptions{})
 			if err != nil {
 				t.Fatalf("read %s from %d: %v", stream, next, err)
 			}
@@ -250,7 +284,7 @@ func TestThreeProcesses(t *testing.T) {
 			got = append(got, res.Records...)
 			next = res.Next
 		}
-		tail, err := clients["m1"].CheckTail(t.Context(), stream)
+		tail, err := all.CheckTail(t.Context(), stream)
 		if err != nil || tail.Seq != uint64(len(acked[stream])) {
 			t.Fatalf("%s: tail %+v, %v; want %d (an acked record lost or one duplicated)", stream, tail, err, len(acked[stream]))
 		}
