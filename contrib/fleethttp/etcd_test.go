@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,14 +111,17 @@ func TestFleetNodesOnEtcd(t *testing.T) {
 	ctx := t.Context()
 	streams := []string{"orders", "payments", "audit", "clicks", "mail", "jobs", "logs", "users"}
 	acked := map[string]int{}
+	var lat []time.Duration // of each acked append, retries included
 	appendAll := func(round int) {
 		t.Helper()
 		for _, s := range streams {
 			b := loglet.Batch{Records: []loglet.Record{{Body: fmt.Appendf(nil, "%s/%d", s, round)}},
 				Producer: loglet.ProducerID{ID: "w-" + s, Seq: uint64(round)}}
+			start := time.Now()
 			for try := 0; ; try++ {
 				_, err := c.Append(ctx, s, b)
 				if err == nil {
+					lat = append(lat, time.Since(start))
 					break
 				}
 				if try == 50 || !errors.Is(err, loglet.ErrNotCommitted) && !errors.Is(err, loglet.ErrOutcomeUnknown) {
@@ -131,12 +135,45 @@ func TestFleetNodesOnEtcd(t *testing.T) {
 	for round := range 3 {
 		appendAll(round)
 	}
+	// Every star led by its placed member before the drain.
+	router, err := fleet.NewRouter(ctx, admin, fleet.Config{Prefix: prefix, Stars: stars, Meta: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	settled := func() bool {
+		owners := router.Placement()
+		for _, s := range stars {
+			ls := router.Leads(s)
+			if len(ls) != 1 || ls[0].Member.Name != owners[s] {
+				return false
+			}
+		}
+		return len(router.Members()) == 3
+	}
+	deadline := time.After(time.Minute) // ends a hang only
+	for {
+		changed := router.Changed()
+		if settled() {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("stars not all led after a minute: %v", router.Placement())
+		}
+	}
+	before := len(lat)
 	// A drain moves the busiest member's stars to the others by clean
 	// handoffs while the appends go on: the handler routes again on each
 	// move.
 	drained := "a"
-	for name, n := range nodes {
-		if len(n.Leading()) > len(nodes[drained].Leading()) {
+	count := map[string]int{}
+	for _, m := range router.Placement() {
+		count[m]++
+	}
+	for name := range nodes {
+		if count[name] > count[drained] {
 			drained = name
 		}
 	}
@@ -145,7 +182,7 @@ func TestFleetNodesOnEtcd(t *testing.T) {
 	}
 	// Append until it leads nothing (so the appends straddle the moves),
 	// and five rounds more.
-	ledBefore := len(nodes[drained].Leading())
+	ledBefore := count[drained]
 	moved := -1
 	for round := 3; moved < 0 || round < moved+5; round++ {
 		if moved < 0 && len(nodes[drained].Leading()) == 0 {
@@ -159,7 +196,10 @@ func TestFleetNodesOnEtcd(t *testing.T) {
 	if ledBefore == 0 {
 		t.Fatalf("the drained member %s led nothing: the test moved nothing", drained)
 	}
-	t.Logf("%s led %d stars before the drain; it led none from round %d", drained, ledBefore, moved)
+	during := slices.Clone(lat[before:])
+	slices.Sort(during)
+	t.Logf("%s led %d stars before the drain; it led none from round %d; appends after the drain: %d, p50 %v, max %v",
+		drained, ledBefore, moved, len(during), during[len(during)/2], during[len(during)-1])
 	for _, s := range streams {
 		res, err := c.Read(ctx, s, 0, ReadOptions{})
 		if err != nil {
