@@ -350,7 +350,9 @@ func (h *Handler) serveForwarded(w http.ResponseWriter, r *http.Request, stream 
 	}
 	var nl *loglet.NotLeaderError
 	if errors.As(err, &nl) {
-		misdirected(err.Error())
+		// Deposed: the body names the successor's owner and epoch.
+		writeJSON(w, http.StatusMisdirectedRequest, wireError{Code: CodeMisdirected, Stream: stream, Star: star, Leader: nl.Leader, Epoch: nl.Epoch,
+			Error: fmt.Sprintf("fleethttp: member %s: %v", h.f.Self(), err)})
 		return
 	}
 	status, e := classify(err)

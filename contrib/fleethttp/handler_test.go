@@ -418,3 +418,71 @@ func BenchmarkAppend(b *testing.B) {
 		})
 	}
 }
+
+// A leader deposed by the epoch protocol (another member took the star
+// over; the table has not caught up) answers a forwarded append with
+// 421, from its *loglet.NotLeaderError; the member that forwarded routes
+// again once the table changes, and the append lands on the successor.
+func TestDeposedLeaderRoutesAgain(t *testing.T) {
+	f := newTestFleet(t, Config{RouteWait: time.Hour}, "a", "b", "c")
+	f.lead("s0", "a")
+	f.lead("s1", "a")
+	stream := f.streamOn("s0", "deposed")
+	if status, by, body := post(t, f.members["c"], stream, "before"); status != 200 || by != "a" {
+		t.Fatalf("first append: %d by %q: %s", status, by, body)
+	}
+	// b takes s0 over (seal, fence, mint) without a clean close by a, and
+	// the table still routes to a, which still holds its star.
+	cfg := f.cfg
+	cfg.Star = "s0"
+	succ, err := loglet.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.members["b"]
+	b.mu.Lock()
+	b.stars["s0"] = succ
+	b.mu.Unlock()
+	// a itself says so: its star refuses the append (a *NotLeaderError),
+	// and it answers 421 rather than forward.
+	_, aEpoch, _ := f.members["a"].Star("s0")
+	req, _ := http.NewRequest(http.MethodPost, f.members["a"].srv.URL+"/v1/streams/"+stream, strings.NewReader("refused"))
+	req.Header.Set(HopHeader, "test")
+	req.Header.Set(StarHeader, "s0")
+	req.Header.Set(EpochHeader, fmt.Sprint(aEpoch))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e wireError
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || e.Epoch <= aEpoch || e.Leader == "" {
+		t.Fatalf("the deposed a answered %d %+v, want 421 from a NotLeaderError", resp.StatusCode, e)
+	}
+	<-f.members["a"].misdirected
+	type result struct {
+		status int
+		by     string
+		body   []byte
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, by, body := post(t, f.members["c"], stream, "after")
+		done <- result{s, by, body}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the append ended while the table named the deposed a: %d by %q: %s", r.status, r.by, r.body)
+	case <-f.members["a"].misdirected:
+	}
+	f.tb.set("s0", b.Member, epochOf(succ))
+	r := <-done
+	if r.status != 200 || r.by != "b" {
+		t.Fatalf("append after the takeover: %d by %q: %s", r.status, r.by, r.body)
+	}
+	res, err := f.client("b").Read(t.Context(), stream, 0, ReadOptions{})
+	if err != nil || len(res.Records) != 2 || string(res.Records[0].Body) != "before" || string(res.Records[1].Body) != "after" {
+		t.Fatalf("read back: %+v, %v", res.Records, err)
+	}
+}
