@@ -114,7 +114,7 @@ func TestThreeProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { cli.Close() }) // after the deletion below (cleanups run last first)
 	meta, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
