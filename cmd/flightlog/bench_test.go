@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // TestBenchStages: bench --json reports the stage breakdown of every acked
@@ -57,5 +60,14 @@ func TestBenchStages(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "stage (µs;") || !strings.Contains(out, "own-cost (ack past ideal release)") ||
 		!strings.Contains(out, "wth-copy") {
 		t.Fatalf("bench table: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestPutBaselineOnlyForSDKStores: the latency models have no SDK client
+// behind them, so the PUT baseline is left out rather than faked.
+func TestPutBaselineOnlyForSDKStores(t *testing.T) {
+	b, err := measurePutBaseline(context.Background(), objstore.NewMem(), "bench", 1024)
+	if b != nil || err != nil {
+		t.Fatalf("measurePutBaseline(mem) = %+v, %v; want nil, nil", b, err)
 	}
 }
