@@ -49,6 +49,8 @@ const (
 	GuardRetries = settleval.GuardRetries
 	// MaxPassBytes is settleval.MaxPassBytes.
 	MaxPassBytes = settleval.MaxPassBytes
+	// MaxIdlePerPass is settleval.MaxIdlePerPass.
+	MaxIdlePerPass = settleval.MaxIdlePerPass
 )
 
 var (

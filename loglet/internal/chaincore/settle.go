@@ -21,6 +21,9 @@ type Settle struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// Idle: the last settled refs of the streams found idle, whose small
+	// settled objects at their tail the pass merges (settle_idle.go).
+	Idle []settle.KnownRef
 }
 
 // SettlePassed is Settle's result.
@@ -67,6 +70,8 @@ type settleState struct {
 	paceUntil time.Time
 	// refs: the refs the leader knows (settle_known.go).
 	refs knownRefs
+	// tails: the streams it settled recently (settle_idle.go).
+	tails idleTable
 
 	passes, failures, merged               uint64
 	retries, metaRequests, refScans        uint64
@@ -111,12 +116,14 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	upto := c.settleUpto()
-	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) {
+	idleDue := c.idleDue()
+	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) && (idleDue.IsZero() || c.now.Before(idleDue)) {
 		return
 	}
 	s.out, s.lastAt = true, c.now
 	in := Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch}
 	s.knownInput(&in)
+	in.Idle = s.tails.take(c.now, c.idleAfter())
 	c.emit(in)
 }
 
@@ -137,11 +144,15 @@ func (c *Core) settleWake() time.Time {
 		due = s.paceUntil
 	}
 	if !s.retry && s.idle(c.settleUpto()) {
-		if s.doomedDue.IsZero() {
+		next := s.doomedDue // only doomed objects to delete, once due
+		if d := c.idleDue(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d // or idle streams' tails to merge
+		}
+		if next.IsZero() {
 			return time.Time{} // nothing to do until a round commits
 		}
-		if s.doomedDue.After(due) {
-			due = s.doomedDue // only doomed objects to delete, once due
+		if next.After(due) {
+			due = next
 		}
 	}
 	return due
@@ -158,6 +169,8 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	r := ev.Result
 	s.paceUntil = c.settlePace(r.MetaRequests)
 	s.settledKnown(r)
+	s.tails.noteSettled(r, c.now)
+	s.tails.passed(r, c.now, c.idleAfter())
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)

@@ -29,7 +29,8 @@
 //     ref does is only dropped. A deletion is three steps: the marker
 //     turns Deleting (guarded), the object goes from every settled bucket,
 //     the marker goes.
-//  4. If the cursor is at Upto, the pass is done.
+//  4. Merge the small settled objects at the tail of each idle stream the
+//     leader named (idle.go). If the cursor is at Upto, the pass is done.
 //  5. Re-derive the cut of every epoch between the cursor and Upto that
 //     nobody recorded (a fence of the epoch from the cursor), and record
 //     it in the cursor before use.
@@ -145,6 +146,9 @@ type Input struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// Idle: the last settled refs of the streams the leader found idle,
+	// as settle.Pass's field of the same name (idle.go).
+	Idle []settle.KnownRef
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -539,16 +543,19 @@ func (p *Pass) begin() {
 				p.finish(err)
 				return
 			}
-			if !p.res.Trim.At.Less(p.in.Upto) {
-				p.finish(nil)
-				return
-			}
-			p.deriveCuts(func(err error) {
-				if err != nil {
-					p.finish(err)
+			// Idle streams' tails first: the pass holds no slot yet.
+			p.idleMerge(func() {
+				if !p.res.Trim.At.Less(p.in.Upto) {
+					p.finish(nil)
 					return
 				}
-				p.settleSlots()
+				p.deriveCuts(func(err error) {
+					if err != nil {
+						p.finish(err)
+						return
+					}
+					p.settleSlots()
+				})
 			})
 		})
 	})

@@ -104,7 +104,7 @@ func (cw *coreWorld) startSettle(pr *coreProc, r chaincore.Settle) {
 	cfg := pr.env.SettleConfig(r.Epoch)
 	s := &coreSettle{exec: work.SettleExec{Cfg: cfg}}
 	s.pass = work.NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
-		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev, Idle: r.Idle}, false)
 	cw.tracef("p%d settle pass upto=%d/%d checkpoint=%d/%d", pr.n, r.Upto.Epoch, r.Upto.Next, r.Checkpoint.Epoch, r.Checkpoint.Next)
 	cw.nextSettle(pr, s)
 }

@@ -26,7 +26,7 @@ func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePa
 	}
 	cfg := e.SettleConfig(r.Epoch)
 	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
-		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev, Idle: r.Idle}, false)
 	hold := e.PassMemory.hold()
 	defer hold.Release()
 	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg, Hold: hold}, pass)
@@ -57,7 +57,7 @@ func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore
 		MaxCommitBytes: metastore.MaxCommitBytes(cfg.Meta), OpBytes: func(op metastore.Op) int { return metastore.OpBytes(cfg.Meta, op) },
 		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil, ReadAhead: cfg.Transit.ReadAhead},
 		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots,
-			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev},
+			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev, Idle: p.Idle},
 		cfg.Now())
 }
 
