@@ -166,4 +166,3 @@ func (r *slotsRun) idleTail(id string, start uint64, raw int, trimSeq uint64, mo
 		r.idleTail(id, sr.Start, raw+pr, trimSeq, more-1, out, then)
 	})
 }
-
