@@ -99,6 +99,10 @@ type Config struct {
 	// ReadAhead bounds the calls of one Parallel request (0:
 	// DefaultReadAhead).
 	ReadAhead int
+	// Memory: the executor accounts the pass's buffers in a memory
+	// budget; the pass asks for the bytes of the objects it renders and
+	// reads back before it holds them (HoldMemory, memory.go).
+	Memory bool
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -336,6 +340,9 @@ type Pass struct {
 	logs []Log
 	// phase names where the pass is, for traces.
 	phase string
+	// memHeld: the bytes of rendered and read-back objects the executor
+	// holds for the pass (HoldMemory).
+	memHeld int64
 }
 
 // New starts a pass at now (the clock for the doomed markers' grace).
@@ -496,6 +503,8 @@ func eventErr(ev Event) error {
 	case ObjectGot:
 		return e.Err
 	case Waited:
+		return e.Err
+	case MemoryHeld:
 		return e.Err
 	}
 	return nil

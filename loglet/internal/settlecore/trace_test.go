@@ -30,7 +30,8 @@ import (
 // EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
 // object's name; durations like 30s):
 //
-//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead= target=]
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead= target= memory]
+//	                         (memory: the pass asks for its buffers' bytes)
 //	                         (live: the pass asks each stream's liveness)
 //	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=] [idle=OBJECT,...]
 //	                         (trim: the caller read the cursor; else the pass reads it;
@@ -58,6 +59,7 @@ import (
 //	object-got | object-get-failed   (GetObject's: what the last PutObject of the key wrote,
 //	                         or found in place)
 //	waited | wait-failed      (Wait's result; failed: the executor's context ended)
+//	memory-held | memory-full (HoldMemory's result; full: the budget has not the bytes now)
 //	parallel [failed=i,j] [exists=k]   (Parallel's: each call succeeds but the i-th, j-th
 //	                         (0-based), which fail transiently, and the k-th PUT, which
 //	                         finds an object there)
@@ -111,7 +113,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
 			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone,
-			ReadAhead: int(h.u64(d, "readahead", 0)), TargetBytes: int(h.u64(d, "target", 0))}
+			ReadAhead: int(h.u64(d, "readahead", 0)), TargetBytes: int(h.u64(d, "target", 0)), Memory: d.HasArg("memory")}
 		if r := h.str(d, "retries", ""); r == "none" {
 			h.cfg.Retries = -1
 		} else {
@@ -375,6 +377,10 @@ func (h *harness) run(d *datadriven.TestData) string {
 			done.Gets = append(done.Gets, RangeGot{Data: obj[g.Offset : g.Offset+g.Length]})
 		}
 		h.step(done)
+	case "memory-held":
+		h.step(MemoryHeld{})
+	case "memory-full":
+		h.step(MemoryHeld{Err: errors.New("budget: in use")})
 	case "waited":
 		h.step(Waited{})
 	case "wait-failed":
@@ -390,7 +396,7 @@ var answers = map[string]string{
 	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
 	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
 	"ReadSlots": "SlotsRead", "Wait": "Waited", "ScanRefs": "RefsScanned", "CheckLive": "Live",
-	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot", "Parallel": "ParallelDone",
+	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot", "Parallel": "ParallelDone", "HoldMemory": "MemoryHeld",
 }
 
 func (h *harness) step(ev Event) {
@@ -477,6 +483,8 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "get-object b=%d %s", r.Bucket, r.Key)
 	case Wait:
 		fmt.Fprintf(&b, "wait %v", r.For)
+	case HoldMemory:
+		fmt.Fprintf(&b, "hold-memory %d", r.Bytes)
 	case Parallel:
 		fmt.Fprintf(&b, "parallel:")
 		for _, q := range r.Puts {
