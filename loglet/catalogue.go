@@ -263,7 +263,8 @@ type streamRecord struct {
 	// TrimSeq: records below it are unreadable (Star.Trim), and their refs
 	// and settled objects are reclaimed. It only grows.
 	TrimSeq uint64 `json:"trim_seq,omitempty"`
-	// Retention (StreamOptions.Retention), 0 = off.
+	// Retention (StreamOptions.Retention), 0 = off. ConfigureStream
+	// rewrites them (by CAS on the record's version).
 	RetentionMaxAgeMs int64 `json:"retention_max_age_ms,omitempty"`
 	RetentionMaxBytes int64 `json:"retention_max_bytes,omitempty"`
 }
@@ -290,6 +291,7 @@ func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
 // loadStreams reads every stream record placed on this star, so appends to
 // known streams never touch the metastore.
 func (s *Star) loadStreams(ctx context.Context) error {
+	gen, genOK := s.liveSnapshot(ctx) // before the records (seedLive)
 	after := ""
 	for {
 		items, err := s.cfg.Meta.Scan(ctx, "streams/", after, 1000)
@@ -306,8 +308,12 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			}
 			// The chains serve already: a settle pass may look a stream
 			// up. (Nothing is retired yet: no delete has run here.)
-			if _, _, err := s.cache(rec, c, ""); err != nil && !errors.Is(err, ErrStreamNotFound) {
+			st, _, err := s.cache(rec, c, "")
+			if err != nil && !errors.Is(err, ErrStreamNotFound) {
 				return err
+			}
+			if err == nil {
+				s.seedLive(st.id, rec.TrimSeq, gen, genOK)
 			}
 		}
 		if len(items) < 1000 {
@@ -324,7 +330,7 @@ type StreamOptions struct {
 	// Config.Stars.
 	Star string
 	// Retention trims the stream by age and by bytes (see Retention); the
-	// zero value keeps everything.
+	// zero value keeps everything. ConfigureStream changes it later.
 	Retention Retention
 }
 
@@ -337,7 +343,8 @@ type StreamInfo struct {
 	// created again under the same name has a new one ("" for streams
 	// created before incarnations existed).
 	Incarnation string
-	// Retention is the stream's retention as created.
+	// Retention is the stream's retention as its record holds it: as
+	// created, or as ConfigureStream last changed it.
 	Retention Retention
 }
 
@@ -405,10 +412,7 @@ func (s *Star) newRecord(name string, opts StreamOptions) (streamRecord, Class, 
 	}
 	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
 		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation(),
-		RetentionMaxAgeMs: opts.Retention.MaxAge.Milliseconds(), RetentionMaxBytes: opts.Retention.MaxBytes}
-	if opts.Retention.MaxAge > 0 && rec.RetentionMaxAgeMs == 0 {
-		rec.RetentionMaxAgeMs = 1 // under a millisecond: the smallest age a record keeps
-	}
+		RetentionMaxAgeMs: retentionAgeMs(opts.Retention.MaxAge), RetentionMaxBytes: opts.Retention.MaxBytes}
 	if invariants.RecreateReusesKeys.On() {
 		rec.Incarnation = "i" + strings.Repeat("0", chain.IncarnationLen-1)
 	}
@@ -576,6 +580,10 @@ type catalogRun struct {
 	mintErr  error
 	st       *streamState      // the state the cache served
 	cst      *chaincore.Stream // the retired incarnation's state in its chain core
+	// gen, genOK: the catalogue generation taken before the record was
+	// read or written (Star.liveSnapshot), to seed liveness with.
+	gen   catalogGen
+	genOK bool
 }
 
 // runCatalog executes op's requests until it ends, and returns its outcome.
@@ -632,6 +640,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		name, inc := chain.SplitStreamID(st.id)
 		return catalogcore.CacheLooked{Hit: true, Record: catalogcore.Record{Name: name, Incarnation: inc, Star: s.cfg.Star}}
 	case catalogcore.ReadRecord:
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		return s.readRecord(ctx, r.Name)
 	case catalogcore.CacheRecord:
 		d := r.Record.Data.(recordData)
@@ -643,6 +652,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 			return catalogcore.Cached{Other: other}
 		}
 		x.st = st
+		s.seedLive(st.id, d.rec.TrimSeq, x.gen, x.genOK)
 		return catalogcore.Cached{}
 	case catalogcore.MintRecord:
 		x.creating = true
@@ -655,6 +665,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		return catalogcore.Minted{Record: coreRecord(rec, c, metastore.Item{Key: chain.StreamRecordKey(r.Name), Value: val})}
 	case catalogcore.CommitCreate:
 		d := r.Record.Data.(recordData)
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		// The record and its entry in the name index, together.
 		_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
 			{Kind: metastore.OpPut, Key: d.item.Key, Value: d.item.Value, Expect: metastore.NoVersion},

@@ -56,8 +56,9 @@ func (p *Pass) idleMerge(then func()) {
 					p.res.StoredBytes += r.res.StoredBytes
 					for _, k := range p.res.Settled {
 						// The slots this pass settles next may hold the
-						// stream's records: its last settled ref is this one.
-						p.prev[k.Ref.Stream] = ref{key: k.Key, ver: k.Version, r: k.Ref}
+						// stream's records: its settled refs end with this one.
+						kept := slices.DeleteFunc(p.prev[k.Ref.Stream], func(f ref) bool { return f.r.Start >= k.Ref.Start && f.r.End <= k.Ref.End })
+						p.prev[k.Ref.Stream] = append(kept, ref{key: k.Key, ver: k.Version, r: k.Ref})
 					}
 					for _, k := range idle {
 						if id := k.Ref.Stream; !r.failed[id] && !slices.Contains(p.res.IdleLooked, id) {
