@@ -25,7 +25,7 @@ func TestCoreSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a simulated day a seed")
 	}
-	first, n := uint64(1), soakSeeds
+	first, n := uint64(soakFirst), soakSeeds
 	if *flagSoakSeeds > 0 {
 		n = *flagSoakSeeds
 	}

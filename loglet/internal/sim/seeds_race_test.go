@@ -12,10 +12,12 @@ const ciSeeds = 16
 // coreSeeds is TestCoreSim's budget in a race build (each seed runs twice).
 const coreSeeds = 32
 
-// soakSeeds and soakFor are TestCoreSoak's budget in a race build: one
-// seed of two virtual hours (a simulated day takes minutes under the race
-// detector; the non-race budget runs days).
+// soakFirst, soakSeeds and soakFor are TestCoreSoak's budget in a race
+// build: one seed of three virtual hours (a simulated day takes minutes
+// under the race detector; the non-race budget runs days), seed 2, whose
+// metastore takes merges and which trims and takes over in that time.
 const (
+	soakFirst = 2
 	soakSeeds = 1
-	soakFor   = 2 * time.Hour
+	soakFor   = 3 * time.Hour
 )
