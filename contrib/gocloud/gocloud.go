@@ -77,6 +77,10 @@ func Open(ctx context.Context, urlstr string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// Name returns the bucket's name as errors give it (WithName, or the URL
+// Open was given without its query).
+func (s *Store) Name() string { return s.name }
+
 // Bucket returns the underlying go-cloud bucket.
 func (s *Store) Bucket() *blob.Bucket { return s.bucket }
 
