@@ -33,7 +33,9 @@
 // own error says the bucket is missing (GCS storage.ErrBucketNotExist,
 // Azure ContainerNotFound, S3 NoSuchBucket) or access was denied: go-cloud
 // folds those into NotFound, and a missing bucket read as a missing key
-// would look like an empty slot.
+// would look like an empty slot. The GCS client reports every 404 of an
+// object read or delete as storage.ErrObjectNotExist, so on GCS a miss
+// costs a second request that asks whether the bucket exists.
 //
 // Ranged reads are one NewRangeReader each. A service that refuses a range
 // starting at or past the end (Azure answers 416) is asked for the

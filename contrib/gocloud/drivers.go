@@ -42,6 +42,15 @@ func bucketMissing(err error) bool {
 	return false
 }
 
+// ambiguousNotFound reports whether err is a missing object that may be a
+// missing bucket: the GCS client reports every 404 of an object read or
+// delete as storage.ErrObjectNotExist, whichever was missing. The caller
+// then asks whether the bucket exists (one more request per miss, on GCS
+// only).
+func ambiguousNotFound(err error) bool {
+	return errors.Is(err, storage.ErrObjectNotExist)
+}
+
 // denied reports whether the service refused the credentials or the
 // permission (401, 403).
 func denied(err error) bool {

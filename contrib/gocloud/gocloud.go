@@ -163,6 +163,9 @@ func (s *Store) Get(ctx context.Context, key string, off, n int64) ([]byte, erro
 				return []byte{}, nil
 			}
 		}
+		if err := s.confirmBucket(ctx, "get", key, err); err != nil {
+			return nil, err
+		}
 		return nil, s.wrap(ctx, "get", key, err)
 	}
 	defer r.Close()
@@ -198,7 +201,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return nil
 	}
 	if gcerrors.Code(err) == gcerrors.NotFound && ctx.Err() == nil && !bucketMissing(err) && !denied(err) {
-		return nil
+		return s.confirmBucket(ctx, "delete", key, err)
 	}
 	return s.wrap(ctx, "delete", key, err)
 }
@@ -234,6 +237,23 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 		keys = keys[:limit:limit]
 	}
 	return keys, nil
+}
+
+// confirmBucket is nil unless err may hide a missing bucket behind a
+// missing object (see ambiguousNotFound) and the bucket is not there, or
+// cannot be checked: then it is the error to return instead.
+func (s *Store) confirmBucket(ctx context.Context, op, key string, err error) error {
+	if !ambiguousNotFound(err) || ctx.Err() != nil {
+		return nil
+	}
+	ok, aerr := s.bucket.IsAccessible(ctx)
+	if aerr != nil {
+		return s.wrap(ctx, op, key, fmt.Errorf("%w (checking that the bucket exists after: %v)", aerr, err))
+	}
+	if !ok {
+		return fmt.Errorf("gocloud: %s %q in %s: the bucket does not exist: %w", op, key, s.name, objstore.ErrPermanent)
+	}
+	return nil
 }
 
 // wrap turns a driver error into the objstore contract's: the caller's
