@@ -40,7 +40,7 @@ var coreRequests = map[string][]any{
 		catalogcore.LookupCache{}, catalogcore.ReadRecord{}, catalogcore.CacheRecord{}, catalogcore.MintRecord{},
 		catalogcore.CommitCreate{}, catalogcore.CommitDelete{}, catalogcore.ForgetName{}, catalogcore.FinishDeletesOf{},
 		catalogcore.Retire{}, catalogcore.AwaitReleased{}, catalogcore.CheckDrained{}, catalogcore.ReadMarker{},
-		catalogcore.Reclaim{}, catalogcore.DeleteMarker{}, catalogcore.PutTrim{}, catalogcore.CommitOffsetReq{},
+		catalogcore.Reclaim{}, catalogcore.DeleteMarker{}, catalogcore.PutTrim{}, catalogcore.PutConfig{}, catalogcore.CommitOffsetReq{},
 		catalogcore.ReadOffset{}, catalogcore.Warn{},
 	},
 	"starcore": {
