@@ -21,6 +21,10 @@ type Settle struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// DoomedKnown, DoomedDue: when the first marker is due, as the
+	// leader knows it (settle.Pass's fields of the same names).
+	DoomedKnown bool
+	DoomedDue   time.Time
 }
 
 // SettlePassed is Settle's result.
@@ -51,6 +55,10 @@ type settleState struct {
 	// doomed (waiting for its grace) may be deleted: a pass runs then even
 	// with nothing new to settle (zero: none waits).
 	doomedDue time.Time
+	// doomedScanAt: when the last pass that scanned the markers began
+	// (zero: none since a failure); doomedDue is known from then on, for
+	// doomedRescan.
+	doomedScanAt time.Time
 	// retry: the last pass failed; the next runs at retryAt whether or
 	// not anything looks left to do (a failed pass may have stopped
 	// before its deletes, or before it learnt what waits).
@@ -117,6 +125,9 @@ func (c *Core) maybeSettle() {
 	s.out, s.lastAt = true, c.now
 	in := Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch}
 	s.knownInput(&in)
+	if !s.doomedScanAt.IsZero() && c.now.Sub(s.doomedScanAt) < doomedRescan {
+		in.DoomedKnown, in.DoomedDue = true, s.doomedDue
+	}
 	c.emit(in)
 }
 
@@ -177,6 +188,12 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 		// or not, and learns again).
 		s.doomedDue = r.DoomedDue
 	}
+	switch {
+	case ev.Err != nil:
+		s.doomedScanAt = time.Time{} // the next pass scans
+	case r.MarkersScanned:
+		s.doomedScanAt = s.lastAt
+	}
 	s.retry = ev.Err != nil
 	if r.Trim.At.Epoch > 0 {
 		s.known, s.at, s.deleted = true, r.Trim.At, r.Trim.Deleted
@@ -211,6 +228,11 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 		c.logf(slog.LevelDebug, "settled", slog.String("result", r.Describe()), attrU("trim_epoch", s.at.Epoch), attrU("trim_next", s.at.Next))
 	}
 }
+
+// doomedRescan is how long the leader trusts what it knows of the
+// markers: a pass scans them at least this often even if nothing is due
+// (a deposed leader's pass may have left pending markers since).
+const doomedRescan = 10 * time.Minute
 
 // DefaultSettleRequestBudget is Config.SettleRequestBudget's default:
 // settlement makes at most this many metastore requests per second per

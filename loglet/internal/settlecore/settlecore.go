@@ -23,7 +23,8 @@
 //  2. Delete behind the cursor: the slots in [Deleted, At) from every
 //     bucket, then record Deleted = At. A failure is kept in
 //     Result.DeleteErr: the deletes stay due, the pass goes on.
-//  3. Reclaim: scan the markers; a doomed one past its grace, or a
+//  3. Reclaim (unless the leader knows none is due yet: Input.DoomedKnown):
+//     scan the markers; a doomed one past its grace, or a
 //     Deleting one, has its object deleted; a pending one past its grace
 //     whose ref does not point at its object has it deleted too, one whose
 //     ref does is only dropped. A deletion is three steps: the marker
@@ -95,9 +96,10 @@ type Config struct {
 	// Liveness: the pass asks whether each stream lives and where it is
 	// trimmed (CheckLive); else every stream lives, none trimmed.
 	Liveness bool
-	// ReadAhead bounds the calls of one Parallel request (0:
-	// DefaultReadAhead).
-	ReadAhead int
+	// ReadAhead bounds the reads a Parallel request runs at once (0:
+	// DefaultReadAhead); WriteAhead its object PUTs and deletes (0:
+	// DefaultWriteAhead, and never fewer than ReadAhead).
+	ReadAhead, WriteAhead int
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -145,6 +147,9 @@ type Input struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// DoomedKnown, DoomedDue: as settle.Pass's.
+	DoomedKnown bool
+	DoomedDue   time.Time
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -320,10 +325,17 @@ type Pass struct {
 	cpVer metastore.Version
 	sizes map[chain.Position]int64
 	// known: each stream's refs the leader knows, in order (nil: the
-	// cursor is before what it knows; scan); prev: each stream's last
-	// settled ref as passes wrote it.
+	// cursor is before what it knows; scan); prev: each stream's settled
+	// refs as passes wrote or read them (its last ones: a merge walks back
+	// through them).
 	known map[string][]ref
-	prev  map[string]ref
+	prev  map[string][]ref
+
+	// markedAt is when the pass first wrote (or tried to write) a doomed
+	// or pending marker; scanSkipped: it did not scan the markers
+	// (Input.DoomedKnown).
+	markedAt    time.Time
+	scanSkipped bool
 
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
@@ -343,6 +355,10 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	if cfg.ReadAhead <= 0 {
 		cfg.ReadAhead = DefaultReadAhead
 	}
+	if cfg.WriteAhead <= 0 {
+		cfg.WriteAhead = DefaultWriteAhead
+	}
+	cfg.WriteAhead = max(cfg.WriteAhead, cfg.ReadAhead)
 	if cfg.FrameBytes <= 0 {
 		cfg.FrameBytes = settle.DefaultFrameBytes
 	}
@@ -498,7 +514,21 @@ func eventErr(ev Event) error {
 }
 
 func (p *Pass) finish(err error) {
+	if p.scanSkipped && !p.markedAt.IsZero() {
+		// Unscanned, the markers this pass wrote are due then at the
+		// latest.
+		if t := p.markedAt.Add(p.cfg.DoomedGrace); p.res.DoomedDue.IsZero() || t.Before(p.res.DoomedDue) {
+			p.res.DoomedDue = t
+		}
+	}
 	p.done, p.err, p.out, p.then, p.phase = true, err, nil, nil, "done"
+}
+
+// noteMarked records that the pass writes markers now.
+func (p *Pass) noteMarked() {
+	if p.markedAt.IsZero() {
+		p.markedAt = p.now
+	}
 }
 
 func (p *Pass) addCut(c chain.Cut) {
@@ -506,6 +536,17 @@ func (p *Pass) addCut(c chain.Cut) {
 		p.cuts = map[uint64]uint64{}
 	}
 	p.cuts[c.Epoch] = c.Slot
+}
+
+// knownSettled is the settled ref of stream id ending at end that the
+// leader handed the pass (Input.Prev), if any.
+func (p *Pass) knownSettled(id string, end uint64) (ref, bool) {
+	for _, f := range p.prev[id] {
+		if f.r.End == end {
+			return f, true
+		}
+	}
+	return ref{}, false
 }
 
 // begin runs the pass from a known cursor.
@@ -517,9 +558,9 @@ func (p *Pass) begin() {
 			p.known[k.Ref.Stream] = append(p.known[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
 		}
 	}
-	p.prev = map[string]ref{}
+	p.prev = map[string][]ref{}
 	for _, k := range p.in.Prev {
-		p.prev[k.Ref.Stream] = ref{key: k.Key, ver: k.Version, r: k.Ref}
+		p.prev[k.Ref.Stream] = append(p.prev[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
 	}
 	for _, c := range p.res.Trim.Cuts {
 		if _, ok := p.cuts[c.Epoch]; !ok {
@@ -983,7 +1024,18 @@ type marker struct {
 // has sealed; the objects go; the markers go. A pass that dies in between
 // leaves Deleting markers, which the next pass finishes.
 func (p *Pass) reclaim(then func(error)) {
+	if p.in.DoomedKnown && (p.in.DoomedDue.IsZero() || p.now.Before(p.in.DoomedDue)) {
+		// The leader knows nothing is due yet (the last scan, and the
+		// markers passes wrote since): a scan would read every marker
+		// waiting for its grace, a few a stream merged within the last
+		// minute, every pass.
+		p.scanSkipped = true
+		p.res.DoomedDue = p.in.DoomedDue
+		then(nil)
+		return
+	}
 	p.phase = "reclaim-scan"
+	p.res.MarkersScanned = true
 	p.res.DoomedWaiting, p.res.DoomedDue = 0, time.Time{}
 	var due []marker
 	var scan func(after string)

@@ -30,7 +30,7 @@ import (
 // EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
 // object's name; durations like 30s):
 //
-//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead=]
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead= writeahead=]
 //	                         (live: the pass asks each stream's liveness)
 //	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
 //	                         caller read the cursor; else the pass reads it)
@@ -109,7 +109,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
 			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone,
-			ReadAhead: int(h.u64(d, "readahead", 0))}
+			ReadAhead: int(h.u64(d, "readahead", 0)), WriteAhead: int(h.u64(d, "writeahead", 0))}
 		if r := h.str(d, "retries", ""); r == "none" {
 			h.cfg.Retries = -1
 		} else {
@@ -456,7 +456,7 @@ func (h *harness) render() string {
 	case Wait:
 		fmt.Fprintf(&b, "wait %v", r.For)
 	case Parallel:
-		fmt.Fprintf(&b, "parallel:")
+		fmt.Fprintf(&b, "parallel limit=%d:", r.Limit)
 		for _, q := range r.Puts {
 			fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
 		}

@@ -26,7 +26,7 @@ func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePa
 	}
 	cfg := e.SettleConfig(r.Epoch)
 	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
-		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev, DoomedKnown: r.DoomedKnown, DoomedDue: r.DoomedDue}, false)
 	hold := e.PassMemory.hold()
 	defer hold.Release()
 	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg, Hold: hold}, pass)
@@ -57,7 +57,7 @@ func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore
 		MaxCommitBytes: metastore.MaxCommitBytes(cfg.Meta), OpBytes: func(op metastore.Op) int { return metastore.OpBytes(cfg.Meta, op) },
 		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil, ReadAhead: cfg.Transit.ReadAhead},
 		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots,
-			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev},
+			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev, DoomedKnown: p.DoomedKnown, DoomedDue: p.DoomedDue},
 		cfg.Now())
 }
 
@@ -180,27 +180,30 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 	case settlecore.Parallel:
 		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
 			Gets: make([]settlecore.RangeGot, len(r.Gets))}
+		// At most r.Limit calls at once (0: all), a sliding window: a slow
+		// call holds one place, not a whole batch.
+		limit := r.Limit
+		if limit <= 0 {
+			limit = len(r.Gets) + len(r.Puts) + len(r.Deletes)
+		}
+		sem := make(chan struct{}, max(1, limit))
 		var wg sync.WaitGroup
-		for i, q := range r.Gets {
+		run := func(f func()) {
+			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
-				defer wg.Done()
-				out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot)
+				defer func() { <-sem; wg.Done() }()
+				f()
 			}()
+		}
+		for i, q := range r.Gets {
+			run(func() { out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot) })
 		}
 		for i, q := range r.Puts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut)
-			}()
+			run(func() { out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut) })
 		}
 		for i, q := range r.Deletes {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted)
-			}()
+			run(func() { out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted) })
 		}
 		wg.Wait()
 		return out
