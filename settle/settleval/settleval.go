@@ -69,7 +69,25 @@ type Pass struct {
 	// then does not scan them.
 	DoomedKnown bool
 	DoomedDue   time.Time
+	// Idle are the last settled refs of streams the leader found idle
+	// (nothing settled for a while, small objects at their tail): the pass
+	// merges each one's small settled objects at its tail into one (at
+	// most MaxIdlePerPass of them a pass; a hint like Prev).
+	Idle []KnownRef
 }
+
+// SmallObject reports whether a settled object of raw record bytes is
+// small, of a target size of target raw bytes (0: DefaultTargetBytes): an
+// idle stream's small objects at its tail are merged into one.
+func SmallObject(raw, target int) bool {
+	if target <= 0 {
+		target = DefaultTargetBytes
+	}
+	return raw < target/4
+}
+
+// MaxIdlePerPass bounds the idle streams one pass merges the tails of.
+const MaxIdlePerPass = 16
 
 // KnownRef is a ref as its writer left it: its key, version and value.
 type KnownRef struct {
@@ -110,8 +128,13 @@ type Result struct {
 	// Settled are the settled refs the pass wrote, as it wrote them, and
 	// Seen the settled refs it read to decide a merge (the leader's Prev
 	// for the next passes).
-	Settled    []KnownRef
-	Seen       []KnownRef
+	Settled []KnownRef
+	Seen    []KnownRef
+	// IdleMerges is the idle streams' tails merged into one object, and
+	// IdleLooked the streams of Pass.Idle whose tail the pass looked at
+	// (merged, or found nothing to merge); the others failed.
+	IdleMerges int
+	IdleLooked []string
 	Deleted    int   // slot deletes that succeeded (per bucket)
 	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a

@@ -25,6 +25,9 @@ type Settle struct {
 	// leader knows it (settle.Pass's fields of the same names).
 	DoomedKnown bool
 	DoomedDue   time.Time
+	// Idle: the last settled refs of the streams found idle, whose small
+	// settled objects at their tail the pass merges (settle_idle.go).
+	Idle []settle.KnownRef
 }
 
 // SettlePassed is Settle's result.
@@ -75,6 +78,8 @@ type settleState struct {
 	paceUntil time.Time
 	// refs: the refs the leader knows (settle_known.go).
 	refs knownRefs
+	// tails: the streams it settled recently (settle_idle.go).
+	tails idleTable
 
 	passes, failures, merged               uint64
 	retries, metaRequests, refScans        uint64
@@ -119,7 +124,8 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	upto := c.settleUpto()
-	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) {
+	idleDue := c.idleDue()
+	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) && (idleDue.IsZero() || c.now.Before(idleDue)) {
 		return
 	}
 	s.out, s.lastAt = true, c.now
@@ -128,6 +134,7 @@ func (c *Core) maybeSettle() {
 	if !s.doomedScanAt.IsZero() && c.now.Sub(s.doomedScanAt) < doomedRescan {
 		in.DoomedKnown, in.DoomedDue = true, s.doomedDue
 	}
+	in.Idle = s.tails.take(c.now, c.idleAfter())
 	c.emit(in)
 }
 
@@ -148,11 +155,15 @@ func (c *Core) settleWake() time.Time {
 		due = s.paceUntil
 	}
 	if !s.retry && s.idle(c.settleUpto()) {
-		if s.doomedDue.IsZero() {
+		next := s.doomedDue // only doomed objects to delete, once due
+		if d := c.idleDue(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d // or idle streams' tails to merge
+		}
+		if next.IsZero() {
 			return time.Time{} // nothing to do until a round commits
 		}
-		if s.doomedDue.After(due) {
-			due = s.doomedDue // only doomed objects to delete, once due
+		if next.After(due) {
+			due = next
 		}
 	}
 	return due
@@ -169,6 +180,8 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	r := ev.Result
 	s.paceUntil = c.settlePace(r.MetaRequests)
 	s.settledKnown(r)
+	s.tails.noteSettled(r, c.now)
+	s.tails.passed(r, c.now, c.idleAfter())
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)

@@ -30,7 +30,8 @@
 //     ref does is only dropped. A deletion is three steps: the marker
 //     turns Deleting (guarded), the object goes from every settled bucket,
 //     the marker goes.
-//  4. If the cursor is at Upto, the pass is done.
+//  4. Merge the small settled objects at the tail of each idle stream the
+//     leader named (idle.go). If the cursor is at Upto, the pass is done.
 //  5. Re-derive the cut of every epoch between the cursor and Upto that
 //     nobody recorded (a fence of the epoch from the cursor), and record
 //     it in the cursor before use.
@@ -100,6 +101,10 @@ type Config struct {
 	// DefaultReadAhead); WriteAhead its object PUTs and deletes (0:
 	// DefaultWriteAhead, and never fewer than ReadAhead).
 	ReadAhead, WriteAhead int
+	// Memory: the executor accounts the pass's buffers in a memory
+	// budget; the pass asks for the bytes of the objects it renders and
+	// reads back before it holds them (HoldMemory, memory.go).
+	Memory bool
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -150,6 +155,9 @@ type Input struct {
 	// DoomedKnown, DoomedDue: as settle.Pass's.
 	DoomedKnown bool
 	DoomedDue   time.Time
+	// Idle: the last settled refs of the streams the leader found idle,
+	// as settle.Pass's field of the same name (idle.go).
+	Idle []settle.KnownRef
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -344,6 +352,9 @@ type Pass struct {
 	logs []Log
 	// phase names where the pass is, for traces.
 	phase string
+	// memHeld: the bytes of rendered and read-back objects the executor
+	// holds for the pass (HoldMemory).
+	memHeld int64
 }
 
 // New starts a pass at now (the clock for the doomed markers' grace).
@@ -509,6 +520,8 @@ func eventErr(ev Event) error {
 		return e.Err
 	case Waited:
 		return e.Err
+	case MemoryHeld:
+		return e.Err
 	}
 	return nil
 }
@@ -580,16 +593,19 @@ func (p *Pass) begin() {
 				p.finish(err)
 				return
 			}
-			if !p.res.Trim.At.Less(p.in.Upto) {
-				p.finish(nil)
-				return
-			}
-			p.deriveCuts(func(err error) {
-				if err != nil {
-					p.finish(err)
+			// Idle streams' tails first: the pass holds no slot yet.
+			p.idleMerge(func() {
+				if !p.res.Trim.At.Less(p.in.Upto) {
+					p.finish(nil)
 					return
 				}
-				p.settleSlots()
+				p.deriveCuts(func(err error) {
+					if err != nil {
+						p.finish(err)
+						return
+					}
+					p.settleSlots()
+				})
 			})
 		})
 	})

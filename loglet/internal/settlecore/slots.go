@@ -479,12 +479,19 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 
 // renderPlanned renders the objects planned so far, their extents that are
 // not in the slots read fetched in parallel first (fanOut; one that fails
-// there is read again, bucket after bucket, by records), and writes them
-// once maxPrepared or maxPreparedBytes are rendered. A stream whose object
+// there is read again, bucket after bucket, by records), a chunk at a
+// time, and writes them once maxPrepared or maxPreparedBytes are
+// rendered. A stream whose object
 // cannot be rendered is marked failed; then gets the errors.
 func (r *slotsRun) renderPlanned(then func(error)) {
 	ps := r.planned
 	r.planned, r.plannedBytes = nil, 0
+	r.renderChunks(ps, nil, then) // memory.go: in chunks the budget holds
+}
+
+// renderChunk renders ps (their extents not in the slots read fetched in
+// parallel first) into r.prepared, and gives then the errors.
+func (r *slotsRun) renderChunk(ps []prepared, then func(error)) {
 	var reqs []Request
 	for _, pl := range ps {
 		for _, f := range pl.all {
@@ -528,16 +535,7 @@ func (r *slotsRun) renderPlanned(then func(error)) {
 				}
 				r.prepared = append(r.prepared, pl)
 				r.preparedBytes += len(pl.obj)
-				if len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
-					next(i + 1)
-					return
-				}
-				r.flushPrepared(func(err error) {
-					if err != nil {
-						errs = append(errs, err)
-					}
-					next(i + 1)
-				})
+				next(i + 1)
 			})
 		}
 		next(0)
@@ -747,7 +745,10 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 			return
 		}
 		if i == len(ps) {
-			r.writeAll(ps, vers, then)
+			r.writeAll(ps, vers, func(err error) {
+				// Written (or failed): the pass holds their bodies no more.
+				r.p.holdMemory(0, func(error) { then(err) })
+			})
 			return
 		}
 		ops, size = append(ops, op), size+n

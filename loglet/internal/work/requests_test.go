@@ -34,7 +34,7 @@ var coreRequests = map[string][]any{
 		settlecore.ReadTrim{}, settlecore.ReadCheckpoint{}, settlecore.Commit{}, settlecore.DeleteSlots{},
 		settlecore.ScanMarkers{}, settlecore.GetRef{}, settlecore.DeleteObject{}, settlecore.FenceEpoch{},
 		settlecore.ReadSlots{}, settlecore.ScanRefs{}, settlecore.CheckLive{}, settlecore.GetRange{},
-		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{},
+		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{}, settlecore.HoldMemory{},
 	},
 	"catalogcore": {
 		catalogcore.LookupCache{}, catalogcore.ReadRecord{}, catalogcore.CacheRecord{}, catalogcore.MintRecord{},
