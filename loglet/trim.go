@@ -67,6 +67,11 @@ type trims struct {
 
 	stop context.CancelFunc
 	done chan struct{}
+
+	// loadMu serializes loadRetained's runs; loaded: one of them read
+	// every record (the retention pass needs that once per process).
+	loadMu sync.Mutex
+	loaded bool
 }
 
 type trimEntry struct {
@@ -348,13 +353,15 @@ func (s *Star) stopRetention() {
 	}
 }
 
-// runRetention is one retention pass as of now: it finishes the deletes of
+// runRetention is one retention pass as of now: it caches the records with
+// a Retention (the first pass: loadRetained), finishes the deletes of
 // this star's streams (their markers: see catalogue.go), retries failed
 // reclaims, then trims every stream of this star that has retention, by age
 // and by bytes (see Retention). Errors are logged; the next pass tries
 // again.
 func (s *Star) runRetention(ctx context.Context, now time.Time) {
 	if !s.isClosed() {
+		s.loadRetainedOnce(ctx)
 		s.finishDeletes(ctx, chain.DeletedPrefix, true)
 	}
 	s.trims.mu.Lock()
@@ -390,6 +397,15 @@ func (s *Star) runRetention(ctx context.Context, now time.Time) {
 		if err := s.retain(ctx, st, now); err != nil {
 			s.log.Warn("retention pass failed for a stream", "stream", st.name, "err", err)
 		}
+	}
+}
+
+// loadRetainedOnce runs loadRetained until one run reads every record.
+func (s *Star) loadRetainedOnce(ctx context.Context) {
+	s.trims.loadMu.Lock()
+	defer s.trims.loadMu.Unlock()
+	if !s.trims.loaded {
+		s.trims.loaded = s.loadRetained(ctx)
 	}
 }
 
