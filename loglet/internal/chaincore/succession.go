@@ -767,7 +767,7 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 		c.logf(slog.LevelWarn, "tails rebuilt from the refs", attrS("damaged_key", s.cp.Tails), attrI("streams", len(ev.Tails.Streams)))
 	}
 	for name, t := range ev.Tails.Streams {
-		c.ab.tails[name] = t
+		c.ab.tails.set(name, t)
 	}
 	s.inheritedBase = ev.Tails.Base
 	s.startWalk(c)
@@ -835,7 +835,7 @@ func (c *Core) walkNext(s *succession) bool {
 		s.walks = s.walks[1:]
 	}
 	if len(s.walks) == 0 {
-		c.logf(slog.LevelInfo, "took over", attrU("from_epoch", s.prev.Epoch), attrU("epoch", c.rec.Epoch), attrU("cut", s.cut), slog.Bool("clean", s.clean), attrU("walked_slots", s.walked), attrI("streams", len(c.ab.tails)))
+		c.logf(slog.LevelInfo, "took over", attrU("from_epoch", s.prev.Epoch), attrU("epoch", c.rec.Epoch), attrU("cut", s.cut), slog.Bool("clean", s.clean), attrU("walked_slots", s.walked), attrI("streams", c.ab.tails.len()))
 		c.serve()
 		return false
 	}

@@ -187,8 +187,10 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	case chaincore.Walk:
 		return e.walk(ctx, r)
 	case chaincore.PutSnapshot:
-		err := absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, r.Snapshot, e.Background)
-		return chaincore.SnapshotPut{Round: r.Round, Err: err}
+		// Encoded here, off the core's loop.
+		body := absorb.EncodeTails(r.Snapshot())
+		err := absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, body, e.Background)
+		return chaincore.SnapshotPut{Round: r.Round, Bytes: len(body), Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
 		split, err := cm.CommitAtomic(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
