@@ -343,7 +343,9 @@ func (c *Core) snapshotOf(refs []absorb.SpanRef) (TailsView, string) {
 	if c.cfg.TailsFullEvery > 0 {
 		every = uint64(c.cfg.TailsFullEvery)
 	}
-	if a.base != "" && a.roundNo-a.baseRound < every && len(a.dirty)*deltaShare <= a.baseStreams && a.deltaBytes*deltaShare <= a.baseBytes {
+	// (A base inherited at a takeover has no known size: baseBytes 0,
+	// and the streams alone decide until this owner writes its own.)
+	if a.base != "" && a.roundNo-a.baseRound < every && len(a.dirty)*deltaShare <= a.baseStreams && (a.baseBytes == 0 || a.deltaBytes*deltaShare <= a.baseBytes) {
 		var delta tailMap
 		for id := range a.dirty {
 			t, _ := a.tails.get(id)

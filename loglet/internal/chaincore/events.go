@@ -398,11 +398,19 @@ type Probed struct {
 }
 
 // TailsRead is ReadTails' result.
+//
+// For a snapshot read (not rebuilt), BaseStreams is the number of streams
+// of the full snapshot the tails build on (the snapshot itself, or the
+// delta's base), and Changed, for a delta, the streams the delta holds:
+// what changed since that base. A successor builds its deltas on the same
+// base, so its Open writes no full snapshot.
 type TailsRead struct {
-	Tails   absorb.Tails
-	Rebuilt bool     // computed from the refs (ReadTails.Rebuild)
-	Orphans []string // snapshots written by a round never committed
-	Err     error
+	Tails       absorb.Tails
+	Rebuilt     bool     // computed from the refs (ReadTails.Rebuild)
+	Orphans     []string // snapshots written by a round never committed
+	BaseStreams int
+	Changed     []string
+	Err         error
 }
 
 // Walked is Walk's result: the committed slots read, in order, and where

@@ -295,7 +295,13 @@ func (h *harness) run(d *datadriven.TestData) string {
 			st.Next = n
 			t.Streams[name] = st
 		}
-		ev := TailsRead{Tails: t}
+		// base= names the full snapshot a delta read builds on, with
+		// base-streams= streams; changed= the delta's streams.
+		t.Base = h.str(d, "base", "")
+		ev := TailsRead{Tails: t, BaseStreams: int(h.u64(d, "base-streams", 0))}
+		if ch := h.str(d, "changed", ""); ch != "" {
+			ev.Changed = strings.Split(ch, ",")
+		}
 		if o := h.str(d, "orphans", ""); o != "" {
 			ev.Orphans = strings.Split(o, ",")
 		}
