@@ -265,7 +265,8 @@ type streamRecord struct {
 	// TrimSeq: records below it are unreadable (Star.Trim), and their refs
 	// and settled objects are reclaimed. It only grows.
 	TrimSeq uint64 `json:"trim_seq,omitempty"`
-	// Retention (StreamOptions.Retention), 0 = off.
+	// Retention (StreamOptions.Retention), 0 = off. ConfigureStream
+	// rewrites them (by CAS on the record's version).
 	RetentionMaxAgeMs int64 `json:"retention_max_age_ms,omitempty"`
 	RetentionMaxBytes int64 `json:"retention_max_bytes,omitempty"`
 }
@@ -291,11 +292,12 @@ func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
 
 // loadRetained caches the records of this star's streams that have a
 // Retention, so the retention pass (which trims the streams cached) trims
-// the ones nobody appends to or reads. It runs at the retention pass, not
-// in Open: Open loads no stream record, and every other stream's record is
-// read at its first lookup (one metastore read per stream per process).
-// It reports whether it read every record (a failed scan is tried again at
-// the next pass).
+// the ones nobody appends to or reads. The retention pass runs it when the
+// star's catalogue generation moved (refreshRetention), not Open: Open
+// loads no stream record, and every other stream's record is read at its
+// first lookup (one metastore read per stream per process). It reports
+// whether it read every record (a failed scan is tried again at the next
+// pass).
 //
 // A record read here never replaces what a lookup cached meanwhile, and a
 // name dropped (a delete) after its page was read is left to its next
@@ -341,7 +343,7 @@ type StreamOptions struct {
 	// Config.Stars.
 	Star string
 	// Retention trims the stream by age and by bytes (see Retention); the
-	// zero value keeps everything.
+	// zero value keeps everything. ConfigureStream changes it later.
 	Retention Retention
 }
 
@@ -354,7 +356,8 @@ type StreamInfo struct {
 	// created again under the same name has a new one ("" for streams
 	// created before incarnations existed).
 	Incarnation string
-	// Retention is the stream's retention as created.
+	// Retention is the stream's retention as its record holds it: as
+	// created, or as ConfigureStream last changed it.
 	Retention Retention
 }
 
@@ -422,10 +425,7 @@ func (s *Star) newRecord(name string, opts StreamOptions) (streamRecord, Class, 
 	}
 	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
 		Nonce: envelope.NewNonce().String(), Incarnation: chain.NewIncarnation(),
-		RetentionMaxAgeMs: opts.Retention.MaxAge.Milliseconds(), RetentionMaxBytes: opts.Retention.MaxBytes}
-	if opts.Retention.MaxAge > 0 && rec.RetentionMaxAgeMs == 0 {
-		rec.RetentionMaxAgeMs = 1 // under a millisecond: the smallest age a record keeps
-	}
+		RetentionMaxAgeMs: retentionAgeMs(opts.Retention.MaxAge), RetentionMaxBytes: opts.Retention.MaxBytes}
 	if invariants.RecreateReusesKeys.On() {
 		rec.Incarnation = "i" + strings.Repeat("0", chain.IncarnationLen-1)
 	}

@@ -78,8 +78,8 @@ type Config struct {
 	// follow the successor's history. So a deposed leader's readers see the
 	// successor's records within about this interval.
 	SealCheckInterval time.Duration
-	// SettleInterval paces settlement (docs/design.md, "Settlement"; README,
-	// "Settlement"): at most this often, each chain's leader rewrites the
+	// SettleInterval paces settlement (docs/design.md, "Settlement";
+	// docs/settlement.md): at most this often, each chain's leader rewrites the
 	// absorbed transit slots past its trim cursor into per-stream settled
 	// objects in the Standard bucket set (merging a stream's small ones as
 	// it goes), repoints their refs, advances the trim cursor and deletes
@@ -349,7 +349,7 @@ type ClassConfig struct {
 	// stores 0.34, and saturated throughput is about 12% lower, but the
 	// claimed flight no longer waits for its compression (an Express
 	// closed-loop ack 1.6 ms sooner); Standard's ack is its 20 ms deadline
-	// and a 30 ms PUT, so it keeps the ratio (README, "Benchmarks").
+	// and a 30 ms PUT, so it keeps the ratio (docs/benchmarks.md).
 	PrecompressBytes int
 	// Retry paces retries of ambiguous PUT failures.
 	Retry chain.RetryPolicy
@@ -360,7 +360,7 @@ type ClassConfig struct {
 	// walk. 0: the defaults, up to
 	// 128·K envelope GETs at once in a fence and 256 in a walk, which
 	// fence and walk a 1,024-flight backlog at 20 ms per request in about
-	// 0.7 s (README, "Takeover"). Lower it for a store with a per-prefix
+	// 0.7 s (docs/guarantees.md, "The seal is binding"). Lower it for a store with a per-prefix
 	// request rate or an HTTP client with a small connection pool; the
 	// takeover then costs about backlog/ReadAhead round trips.
 	ReadAhead int
@@ -373,7 +373,7 @@ type ClassConfig struct {
 }
 
 // Per-class defaults. The benchmark in loglet/bench_test.go and
-// `flightlog bench` are how they were chosen; see README.md.
+// `flightlog bench` are how they were chosen; see docs/benchmarks.md.
 const (
 	DefaultStandardMemoryBufferMiB  = 256
 	DefaultExpressMemoryBufferMiB   = 32

@@ -73,8 +73,9 @@
 // (package settle), repoints their refs, advances the chain's trim cursor
 // and deletes the slots behind it from every bucket. Trim and retention
 // raise a stream's trim point and reclaim the refs and settled objects
-// below it; DeleteStream ends an incarnation at once and reclaims its data
-// from a durable marker. docs/design.md describes each protocol, its
+// below it (ConfigureStream changes a stream's retention after creation,
+// from any process); DeleteStream ends an incarnation at once and reclaims
+// its data from a durable marker. docs/design.md describes each protocol, its
 // invariants, where each is enforced and which test breaks when it does.
 //
 // # What is not in this package

@@ -30,7 +30,9 @@ import (
 // Retention bounds what a stream keeps (StreamOptions.Retention). The
 // leader's retention pass (every Config.RetentionInterval, default a minute)
 // trims each stream of its star that has one. Zero fields are off, and so
-// is retention by default.
+// is retention by default. Star.ConfigureStream changes a stream's
+// retention after creation, from any process: the leader's next pass
+// applies it.
 type Retention struct {
 	// MaxAge trims records whose timestamp is older than now − MaxAge
 	// (by record timestamp, the first record at or after the cutoff
@@ -64,14 +66,14 @@ type trims struct {
 	mu      sync.Mutex
 	byID    map[string]*trimEntry
 	pending map[string]uint64 // stream ID → reclaim up to (a trim's; a delete's are its marker's)
+	// gen is the star's catalogue generation as the last retention pass
+	// read it before refreshing the retention it holds (genOK: it did,
+	// every record read), see refreshRetention.
+	gen   catalogGen
+	genOK bool
 
 	stop context.CancelFunc
 	done chan struct{}
-
-	// loadMu serializes loadRetained's runs; loaded: one of them read
-	// every record (the retention pass needs that once per process).
-	loadMu sync.Mutex
-	loaded bool
 }
 
 type trimEntry struct {
@@ -96,6 +98,19 @@ func (t *trims) observe(rec streamRecord, now time.Time) uint64 {
 	e.ret = rec.retention()
 	e.checked = now
 	return e.seq
+}
+
+// reconfigured records rec's retention, as this process just wrote it
+// (ConfigureStream), if it holds the stream: its next retention pass
+// applies it.
+func (t *trims) reconfigured(rec streamRecord, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.byID[rec.id()]; e != nil {
+		e.seq = max(e.seq, rec.TrimSeq)
+		e.ret = rec.retention()
+		e.checked = now
+	}
 }
 
 // cached returns the cached trim point of id and whether it is fresh.
@@ -142,15 +157,26 @@ func (s *Star) trimFloor(ctx context.Context, st *streamState, fresh bool) uint6
 	if ok && !fresh {
 		return seq
 	}
+	if got, ok := s.rereadRecord(ctx, st, now); ok {
+		return got
+	}
+	return seq
+}
+
+// rereadRecord reads st's record and caches its trim point and retention,
+// as of now, returning the trim point; ok is false if the read failed, or
+// the record is another incarnation's or none (deleted: the read path's
+// lookups say so).
+func (s *Star) rereadRecord(ctx context.Context, st *streamState, now time.Time) (uint64, bool) {
 	it, err := s.cfg.Meta.Get(ctx, chain.StreamRecordKey(st.name))
 	if err != nil {
-		return seq
+		return 0, false
 	}
 	rec, _, err := decodeStreamRecord(it)
 	if err != nil || rec.id() != st.id {
-		return seq // deleted: the read path's lookups say so
+		return 0, false
 	}
-	return s.trims.observe(rec, now)
+	return s.trims.observe(rec, now), true
 }
 
 // Trim makes the records of stream below seq unreadable, at once through
@@ -353,15 +379,13 @@ func (s *Star) stopRetention() {
 	}
 }
 
-// runRetention is one retention pass as of now: it caches the records with
-// a Retention (the first pass: loadRetained), finishes the deletes of
+// runRetention is one retention pass as of now: it finishes the deletes of
 // this star's streams (their markers: see catalogue.go), retries failed
 // reclaims, then trims every stream of this star that has retention, by age
 // and by bytes (see Retention). Errors are logged; the next pass tries
 // again.
 func (s *Star) runRetention(ctx context.Context, now time.Time) {
 	if !s.isClosed() {
-		s.loadRetainedOnce(ctx)
 		s.finishDeletes(ctx, chain.DeletedPrefix, true)
 	}
 	s.trims.mu.Lock()
@@ -383,6 +407,15 @@ func (s *Star) runRetention(ctx context.Context, now time.Time) {
 	if closed {
 		return
 	}
+	if s.refreshRetention(ctx, sts, now) {
+		// It cached streams with a retention: trim them too.
+		sts = sts[:0]
+		s.mu.RLock()
+		for _, st := range s.streams {
+			sts = append(sts, st)
+		}
+		s.mu.RUnlock()
+	}
 	for _, st := range sts {
 		if ctx.Err() != nil {
 			return
@@ -400,13 +433,51 @@ func (s *Star) runRetention(ctx context.Context, now time.Time) {
 	}
 }
 
-// loadRetainedOnce runs loadRetained until one run reads every record.
-func (s *Star) loadRetainedOnce(ctx context.Context) {
-	s.trims.loadMu.Lock()
-	defer s.trims.loadMu.Unlock()
-	if !s.trims.loaded {
-		s.trims.loaded = s.loadRetained(ctx)
+// refreshRetention re-reads the records of the streams of sts whose
+// cached retention is off, when the star's catalogue generation moved
+// since the last pass read it (and at the first pass): a ConfigureStream
+// by another process puts the generation with the record, so the pass
+// after it sees a retention turned on. Then too it scans the star's
+// records for the streams with a retention that are not cached
+// (loadRetained: Open loads no record), and reports whether it read the
+// records. (A stream with retention re-reads
+// its record at every pass anyway: retain.) The generation is read before
+// the records, and recorded only once every record read succeeded, so a
+// change is never skipped; while it stands still, a pass reads nothing more
+// than the generation. Each trim and delete of the star moves it too, so
+// under retention that trims every pass, a pass reads each record once.
+func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now time.Time) bool {
+	it, err := s.cfg.Meta.Get(ctx, chain.CatalogGenKey(s.cfg.Star))
+	g := catalogGen{found: err == nil, version: it.Version, value: string(it.Value)}
+	ok := err == nil || errors.Is(err, metastore.ErrNotFound)
+	s.trims.mu.Lock()
+	same := ok && s.trims.genOK && s.trims.gen == g
+	s.trims.mu.Unlock()
+	if same {
+		return false
 	}
+	if !s.loadRetained(ctx) {
+		ok = false
+	}
+	for _, st := range sts {
+		if ctx.Err() != nil {
+			return true
+		}
+		s.trims.mu.Lock()
+		e := s.trims.byID[st.id]
+		on := e != nil && e.ret.on()
+		s.trims.mu.Unlock()
+		if on || st.lane == nil {
+			continue
+		}
+		if _, read := s.rereadRecord(ctx, st, now); !read {
+			ok = false // deleted, or the read failed: the next pass reads again
+		}
+	}
+	s.trims.mu.Lock()
+	s.trims.gen, s.trims.genOK = g, ok
+	s.trims.mu.Unlock()
+	return true
 }
 
 // retain applies st's retention as of now.

@@ -18,6 +18,7 @@ func TestUnknownStreamExitCode(t *testing.T) {
 		{"append", "nosuch"},
 		{"delete", "nosuch"},
 		{"trim", "nosuch", "1"},
+		{"config", "nosuch"},
 	} {
 		code, _, errs := cli(t, "x\n", append(args, "--dir", dir)...)
 		if code != exitProblems || !strings.Contains(errs, "not found") {

@@ -123,6 +123,46 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.pr.Read(p)
 }
 
+// leadership is whether a command leads a star: whether running it beside
+// a service that leads the star can take the star from that service.
+type leadership int
+
+const (
+	// leadsNothing: the command reads the metastore and the buckets (and
+	// may write an offset, or a repaired copy) beside a live leader, and
+	// never takes a chain over.
+	leadsNothing leadership = iota
+	// leadsStar: the command opens the star --star names as its leader for
+	// the call, taking each chain over as a restart would. It refuses a
+	// chain with a live owner unless --takeover, which fences that owner.
+	leadsStar
+	// leadsOwnStar: the command leads a star of its own (bench: in memory,
+	// or a fresh random name on real backends), never the one --star names.
+	leadsOwnStar
+)
+
+// mark is the leadership column of the command list.
+func (l leadership) mark() string {
+	switch l {
+	case leadsStar:
+		return "LEADS"
+	case leadsOwnStar:
+		return "own"
+	}
+	return "-"
+}
+
+// line is the leadership line of a command's --help.
+func (l leadership) line() string {
+	switch l {
+	case leadsStar:
+		return "Leadership: LEADS the star (--star) for the call; refuses a chain with a live owner\n(exit 2) unless --takeover, which fences that owner (a running service is deposed)."
+	case leadsOwnStar:
+		return "Leadership: leads a star of its own (in memory, or a fresh random name on real\nbackends), never the one --star names: it fences no running leader."
+	}
+	return "Leadership: leads nothing; runs beside a live leader and fences no one."
+}
+
 // command is one subcommand.
 type command struct {
 	name    string
@@ -130,6 +170,10 @@ type command struct {
 	summary string
 	// help, if set, is printed by the command's --help under the summary.
 	help string
+	// lead says whether the command leads a star (the command list's
+	// second column and a line of its --help); TestHelpMarksLeaders
+	// checks it against what each command does beside a live owner.
+	lead leadership
 	// flags adds the command's own flags to fs and returns the function
 	// that runs the command with its positional arguments.
 	flags func(fs *flag.FlagSet, g *globalOpts) func(ctx context.Context, env *cmdEnv, args []string) int
@@ -166,22 +210,23 @@ func (e *cmdEnv) failStream(err error) int {
 }
 
 var commands = []command{
-	{"append", "STREAM", "append records read from stdin (one per line, or --length-prefixed)", "", appendCmd},
-	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readFormatHelp, readCmd},
-	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, tailCmd},
-	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N); leads nothing", streamsHelp, streamsCmd},
-	{"groups", "STREAM", "consumer groups on a stream and their lag (--group G --reset-to N | --delete to move or drop an offset); leads nothing", groupsHelp, groupsCmd},
-	{"create", "STREAM", "create a stream (--class standard|express); leads the star, refusing a live owner", leadHelp, createCmd},
-	{"delete", "STREAM", "delete a stream: its record, then its refs and settled objects; leads the star, refusing a live owner", leadHelp + deleteHelp, deleteCmd},
-	{"trim", "STREAM SEQ", "make a stream's records below SEQ unreadable and reclaim them; leads the star, refusing a live owner", leadHelp + trimHelp, trimCmd},
-	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, inspectCmd},
-	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", "", walkCmd},
-	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run)", "", fsckCmd},
+	{"append", "STREAM", "append records read from stdin (one per line, or --length-prefixed)", "", leadsStar, appendCmd},
+	{"read", "STREAM", "print a stream's records (--from N | --from-ts MS | --tail-offset N) [--max N]", readFormatHelp, leadsNothing, readCmd},
+	{"tail", "STREAM", "follow a stream: print new records as they are absorbed (Ctrl-C ends)", readFormatHelp, leadsNothing, tailCmd},
+	{"streams", "", "list streams by name, from the name index (--prefix P, --start-after NAME, --limit N)", streamsHelp, leadsNothing, streamsCmd},
+	{"groups", "STREAM", "consumer groups on a stream and their lag (--group G --reset-to N | --delete to move or drop an offset)", groupsHelp, leadsNothing, groupsCmd},
+	{"create", "STREAM", "create a stream (--class standard|express, --retention-age D, --retention-bytes N)", leadHelp, leadsStar, createCmd},
+	{"config", "STREAM", "print a stream's options, or change its retention (--retention-age D, --retention-bytes N)", configHelp, leadsNothing, configCmd},
+	{"delete", "STREAM", "delete a stream: its record, then its refs and settled objects", leadHelp + deleteHelp, leadsStar, deleteCmd},
+	{"trim", "STREAM SEQ", "make a stream's records below SEQ unreadable and reclaim them", leadHelp + trimHelp, leadsStar, trimCmd},
+	{"inspect", "KEY|SLOT", "classify a slot's copies from their 60-byte envelopes and dump the footer", inspectHelp, leadsNothing, inspectCmd},
+	{"walk", "", "walk a star's chains by point lookups: epoch record, checkpoint, committed slots, cut, trim cursor", "", leadsNothing, walkCmd},
+	{"fsck", "", "check that every ref resolves and every extent verifies from at least one copy (exit 0 clean, 1 problems, 2 could not run; --repair re-copies what another copy can)", "", leadsNothing, fsckCmd},
 	{"bench", "", "load generator over latency-modelled in-memory buckets (or real backends): ack latency, MB/s, PUTs/GB, $/GB", `The run settles by default, as a star does (--settle-interval, a backend flag:
 0 takes the library's default), and transit storage is charged for the bytes
 measured held (an Express model run gets an s3-standard Standard set to settle
 into). --settle-interval -1ns turns settlement off; transit storage is then
-charged for --transit-hours.`, benchCmd},
+charged for --transit-hours.`, leadsOwnStar, benchCmd},
 }
 
 // trimNote says what trim and delete reclaim, and what they leave.
@@ -196,7 +241,9 @@ Usage:
   flightlog COMMAND [flags] [ARGS]
   flightlog COMMAND --help
 
-Commands:
+Commands (second column: LEADS = leads the star --star names for the call, and
+fences a live owner with --takeover; - = leads nothing; own = leads a star of
+its own, never --star's):
 `
 
 const helpBackends = `
@@ -221,13 +268,16 @@ Backends (flags accepted by every command):
   and -v: FLIGHTLOG_VERBOSE. A flag given on the command line wins over its
   variable. Command flags (--class, --format, ...) have no variables.
 
-Leadership: append, create and delete lead the star (they take each chain
+Leadership: append, create, delete and trim lead the star (they take each chain
 over, as a restart would). They refuse a chain with a live owner: an epoch
 record naming another owner and not sealed by a clean Close (the owner runs, or
-crashed: the metastore cannot tell which). --takeover overrides that, deposing
-the owner if it still runs. read, tail, streams, groups, walk, fsck and inspect never
-lead anything: they read the metastore and the buckets beside a live leader;
-groups --reset-to and --delete write a group's offset, and lead nothing either.
+crashed: the metastore cannot tell which). --takeover overrides that, fencing
+and deposing the owner if it still runs. read, tail, streams, groups, config,
+inspect, walk and fsck never lead anything: they read the metastore and the
+buckets beside a live leader; groups --reset-to and --delete write a group's
+offset, config's flags the stream record, and fsck --repair re-copies damaged
+copies, and they lead nothing either. bench leads a star of its own, never
+--star's.
 
 Exit codes: 0 success; 1 problems found (fsck, walk) or the operation failed
 (a stream that does not exist, in every command); 2 could not run (bad flags,
@@ -237,7 +287,7 @@ backend unreachable or in use, a live owner).
 func usage(w io.Writer) {
 	fmt.Fprint(w, helpIntro)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %-5s  %s\n", c.name, c.lead.mark(), c.summary)
 	}
 	fmt.Fprint(w, "\n"+trimNote)
 	fmt.Fprint(w, helpBackends)
@@ -283,6 +333,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		if cmd.help != "" {
 			fmt.Fprintf(o, "%s\n\n", strings.TrimSpace(cmd.help))
 		}
+		fmt.Fprintf(o, "%s\n\n", cmd.lead.line())
 		fmt.Fprintf(o, "The embedded store (bbolt in --dir) is for one process: stop the service first.\n\nFlags (a backend flag not given is read from the variable named after it):\n")
 		fs.PrintDefaults()
 	}

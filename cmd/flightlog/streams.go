@@ -162,6 +162,8 @@ func closeStar(ctx context.Context, env *cmdEnv, star *loglet.Star) {
 // createCmd: flightlog create STREAM.
 func createCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, []string) int {
 	class := fs.String("class", "standard", "the stream's class: standard or express")
+	age := fs.Duration("retention-age", 0, "trim records older than this (e.g. 168h) at the leader's retention passes; 0: keep them")
+	size := fs.Int64("retention-bytes", 0, "keep about the newest this many bytes of records, trimming older ones at the leader's retention passes; 0: keep all")
 	lf := &leadFlags{}
 	lf.register(fs)
 	return func(ctx context.Context, env *cmdEnv, args []string) int {
@@ -179,7 +181,7 @@ func createCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 			return code
 		}
 		defer closeStar(context.WithoutCancel(ctx), env, star)
-		info, err := star.CreateStream(ctx, args[0], loglet.StreamOptions{Class: c, Star: env.g.Star})
+		info, err := star.CreateStream(ctx, args[0], loglet.StreamOptions{Class: c, Star: env.g.Star, Retention: loglet.Retention{MaxAge: *age, MaxBytes: *size}})
 		if errors.Is(err, loglet.ErrStreamExists) {
 			env.errorf("%v", err)
 			return exitProblems
@@ -187,7 +189,7 @@ func createCmd(fs *flag.FlagSet, _ *globalOpts) func(context.Context, *cmdEnv, [
 		if err != nil {
 			return env.fail(err)
 		}
-		fmt.Fprintf(env.stdout, "%s: created (class %s, star %s, incarnation %s)\n", info.Name, info.Class, info.Star, info.Incarnation)
+		fmt.Fprintf(env.stdout, "%s: created (class %s, star %s, incarnation %s, %s)\n", info.Name, info.Class, info.Star, info.Incarnation, retentionText(info.Retention))
 		return exitOK
 	}
 }

@@ -1,6 +1,7 @@
 // Package doccheck holds one test: every identifier a package doc comment,
-// the README or docs/design.md writes as code must be declared somewhere in
-// the repository. It keeps the docs from naming functions, types, fields or
+// the README or a Markdown page under docs/ (design.md and the pages split
+// out of the README) writes as code must be declared somewhere in the
+// repository. It keeps the docs from naming functions, types, fields or
 // methods that were renamed or removed.
 //
 // What counts as "written as code":

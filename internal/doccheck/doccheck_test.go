@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -604,8 +605,8 @@ func (ix *index) addGoMod(t *testing.T, path string) {
 }
 
 // TestDocsNameDeclaredIdentifiers fails for every identifier a package doc,
-// the README or docs/design.md writes as code that nothing in the
-// repository declares.
+// the README or a Markdown page under docs/ writes as code that nothing in
+// the repository declares.
 func TestDocsNameDeclaredIdentifiers(t *testing.T) {
 	root := repoRoot(t)
 	ix := newIndex()
@@ -641,17 +642,105 @@ func TestDocsNameDeclaredIdentifiers(t *testing.T) {
 	if docs == 0 {
 		t.Fatal("doccheck: found no package doc comment")
 	}
+	mds, err := markdownFiles(root)
+	if err != nil {
+		t.Fatalf("doccheck: %v", err)
+	}
 	for _, md := range []string{"README.md", "docs/design.md"} {
-		data, err := os.ReadFile(filepath.Join(root, md))
+		if !slices.Contains(mds, md) {
+			t.Errorf("doccheck: %s is missing", md)
+		}
+	}
+	found = append(found, ix.scanMarkdownFiles(t, root, mds)...)
+	sort.Slice(found, func(i, j int) bool { return found[i].where < found[j].where })
+	for _, f := range found {
+		t.Errorf("%v", f)
+	}
+}
+
+// markdownFiles lists, relative to root and sorted, the Markdown files the
+// check reads: the README and every .md file under docs/ (subdirectories
+// included), so a page split out of the README is checked like the README.
+func markdownFiles(root string) ([]string, error) {
+	mds := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".md") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		mds = append(mds, filepath.ToSlash(rel))
+		return nil
+	})
+	sort.Strings(mds)
+	return mds, err
+}
+
+// scanMarkdownFiles reads each of the Markdown files mds (relative to
+// root) and returns what scanMarkdown finds in them; a file it cannot read
+// is an error of t.
+func (ix *index) scanMarkdownFiles(t testing.TB, root string, mds []string) []finding {
+	var found []finding
+	for _, md := range mds {
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(md)))
 		if err != nil {
 			t.Errorf("doccheck: %v", err)
 			continue
 		}
 		found = append(found, ix.scanMarkdown(md, data)...)
 	}
-	sort.Slice(found, func(i, j int) bool { return found[i].where < found[j].where })
-	for _, f := range found {
-		t.Errorf("%v", f)
+	return found
+}
+
+// TestEveryDocsPageIsChecked plants a bogus name in a new page of docs/
+// (and one in a subdirectory) of a small repository and requires the check
+// to read those pages and flag the names; a page that is not Markdown is
+// not read.
+func TestEveryDocsPageIsChecked(t *testing.T) {
+	root := t.TempDir()
+	pages := map[string]string{
+		"README.md":               "See `WriteCopy`.\n",
+		"docs/design.md":          "See `WriteCopy`.\n",
+		"docs/operations.md":      "Intro.\n\nCall `NoSuchThing` first.\n",
+		"docs/deep/benchmarks.md": "Run `go test ./chain` and `chain.NoSuchBench`.\n",
+		"docs/notes.txt":          "`NotMarkdown` is not read.\n",
+	}
+	for name, text := range pages {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mds, err := markdownFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFiles := []string{"README.md", "docs/deep/benchmarks.md", "docs/design.md", "docs/operations.md"}
+	if !slices.Equal(mds, wantFiles) {
+		t.Fatalf("markdownFiles = %q, want %q", mds, wantFiles)
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "chain.go", "package chain\n\nfunc WriteCopy() {}\n", parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := newIndex()
+	ix.addFile(f)
+	ix.addPath("chain/")
+	got := ix.scanMarkdownFiles(t, root, mds)
+	want := []finding{
+		{"docs/deep/benchmarks.md:1", "chain.NoSuchBench", "package chain declares no NoSuchBench"},
+		{"docs/operations.md:3", "NoSuchThing", "not declared anywhere"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("findings = %v, want %v", got, want)
 	}
 }
 

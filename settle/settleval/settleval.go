@@ -25,7 +25,7 @@ const (
 	DefaultFrameBytes = 256 << 10
 	// DefaultCodec compresses settled frames. S2 decodes in about 75% of
 	// zstd's CPU time and scans from settled objects outrun scans from
-	// transit; zstd stores about 26% fewer bytes (README, "Benchmarks":
+	// transit; zstd stores about 26% fewer bytes (docs/benchmarks.md:
 	// BenchmarkSettledFrames). Objects rendered with another codec or frame
 	// size stay readable: every frame's ref names its own.
 	DefaultCodec = envelope.CodecS2

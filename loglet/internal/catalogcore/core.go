@@ -73,6 +73,9 @@ const (
 	// offering its record to the cache) that finds another incarnation
 	// cached since it last looked.
 	MaxLookupRereads = 3
+	// MaxConfigureAttempts bounds the commits of one configure that lose
+	// to another writer of the same incarnation's record (a trim).
+	MaxConfigureAttempts = 9
 )
 
 // Op is one catalogue operation in progress.
@@ -126,9 +129,12 @@ const (
 	// Backwards: an offset commit below the offset it replaces; nothing
 	// was written.
 	Backwards
+	// Configured: a configure wrote the record's new options (Wrote), or,
+	// asked only to read, found the record (Outcome.Record).
+	Configured
 )
 
-var statusNames = [...]string{"pending", "served", "created", "exists", "not-found", "not-leader", "deleted", "finished", "trimmed", "committed", "conflict", "failed", "corrupt", "backwards"}
+var statusNames = [...]string{"pending", "served", "created", "exists", "not-found", "not-leader", "deleted", "finished", "trimmed", "committed", "conflict", "failed", "corrupt", "backwards", "configured"}
 
 func (s Status) String() string {
 	if s >= 0 && int(s) < len(statusNames) {
@@ -140,8 +146,8 @@ func (s Status) String() string {
 // Outcome is how an operation ended.
 type Outcome struct {
 	Status Status
-	// Record is the record served, created, deleted, trimmed or found on
-	// another star.
+	// Record is the record served, created, deleted, trimmed, configured
+	// or found on another star.
 	Record Record
 	// Seq is a trim's trim point.
 	Seq uint64
@@ -164,7 +170,7 @@ type Outcome struct {
 func (o Outcome) String() string {
 	s := o.Status.String()
 	switch o.Status {
-	case Served, Created, NotLeader, Deleted:
+	case Served, Created, NotLeader, Deleted, Configured:
 		s += " " + o.Record.String()
 	case NotFound, Exists:
 		if o.Record.Name != "" {

@@ -15,6 +15,7 @@ func TestStepRefusesWhatDoesNotAnswer(t *testing.T) {
 		"delete": NewDelete("a"),
 		"finish": NewFinishDelete(Record{Name: "a", Incarnation: "i1"}, "m1"),
 		"trim":   NewTrim("a", "i1", 5),
+		"config": NewConfigure("a", "", true),
 		"offset": NewCommitOffset(Offset{Group: "g", Stream: "a", Incarnation: "i1", RecordVersion: "r1"}, 3),
 	}
 	for name, op := range ops {

@@ -1,6 +1,7 @@
 // Package catalogcore is the stream catalogue's protocol as a pure core:
 // which incarnation of a name a star serves, and how an incarnation is
-// created, looked up, deleted, trimmed and given consumer offsets.
+// created, looked up, deleted, trimmed, reconfigured and given consumer
+// offsets.
 //
 // Each operation is an Op: a small state machine with no goroutine, clock,
 // context, lock or I/O. Next returns the one request it needs executed (a
@@ -39,6 +40,10 @@
 //   - A trim raises the record's trim point by a commit expecting the
 //     version read, on the same incarnation only: another incarnation is
 //     not found. A conflict re-reads, up to MaxTrimAttempts.
+//   - A configure writes the record's new options by a commit expecting
+//     the version read, on the incarnation it first read (or was given)
+//     only: another incarnation is not found. A conflict re-reads, up to
+//     MaxConfigureAttempts.
 //   - An offset commit expects the stream record's version as read with its
 //     incarnation. A failure re-reads the offset (its own nonce: applied),
 //     then the record: another incarnation is not found; the record moved

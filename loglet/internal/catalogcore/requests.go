@@ -92,6 +92,11 @@ type PutTrim struct {
 	Seq    uint64
 }
 
+// PutConfig asks to write Record with the configure's new options (the
+// shell holds them), expecting Record.Version, with the star's catalogue
+// generation. Answer: ConfigPut.
+type PutConfig struct{ Record Record }
+
 // CommitOffsetReq asks to write Offset's group offset as Next, expecting
 // Offset.Version, in one commit that checks the stream record is still at
 // Offset.RecordVersion (the shell mints the nonce it writes). Answer:
@@ -127,6 +132,7 @@ func (ReadMarker) request()      {}
 func (Reclaim) request()         {}
 func (DeleteMarker) request()    {}
 func (PutTrim) request()         {}
+func (PutConfig) request()       {}
 func (CommitOffsetReq) request() {}
 func (ReadOffset) request()      {}
 func (Warn) request()            {}
@@ -161,6 +167,7 @@ func (r DeleteMarker) String() string {
 func (r PutTrim) String() string {
 	return fmt.Sprintf("put-trim %s seq=%d", r.Record.String(), r.Seq)
 }
+func (r PutConfig) String() string { return "put-config " + r.Record.String() }
 func (r CommitOffsetReq) String() string {
 	return fmt.Sprintf("commit-offset %s next=%d", r.Offset.String(), r.Next)
 }
@@ -247,6 +254,14 @@ type TrimPut struct {
 	Conflict bool
 }
 
+// ConfigPut answers PutConfig: the record's new Version, or Err
+// (Conflict: the expected version did not hold).
+type ConfigPut struct {
+	Version  Version
+	Err      error
+	Conflict bool
+}
+
 // OffsetCommitted answers CommitOffsetReq: the offset's new Version, or Err
 // (Conflict: an expected version did not hold). Nonce is the one the
 // commit wrote, whether or not it reports success.
@@ -281,6 +296,7 @@ func (MarkerRead) result()      {}
 func (Reclaimed) result()       {}
 func (MarkerDeleted) result()   {}
 func (TrimPut) result()         {}
+func (ConfigPut) result()       {}
 func (OffsetCommitted) result() {}
 func (OffsetRead) result()      {}
 
@@ -334,6 +350,9 @@ func (r MarkerDeleted) String() string {
 }
 func (r TrimPut) String() string {
 	return fmt.Sprintf("trim-put err=%q conflict=%v", errString(r.Err), r.Conflict)
+}
+func (r ConfigPut) String() string {
+	return fmt.Sprintf("config-put v=%s err=%q conflict=%v", r.Version, errString(r.Err), r.Conflict)
 }
 func (r OffsetCommitted) String() string {
 	return fmt.Sprintf("offset-committed v=%s nonce=%s err=%q conflict=%v", r.Version, r.Nonce, errString(r.Err), r.Conflict)

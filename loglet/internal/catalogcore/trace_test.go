@@ -27,6 +27,7 @@ import (
 //	lookup NAME [create] [as=OP]       create NAME [as=OP]   delete NAME [as=OP]
 //	finish NAME inc= marker= [as=OP]   trim NAME inc= seq= [as=OP]
 //	commit-offset NAME group= inc= next= [prev=] [v=] rv= [as=OP]
+//	configure NAME [inc=] [read] [as=OP]  (read: only read the record)
 //	admit NAME [n=]                    (an append admitted by the chain core, or refused)
 //	cache                              (what the cache serves; what is retired)
 //	OP RESULT ...                      (answers OP's pending request; OP defaults to
@@ -37,6 +38,7 @@ import (
 //	  awaited [err] | drained | not-drained | marker v= | marker-failed
 //	  reclaimed | reclaim-failed | marker-deleted | marker-gone | marker-conflict | marker-failed
 //	  put-ok | put-conflict | put-failed
+//	  config-ok [v=] | config-conflict | config-failed
 //	  offset-ok v= nonce= | offset-conflict nonce= | offset-failed nonce=
 //	  offset [next= nonce= v=] | offset-none | offset-read-failed | offset-corrupt
 func TestTraces(t *testing.T) {
@@ -117,6 +119,8 @@ func (h *harness) run(d *datadriven.TestData) (string, error) {
 		return start(NewFinishDelete(Record{Name: first, Incarnation: arg("inc", ""), Star: h.star}, Version(arg("marker", ""))))
 	case "trim":
 		return start(NewTrim(first, arg("inc", ""), num("seq")))
+	case "configure":
+		return start(NewConfigure(first, arg("inc", ""), arg("read", "") == ""))
 	case "commit-offset":
 		prev := Offset{Group: arg("group", "g"), Stream: first, Incarnation: arg("inc", ""), Next: num("prev"), Version: Version(arg("v", "")), RecordVersion: Version(arg("rv", ""))}
 		return start(NewCommitOffset(prev, num("next")))
@@ -213,6 +217,12 @@ func (h *harness) result(kind string, arg func(string, string) string, num func(
 		return TrimPut{Err: conflict, Conflict: true}, nil
 	case "put-failed":
 		return TrimPut{Err: failed}, nil
+	case "config-ok":
+		return ConfigPut{Version: Version(arg("v", "v2"))}, nil
+	case "config-conflict":
+		return ConfigPut{Err: conflict, Conflict: true}, nil
+	case "config-failed":
+		return ConfigPut{Err: failed}, nil
 	case "offset-ok":
 		return OffsetCommitted{Version: Version(arg("v", "")), Nonce: arg("nonce", "")}, nil
 	case "offset-conflict":

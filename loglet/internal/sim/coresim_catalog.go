@@ -21,7 +21,8 @@ import (
 // catalogue's core (loglet/internal/catalogcore) for two processes over
 // one metastore.Mem: a leader of star s1 and a neighbour leading s2, each
 // looking names up (appends, with create-on-append), creating, deleting and
-// re-creating them, trimming them and committing consumer offsets, while
+// re-creating them, trimming and reconfiguring them and committing
+// consumer offsets, while
 // their chains (a model: admissions, acks, absorbs writing refs) run and
 // the leader's retention pass finishes deletes from their markers. Several
 // operations of each process are in flight at once, and every step — which
@@ -32,8 +33,10 @@ import (
 // Checks: no process serves (or caches, or admits to) an incarnation it
 // retired; incarnations never repeat per name, and a process never serves
 // a name's incarnation older (in commit order) than one it served; a trim
-// point or an offset commit that applied did so on the incarnation its
-// operation was for; and once everything settles, a deleted incarnation
+// point, an offset commit or a configure that applied did so on the
+// incarnation its operation was for (a configure's: the one it read
+// first); no write of a record takes its trim point back (a configure
+// never undoes a trim); and once everything settles, a deleted incarnation
 // whose marker is gone has no ref left.
 
 // CatalogOptions configure one catalogue run.
@@ -50,7 +53,7 @@ type CatalogResult struct {
 	Steps      int
 	Violations []string
 
-	Ops, Served, Created, Deleted, Trimmed, Offsets, Conflicts, Refused, Recreated int
+	Ops, Served, Created, Deleted, Trimmed, Offsets, Conflicts, Refused, Recreated, Configured int
 }
 
 // Failed reports whether the run found a violation.
@@ -60,6 +63,7 @@ func (r *CatalogResult) Failed() bool { return len(r.Violations) > 0 }
 type catRec struct {
 	Name, Inc, Nonce, Star string
 	Trim                   uint64
+	Ret                    int // the options a configure writes (a retention, say)
 }
 
 // id is the incarnation's ID as the catalogue's core writes it (the
@@ -98,9 +102,11 @@ type catOp struct {
 	name string
 	op   catalogcore.Op
 	star string // a create's placement
-	// what the operation was for: a trim's or an offset's incarnation.
+	// what the operation was for: a trim's or an offset's incarnation (a
+	// configure's: the one its first write was for).
 	inc   string
 	group string
+	ret   int // a configure's new options
 	// the retired incarnation's ID (await, drained).
 	retired string
 }
@@ -225,7 +231,7 @@ func (w *catWorld) start(p *catProc) {
 	w.res.Ops++
 	name := w.names[w.rng.IntN(len(w.names))]
 	op := &catOp{n: w.opsN, name: name}
-	switch k := w.rng.IntN(10); {
+	switch k := w.rng.IntN(11); {
 	case k < 3:
 		op.kind, op.op = "append", catalogcore.NewLookup(name, p.star, true)
 	case k < 5:
@@ -242,6 +248,9 @@ func (w *catWorld) start(p *catProc) {
 		}
 		op.kind, op.inc = "trim", rec.Incarnation
 		op.op = catalogcore.NewTrim(name, rec.Incarnation, rec.TrimSeq+1+uint64(w.rng.IntN(5)))
+	case k == 10:
+		op.kind, op.ret = "configure", 1+w.rng.IntN(9)
+		op.op = catalogcore.NewConfigure(name, "", true)
 	default:
 		// Offsets.Get: the record and the offset, read at once.
 		op.group = []string{"g1", "g2"}[w.rng.IntN(2)]
@@ -326,6 +335,8 @@ func (w *catWorld) finishIfDone(p *catProc, op *catOp) {
 		w.res.Deleted++
 	case catalogcore.Trimmed:
 		w.res.Trimmed++
+	case catalogcore.Configured:
+		w.res.Configured++
 	case catalogcore.Committed:
 		w.res.Offsets++
 	case catalogcore.Conflict:
@@ -365,11 +376,20 @@ func (w *catWorld) commit(ops []metastore.Op) (vs []metastore.Version, applied b
 	if before {
 		return nil, false, errSimMeta
 	}
+	prior := map[string]catRec{} // the records the commit replaces
+	for _, o := range ops {
+		if it, err := w.meta.Get(context.Background(), o.Key); err == nil && o.Kind == metastore.OpPut && strings.HasPrefix(o.Key, "streams/") {
+			prior[o.Key] = decodeCatRec(it.Value)
+		}
+	}
 	vs, err = w.meta.Commit(context.Background(), ops)
 	if err == nil {
 		for _, o := range ops {
 			if o.Kind == metastore.OpPut && strings.HasPrefix(o.Key, "streams/") {
 				rec := decodeCatRec(o.Value)
+				if old, ok := prior[o.Key]; ok && old.Inc == rec.Inc && rec.Trim < old.Trim {
+					w.violation("a write of %s@%s took its trim point back from %d to %d", rec.Name, rec.Inc, old.Trim, rec.Trim)
+				}
 				if w.gen(rec.Name, rec.Inc) == 0 {
 					w.gens[rec.Name] = append(w.gens[rec.Name], rec.Inc)
 				} else if o.Expect == metastore.NoVersion {
@@ -520,6 +540,22 @@ func (w *catWorld) exec(p *catProc, op *catOp, req catalogcore.Request) catalogc
 			w.checkLanded(op, "trim")
 		}
 		return catalogcore.TrimPut{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
+	case catalogcore.PutConfig:
+		rec := r.Record.Data.(catRec)
+		if op.inc == "" {
+			op.inc = rec.Inc // the incarnation read first: every write must land on it
+		}
+		rec.Ret = op.ret
+		val, _ := json.Marshal(rec)
+		vs, applied, err := w.commit([]metastore.Op{{Kind: metastore.OpPut, Key: chain.StreamRecordKey(rec.Name), Value: val, Expect: metastore.Version(r.Record.Version)}})
+		if applied {
+			w.checkLanded(op, "configure")
+		}
+		res := catalogcore.ConfigPut{Err: err, Conflict: errors.Is(err, metastore.ErrConflict)}
+		if err == nil {
+			res.Version = catalogcore.Version(vs[0])
+		}
+		return res
 	case catalogcore.CommitOffsetReq:
 		w.minted++
 		v := catOffset{Next: r.Next, Nonce: fmt.Sprintf("o%d", w.minted)}
@@ -569,7 +605,7 @@ func (w *catWorld) retire(p *catProc, rec catalogcore.Record) catalogcore.Retire
 	return catalogcore.Retired{Served: true, Admitted: p.admitted[id]}
 }
 
-// checkLanded: a trim or offset commit that may have applied did so on the
+// checkLanded: a trim, offset commit or configure that may have applied did so on the
 // incarnation its operation was for (the record holds it right now: the
 // commit and this check are one instant).
 func (w *catWorld) checkLanded(op *catOp, what string) {

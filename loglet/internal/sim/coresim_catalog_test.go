@@ -38,10 +38,11 @@ func TestCatalogSim(t *testing.T) {
 		tot.Recreated += r.Recreated
 		tot.Deleted += r.Deleted
 		tot.Trimmed += r.Trimmed
+		tot.Configured += r.Configured
 		tot.Offsets += r.Offsets
 		tot.Conflicts += r.Conflicts
 		tot.Refused += r.Refused
 	})
-	t.Logf("%d seeds from %d, each run twice: %d replayed their exact trace; %d steps, %d operations: served %d, created %d (re-created %d), deleted %d, trimmed %d, offsets committed %d, offset conflicts %d, appends refused %d",
-		n, first, replayed, tot.Steps, tot.Ops, tot.Served, tot.Created, tot.Recreated, tot.Deleted, tot.Trimmed, tot.Offsets, tot.Conflicts, tot.Refused)
+	t.Logf("%d seeds from %d, each run twice: %d replayed their exact trace; %d steps, %d operations: served %d, created %d (re-created %d), deleted %d, trimmed %d, configured %d, offsets committed %d, offset conflicts %d, appends refused %d",
+		n, first, replayed, tot.Steps, tot.Ops, tot.Served, tot.Created, tot.Recreated, tot.Deleted, tot.Trimmed, tot.Configured, tot.Offsets, tot.Conflicts, tot.Refused)
 }

@@ -18,8 +18,8 @@ import (
 )
 
 // Settlement and stream trim, as the checker sees them (docs/design.md,
-// "Settlement" and "Stream trim and retention"; README, "Settlement", "Trim
-// and retention").
+// "Settlement" and "Stream trim and retention"; docs/settlement.md;
+// docs/operations.md, "Trim and retention").
 //
 // Settle passes rewrite absorbed transit slots into settled objects,
 // repoint refs onto them by CAS, advance the trim cursor and delete the
@@ -307,7 +307,7 @@ func (w *world) checkRefs(ctx context.Context, byID map[string][]loglet.Sequence
 // below the trim point it left (trimOp.left: not what the record holds
 // after it, which a retention pass may have raised meanwhile). A Reader's
 // session re-reads the stream record at most every 5 s while it reads
-// (README, "Trim and retention"), so its reads get that long.
+// (docs/operations.md, "Trim and retention"), so its reads get that long.
 func (w *world) checkTrims(reads []readOp) {
 	w.h.mu.Lock()
 	trims := slices.Clone(w.h.trims)
