@@ -305,6 +305,7 @@ func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
 // were before the page was read (catalogcore.CacheLooked). A record that
 // does not decode is logged and skipped: its stream fails its own lookup.
 func (s *Star) loadRetained(ctx context.Context) bool {
+	gen, genOK := s.liveSnapshot(ctx) // before the records (seedLive)
 	after := ""
 	for {
 		s.mu.RLock()
@@ -325,8 +326,12 @@ func (s *Star) loadRetained(ctx context.Context) bool {
 				continue
 			}
 			expect := "#" + strconv.FormatUint(drops[dropBucket(rec.Name)], 10)
-			if _, _, err := s.cache(rec, c, expect); err != nil && !errors.Is(err, ErrStreamNotFound) {
+			st, _, err := s.cache(rec, c, expect)
+			if err != nil && !errors.Is(err, ErrStreamNotFound) {
 				s.log.Warn("caching a stream record with retention failed", "stream", rec.Name, "err", err)
+			}
+			if err == nil && st != nil { // nil: a lookup moved the cache meanwhile
+				s.seedLive(st.id, rec.TrimSeq, gen, genOK)
 			}
 		}
 		if len(items) < 1000 {
@@ -593,6 +598,10 @@ type catalogRun struct {
 	mintErr  error
 	st       *streamState      // the state the cache served
 	cst      *chaincore.Stream // the retired incarnation's state in its chain core
+	// gen, genOK: the catalogue generation taken before the record was
+	// read or written (Star.liveSnapshot), to seed liveness with.
+	gen   catalogGen
+	genOK bool
 }
 
 // runCatalog executes op's requests until it ends, and returns its outcome.
@@ -649,6 +658,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		name, inc := chain.SplitStreamID(st.id)
 		return catalogcore.CacheLooked{Hit: true, Record: catalogcore.Record{Name: name, Incarnation: inc, Star: s.cfg.Star}}
 	case catalogcore.ReadRecord:
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		return s.readRecord(ctx, r.Name)
 	case catalogcore.CacheRecord:
 		d := r.Record.Data.(recordData)
@@ -660,6 +670,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 			return catalogcore.Cached{Other: other}
 		}
 		x.st = st
+		s.seedLive(st.id, d.rec.TrimSeq, x.gen, x.genOK)
 		return catalogcore.Cached{}
 	case catalogcore.MintRecord:
 		x.creating = true
@@ -672,6 +683,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		return catalogcore.Minted{Record: coreRecord(rec, c, metastore.Item{Key: chain.StreamRecordKey(r.Name), Value: val})}
 	case catalogcore.CommitCreate:
 		d := r.Record.Data.(recordData)
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		// The record and its entry in the name index, together.
 		_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
 			{Kind: metastore.OpPut, Key: d.item.Key, Value: d.item.Value, Expect: metastore.NoVersion},

@@ -1,0 +1,52 @@
+// Package fleet runs a deployment's stars across processes on etcd:
+// membership under session leases, placement of the stars on the live
+// members by weighted rendezvous hashing, a controller in each member that
+// opens the stars placed on it and closes the ones placed elsewhere, and a
+// routing table the host asks where a stream's leader is.
+//
+// It owns the keys under <Config.Prefix>fleet/ and nothing else:
+//
+//	<Prefix>fleet/members/<member>      a Member, under the member's lease
+//	<Prefix>fleet/leads/<star>/<member> a Lead (the member and the epoch), under the same lease
+//	<Prefix>fleet/drained/<member>      a drain (Drain), outside any lease
+//	<Prefix>fleet/moves/<star>          a placement override (Move), outside any lease
+//
+// The invariant it keeps is the loglet's, not one of its own: leadership is
+// decided only by the epoch protocol (the seal and the mint in the
+// metastore). Placement says which member should try to lead a star; a
+// member whose lease has expired but which still holds its stars (a
+// partition) is deposed by its successor's seal and fence, never by trust
+// in its lease, and nothing it appends past the cut is acked.
+//
+// # The caller's loop
+//
+//  1. Build an etcd client and the deployment's metastore, buckets and
+//     Config (Stars, Meta, and OpenStar, which returns the loglet.Config of
+//     a star: the host keeps control of buckets and metastore).
+//  2. Join with this process's Member (name, address, weight). The node's
+//     controller opens the stars placed on it, publishing a Lead for each.
+//  3. Serve: for a stream, Router.Route names its star and the member
+//     leading it; Node.Star returns the *loglet.Star when that member is
+//     this one. Otherwise forward to the member's Addr (the module
+//     contrib/fleethttp does it over HTTP, with a client). A
+//     *loglet.NotLeaderError or ErrUnled means a move is under way: wait
+//     for Router.Changed and route again.
+//  4. Close the node to leave cleanly (a drain, a rolling restart): its
+//     stars are closed and handed over without a fence. If Node.Done
+//     closes first, the session was lost (Node.Err): Join again.
+//
+// # Handoffs
+//
+// A planned move (a member joins or leaves): the old owner sees the star
+// placed elsewhere, closes it (flush, absorb, seal) and deletes its Lead;
+// the new owner, which has waited for that Lead to go, opens the star from
+// the clean seal without a fence. The new owner waits at most
+// Config.HandoffWait: an old owner whose Close cannot finish is fenced. A
+// crash: the old owner's lease expires, its Leads go with it, and the new
+// owner opens the star at once (its Open seals, fences and takes over).
+// A failed Open is retried with a backoff. A member holding a star that a
+// successor has deposed (loglet's Stats say so, or a Lead of a higher epoch
+// appears) closes it, and opens it again if it is still placed there. A
+// star that recovers from a halt in place has minted a new epoch: its Lead
+// is published again at that epoch.
+package fleet

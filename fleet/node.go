@@ -1,0 +1,495 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/loglet"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// Node is this process as a member of the fleet: its session, its Router,
+// and the controller that opens the stars placed on it and closes the ones
+// placed elsewhere. All methods are safe for concurrent use.
+type Node struct {
+	cfg    Config
+	self   Member
+	cli    *clientv3.Client
+	sess   *concurrency.Session
+	router *Router
+	log    *slog.Logger
+	owner  string // loglet.Config.Owner of its stars, published in its member record
+
+	ctx    context.Context // ended by Close, a crash or the session's end
+	cancel context.CancelFunc
+	done   chan struct{}  // closed when the controller has stopped
+	kick   chan struct{}  // wakes the controller (an open or close ended)
+	ops    sync.WaitGroup // the opens and closes the controller started
+
+	mu        sync.Mutex
+	stars     map[string]*held
+	err       error // why the node stopped
+	ctl       *controller
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// held is a star in this member.
+type held struct {
+	state localState
+	star  *loglet.Star
+	epoch uint64 // the epoch its lead publishes
+	// publishing: the lead is being published again at a later epoch
+	// (the star minted one in a recovery); no close starts meanwhile.
+	publishing bool
+}
+
+// Join makes this process a member: it puts m under a new session lease
+// (concurrency.NewSession, TTL cfg.TTL) at <Prefix>fleet/members/<name>,
+// starts a Router, and runs the controller until Close or until the
+// session is lost. A member whose name is already live is refused.
+func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Node, error) {
+	if ctx == nil {
+		return nil, errors.New("fleet: nil context")
+	}
+	if cli == nil {
+		return nil, errors.New("fleet: nil etcd client")
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.OpenStar == nil {
+		return nil, errors.New("fleet: config: OpenStar is required to join")
+	}
+	cfg.applyDefaults()
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(cfg.TTL/time.Second)), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("fleet: member %q: open a session: %w", m.Name, err)
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	owner := m.Name + "/" + hex.EncodeToString(rnd[:])
+	val, _ := json.Marshal(memberRecord{Member: m, Owner: owner})
+	key := cfg.memberKey(m.Name)
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(sess.Lease()))).
+		Commit()
+	if err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("fleet: member %q: publish: %w", m.Name, err)
+	}
+	if !resp.Succeeded {
+		sess.Close()
+		return nil, fmt.Errorf("fleet: member %q is already live (its key %s exists)", m.Name, key)
+	}
+	router, err := NewRouter(ctx, cli, cfg)
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, self: m, cli: cli, sess: sess, router: router,
+		log:   cfg.Logger.With("member", m.Name),
+		owner: owner,
+		done:  make(chan struct{}), kick: make(chan struct{}, 1),
+		stars: map[string]*held{},
+		ctl:   newController(cfg.HandoffWait),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	go n.run()
+	n.log.Info("fleet: joined", "addr", m.Addr, "weight", m.weight(), "lease", int64(sess.Lease()))
+	return n, nil
+}
+
+// Member is this node's member record.
+func (n *Node) Member() Member { return n.self }
+
+// Router is the node's routing table.
+func (n *Node) Router() *Router { return n.router }
+
+// Star returns the star this member leads now, and false while it does not
+// (not placed here, or still opening, or closing).
+func (n *Node) Star(name string) (*loglet.Star, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.stars[name]
+	if h == nil || h.star == nil || h.state == starClosing {
+		return nil, false
+	}
+	return h.star, true
+}
+
+// Leading lists the stars this member leads now, with their epochs.
+func (n *Node) Leading() map[string]uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]uint64{}
+	for s, h := range n.stars {
+		if h.state == starOpen {
+			out[s] = h.epoch
+		}
+	}
+	return out
+}
+
+// Done is closed when the node has stopped: after Close, or after its
+// session was lost (Err says which).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is nil while the node runs and after a Close, and wraps
+// ErrSessionLost after its session ended without one.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// Close leaves the fleet cleanly (a drain): it stops the controller,
+// deletes its member key (so the others place its stars elsewhere at
+// once, and wait for their leads), closes every star it holds (flush,
+// absorb, seal, then withdraw the lead: each one's new owner opens it
+// without a fence), and revokes the session's lease.
+// It returns errors.Join of the stars' Close errors and the revoke's;
+// later calls return the first call's result.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	n.cancel()
+	<-n.done
+	n.ops.Wait()
+	var errs []error
+	if n.Err() == nil {
+		// Withdraw the member first, so the stars' new owners are placed
+		// now and wait for each lead to go as its star closes (a drain),
+		// not for the lease's revocation after the last one.
+		if _, err := n.cli.Delete(ctx, n.cfg.memberKey(n.self.Name)); err != nil {
+			n.log.Warn("fleet: could not withdraw the member key; its stars move when the lease is revoked", "err", err)
+		}
+	}
+	errs = append(errs, n.closeAll(ctx))
+	n.router.Close()
+	if err := n.sess.Close(); err != nil && n.Err() == nil {
+		errs = append(errs, fmt.Errorf("fleet: member %q: revoke the lease: %w", n.self.Name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// closeAll closes every star still held, at once.
+func (n *Node) closeAll(ctx context.Context) error {
+	n.mu.Lock()
+	var stars []string
+	for s, h := range n.stars {
+		if h.state == starOpen {
+			h.state = starClosing
+			stars = append(stars, s)
+		}
+	}
+	n.mu.Unlock()
+	errs := make([]error, len(stars))
+	var wg sync.WaitGroup
+	for i, s := range stars {
+		wg.Go(func() { errs[i] = n.closeStar(ctx, s) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// run is the controller's loop: decide, start the actions, wait for a
+// change (the router's table, an action's end, the next deadline, the
+// deposed check), until the node's context ends or the session is lost.
+func (n *Node) run() {
+	defer close(n.done)
+	tick := time.NewTicker(n.cfg.CheckInterval)
+	defer tick.Stop()
+	var timer *time.Timer
+	for {
+		changed := n.router.Changed()
+		wake := n.decide()
+		var timerC <-chan time.Time
+		if !wake.IsZero() {
+			if timer != nil {
+				timer.Stop()
+			}
+			timer = time.NewTimer(time.Until(wake))
+			timerC = timer.C
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.sess.Done():
+			n.lost()
+			return
+		case <-changed:
+		case <-n.kick:
+		case <-tick.C:
+		case <-timerC:
+		}
+	}
+}
+
+// lost handles a session that ended without Close: the lease is gone, so
+// the other members are opening this member's stars (fencing them). The
+// node closes what it holds (each Close ends quickly once a successor has
+// sealed the chain) and stops.
+func (n *Node) lost() {
+	n.mu.Lock()
+	n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
+	n.mu.Unlock()
+	n.log.Warn("fleet: session lost; closing every star", "lease", int64(n.sess.Lease()))
+	n.cancel()
+	n.ops.Wait()
+	n.closeAll(context.Background())
+	n.router.Close()
+}
+
+// decide builds the view, steps the controller and starts its actions.
+func (n *Node) decide() time.Time {
+	owners := n.router.Placement()
+	n.router.mu.Lock()
+	leads := make(map[string]map[string]Lead, len(n.router.leads))
+	for s, ls := range n.router.leads {
+		leads[s] = make(map[string]Lead, len(ls))
+		for m, l := range ls {
+			leads[s][m] = l
+		}
+	}
+	n.router.mu.Unlock()
+	n.mu.Lock()
+	v := view{self: n.self.Name, owners: owners, leads: leads, local: map[string]local{}}
+	for s, h := range n.stars {
+		l := local{state: h.state}
+		if h.state == starOpen && h.publishing {
+			l.state = starOpening
+		} else if h.state == starOpen {
+			st := h.star.Stats()
+			l.deposed = deposed(st, h.epoch, leads[s], n.self.Name)
+			if ep := statsEpoch(st); !l.deposed && ep > h.epoch {
+				// A recovery minted a new epoch here: publish it, so
+				// routes carry the epoch the star's record has.
+				h.publishing, l.state = true, starOpening
+				n.ops.Go(func() { n.republish(s, h, ep) })
+			}
+		}
+		v.local[s] = l
+	}
+	acts, wake := n.ctl.step(time.Now(), v)
+	for _, a := range acts {
+		h := n.stars[a.star]
+		if h == nil {
+			h = &held{}
+			n.stars[a.star] = h
+		}
+		switch a.kind {
+		case actOpen:
+			h.state = starOpening
+			n.log.Info("fleet: opening star", "star", a.star, "may_depose", a.fence)
+			n.ops.Go(func() { n.openStar(a.star, a.fence) })
+		case actClose:
+			h.state = starClosing
+			n.ops.Go(func() {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				n.closeStar(ctx, a.star)
+				n.poke()
+			})
+		}
+	}
+	n.mu.Unlock()
+	return wake
+}
+
+// deposed: a chain of the star says a successor sealed or took it, or
+// another member publishes a lead of it at a higher epoch.
+func deposed(st loglet.Stats, epoch uint64, ls map[string]Lead, self string) bool {
+	for _, c := range []*loglet.ClassStats{st.Standard, st.Express} {
+		if c != nil && c.Deposed {
+			return true
+		}
+	}
+	for name, l := range ls {
+		if name != self && l.Epoch > epoch {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) poke() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// openStar opens star and publishes its lead under the session's lease.
+// Without depose, an epoch record owned by a live member (one still
+// opening or closing the star) is refused (loglet.ErrLiveOwner), and the
+// controller tries again after a backoff.
+func (n *Node) openStar(star string, depose bool) {
+	defer n.poke()
+	s, err := n.open(star, depose)
+	n.mu.Lock()
+	h := n.stars[star]
+	n.ctl.opened(time.Now(), star, err == nil)
+	if err != nil {
+		h.state = starIdle
+		n.mu.Unlock()
+		switch {
+		case n.ctx.Err() != nil:
+		case errors.Is(err, loglet.ErrLiveOwner):
+			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
+		case errors.Is(err, loglet.ErrTakeoverLost):
+			// Another member opened it at the same time (a placement
+			// that was moving): its lead, or the next change, decides.
+			n.log.Info("fleet: another member opened the star first; will retry", "star", star)
+		default:
+			n.log.Warn("fleet: open failed; will retry", "star", star, "err", err)
+		}
+		return
+	}
+	// Serving first (Star returns it), then routable: a request routed
+	// by the lead finds the star open. The state stays opening until the
+	// lead is out, so no close races the publication.
+	epoch := epochOf(s)
+	h.star, h.epoch = s, epoch
+	n.mu.Unlock()
+	err = n.publish(star, epoch)
+	n.mu.Lock()
+	h.state = starOpen
+	n.mu.Unlock()
+	if err != nil {
+		// Unpublished, the star would be led but unroutable: give it back.
+		n.log.Warn("fleet: could not publish a lead; closing the star", "star", star, "err", err)
+		n.mu.Lock()
+		h.state = starClosing
+		n.mu.Unlock()
+		n.closeStar(context.Background(), star)
+		return
+	}
+	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
+}
+
+func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
+	cfg, err := n.cfg.OpenStar(n.ctx, star)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: config of star %q: %w", star, err)
+	}
+	if cfg.Star != "" && cfg.Star != star {
+		return nil, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
+	}
+	cfg.Star = star
+	if len(cfg.Stars) == 0 {
+		cfg.Stars = n.cfg.Stars
+	}
+	cfg.Owner = n.owner
+	cfg.RefuseLiveOwner = false
+	if !depose {
+		// Refuse the star while its epoch is a live member's: it is still
+		// opening or closing it, and a clean close is on its way. An epoch
+		// a crashed member left is taken over at once.
+		c := loglet.Standard
+		if len(cfg.Standard.Stores) == 0 {
+			c = loglet.Express
+		}
+		ep, _, err := chain.ReadEpoch(n.ctx, cfg.Meta, star, c)
+		switch {
+		case err == nil:
+			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
+		case !errors.Is(err, metastore.ErrNotFound):
+			return nil, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
+		}
+	}
+	return loglet.Open(n.ctx, cfg)
+}
+
+// publish puts this member's lead of star at epoch, under the session's
+// lease.
+func (n *Node) publish(star string, epoch uint64) error {
+	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
+	_, err := n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	return err
+}
+
+// republish publishes the lead of a held star again at a later epoch.
+func (n *Node) republish(star string, h *held, epoch uint64) {
+	defer n.poke()
+	err := n.publish(star, epoch)
+	n.mu.Lock()
+	h.publishing = false
+	if err == nil {
+		h.epoch = epoch
+	}
+	n.mu.Unlock()
+	if err != nil && n.ctx.Err() == nil {
+		n.log.Warn("fleet: could not publish a new epoch's lead; will retry", "star", star, "epoch", epoch, "err", err)
+	}
+}
+
+// closeStar closes a star this member holds (state closing), then deletes
+// its lead, so a new owner waiting for it opens at once.
+func (n *Node) closeStar(ctx context.Context, star string) error {
+	n.mu.Lock()
+	h := n.stars[star]
+	s := h.star
+	n.mu.Unlock()
+	if n.cfg.CloseTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.CloseTimeout)
+		defer cancel()
+	}
+	err := s.Close(ctx)
+	if err != nil {
+		n.log.Warn("fleet: star closed with errors", "star", star, "err", err)
+	} else {
+		n.log.Info("fleet: star closed", "star", star)
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
+	_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
+	cancel()
+	if derr != nil {
+		// The lease takes it when it expires; the new owner waits at most
+		// HandoffWait for it.
+		n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+	}
+	n.mu.Lock()
+	delete(n.stars, star)
+	n.mu.Unlock()
+	return err
+}
+
+// epochOf is the epoch of the star's first chain: Standard's, or
+// Express's when Standard is disabled.
+func epochOf(s *loglet.Star) uint64 { return statsEpoch(s.Stats()) }
+
+func statsEpoch(st loglet.Stats) uint64 {
+	if st.Standard != nil {
+		return st.Standard.Epoch
+	}
+	if st.Express != nil {
+		return st.Express.Epoch
+	}
+	return 0
+}
+
+func afterBackoff() <-chan time.Time { return time.After(500 * time.Millisecond) }

@@ -1,0 +1,90 @@
+package fleet
+
+import (
+	"math"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Place assigns every star to one of members by weighted rendezvous
+// (highest-random-weight) hashing: each (star, member) pair gets a score
+// -Weight/ln(u), u a uniform draw in (0,1) hashed from the star's and the
+// member's names, and the star goes to the highest score (ties to the
+// smaller name). It is a pure function of its arguments, whatever their
+// order:
+//
+//   - a member's share of the stars tends to its Weight over the sum of
+//     the weights (Weight 0 counts as 1; a negative Weight, which Join
+//     refuses, wins a star only when no other member can);
+//   - when a member joins, the only stars that move are those it now
+//     wins; when one leaves, only the stars it held move. No other star
+//     changes owner.
+//
+// The result maps each star to its member's Name; it is empty when members
+// is (no member: no owner). Duplicate member names count once (the first).
+func Place(stars []string, members []Member) map[string]string {
+	out := make(map[string]string, len(stars))
+	if len(members) == 0 {
+		return out
+	}
+	ms := uniqueMembers(members)
+	for _, s := range stars {
+		out[s] = placeOne(s, ms)
+	}
+	return out
+}
+
+// Owner is the member Place gives star to, and false when members is empty.
+func Owner(star string, members []Member) (Member, bool) {
+	if len(members) == 0 {
+		return Member{}, false
+	}
+	ms := uniqueMembers(members)
+	name := placeOne(star, ms)
+	for _, m := range ms {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+func uniqueMembers(members []Member) []Member {
+	seen := make(map[string]bool, len(members))
+	ms := make([]Member, 0, len(members))
+	for _, m := range members {
+		if !seen[m.Name] {
+			seen[m.Name] = true
+			ms = append(ms, m)
+		}
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	return ms
+}
+
+func placeOne(star string, ms []Member) string {
+	best, bestScore := "", math.Inf(-1)
+	for _, m := range ms {
+		if sc := score(star, m); sc > bestScore || best == "" {
+			best, bestScore = m.Name, sc
+		}
+	}
+	return best
+}
+
+// score is the rendezvous score of star on m: -w/ln(u), u in (0,1) from
+// the hash of both names. Higher wins. A weight <= 0 scores -Inf.
+func score(star string, m Member) float64 {
+	w := m.weight()
+	if w <= 0 {
+		return math.Inf(-1)
+	}
+	h := xxhash.New()
+	h.WriteString(star)
+	h.Write([]byte{0})
+	h.WriteString(m.Name)
+	// The top 53 bits, centred in their interval: u is never 0 or 1.
+	u := (float64(h.Sum64()>>11) + 0.5) / (1 << 53)
+	return -w / math.Log(u)
+}

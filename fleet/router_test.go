@@ -1,0 +1,155 @@
+package fleet
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/metastore"
+)
+
+// newTableRouter is a Router fed by hand (apply), without etcd.
+func newTableRouter(t *testing.T, meta metastore.Store) *Router {
+	cfg := Config{Prefix: "p/", Stars: []string{"s0", "s1", "s2"}, Meta: meta}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.applyDefaults()
+	cfg.Logger = quiet()
+	return &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState()}
+}
+
+func (r *Router) put(key string, v any) {
+	b, _ := json.Marshal(v)
+	r.mu.Lock()
+	r.apply(r.members, r.leads, r.ops, key, b, false)
+	r.replaceLocked()
+	r.mu.Unlock()
+}
+
+func (r *Router) del(key string) {
+	r.mu.Lock()
+	r.apply(r.members, r.leads, r.ops, key, nil, true)
+	r.replaceLocked()
+	r.mu.Unlock()
+}
+
+func TestRouterTable(t *testing.T) {
+	r := newTableRouter(t, metastore.NewMem())
+	changed := r.Changed()
+	a, b := Member{Name: "a", Addr: "a:1"}, Member{Name: "b", Addr: "b:1"}
+	r.put(r.cfg.memberKey("a"), memberRecord{Member: a, Owner: "a/1"})
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed not closed by a member's put")
+	}
+	r.put(r.cfg.memberKey("b"), memberRecord{Member: b, Owner: "b/1"})
+	// A bad record and an unknown key are skipped.
+	r.mu.Lock()
+	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("c"), []byte("{not json"), false)
+	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
+	r.apply(r.members, r.leads, r.ops, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
+	r.mu.Unlock()
+	if got := r.Members(); len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Fatalf("Members = %v, want a, b", got)
+	}
+	want := Place(r.cfg.Stars, []Member{a, b})
+	for s, m := range r.Placement() {
+		if want[s] != m {
+			t.Fatalf("Placement[%s] = %s, want %s", s, m, want[s])
+		}
+		if o, ok := r.Owner(s); !ok || o.Name != m {
+			t.Fatalf("Owner(%s) = %v %v, want %s", s, o, ok, m)
+		}
+	}
+	if !r.liveOwner("a/1") || r.liveOwner("a/0") || r.liveOwner("") {
+		t.Fatal("liveOwner: want only the live members' Owners")
+	}
+
+	if _, _, ok := r.Leader("s0"); ok {
+		t.Fatal("Leader of an unled star: ok")
+	}
+	// A deposed leader that has not noticed yet, and its successor: the
+	// higher epoch wins.
+	r.put(r.cfg.leadKey("s0", "a"), Lead{Member: a, Epoch: 3})
+	r.put(r.cfg.leadKey("s0", "b"), Lead{Member: b, Epoch: 4})
+	if m, ep, ok := r.Leader("s0"); !ok || m.Name != "b" || ep != 4 {
+		t.Fatalf("Leader(s0) = %s %d %v, want b 4", m.Name, ep, ok)
+	}
+	if ls := r.Leads("s0"); len(ls) != 2 || ls[0].Epoch != 4 || ls[1].Epoch != 3 {
+		t.Fatalf("Leads(s0) = %v, want epochs 4, 3", ls)
+	}
+	r.del(r.cfg.leadKey("s0", "b"))
+	if m, ep, ok := r.Leader("s0"); !ok || m.Name != "a" || ep != 3 {
+		t.Fatalf("after b's lead went: Leader(s0) = %s %d %v, want a 3", m.Name, ep, ok)
+	}
+	r.del(r.cfg.leadKey("s0", "a"))
+	if _, _, ok := r.Leader("s0"); ok {
+		t.Fatal("Leader after every lead went: ok")
+	}
+	r.del(r.cfg.memberKey("a"))
+	for s, m := range r.Placement() {
+		if m != "b" {
+			t.Fatalf("after a left: Placement[%s] = %s, want b", s, m)
+		}
+	}
+}
+
+func TestRouterStarOf(t *testing.T) {
+	ctx := t.Context()
+	meta := metastore.NewMem()
+	r := newTableRouter(t, meta)
+	if _, err := meta.Put(ctx, chain.StreamRecordKey("old"), []byte(`{"name":"old","star":"s2"}`), metastore.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Put(ctx, chain.StreamRecordKey("bad"), []byte(`{"name":`), metastore.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := r.StarOf(ctx, "old"); err != nil || s != "s2" {
+		t.Fatalf("StarOf(old) = %q, %v; want s2 (its record)", s, err)
+	}
+	if s, err := r.StarOf(ctx, "new"); err != nil || s != chain.PlaceStream("new", r.cfg.Stars) {
+		t.Fatalf("StarOf(new) = %q, %v; want PlaceStream's %q", s, err, chain.PlaceStream("new", r.cfg.Stars))
+	}
+	if _, err := r.StarOf(ctx, "bad"); err == nil {
+		t.Fatal("StarOf of a corrupt record: no error")
+	}
+	// Cached: the record's star is kept until Forget.
+	meta.Delete(ctx, chain.StreamRecordKey("old"), metastore.AnyVersion)
+	if s, _ := r.StarOf(ctx, "old"); s != "s2" {
+		t.Fatalf("StarOf(old) after its record went = %q, want the cached s2", s)
+	}
+	r.Forget("old")
+	if s, _ := r.StarOf(ctx, "old"); s != chain.PlaceStream("old", r.cfg.Stars) {
+		t.Fatalf("StarOf(old) after Forget = %q, want PlaceStream's", s)
+	}
+	if _, _, _, err := r.Route(ctx, "old"); err == nil {
+		t.Fatal("Route with no lead: no error")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	meta := metastore.NewMem()
+	ok := Config{Stars: []string{"a", "b"}, Meta: meta}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		ok   bool
+	}{
+		{"ok", func(*Config) {}, true},
+		{"no-stars", func(c *Config) { c.Stars = nil }, false},
+		{"bad-star", func(c *Config) { c.Stars = []string{"A"} }, false},
+		{"duplicate-star", func(c *Config) { c.Stars = []string{"a", "a"} }, false},
+		{"no-meta", func(c *Config) { c.Meta = nil }, false},
+		{"negative-ttl", func(c *Config) { c.TTL = -1 }, false},
+		{"fractional-ttl", func(c *Config) { c.TTL = 1500 * 1e6 }, false},
+		{"whole-ttl", func(c *Config) { c.TTL = 3 * 1e9 }, true},
+	} {
+		c := ok
+		tc.edit(&c)
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
