@@ -391,7 +391,8 @@ func (s *Star) stopRetention() {
 // this star's streams (their markers: see catalogue.go), retries failed
 // reclaims, then trims every stream of this star that has retention, by age
 // and by bytes (see Retention): first those cached with retention, then
-// refreshRetention, then those it turned on. Errors are logged; the next
+// refreshRetention, then those it turned on or cached (loadRetained: Open
+// loads no record). Errors are logged; the next
 // pass tries again.
 //
 // The streams with retention come before the refresh, which reads a record
@@ -425,7 +426,15 @@ func (s *Star) runRetention(ctx context.Context, now time.Time) {
 	}
 	done := make(map[*streamState]bool, len(sts))
 	s.retainAll(ctx, sts, done, now)
-	s.refreshRetention(ctx, sts, now)
+	if s.refreshRetention(ctx, sts, now) {
+		// It cached streams with a retention: trim them too.
+		s.mu.RLock()
+		sts = make([]*streamState, 0, len(s.streams))
+		for _, st := range s.streams {
+			sts = append(sts, st)
+		}
+		s.mu.RUnlock()
+	}
 	s.retainAll(ctx, sts, done, now)
 }
 
@@ -463,7 +472,10 @@ const refreshParallel = 16
 // cached retention is off, when the star's catalogue generation moved
 // since the last pass read it (and at the first pass): a ConfigureStream
 // by another process puts the generation with the record, so the pass
-// after it sees a retention turned on. (A stream with retention re-reads
+// after it sees a retention turned on. Then too it scans the star's
+// records for the streams with a retention that are not cached
+// (loadRetained: Open loads no record), and reports whether it read the
+// records. (A stream with retention re-reads
 // its record at every pass anyway: retain.) The generation is read before
 // the records, and recorded only once every record read succeeded, so a
 // change is never skipped; while it stands still, a pass reads nothing more
@@ -474,7 +486,7 @@ const refreshParallel = 16
 // cached. Each trim and delete of the star moves it too, so under
 // retention that trims every pass, a pass reads each record once, up to
 // refreshParallel at a time.
-func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now time.Time) {
+func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now time.Time) bool {
 	it, err := s.cfg.Meta.Get(ctx, chain.CatalogGenKey(s.cfg.Star))
 	g := catalogGen{found: err == nil, version: it.Version, value: string(it.Value)}
 	ok := err == nil || errors.Is(err, metastore.ErrNotFound)
@@ -482,7 +494,10 @@ func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now tim
 	same := ok && s.trims.genOK && s.trims.gen == g
 	s.trims.mu.Unlock()
 	if same {
-		return
+		return false
+	}
+	if !s.loadRetained(ctx) {
+		ok = false
 	}
 	var (
 		wg     sync.WaitGroup
@@ -513,6 +528,7 @@ func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now tim
 	s.trims.mu.Lock()
 	s.trims.gen, s.trims.genOK = g, ok
 	s.trims.mu.Unlock()
+	return true
 }
 
 // retain applies st's retention as of now.
