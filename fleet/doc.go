@@ -8,6 +8,8 @@
 //
 //	<Prefix>fleet/members/<member>      a Member, under the member's lease
 //	<Prefix>fleet/leads/<star>/<member> a Lead (the member and the epoch), under the same lease
+//	<Prefix>fleet/drained/<member>      a drain (Drain), outside any lease
+//	<Prefix>fleet/moves/<star>          a placement override (Move), outside any lease
 //
 // The invariant it keeps is the loglet's, not one of its own: leadership is
 // decided only by the epoch protocol (the seal and the mint in the
@@ -25,7 +27,8 @@
 //     controller opens the stars placed on it, publishing a Lead for each.
 //  3. Serve: for a stream, Router.Route names its star and the member
 //     leading it; Node.Star returns the *loglet.Star when that member is
-//     this one. Otherwise forward to the member's Addr. A
+//     this one. Otherwise forward to the member's Addr (the module
+//     contrib/fleethttp does it over HTTP, with a client). A
 //     *loglet.NotLeaderError or ErrUnled means a move is under way: wait
 //     for Router.Changed and route again.
 //  4. Close the node to leave cleanly (a drain, a rolling restart): its

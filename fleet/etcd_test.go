@@ -408,6 +408,43 @@ func (c *cluster) movesFrom(what string, before, after map[string]string, start 
 	return mv
 }
 
+// waitMoved waits until every star mv moved that carries streams has an
+// ack on a member other than its old owner (so the next move cannot hide
+// this one's window).
+func (a *ackLog) waitMoved(t *testing.T, mv move) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		a.mu.Lock()
+		pending := ""
+		for s := range mv.moved {
+			if !a.used[s] {
+				continue
+			}
+			found := false
+			for _, x := range a.byStar[s] {
+				if !x.at.Before(mv.start) && x.member != mv.moved[s] {
+					found = true
+					break
+				}
+			}
+			if !found {
+				pending = s
+				break
+			}
+		}
+		a.mu.Unlock()
+		if pending == "" {
+			return
+		}
+		select {
+		case <-a.notify:
+		case <-deadline:
+			t.Fatalf("%s: star %s has no ack on its new owner after a minute", mv.what, pending)
+		}
+	}
+}
+
 // windows returns the unavailability window of every star mv moved: from
 // its start to the star's first ack on another member.
 func (a *ackLog) windows(t *testing.T, mv move) map[string]time.Duration {
@@ -543,6 +580,7 @@ func TestFleetChurn(t *testing.T) {
 	c.crash("m1")
 	moves = append(moves, c.movesFrom("crash m1", before, c.placementWith("m0", "m2"), start))
 	c.waitSettled("after the crash", "m0", "m2")
+	log.waitMoved(t, moves[len(moves)-1])
 	log.waitAcks(t, 300)
 
 	// Two join: planned moves onto them.
@@ -551,12 +589,14 @@ func TestFleetChurn(t *testing.T) {
 	c.join("m3")
 	moves = append(moves, c.movesFrom("join m3", before, c.placementWith("m0", "m2", "m3"), start))
 	c.waitSettled("after m3 joined", "m0", "m2", "m3")
+	log.waitMoved(t, moves[len(moves)-1])
 	log.waitAcks(t, 200)
 	before = c.placementWith("m0", "m2", "m3")
 	start = time.Now()
 	c.join("m4")
 	moves = append(moves, c.movesFrom("join m4", before, c.placementWith("m0", "m2", "m3", "m4"), start))
 	c.waitSettled("after m4 joined", "m0", "m2", "m3", "m4")
+	log.waitMoved(t, moves[len(moves)-1])
 	log.waitAcks(t, 200)
 
 	// One leaves cleanly.
@@ -565,6 +605,7 @@ func TestFleetChurn(t *testing.T) {
 	c.leave("m0")
 	moves = append(moves, c.movesFrom("leave m0", before, c.placementWith("m2", "m3", "m4"), start))
 	c.waitSettled("after m0 left", "m2", "m3", "m4")
+	log.waitMoved(t, moves[len(moves)-1])
 	log.waitAcks(t, 300)
 
 	// A rolling restart: each member leaves cleanly and joins again under
@@ -577,10 +618,12 @@ func TestFleetChurn(t *testing.T) {
 		c.leave(name)
 		moves = append(moves, c.movesFrom("restart "+name+" (leave)", before, c.placementWith(rest...), start))
 		c.waitSettled("restart "+name+": left", rest...)
+		log.waitMoved(t, moves[len(moves)-1])
 		start = time.Now()
 		c.join(name)
 		moves = append(moves, c.movesFrom("restart "+name+" (join)", c.placementWith(rest...), before, start))
 		c.waitSettled("restart "+name+": back", live...)
+		log.waitMoved(t, moves[len(moves)-1])
 		log.waitAcks(t, 100)
 	}
 	stopAll()

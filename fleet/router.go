@@ -47,6 +47,8 @@ type Router struct {
 	changed chan struct{}              // closed and replaced on every change
 	err     error                      // why the watch stopped
 	streams map[string]string          // stream -> star, from stream records
+	ops     opsState                   // drains and moves (ops.go)
+	stats   RouterStats
 }
 
 // streamCacheMax bounds the stream-to-star cache (it is dropped whole
@@ -91,11 +93,12 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 	}
 	members := map[string]memberRecord{}
 	leads := map[string]map[string]Lead{}
+	ops := newOpsState()
 	for _, kv := range resp.Kvs {
-		r.apply(members, leads, string(kv.Key), kv.Value, false)
+		r.apply(members, leads, ops, string(kv.Key), kv.Value, false)
 	}
 	r.mu.Lock()
-	r.members, r.leads = members, leads
+	r.members, r.leads, r.ops = members, leads, ops
 	r.replaceLocked()
 	r.mu.Unlock()
 	return resp.Header.Revision, nil
@@ -103,8 +106,9 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 
 // apply applies one key's put (or delete) to the maps. Unknown or corrupt
 // keys are logged and skipped: one bad record must not blind the router.
-func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, key string, val []byte, del bool) {
+func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, ops opsState, key string, val []byte, del bool) {
 	switch {
+	case r.applyOps(ops, key, val, del):
 	case strings.HasPrefix(key, r.cfg.membersPrefix()):
 		name := strings.TrimPrefix(key, r.cfg.membersPrefix())
 		if del {
@@ -142,9 +146,10 @@ func (r *Router) apply(members map[string]memberRecord, leads map[string]map[str
 	}
 }
 
-// replaceLocked recomputes the placement and wakes Changed's waiters.
+// replaceLocked recomputes the placement (with the drains and moves:
+// placeLocked) and wakes Changed's waiters.
 func (r *Router) replaceLocked() {
-	r.owners = Place(r.cfg.Stars, r.memberListLocked())
+	r.placeLocked()
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -171,7 +176,7 @@ func (r *Router) watch(ctx context.Context, rev int64) {
 			}
 			r.mu.Lock()
 			for _, ev := range wr.Events {
-				r.apply(r.members, r.leads, string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete)
+				r.apply(r.members, r.leads, r.ops, string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete)
 			}
 			r.replaceLocked()
 			r.mu.Unlock()
@@ -225,7 +230,8 @@ func (r *Router) Members() []Member {
 }
 
 // Placement maps every star to the member placement gives it (Place over
-// the live members; empty with no member).
+// the live members, drained members last and moved stars to the member
+// they were moved to, see Drain and Move; empty with no member).
 func (r *Router) Placement() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

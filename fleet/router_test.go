@@ -16,20 +16,20 @@ func newTableRouter(t *testing.T, meta metastore.Store) *Router {
 	}
 	cfg.applyDefaults()
 	cfg.Logger = quiet()
-	return &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}}
+	return &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState()}
 }
 
 func (r *Router) put(key string, v any) {
 	b, _ := json.Marshal(v)
 	r.mu.Lock()
-	r.apply(r.members, r.leads, key, b, false)
+	r.apply(r.members, r.leads, r.ops, key, b, false)
 	r.replaceLocked()
 	r.mu.Unlock()
 }
 
 func (r *Router) del(key string) {
 	r.mu.Lock()
-	r.apply(r.members, r.leads, key, nil, true)
+	r.apply(r.members, r.leads, r.ops, key, nil, true)
 	r.replaceLocked()
 	r.mu.Unlock()
 }
@@ -47,9 +47,9 @@ func TestRouterTable(t *testing.T) {
 	r.put(r.cfg.memberKey("b"), memberRecord{Member: b, Owner: "b/1"})
 	// A bad record and an unknown key are skipped.
 	r.mu.Lock()
-	r.apply(r.members, r.leads, r.cfg.memberKey("c"), []byte("{not json"), false)
-	r.apply(r.members, r.leads, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
-	r.apply(r.members, r.leads, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
+	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("c"), []byte("{not json"), false)
+	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
+	r.apply(r.members, r.leads, r.ops, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
 	r.mu.Unlock()
 	if got := r.Members(); len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
 		t.Fatalf("Members = %v, want a, b", got)

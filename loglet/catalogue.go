@@ -291,6 +291,7 @@ func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
 // loadStreams reads every stream record placed on this star, so appends to
 // known streams never touch the metastore.
 func (s *Star) loadStreams(ctx context.Context) error {
+	gen, genOK := s.liveSnapshot(ctx) // before the records (seedLive)
 	after := ""
 	for {
 		items, err := s.cfg.Meta.Scan(ctx, "streams/", after, 1000)
@@ -307,8 +308,12 @@ func (s *Star) loadStreams(ctx context.Context) error {
 			}
 			// The chains serve already: a settle pass may look a stream
 			// up. (Nothing is retired yet: no delete has run here.)
-			if _, _, err := s.cache(rec, c, ""); err != nil && !errors.Is(err, ErrStreamNotFound) {
+			st, _, err := s.cache(rec, c, "")
+			if err != nil && !errors.Is(err, ErrStreamNotFound) {
 				return err
+			}
+			if err == nil {
+				s.seedLive(st.id, rec.TrimSeq, gen, genOK)
 			}
 		}
 		if len(items) < 1000 {
@@ -575,6 +580,10 @@ type catalogRun struct {
 	mintErr  error
 	st       *streamState      // the state the cache served
 	cst      *chaincore.Stream // the retired incarnation's state in its chain core
+	// gen, genOK: the catalogue generation taken before the record was
+	// read or written (Star.liveSnapshot), to seed liveness with.
+	gen   catalogGen
+	genOK bool
 }
 
 // runCatalog executes op's requests until it ends, and returns its outcome.
@@ -631,6 +640,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		name, inc := chain.SplitStreamID(st.id)
 		return catalogcore.CacheLooked{Hit: true, Record: catalogcore.Record{Name: name, Incarnation: inc, Star: s.cfg.Star}}
 	case catalogcore.ReadRecord:
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		return s.readRecord(ctx, r.Name)
 	case catalogcore.CacheRecord:
 		d := r.Record.Data.(recordData)
@@ -642,6 +652,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 			return catalogcore.Cached{Other: other}
 		}
 		x.st = st
+		s.seedLive(st.id, d.rec.TrimSeq, x.gen, x.genOK)
 		return catalogcore.Cached{}
 	case catalogcore.MintRecord:
 		x.creating = true
@@ -654,6 +665,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		return catalogcore.Minted{Record: coreRecord(rec, c, metastore.Item{Key: chain.StreamRecordKey(r.Name), Value: val})}
 	case catalogcore.CommitCreate:
 		d := r.Record.Data.(recordData)
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		// The record and its entry in the name index, together.
 		_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
 			{Kind: metastore.OpPut, Key: d.item.Key, Value: d.item.Value, Expect: metastore.NoVersion},

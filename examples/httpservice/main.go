@@ -1,99 +1,177 @@
-// Command httpservice is a small HTTP service that embeds a flightlog star:
-// the log lives in the service's process, its acknowledgements mean
-// "durable in object storage", and there is no broker to run.
+// Command httpservice is a three-process (or N-process) HTTP service that
+// embeds flightlog: each process joins a fleet on etcd (package fleet),
+// leads the stars placed on it, and serves the fleet's reference HTTP
+// transport (contrib/fleethttp). Any process accepts any request and
+// forwards it, in one hop, to the leader of the stream's star; an ack
+// means "durable in object storage". The stars' data lives in one bucket
+// every process reaches (a local directory on one machine, or S3) and
+// their metadata in etcd.
 //
-//	go run ./examples/httpservice --addr 127.0.0.1:8080 --dir ./httpservice-data
-//	curl -X POST --data-binary $'hello\nworld' localhost:8080/streams/greetings
-//	curl 'localhost:8080/streams/greetings?from=0'
-//	curl -N localhost:8080/streams/greetings/tail?from=0
+// Start etcd, then one process per member (README.md has the two commands):
 //
-// Streams are created on their first append (Standard class). The data
-// directory holds the embedded default (local-directory bucket, bbolt
-// metastore); --meta and --bucket put it elsewhere by URL (open.URL):
+//	go run . --name m1 --listen 127.0.0.1:8081 --etcd http://127.0.0.1:2379 --bucket file://$PWD/data/standard
 //
-//	go run ./examples/httpservice --meta etcd://127.0.0.1:2379/httpservice/ --bucket 's3://orders?endpoint=http://127.0.0.1:7070&create=true'
+// and append and read through any of them:
 //
-// The embedded default is for one process at a time, so stop the service before pointing
-// the flightlog CLI at it. SIGINT or SIGTERM shuts down gracefully: stop
-// accepting, end tails, finish in-flight requests, then Close the star
-// (flush, absorb, seal) so the next start continues every stream.
+//	curl --data-binary $'hello\nworld' localhost:8082/v1/streams/greetings
+//	curl 'localhost:8083/v1/streams/greetings?from=0'               # JSON, bodies in base64
+//	curl 'localhost:8083/v1/streams/greetings?from=0&format=text'   # the bodies, one a line
+//	curl 'localhost:8081/v1/streams/greetings?from=2&wait=30s'   # a long poll
+//
+// Every flag has an environment variable (HTTPSERVICE_NAME, ...; the etcd
+// endpoints also FLIGHTLOG_ETCD_ENDPOINTS). SIGINT or SIGTERM leaves the
+// fleet cleanly: stop accepting, end long polls, finish the requests in
+// flight, then close the node (each star flushed, absorbed and sealed, and
+// handed to its next owner without a fence). A process killed with -9
+// loses its stars to the other members after the lease's TTL.
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/flightlog/flightlog/contrib/fleethttp"
+	"github.com/flightlog/flightlog/fleet"
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/loglet/open"
 )
 
+// options are the flags.
+type options struct {
+	name, listen, advertise string
+	etcd, prefix, bucket    string
+	stars                   int
+	weight                  float64
+	ttl                     time.Duration
+}
+
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	dir := flag.String("dir", "./httpservice-data", "data directory (the embedded default; ignored with --meta and --bucket)")
-	meta := flag.String("meta", "", "metastore URL instead of the bbolt file in --dir, e.g. etcd://127.0.0.1:2379/httpservice/")
-	bucket := flag.String("bucket", "", "Standard's bucket URL instead of the directory in --dir, e.g. s3://my-bucket?region=eu-west-1")
+	var o options
+	flag.StringVar(&o.name, "name", env("HTTPSERVICE_NAME", ""), "this member's name, unique in the fleet: 1-64 of [a-z0-9._-] (required)")
+	flag.StringVar(&o.listen, "listen", env("HTTPSERVICE_LISTEN", "127.0.0.1:8080"), "listen address (port 0: any free port)")
+	flag.StringVar(&o.advertise, "advertise", env("HTTPSERVICE_ADVERTISE", ""), "the URL the other members forward to (default: http:// and the address listened on)")
+	flag.StringVar(&o.etcd, "etcd", env("HTTPSERVICE_ETCD", env("FLIGHTLOG_ETCD_ENDPOINTS", "http://127.0.0.1:2379")), "etcd endpoints, comma-separated")
+	flag.StringVar(&o.prefix, "prefix", env("HTTPSERVICE_PREFIX", "httpservice/"), "etcd key prefix of the deployment (the fleet's and the metastore's keys)")
+	flag.StringVar(&o.bucket, "bucket", env("HTTPSERVICE_BUCKET", ""), "Standard's bucket URL, the same for every member (default file://<abs ./httpservice-data/standard>)")
+	flag.IntVar(&o.stars, "stars", 8, "how many stars the deployment has (s0...; the same for every member)")
+	flag.Float64Var(&o.weight, "weight", 1, "this member's capacity weight for placement")
+	flag.DurationVar(&o.ttl, "ttl", fleet.DefaultTTL, "the member's etcd lease TTL (whole seconds): how soon a crashed member's stars move")
 	flag.Parse()
-	spec, err := backends(*dir, *meta, *bucket)
-	if err == nil {
-		err = serve(*addr, spec)
-	}
-	if err != nil {
+	if err := run(o); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// backends is the service's Spec: the flags' URLs, or else the embedded
-// layout in dir (bbolt:///abs/dir/meta.db, file:///abs/dir/standard).
-func backends(dir, meta, bucket string) (open.Spec, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return open.Spec{}, err
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
 	}
-	if meta == "" {
-		meta = "bbolt://" + filepath.ToSlash(filepath.Join(abs, open.MetastoreFile))
-	}
-	if bucket == "" {
-		bucket = "file://" + filepath.ToSlash(filepath.Join(abs, open.StandardBucket))
-	}
-	return open.Spec{Meta: meta, Standard: []string{bucket}}, nil
+	return def
 }
 
-func serve(addr string, spec open.Spec) error {
+func run(o options) error {
+	if o.name == "" {
+		return errors.New("httpservice: --name is required")
+	}
+	if o.stars < 1 {
+		return fmt.Errorf("httpservice: --stars %d: want at least 1", o.stars)
+	}
+	if o.bucket == "" {
+		abs, err := filepath.Abs(filepath.Join("httpservice-data", open.StandardBucket))
+		if err != nil {
+			return err
+		}
+		o.bucket = "file://" + filepath.ToSlash(abs)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := loglet.DefaultConfig()
-	cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
-	cfg.Logger = slog.Default()
-	star, err := open.URL(ctx, cfg, spec) // the Star owns the metastore: its Close closes it
+
+	// Backends: the metastore in etcd under the prefix, the bucket by URL.
+	endpoints := strings.Split(o.etcd, ",")
+	hosts := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		hosts[i] = strings.TrimPrefix(strings.TrimPrefix(e, "http://"), "https://")
+	}
+	spec := open.Spec{
+		Meta:        "etcd://" + strings.Join(hosts, ",") + "/" + o.prefix,
+		Standard:    []string{o.bucket},
+		S3AccessKey: os.Getenv("FLIGHTLOG_S3_ACCESS_KEY"), S3SecretKey: os.Getenv("FLIGHTLOG_S3_SECRET_KEY"),
+	}
+	be, err := spec.Open(ctx)
 	if err != nil {
+		return err
+	}
+	defer be.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	// Listen first, so the address the fleet publishes is the real one.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	if o.advertise == "" {
+		o.advertise = "http://" + ln.Addr().String()
+	}
+	var stars []string
+	for i := range o.stars {
+		stars = append(stars, fmt.Sprintf("s%d", i))
+	}
+	node, err := fleet.Join(ctx, cli, fleet.Member{Name: o.name, Addr: o.advertise, Weight: o.weight}, fleet.Config{
+		Prefix: o.prefix, Stars: stars, Meta: be.Meta, TTL: o.ttl,
+		OpenStar: func(ctx context.Context, star string) (loglet.Config, error) {
+			cfg := loglet.DefaultConfig()
+			cfg.Meta = be.Meta
+			cfg.Standard.Stores, cfg.Standard.BucketNames = be.Standard, be.StandardNames
+			cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
+			cfg.Logger = slog.Default() // the star's logs name it already
+			return cfg, nil
+		},
+	})
+	if err != nil {
+		ln.Close()
 		return err
 	}
 	done := make(chan struct{})
-	srv := &http.Server{Addr: addr, Handler: (&server{star: star, done: done}).routes(), ReadHeaderTimeout: 10 * time.Second}
+	h := fleethttp.NewHandler(fleethttp.FromNode(node), fleethttp.Config{Done: done})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	slog.Info("listening", "addr", addr, "meta", spec.Meta, "bucket", spec.Standard[0])
+	go func() { errc <- srv.Serve(ln) }()
+	// The line a supervisor (or the example's test) reads the address from.
+	fmt.Printf("httpservice: member %s listening on %s\n", o.name, o.advertise)
+	slog.Info("listening", "member", o.name, "addr", o.advertise, "bucket", o.bucket, "etcd", o.etcd)
+
 	select {
-	case err := <-errc:
-		star.Close(context.Background())
-		return err
+	case err = <-errc:
+	case <-node.Done():
+		err = node.Err() // the session was lost: leave, and let a supervisor restart us
 	case <-ctx.Done():
 	}
-	slog.Info("shutting down")
-	close(done) // end tails, which would otherwise hold Shutdown up
+	slog.Info("leaving the fleet", "member", o.name)
+	close(done) // end long polls, which would hold Shutdown up
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		slog.Error("shutdown", "err", err)
+	if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		slog.Error("shutdown", "err", serr)
 	}
-	return star.Close(context.Background()) // flush, absorb, seal: the next start continues every stream
+	// Close the node: its stars flushed, absorbed, sealed and handed over.
+	return errors.Join(err, node.Close(context.Background()))
 }

@@ -80,7 +80,11 @@ type plannedRound struct {
 	split    []int // the chunks' ends (nil: one Commit, or not known yet)
 	marked   bool  // the checkpoint records it as pending
 	refsDone int   // its refs before this are written
-	tried    int   // no chunk at or past this was sent: refs before it may exist
+	// vers: the versions of its refs before refsDone, while every chunk
+	// reported them (settlement's known refs); nil once one did not.
+	vers     []metastore.Version
+	versLost bool
+	tried    int // no chunk at or past this was sent: refs before it may exist
 }
 
 // doomedSnapshot is a tails snapshot no longer needed (superseded, or
@@ -535,6 +539,11 @@ func (c *Core) onRefsCommitted(ev RefsCommitted) {
 		return
 	}
 	c.hold(ev.Held)
+	if !p.versLost && len(p.vers) == p.refsDone && ev.To-p.refsDone == len(ev.RefVersions) {
+		p.vers = append(p.vers, ev.RefVersions...)
+	} else {
+		p.vers, p.versLost = nil, true
+	}
 	p.refsDone = max(p.refsDone, ev.To)
 	c.roundStepNext()
 }
@@ -640,7 +649,11 @@ func (c *Core) onRoundCommitted(ev RoundCommitted) {
 		held += f.objBytes * int64(c.K())
 	}
 	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now, held)
-	c.st.noteRefs(p.round, p.refs, ev.RefVersions) // settle_known.go
+	vers := ev.RefVersions
+	if p.split != nil && !p.versLost {
+		vers = p.vers // a split round's, chunk by chunk
+	}
+	c.st.noteRefs(p.round, p.refs, vers) // settle_known.go
 	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))

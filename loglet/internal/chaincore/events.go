@@ -444,7 +444,10 @@ type RefsCommitted struct {
 	To       int
 	Held     absorb.Held
 	Requests uint64
-	Err      error
+	// RefVersions are the chunk's refs' versions, in order, when its one
+	// Commit wrote them all at its first attempt (nil otherwise).
+	RefVersions []metastore.Version
+	Err         error
 }
 
 // SnapshotsDropped is DropSnapshots' result: the snapshots deleted from

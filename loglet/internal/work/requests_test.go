@@ -34,13 +34,13 @@ var coreRequests = map[string][]any{
 		settlecore.ReadTrim{}, settlecore.ReadCheckpoint{}, settlecore.Commit{}, settlecore.DeleteSlots{},
 		settlecore.ScanMarkers{}, settlecore.GetRef{}, settlecore.DeleteObject{}, settlecore.FenceEpoch{},
 		settlecore.ReadSlots{}, settlecore.ScanRefs{}, settlecore.CheckLive{}, settlecore.GetRange{},
-		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{},
+		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{}, settlecore.HoldMemory{},
 	},
 	"catalogcore": {
 		catalogcore.LookupCache{}, catalogcore.ReadRecord{}, catalogcore.CacheRecord{}, catalogcore.MintRecord{},
 		catalogcore.CommitCreate{}, catalogcore.CommitDelete{}, catalogcore.ForgetName{}, catalogcore.FinishDeletesOf{},
 		catalogcore.Retire{}, catalogcore.AwaitReleased{}, catalogcore.CheckDrained{}, catalogcore.ReadMarker{},
-		catalogcore.Reclaim{}, catalogcore.DeleteMarker{}, catalogcore.PutTrim{}, catalogcore.CommitOffsetReq{},
+		catalogcore.Reclaim{}, catalogcore.DeleteMarker{}, catalogcore.PutTrim{}, catalogcore.PutConfig{}, catalogcore.CommitOffsetReq{},
 		catalogcore.ReadOffset{}, catalogcore.Warn{},
 	},
 	"starcore": {

@@ -200,7 +200,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	case chaincore.CommitRefs:
 		cm := e.committer(r.Held)
 		err := cm.CommitRefs(ctx, r.Round, r.Refs, r.MayExist)
-		return chaincore.RefsCommitted{Round: r.Round, To: r.To, Held: cm.Held(), Requests: cm.Requests, Err: err}
+		return chaincore.RefsCommitted{Round: r.Round, To: r.To, Held: cm.Held(), Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
 	case chaincore.AdvanceRound:
 		cm := e.committer(r.Held)
 		err := cm.Advance(ctx, r.Round, r.SnapshotKey, r.SnapshotBase, r.Doomed)
