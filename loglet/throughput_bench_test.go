@@ -43,6 +43,10 @@ import (
 //   - two-pass-flight-MB/s, x-two-pass-flight (codec none): the same two
 //     passes in the design's order, the copy made once a flight's worth
 //     of payloads is held (so from memory, not from the cache);
+//   - cpu-us/batch, x-two-pass-cpu, x-two-pass-flight-cpu (codec none):
+//     the process's CPU per batch during the run (the producers' own
+//     included), and each floor's CPU over it (the ratio that a busy
+//     machine disturbs least);
 //   - allocs/batch: heap allocations in the whole process per batch, the
 //     benchmark's own included (it allocates none per batch but its
 //     futures).
@@ -94,11 +98,13 @@ func BenchmarkThroughput(b *testing.B) {
 				runtime.GC()
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
+				cpu := processCPU()
 				b.ResetTimer()
 				r := runProducers(b, b.N, benchDepth, func(p int) submitFunc {
 					return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
 				})
 				b.StopTimer()
+				cpu = processCPU() - cpu
 				runtime.ReadMemStats(&after)
 				if err := s.Close(context.Background()); err != nil {
 					b.Fatalf("close: %v", err)
@@ -146,12 +152,24 @@ func BenchmarkThroughput(b *testing.B) {
 					cp := copyBaseline(int(r.batches))
 					b.ReportMetric(cp, "copy-MB/s")
 					b.ReportMetric(r.mbps()/cp, "x-copy")
+					// CPU per batch beside MB/s: on a busy machine the
+					// wall clock of each side varies with what else runs,
+					// the CPU it took much less (ratios floor/ours).
+					perBatch := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(r.batches) }
+					b.ReportMetric(perBatch(cpu), "cpu-us/batch")
+					c0 := processCPU()
 					fl := twoPassBaseline(int(r.batches), int(cs.FlightSize.Quantile(0.5)))
+					c1 := processCPU()
 					b.ReportMetric(fl, "two-pass-MB/s")
 					b.ReportMetric(r.mbps()/fl, "x-two-pass")
 					ff := twoPassFlightBaseline(int(r.batches), int(cs.FlightSize.Quantile(0.5)))
+					c2 := processCPU()
 					b.ReportMetric(ff, "two-pass-flight-MB/s")
 					b.ReportMetric(r.mbps()/ff, "x-two-pass-flight")
+					if cpu > 0 {
+						b.ReportMetric(float64(c1-c0)/float64(cpu), "x-two-pass-cpu")
+						b.ReportMetric(float64(c2-c1)/float64(cpu), "x-two-pass-flight-cpu")
+					}
 				}
 			})
 		}
