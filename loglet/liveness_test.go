@@ -240,8 +240,9 @@ func testLivenessSeededByTheCatalogue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// "loaded" exists before b opens (Open's load); "looked-up" is created
-	// by a after b opened (b's lookup on append).
+	// "loaded" exists before b opens (Open loads no record: b's first
+	// lookup of it, below, reads it); "looked-up" is created by a after b
+	// opened (b's lookup on append).
 	appendN(t, a.star, "loaded", 1, 3, nil)
 	var cb *keyGets
 	b, err := w.open("b", counting(&cb))
@@ -255,6 +256,9 @@ func testLivenessSeededByTheCatalogue(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, b.star, "looked-up", 1, 3, nil)
+	if _, err := b.star.stream(ctx, "loaded"); err != nil {
+		t.Fatal(err)
+	}
 	idOf := func(s *Star, name string) string {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
