@@ -37,10 +37,11 @@ type Committer struct {
 	// Requests counts metastore requests this committer made.
 	Requests uint64
 	// RefVersions are the versions of the refs the last CommitAtomic (or
-	// CommitDooming) wrote, in its refs' order, when it wrote them all in
-	// one Commit at its first attempt (nil otherwise: a split round, a
-	// replay): what settlement needs to repoint them without reading them
-	// back.
+	// CommitDooming), or the last CommitRefs (one chunk of a split round),
+	// wrote, in its refs' order, when it wrote them all in one Commit at
+	// its first attempt (nil otherwise: a split round's CommitDooming, a
+	// replay, a retry): what settlement needs to repoint them without
+	// reading them back.
 	RefVersions []metastore.Version
 }
 
@@ -329,6 +330,7 @@ func (c *Committer) sealCheckOp() metastore.Op {
 // On a conflict with an unchanged seal it drops the refs that exist and
 // retries once.
 func (c *Committer) commitChunk(ctx context.Context, refs []SpanRef, ops []metastore.Op, replay bool) error {
+	c.RefVersions = nil
 	if replay {
 		var err error
 		if refs, ops, err = c.missingRefs(ctx, refs, ops); err != nil || len(refs) == 0 {
@@ -336,9 +338,12 @@ func (c *Committer) commitChunk(ctx context.Context, refs []SpanRef, ops []metas
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		_, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.sealCheckOp()))
+		vs, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.sealCheckOp()))
 		c.Requests++
 		if err == nil {
+			if !replay && attempt == 0 && len(vs) == len(refs)+1 {
+				c.RefVersions = vs[:len(refs):len(refs)]
+			}
 			return nil
 		}
 		if _, rerr := c.resolve(ctx, c.cp); rerr != nil {

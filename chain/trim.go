@@ -42,23 +42,32 @@ func Trim(ctx context.Context, set BucketSet, star string, class Class, epoch, f
 		first           error
 	}
 	results := make([]bucketResult, set.K())
+	// Each bucket's deletes run trimAhead at a time: a settle pass deletes
+	// the tens of slots it settled, which one after the other at object
+	// store latencies took seconds of the pass.
 	var wg sync.WaitGroup
 	for i, b := range set.Stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &results[i]
-			for s := from; s < to && ctx.Err() == nil; s++ {
-				if derr := deleteKey(ctx, b, SlotKey(star, class, epoch, s), set.Retry); derr != nil {
+		r := &results[i]
+		var mu sync.Mutex
+		sem := make(chan struct{}, trimAhead)
+		for s := from; s < to && ctx.Err() == nil; s++ {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				derr := deleteKey(ctx, b, SlotKey(star, class, epoch, s), set.Retry)
+				mu.Lock()
+				defer mu.Unlock()
+				if derr != nil {
 					r.failed++
 					if r.first == nil {
 						r.first = fmt.Errorf("slot %d: %w", s, derr)
 					}
-					continue
+					return
 				}
 				r.deleted++
-			}
-		}()
+			}()
+		}
 	}
 	wg.Wait()
 	var errs []error
@@ -76,6 +85,9 @@ func Trim(ctx context.Context, set BucketSet, star string, class Class, epoch, f
 	}
 	return deleted, nil
 }
+
+// trimAhead bounds the deletes Trim runs at once in one bucket.
+const trimAhead = 16
 
 // deleteKey deletes key, retrying failures a few times.
 func deleteKey(ctx context.Context, b objstore.Store, key string, retry RetryPolicy) error {

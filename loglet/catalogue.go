@@ -24,7 +24,9 @@ import (
 // shell (runCatalog executes each request as one call) and holds the cache.
 //
 // A Star caches the records of the streams it leads (s.streams, under
-// s.mu), so appends to known streams never touch the metastore. Every
+// s.mu), so appends to known streams never touch the metastore. Open loads
+// none: a stream's record is read at its first lookup, and the retention
+// pass loads the records with a Retention (loadRetained). Every
 // insert into that cache goes through cache, and every deletion through
 // retire, under one rule: an incarnation retired by a deletion is never
 // served again. retire marks it in its chain's core (chaincore.Core.Retire:
@@ -288,31 +290,52 @@ func decodeStreamRecord(it metastore.Item) (streamRecord, Class, error) {
 	return rec, c, nil
 }
 
-// loadStreams reads every stream record placed on this star, so appends to
-// known streams never touch the metastore.
-func (s *Star) loadStreams(ctx context.Context) error {
+// loadRetained caches the records of this star's streams that have a
+// Retention, so the retention pass (which trims the streams cached) trims
+// the ones nobody appends to or reads. The retention pass runs it when the
+// star's catalogue generation moved (refreshRetention), not Open: Open
+// loads no stream record, and every other stream's record is read at its
+// first lookup (one metastore read per stream per process). It reports
+// whether it read every record (a failed scan is tried again at the next
+// pass).
+//
+// A record read here never replaces what a lookup cached meanwhile, and a
+// name dropped (a delete) after its page was read is left to its next
+// lookup: each page's names are cached under the cache's tokens as they
+// were before the page was read (catalogcore.CacheLooked). A record that
+// does not decode is logged and skipped: its stream fails its own lookup.
+func (s *Star) loadRetained(ctx context.Context) bool {
+	gen, genOK := s.liveSnapshot(ctx) // before the records (seedLive)
 	after := ""
 	for {
+		s.mu.RLock()
+		drops := s.drops
+		s.mu.RUnlock()
 		items, err := s.cfg.Meta.Scan(ctx, "streams/", after, 1000)
 		if err != nil {
-			return fmt.Errorf("loglet: load streams: %w", err)
+			s.log.Warn("loading the stream records with retention failed; the next retention pass retries", "err", err)
+			return false
 		}
 		for _, it := range items {
 			rec, c, err := decodeStreamRecord(it)
 			if err != nil {
-				return err
-			}
-			if rec.Star != s.cfg.Star {
+				s.log.Warn("stream record does not decode; its stream fails its lookups", "key", it.Key, "err", err)
 				continue
 			}
-			// The chains serve already: a settle pass may look a stream
-			// up. (Nothing is retired yet: no delete has run here.)
-			if _, _, err := s.cache(rec, c, ""); err != nil && !errors.Is(err, ErrStreamNotFound) {
-				return err
+			if rec.Star != s.cfg.Star || !rec.retention().on() {
+				continue
+			}
+			expect := "#" + strconv.FormatUint(drops[dropBucket(rec.Name)], 10)
+			st, _, err := s.cache(rec, c, expect)
+			if err != nil && !errors.Is(err, ErrStreamNotFound) {
+				s.log.Warn("caching a stream record with retention failed", "stream", rec.Name, "err", err)
+			}
+			if err == nil && st != nil { // nil: a lookup moved the cache meanwhile
+				s.seedLive(st.id, rec.TrimSeq, gen, genOK)
 			}
 		}
 		if len(items) < 1000 {
-			return nil
+			return true
 		}
 		after = items[len(items)-1].Key
 	}
@@ -575,6 +598,10 @@ type catalogRun struct {
 	mintErr  error
 	st       *streamState      // the state the cache served
 	cst      *chaincore.Stream // the retired incarnation's state in its chain core
+	// gen, genOK: the catalogue generation taken before the record was
+	// read or written (Star.liveSnapshot), to seed liveness with.
+	gen   catalogGen
+	genOK bool
 }
 
 // runCatalog executes op's requests until it ends, and returns its outcome.
@@ -631,6 +658,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		name, inc := chain.SplitStreamID(st.id)
 		return catalogcore.CacheLooked{Hit: true, Record: catalogcore.Record{Name: name, Incarnation: inc, Star: s.cfg.Star}}
 	case catalogcore.ReadRecord:
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		return s.readRecord(ctx, r.Name)
 	case catalogcore.CacheRecord:
 		d := r.Record.Data.(recordData)
@@ -642,6 +670,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 			return catalogcore.Cached{Other: other}
 		}
 		x.st = st
+		s.seedLive(st.id, d.rec.TrimSeq, x.gen, x.genOK)
 		return catalogcore.Cached{}
 	case catalogcore.MintRecord:
 		x.creating = true
@@ -654,6 +683,7 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		return catalogcore.Minted{Record: coreRecord(rec, c, metastore.Item{Key: chain.StreamRecordKey(r.Name), Value: val})}
 	case catalogcore.CommitCreate:
 		d := r.Record.Data.(recordData)
+		x.gen, x.genOK = s.liveSnapshot(ctx)
 		// The record and its entry in the name index, together.
 		_, err := s.cfg.Meta.Commit(ctx, []metastore.Op{
 			{Kind: metastore.OpPut, Key: d.item.Key, Value: d.item.Value, Expect: metastore.NoVersion},

@@ -98,8 +98,10 @@ type Config struct {
 	// retries every failed reclaim (default a minute,
 	// DefaultRetentionInterval; negative: no pass, so Retention is not
 	// enforced and failed reclaims wait for the stream's next Trim). A
-	// positive interval under a millisecond is refused: each pass reads
-	// every stream record of the star.
+	// positive interval under a millisecond is refused: a pass reads the
+	// record of each stream it trims, and the first one every stream
+	// record of the star (to find the streams with a Retention: Open
+	// loads none).
 	RetentionInterval time.Duration
 	// doomedGrace overrides settle's grace before deleting a merged-away
 	// settled object (tests: negative deletes at once).

@@ -186,6 +186,31 @@ func (s *Star) rememberLive(id string, e liveEntry) {
 	c.byID[id] = &e
 }
 
+// liveSnapshot is the generation as of at most catalogGenRefresh ago
+// (read before the call), taken before the catalogue reads or writes a
+// stream record, so that the record's answer can be cached under it
+// (seedLive). ok is false with settlement off (nothing asks) or the
+// generation unknown.
+func (s *Star) liveSnapshot(ctx context.Context) (gen catalogGen, ok bool) {
+	if s.settleInterval() <= 0 {
+		return catalogGen{}, false
+	}
+	return s.generation(ctx, time.Now())
+}
+
+// seedLive caches the answer for a live incarnation whose record the
+// catalogue read (or wrote) after taking gen (liveSnapshot): a stream this
+// star serves then costs its passes no Get of its record, not even the
+// first (at 10,000 streams those first reads were most of a pass's
+// requests and of its duration).
+func (s *Star) seedLive(id string, trimSeq uint64, gen catalogGen, ok bool) {
+	if !ok {
+		return
+	}
+	now := time.Now()
+	s.rememberLive(id, liveEntry{live: true, trimSeq: trimSeq, gen: gen, read: now, used: now})
+}
+
 // catalogGenOp is the Put of star's catalogue generation that every trim
 // and delete of a stream of star commits with the stream record: a fresh
 // value (so a version that is a hash of the value changes too) naming the

@@ -210,3 +210,89 @@ func TestTrimCommitsCatalogGen(t *testing.T) {
 		t.Fatalf("delete: generation unchanged %+v", g2)
 	}
 }
+
+// TestLivenessSeededByTheCatalogue (issue 24, item 1): a stream the star
+// serves has its liveness answer cached when the catalogue reads or writes
+// its record (a create, a lookup, Open's load), so a settle pass's first
+// ask about it reads no stream record: at 10,000 streams those first reads
+// were most of settlement's metastore requests. A trim by another process
+// still sends the ask back to the record.
+func TestLivenessSeededByTheCatalogue(t *testing.T) {
+	synctest.Test(t, testLivenessSeededByTheCatalogue)
+}
+
+func testLivenessSeededByTheCatalogue(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	records := map[string]bool{}
+	for _, n := range []string{"created", "looked-up", "loaded"} {
+		records[chain.StreamRecordKey(n)] = true
+	}
+	counting := func(cnt **keyGets) func(c *Config) {
+		return func(c *Config) {
+			c.SettleInterval = time.Hour // on, but the test asks itself
+			*cnt = &keyGets{Store: c.Meta, keys: records}
+			c.Meta = *cnt
+		}
+	}
+	var ca *keyGets
+	a, err := w.open("a", counting(&ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "loaded" exists before b opens (Open loads no record: b's first
+	// lookup of it, below, reads it); "looked-up" is created by a after b
+	// opened (b's lookup on append).
+	appendN(t, a.star, "loaded", 1, 3, nil)
+	var cb *keyGets
+	b, err := w.open("b", counting(&cb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.star.CreateStream(ctx, "created", StreamOptions{Class: Standard}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.star.CreateStream(ctx, "looked-up", StreamOptions{Class: Standard}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, b.star, "looked-up", 1, 3, nil)
+	if _, err := b.star.stream(ctx, "loaded"); err != nil {
+		t.Fatal(err)
+	}
+	idOf := func(s *Star, name string) string {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		st := s.streams[name]
+		if st == nil {
+			t.Fatalf("%s is not served", name)
+		}
+		return st.id
+	}
+	ask := func(s *Star, cnt *keyGets, name string) (bool, int64) {
+		t.Helper()
+		before := cnt.gets.Load()
+		live, _, err := s.streamLiveness(ctx, idOf(s, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return live, cnt.gets.Load() - before
+	}
+	for _, c := range []struct {
+		s    *Star
+		cnt  *keyGets
+		name string
+	}{{a.star, ca, "created"}, {a.star, ca, "loaded"}, {b.star, cb, "looked-up"}, {b.star, cb, "loaded"}} {
+		if live, gets := ask(c.s, c.cnt, c.name); !live || gets != 0 {
+			t.Fatalf("%s: first ask: live=%v, %d Gets of its record, want live, 0", c.name, live, gets)
+		}
+	}
+	// Another process's trim changes the generation: the seeded answer is
+	// read again.
+	if err := b.star.Trim(ctx, "loaded", 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(trimRefresh)
+	if live, gets := ask(a.star, ca, "loaded"); !live || gets != 1 {
+		t.Fatalf("loaded, after b's trim: live=%v, %d Gets of its record, want live, 1", live, gets)
+	}
+}

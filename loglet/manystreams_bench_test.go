@@ -46,7 +46,8 @@ import (
 //
 // Storage: one objstore.Mem with no injected latency (PUTs cost what the Mem
 // costs: the aim is the star's own cost at scale) behind a wrapper counting
-// PUT bytes by key (chains/: flights; snapshots/: tails snapshots), and an
+// PUT bytes by key (chains/: flights; snapshots/: tails snapshots; settled/:
+// settlement's objects, settled-KB/s over the window), and an
 // in-memory metastore counting requests as metastore.Mem does
 // (MemCounters.Requests: every Get, Put, Delete, Scan and Commit). The
 // metastore is scaleMeta, not metastore.Mem: Mem keeps its keys in one
@@ -490,17 +491,17 @@ func TestChunkIndexOrder(t *testing.T) {
 
 // manyTally counts the bytes of successful PUTs by what they hold.
 type manyTally struct {
-	flightBytes, snapBytes, otherBytes atomic.Int64
-	flightPuts, snapPuts               atomic.Int64
-	snapMax                            atomic.Int64 // largest snapshot PUT since the last reset
+	flightBytes, snapBytes, settledBytes, otherBytes atomic.Int64
+	flightPuts, snapPuts                             atomic.Int64
+	snapMax                                          atomic.Int64 // largest snapshot PUT since the last reset
 }
 
 type manyTallyCounts struct {
-	flightBytes, snapBytes, otherBytes, flightPuts, snapPuts int64
+	flightBytes, snapBytes, otherBytes, flightPuts, snapPuts, settledBytes int64
 }
 
 func (t *manyTally) counts() manyTallyCounts {
-	return manyTallyCounts{t.flightBytes.Load(), t.snapBytes.Load(), t.otherBytes.Load(), t.flightPuts.Load(), t.snapPuts.Load()}
+	return manyTallyCounts{t.flightBytes.Load(), t.snapBytes.Load(), t.otherBytes.Load(), t.flightPuts.Load(), t.snapPuts.Load(), t.settledBytes.Load()}
 }
 
 // tallyStore counts what is PUT through it into a manyTally.
@@ -524,6 +525,8 @@ func (s tallyStore) PutIfAbsent(ctx context.Context, key string, body []byte) er
 		s.t.snapPuts.Add(1)
 		for m := s.t.snapMax.Load(); n > m && !s.t.snapMax.CompareAndSwap(m, n); m = s.t.snapMax.Load() {
 		}
+	case strings.HasPrefix(key, "settled/"):
+		s.t.settledBytes.Add(n)
 	default:
 		s.t.otherBytes.Add(n)
 	}
@@ -993,7 +996,8 @@ func runManyStreams(b *testing.B, n int, every time.Duration) *manyRun {
 	r.window = t1.Sub(t0)
 	r.rounds, r.refs = s1.AbsorbRounds-s0.AbsorbRounds, s1.AbsorbRefs-s0.AbsorbRefs
 	r.put = manyTallyCounts{flightBytes: p1.flightBytes - p0.flightBytes, snapBytes: p1.snapBytes - p0.snapBytes,
-		otherBytes: p1.otherBytes - p0.otherBytes, flightPuts: p1.flightPuts - p0.flightPuts, snapPuts: p1.snapPuts - p0.snapPuts}
+		otherBytes: p1.otherBytes - p0.otherBytes, flightPuts: p1.flightPuts - p0.flightPuts, snapPuts: p1.snapPuts - p0.snapPuts,
+		settledBytes: p1.settledBytes - p0.settledBytes}
 	r.statSnapBytes = s1.TailsSnapshotBytes - s0.TailsSnapshotBytes
 	r.fullSnaps = s1.TailsFullSnapshots - s0.TailsFullSnapshots
 	r.metaReqs = m1.Requests() - m0.Requests()
@@ -1082,6 +1086,7 @@ func BenchmarkManyStreams(b *testing.B) {
 		b.ReportMetric(float64(r.rounds)/sec, "rounds/s")
 		b.ReportMetric(float64(r.refs)/rounds, "refs/round")
 		b.ReportMetric(float64(r.put.flightBytes)/1e3/rounds, "flight-KB/round")
+		b.ReportMetric(float64(r.put.settledBytes)/1e3/sec, "settled-KB/s")
 		b.ReportMetric(float64(r.statSnapBytes)/1e3/rounds, "snap-KB/round")
 		b.ReportMetric(float64(r.fullSnaps), "full-snaps")
 		b.ReportMetric(float64(r.maxSnap)/1e6, "max-snap-MB")
@@ -1109,7 +1114,7 @@ func BenchmarkManyStreams(b *testing.B) {
 			b.Errorf("snapshot bytes: %d PUT to the bucket, %d in Stats", r.put.snapBytes, r.statSnapBytes)
 		}
 		if r.put.otherBytes != 0 {
-			b.Errorf("%d bytes PUT outside chains/ and snapshots/ in the window", r.put.otherBytes)
+			b.Errorf("%d bytes PUT outside chains/, snapshots/ and settled/ in the window", r.put.otherBytes)
 		}
 		if r.minAppends == 0 {
 			b.Errorf("an active stream got no append in the window: the run is not %d active streams", r.active)

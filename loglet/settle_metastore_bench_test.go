@@ -1,8 +1,11 @@
 package loglet
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,36 +72,89 @@ type settleMetaRun struct {
 	heldMB         float64
 }
 
-// requestCounter counts a store's requests, keeping its limits.
+// requestCounter counts a store's requests, keeping its limits, and, by
+// kind and the kinds of keys they touch (keyKind), how many of each
+// (byKind: the breakdown FLIGHTLOG_BENCH_SETTLE_BREAKDOWN prints).
 type requestCounter struct {
 	metastore.Store
 	n, gets atomic.Int64
+	mu      sync.Mutex
+	byKind  map[string]int64
+}
+
+func (m *requestCounter) note(kind string, keys ...string) {
+	m.n.Add(1)
+	var ks []string
+	for _, k := range keys {
+		if kk := keyKind(k); !slices.Contains(ks, kk) {
+			ks = append(ks, kk)
+		}
+	}
+	slices.Sort(ks)
+	label := kind + " " + strings.Join(ks, "+")
+	m.mu.Lock()
+	if m.byKind == nil {
+		m.byKind = map[string]int64{}
+	}
+	m.byKind[label]++
+	m.mu.Unlock()
+}
+
+// breakdown returns the counts by label since the last call.
+func (m *requestCounter) breakdown() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.byKind
+	m.byKind = nil
+	return b
+}
+
+// keyKind names what a key is: its first path element, and for star keys
+// the last.
+func keyKind(key string) string {
+	parts := strings.Split(key, "/")
+	if parts[0] == "stars" && len(parts) > 2 {
+		if len(parts) > 3 && parts[3] == "doomed" {
+			return "doomed"
+		}
+		return parts[len(parts)-1]
+	}
+	return parts[0]
 }
 
 func (m *requestCounter) Get(ctx context.Context, key string) (metastore.Item, error) {
-	m.n.Add(1)
+	m.note("get", key)
 	m.gets.Add(1)
 	return m.Store.Get(ctx, key)
 }
 
 func (m *requestCounter) Put(ctx context.Context, key string, v []byte, expect metastore.Version) (metastore.Version, error) {
-	m.n.Add(1)
+	m.note("put", key)
 	return m.Store.Put(ctx, key, v, expect)
 }
 
 func (m *requestCounter) Delete(ctx context.Context, key string, expect metastore.Version) error {
-	m.n.Add(1)
+	m.note("delete", key)
 	return m.Store.Delete(ctx, key, expect)
 }
 
 func (m *requestCounter) Scan(ctx context.Context, prefix, after string, limit int) ([]metastore.Item, error) {
-	m.n.Add(1)
+	m.note("scan", prefix)
 	return m.Store.Scan(ctx, prefix, after, limit)
 }
 
 func (m *requestCounter) Commit(ctx context.Context, ops []metastore.Op) ([]metastore.Version, error) {
-	m.n.Add(1)
-	return m.Store.Commit(ctx, ops)
+	keys := make([]string, len(ops))
+	for i, op := range ops {
+		keys[i] = op.Key
+	}
+	vs, err := m.Store.Commit(ctx, ops)
+	kind := "commit"
+	if errors.Is(err, metastore.ErrConflict) {
+		kind = "commit-conflict"
+	}
+	m.note(kind, keys...)
+	return vs, err
 }
 
 func (m *requestCounter) MaxCommitOps() int           { return metastore.MaxCommitOps(m.Store) }
@@ -191,6 +247,7 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 		warm = d
 	}
 	time.Sleep(warm) // the warm-up is a duration of load, not a wait for a condition
+	cm.breakdown()
 	start, n0, g0 := time.Now(), cm.n.Load(), cm.gets.Load()
 	var lags []time.Duration
 	var held float64
@@ -209,6 +266,19 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 	}
 	sample.Stop()
 	reqs, gets, elapsed := cm.n.Load()-n0, cm.gets.Load()-g0, time.Since(start)
+	if os.Getenv("FLIGHTLOG_BENCH_SETTLE_BREAKDOWN") != "" {
+		bd := cm.breakdown()
+		labels := slices.Collect(maps.Keys(bd))
+		slices.SortFunc(labels, func(a, b string) int { return cmp.Compare(bd[b], bd[a]) })
+		for _, l := range labels {
+			fmt.Fprintf(os.Stderr, "  %-50s %8.1f/s\n", l, float64(bd[l])/elapsed.Seconds())
+		}
+		st := s.Stats()
+		for _, cs := range []*ClassStats{st.Express, st.Standard} {
+			fmt.Fprintf(os.Stderr, "  settle: passes %d, meta requests %d, ref scans %d, settled refs %d, objects %d", cs.Settle.Passes, cs.Settle.MetaRequests, cs.Settle.RefScans, cs.Settle.SettledRefs, cs.Settle.Objects)
+			fmt.Fprintln(os.Stderr)
+		}
+	}
 	close(stop)
 	producers.Wait()
 	if err, _ := failed.Load().(error); err != nil {

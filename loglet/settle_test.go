@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -425,3 +426,113 @@ func TestSettleDeletesDoomedObjectsWhenIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleSplitRoundsKnowTheirRefs (issue 24, item 1): on a metastore
+// that takes few ops a Commit (etcd: 128), a round of many streams' refs is
+// split into Commits of chunks; each chunk's Commit returns its refs'
+// versions, so the leader still knows every ref and its passes scan no
+// stream's refs. Before, a split round reported none, the leader's
+// knowledge restarted after every round, and on etcd at 10,000 streams
+// settlement scanned every stream's refs every pass (~400 requests a
+// second).
+func TestSettleSplitRoundsKnowTheirRefs(t *testing.T) {
+	synctest.Test(t, testSettleSplitRoundsKnowTheirRefs)
+}
+
+func testSettleSplitRoundsKnowTheirRefs(t *testing.T) {
+	w := newWorld(t)
+	p, err := w.open("a", func(c *Config) {
+		c.Meta = fewOps{Store: c.Meta}
+		c.SettleInterval = 100 * time.Millisecond
+		c.AbsorbInterval = time.Second // rounds of many refs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const streams = 60
+	for i := 0; i < streams; i++ {
+		appendN(t, p.star, fmt.Sprintf("s%02d", i), 1, 2, nil)
+	}
+	time.Sleep(5 * time.Second)
+	st := p.star.Stats()
+	var refs, scans, settled uint64
+	for _, cs := range []*ClassStats{st.Standard, st.Express} {
+		refs += cs.AbsorbRefs
+		scans += cs.Settle.RefScans
+		settled += cs.Settle.SettledRefs
+	}
+	if settled < streams {
+		t.Fatalf("%d settled refs for %d streams (%d refs absorbed)", settled, streams, refs)
+	}
+	if rounds := st.Standard.AbsorbRounds + st.Express.AbsorbRounds; refs < 8*rounds {
+		t.Fatalf("%d refs in %d rounds: no round needed splitting, the test tests nothing", refs, rounds)
+	}
+	if scans != 0 {
+		t.Fatalf("%d ref scans for %d streams whose refs split rounds wrote, want none", scans, streams)
+	}
+}
+
+// fewOps is a metastore that takes 8 ops a Commit, so that rounds of many
+// refs split.
+type fewOps struct{ metastore.Store }
+
+func (fewOps) MaxCommitOps() int             { return 8 }
+func (m fewOps) MaxCommitBytes() int         { return metastore.MaxCommitBytes(m.Store) }
+func (m fewOps) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }
+
+// TestSettleScansMarkersOnlyWhenDue (issue 24, item 1): a pass scans the
+// doomed and pending markers only when the leader does not know that
+// none is due yet: a scan reads every marker waiting for its grace (a few
+// a stream merged within the last minute), which every pass of a busy
+// star would otherwise pay, a request per 256 markers.
+func TestSettleScansMarkersOnlyWhenDue(t *testing.T) {
+	synctest.Test(t, testSettleScansMarkersOnlyWhenDue)
+}
+
+func testSettleScansMarkersOnlyWhenDue(t *testing.T) {
+	w := newWorld(t)
+	var cnt *markerScans
+	p, err := w.open("a", func(c *Config) {
+		cnt = &markerScans{Store: c.Meta}
+		c.Meta = cnt
+		c.SettleInterval = 100 * time.Millisecond
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ { // 3 s of appends: passes merge, within the grace
+		for s := 0; s < 5; s++ {
+			appendN(t, p.star, fmt.Sprintf("m%d", s), 1, 1, nil)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	st := p.star.Stats()
+	passes := st.Standard.Settle.Passes + st.Express.Settle.Passes
+	merged := st.Standard.Settle.Merged + st.Express.Settle.Merged
+	scans := cnt.n.Load()
+	t.Logf("%d passes, %d merged, %d marker scans", passes, merged, scans)
+	if merged == 0 || passes < 10 {
+		t.Fatalf("%d passes, %d merged: the test tests nothing", passes, merged)
+	}
+	if scans > 4 { // each chain's first pass, and slack
+		t.Fatalf("%d scans of the markers in %d passes, none of them due (a minute's grace)", scans, passes)
+	}
+}
+
+// markerScans counts the Scans of settlement's markers.
+type markerScans struct {
+	metastore.Store
+	n atomic.Int64
+}
+
+func (m *markerScans) Scan(ctx context.Context, prefix, after string, limit int) ([]metastore.Item, error) {
+	if strings.Contains(prefix, "/doomed/") {
+		m.n.Add(1)
+	}
+	return m.Store.Scan(ctx, prefix, after, limit)
+}
+
+func (m *markerScans) MaxCommitOps() int           { return metastore.MaxCommitOps(m.Store) }
+func (m *markerScans) MaxCommitBytes() int         { return metastore.MaxCommitBytes(m.Store) }
+func (m *markerScans) OpBytes(op metastore.Op) int { return metastore.OpBytes(m.Store, op) }

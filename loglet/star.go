@@ -76,10 +76,6 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 	}
-	if err := s.loadStreams(ctx); err != nil {
-		s.Close(context.Background())
-		return nil, err
-	}
 	for _, c := range cfg.Closers {
 		s.release = append(s.release, c.Close)
 	}

@@ -407,7 +407,15 @@ func (s *Star) runRetention(ctx context.Context, now time.Time) {
 	if closed {
 		return
 	}
-	s.refreshRetention(ctx, sts, now)
+	if s.refreshRetention(ctx, sts, now) {
+		// It cached streams with a retention: trim them too.
+		sts = sts[:0]
+		s.mu.RLock()
+		for _, st := range s.streams {
+			sts = append(sts, st)
+		}
+		s.mu.RUnlock()
+	}
 	for _, st := range sts {
 		if ctx.Err() != nil {
 			return
@@ -429,13 +437,16 @@ func (s *Star) runRetention(ctx context.Context, now time.Time) {
 // cached retention is off, when the star's catalogue generation moved
 // since the last pass read it (and at the first pass): a ConfigureStream
 // by another process puts the generation with the record, so the pass
-// after it sees a retention turned on. (A stream with retention re-reads
+// after it sees a retention turned on. Then too it scans the star's
+// records for the streams with a retention that are not cached
+// (loadRetained: Open loads no record), and reports whether it read the
+// records. (A stream with retention re-reads
 // its record at every pass anyway: retain.) The generation is read before
 // the records, and recorded only once every record read succeeded, so a
 // change is never skipped; while it stands still, a pass reads nothing more
 // than the generation. Each trim and delete of the star moves it too, so
 // under retention that trims every pass, a pass reads each record once.
-func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now time.Time) {
+func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now time.Time) bool {
 	it, err := s.cfg.Meta.Get(ctx, chain.CatalogGenKey(s.cfg.Star))
 	g := catalogGen{found: err == nil, version: it.Version, value: string(it.Value)}
 	ok := err == nil || errors.Is(err, metastore.ErrNotFound)
@@ -443,11 +454,14 @@ func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now tim
 	same := ok && s.trims.genOK && s.trims.gen == g
 	s.trims.mu.Unlock()
 	if same {
-		return
+		return false
+	}
+	if !s.loadRetained(ctx) {
+		ok = false
 	}
 	for _, st := range sts {
 		if ctx.Err() != nil {
-			return
+			return true
 		}
 		s.trims.mu.Lock()
 		e := s.trims.byID[st.id]
@@ -463,6 +477,7 @@ func (s *Star) refreshRetention(ctx context.Context, sts []*streamState, now tim
 	s.trims.mu.Lock()
 	s.trims.gen, s.trims.genOK = g, ok
 	s.trims.mu.Unlock()
+	return true
 }
 
 // retain applies st's retention as of now.

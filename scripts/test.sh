@@ -4,7 +4,10 @@
 # they need on 127.0.0.1 and stops it at the end:
 #   - versitygw (S3-compatible, posix backend), built with `go install` and
 #     cached under $HOME/.cache/flightlog/tools (the cache is never required);
-#   - etcd (from PATH, else the distribution's etcd-server package).
+#   - etcd (from PATH, else the distribution's etcd-server package);
+#   - fake-gcs-server (a GCS emulator, `go install`ed) and Azurite's blob
+#     service (an Azure Blob emulator, `npm install`ed; needs node and npm),
+#     for contrib/gocloud, cached beside versitygw.
 #
 # Usage: scripts/test.sh [go test args...]
 #   scripts/test.sh                              # everything: -race -count=1 ./...
@@ -17,7 +20,10 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 VERSITYGW_VERSION=v1.8.0
-TOOLS=${FLIGHTLOG_TOOLS:-$HOME/.cache/flightlog/tools/versitygw-$VERSITYGW_VERSION}
+FAKE_GCS_VERSION=v1.56.1
+AZURITE_VERSION=3.35.0 # the last release whose engines allow Node 20
+TOOLS_ROOT=$HOME/.cache/flightlog/tools
+TOOLS=${FLIGHTLOG_TOOLS:-$TOOLS_ROOT/versitygw-$VERSITYGW_VERSION}
 work=$(mktemp -d "${TMPDIR:-/tmp}/flightlog-test.XXXXXX")
 pids=()
 
@@ -128,7 +134,39 @@ etcd_peer=$(free_port)
 	--logger=zap --log-level=warn >"$work/etcd.log" 2>&1 &
 pids+=($!)
 
-# ---- wait until both answer ----------------------------------------------
+# ---- fake-gcs-server and Azurite (contrib/gocloud) ------------------------
+gcs_tools=$TOOLS_ROOT/fake-gcs-server-$FAKE_GCS_VERSION
+if [ ! -x "$gcs_tools/fake-gcs-server" ]; then
+	log "building fake-gcs-server $FAKE_GCS_VERSION into $gcs_tools (first run only)"
+	mkdir -p "$gcs_tools"
+	(cd "$work" && GOFLAGS= GOBIN="$gcs_tools" go install "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION")
+fi
+az_tools=$TOOLS_ROOT/azurite-$AZURITE_VERSION
+if [ ! -x "$az_tools/node_modules/.bin/azurite-blob" ]; then
+	command -v npm >/dev/null || { log "npm is needed to install Azurite (the Azure Blob emulator): install Node.js 20 or later"; exit 1; }
+	log "installing azurite $AZURITE_VERSION into $az_tools (first run only)"
+	# Into a scratch directory first, so an interrupted install is never
+	# taken for a cached one.
+	mkdir -p "$work/azurite-install" "$TOOLS_ROOT"
+	npm install --prefix "$work/azurite-install" --no-audit --no-fund --omit=dev --loglevel=error \
+		"azurite@$AZURITE_VERSION" >"$work/npm.log" 2>&1 || { cat "$work/npm.log" >&2; exit 1; }
+	rm -rf "$az_tools"
+	mv "$work/azurite-install" "$az_tools"
+fi
+
+gcs_port=$(free_port)
+"$gcs_tools/fake-gcs-server" -scheme http -host 127.0.0.1 -port "$gcs_port" -backend memory \
+	-public-host "127.0.0.1:$gcs_port" -external-url "http://127.0.0.1:$gcs_port" -log-level error \
+	>"$work/fake-gcs-server.log" 2>&1 &
+pids+=($!)
+az_port=$(free_port)
+mkdir -p "$work/azurite"
+(cd "$work/azurite" && exec "$az_tools/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$az_port" \
+	--inMemoryPersistence --extentMemoryLimit 1024 --loose --skipApiVersionCheck --disableTelemetry --silent) \
+	>"$work/azurite.log" 2>&1 &
+pids+=($!)
+
+# ---- wait until all answer -----------------------------------------------
 s3_up() { # versitygw answers an anonymous GET / (403 once it is up)
 	local code
 	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$s3_port/") && [ "$code" != 000 ]
@@ -137,13 +175,22 @@ etcd_up() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"t
 alive() { kill -0 "$1" 2>/dev/null; }
 wait_for "versitygw on 127.0.0.1:$s3_port" 20 s3_up || { alive "${pids[0]}" || log "versitygw exited"; exit 1; }
 wait_for "etcd on 127.0.0.1:$etcd_port" 30 etcd_up || { alive "${pids[1]}" || log "etcd exited"; exit 1; }
-log "versitygw on 127.0.0.1:$s3_port, etcd on 127.0.0.1:$etcd_port"
+gcs_up() { curl -sf "http://127.0.0.1:$gcs_port/storage/v1/b" >/dev/null; }
+az_up() { # Azurite answers an unsigned request (403 once it is up)
+	local code
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$az_port/devstoreaccount1?comp=list") && [ "$code" != 000 ]
+}
+wait_for "fake-gcs-server on 127.0.0.1:$gcs_port" 20 gcs_up || { alive "${pids[2]}" || log "fake-gcs-server exited"; exit 1; }
+wait_for "azurite on 127.0.0.1:$az_port" 30 az_up || { alive "${pids[3]}" || log "azurite exited"; exit 1; }
+log "versitygw on 127.0.0.1:$s3_port, etcd on 127.0.0.1:$etcd_port, fake-gcs-server on 127.0.0.1:$gcs_port, azurite on 127.0.0.1:$az_port"
 
 export FLIGHTLOG_S3_ENDPOINT="http://127.0.0.1:$s3_port"
 export FLIGHTLOG_S3_ACCESS_KEY=flightlog
 export FLIGHTLOG_S3_SECRET_KEY=flightlog-secret
 export FLIGHTLOG_S3_POSIX_KEYS=1 # versitygw posix stores keys as paths
 export FLIGHTLOG_ETCD_ENDPOINTS="http://127.0.0.1:$etcd_port"
+export FLIGHTLOG_GCS_ENDPOINT="http://127.0.0.1:$gcs_port"
+export FLIGHTLOG_AZURE_ENDPOINT="http://127.0.0.1:$az_port/devstoreaccount1"
 export FLIGHTLOG_REQUIRE_SERVERS=1
 
 # ---- tests ---------------------------------------------------------------

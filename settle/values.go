@@ -49,6 +49,8 @@ const (
 	GuardRetries = settleval.GuardRetries
 	// MaxPassBytes is settleval.MaxPassBytes.
 	MaxPassBytes = settleval.MaxPassBytes
+	// MaxIdlePerPass is settleval.MaxIdlePerPass.
+	MaxIdlePerPass = settleval.MaxIdlePerPass
 )
 
 var (
@@ -81,4 +83,9 @@ func Segments(cuts map[uint64]uint64, a, b chain.Position) ([][3]uint64, error) 
 // Render is settleval.Render.
 func Render(id string, start, end uint64, runs []Run, codec envelope.Codec, frameBytes int) ([]byte, []envelope.FrameInfo, error) {
 	return settleval.Render(id, start, end, runs, codec, frameBytes)
+}
+
+// SmallObject is settleval.SmallObject.
+func SmallObject(raw, target int) bool {
+	return settleval.SmallObject(raw, target)
 }

@@ -12,6 +12,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,6 +181,7 @@ type benchOpts struct {
 	seed               uint64
 	json               bool
 	plot, cdf          string
+	cpuProfile         string
 }
 
 // latency is one latency figure set, in microseconds.
@@ -252,6 +254,9 @@ type benchResult struct {
 	FailedBatches    uint64    `json:"failed_batches"`
 	// Stages is where the acked batches' time went (see stageFigures).
 	Stages *stageFigures `json:"stages,omitempty"`
+	// PutBaseline is a real backend's bare PUT latency, measured after
+	// the load in the same run (--model real only).
+	PutBaseline *putBaseline `json:"put_baseline,omitempty"`
 
 	cdf []cdfPoint
 }
@@ -276,6 +281,7 @@ func benchCmd(fs *flag.FlagSet, g *globalOpts) func(context.Context, *cmdEnv, []
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "write the ack-latency CDF as an SVG to this file (latency on a log axis, the fraction on a tail scale, -log10(1-q))")
 	fs.StringVar(&o.cdf, "cdf", "", "write the ack-latency CDF as data to this file: CSV (q,ack_us) if it ends in .csv, JSON if in .json")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the producers' window (not the setup) to this file, for go tool pprof")
 	return func(ctx context.Context, env *cmdEnv, _ []string) int {
 		// The run settles as the star would: the backend flag
 		// --settle-interval (0: the library's default, on; negative: off).
@@ -366,6 +372,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 	var (
 		m     latencyModel
 		meta  *countedMeta
+		bare  objstore.Store // a real backend's first bucket, unwrapped, for the PUT baseline
 		sets  [2][]objstore.Store
 		names [2][]string
 	)
@@ -425,6 +432,7 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 		if len(b.sets[c]) == 0 {
 			return nil, fmt.Errorf("bench: no %s buckets configured", c)
 		}
+		bare = b.sets[c][0]
 		sets[c], names[c] = wrap(b.sets[c]), b.names[c]
 		if settleEvery > 0 && c != chain.Standard {
 			if len(b.sets[chain.Standard]) == 0 && o.settleInterval > 0 {
@@ -478,6 +486,11 @@ func runBench(ctx context.Context, env *cmdEnv, o *benchOpts) (*benchResult, err
 	stopAt := time.Now().Add(o.duration)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
 	meter.collecting.Store(true)
 	meta0 := meta.n.Load()
 	start := time.Now()
@@ -558,6 +571,7 @@ wait:
 	}
 	prog.done()
 	elapsed := time.Since(start)
+	stopProfile()
 	meter.collecting.Store(false)
 	metaN := meta.n.Load() - meta0
 	if err, _ := firstErr.Load().(error); err != nil {
@@ -635,6 +649,11 @@ wait:
 	res.Halts = cs.Halts
 	res.FailedBatches = uint64(failed.Load())
 	res.Stages = traces.figures(flushDeadline(cc, class))
+	if bare != nil {
+		if res.PutBaseline, err = measurePutBaseline(ctx, bare, star, int(res.FlightP50)); err != nil {
+			return nil, err
+		}
+	}
 	for _, q := range cdfQuantiles() {
 		res.cdf = append(res.cdf, cdfPoint{q, us(as.Quantile(q))})
 	}
@@ -709,6 +728,10 @@ func printBench(w io.Writer, r *benchResult) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	printStages(w, r.Stages)
+	if b := r.PutBaseline; b != nil {
+		fmt.Fprintf(w, "%-18s %d PUTs of %d B one at a time after the load, p50/p99 µs: raw PutObject %.0f/%.0f, through the store %.0f/%.0f\n",
+			"PUT baseline", b.N, b.Bytes, b.Raw.P50, b.Raw.P99, b.Store.P50, b.Store.P99)
+	}
 	fmt.Fprintf(w, "%-18s %.2f MB/s, %.0f records/s (copy baseline %.0f MB/s; ratio %.5f)\n", "throughput", r.MBps, r.RecordsPS, r.CopyMBps, r.XCopy)
 	fmt.Fprintf(w, "%-18s %.0f (the minimum flight size %d B allows: %.0f)\n", "PUTs per GB", r.PutsPerGB, r.FlightBytes, r.MinPutsPerGB)
 	fmt.Fprintf(w, "%-18s %d (object p50 %d B; %.3f bytes PUT per body byte, all copies)\n", "flights", r.Flights, r.FlightP50, r.PutBytesPerB)
@@ -729,4 +752,27 @@ func transitNote(r *benchResult) string {
 		return r.TransitStorage + ", --transit-hours"
 	}
 	return "assumed: --transit-hours, settlement off"
+}
+
+// startCPUProfile starts a CPU profile into path ("" : none) and returns
+// what stops it; stopping twice is fine.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
 }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // TestBenchStages: bench --json reports the stage breakdown of every acked
@@ -57,5 +62,33 @@ func TestBenchStages(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "stage (µs;") || !strings.Contains(out, "own-cost (ack past ideal release)") ||
 		!strings.Contains(out, "wth-copy") {
 		t.Fatalf("bench table: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestPutBaselineOnlyForSDKStores: the latency models have no SDK client
+// behind them, so the PUT baseline is left out rather than faked.
+func TestPutBaselineOnlyForSDKStores(t *testing.T) {
+	b, err := measurePutBaseline(context.Background(), objstore.NewMem(), "bench", 1024)
+	if b != nil || err != nil {
+		t.Fatalf("measurePutBaseline(mem) = %+v, %v; want nil, nil", b, err)
+	}
+}
+
+// TestBenchCPUProfile: --cpuprofile writes a profile pprof can read (it
+// starts with gzip's magic), and a model run carries no PUT baseline.
+func TestBenchCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	code, out, errs := cli(t, "", "bench", "--model", "custom", "--k", "1", "--w", "1", "--class", "standard",
+		"--put-median", "1ms", "--put-p99", "3ms", "--duration", "200ms", "--producers", "2", "--streams", "1",
+		"--record-size", "128", "--json", "--cpuprofile", path)
+	if code != exitOK {
+		t.Fatalf("bench: exit %d\n%s%s", code, out, errs)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes (%v); want a gzipped profile", len(data), err)
+	}
+	if strings.Contains(out, "put_baseline") {
+		t.Errorf("a model run reports a PUT baseline:\n%s", out)
 	}
 }

@@ -116,8 +116,9 @@ type Class struct {
 	// copy); TailsFullSnapshots counts the full ones (the others are deltas
 	// of the streams changed since the last full one).
 	TailsSnapshotBytes, TailsFullSnapshots uint64
-	// TailsBaseBytes is the size of the last full snapshot (a delta is at
-	// most 1/16 of it).
+	// TailsBaseBytes is the size of the last full snapshot this owner
+	// wrote (a delta is about 1/16 of it at most); 0 while its deltas
+	// build on the base a takeover inherited, whose size it did not read.
 	TailsBaseBytes int
 	// TailsRebuilds counts takeovers that found the checkpoint's tails
 	// snapshot damaged or missing and rebuilt the tails from the span refs

@@ -25,6 +25,11 @@ type Capabilities struct {
 	// flightlog's own backends have neither limit; flightlog's key scheme
 	// never needs them. The kit then leaves such keys out.
 	PathKeys bool
+	// MaxSegmentLen, with PathKeys: the longest key segment the backend
+	// can store, when its files need more of the 255 bytes a name may
+	// have (go-cloud's fileblob writes "<segment>.<16 hex>.tmp" first, so
+	// 234). Zero means 255.
+	MaxSegmentLen int
 }
 
 // Harness tells the kit how to get stores of the backend under test.

@@ -91,14 +91,19 @@ func mustList(t *testing.T, s objstore.Store, prefix, startAfter string, limit i
 
 // usableKeys returns keys without those a PathKeys backend cannot hold
 // together: any key that another key continues with "/", and any key with
-// a segment over 255 bytes. Other backends get keys back unchanged.
+// a segment over 255 bytes (Capabilities.MaxSegmentLen, if set). Other
+// backends get keys back unchanged.
 func usableKeys(caps Capabilities, keys []string) []string {
 	if !caps.PathKeys {
 		return keys
 	}
+	maxSeg := 255
+	if caps.MaxSegmentLen > 0 {
+		maxSeg = caps.MaxSegmentLen
+	}
 	var out []string
 	for _, k := range keys {
-		long := slices.ContainsFunc(strings.Split(k, "/"), func(seg string) bool { return len(seg) > 255 })
+		long := slices.ContainsFunc(strings.Split(k, "/"), func(seg string) bool { return len(seg) > maxSeg })
 		isDir := slices.ContainsFunc(keys, func(o string) bool { return strings.HasPrefix(o, k+"/") })
 		if !long && !isDir {
 			out = append(out, k)

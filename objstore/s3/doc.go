@@ -76,6 +76,20 @@
 // Config.DisableContentChecksum turns it off for a server that rejects it.
 // flightlog's own envelope and frame checksums protect reads.
 //
+// # The HTTP pool and the cost of a request
+//
+// Unless Config.AWSConfig brings its own HTTP client, New builds one with
+// Config.MaxIdleConnsPerHost idle connections per host (so a window of
+// parallel uploads reuses its connections) whose connections copy a
+// request body through a pooled buffer: net/http hands a body of known
+// length to the connection's ReadFrom, which for plain TCP would allocate
+// 32 KiB per request. Signing is the SDK's: over plain http the payload's
+// SHA-256 is part of the signature, over https PutObject is signed with an
+// unsigned payload (TLS and the CRC-32C header protect the body). The
+// rest of a request's CPU is the SDK's middleware and net/http's
+// goroutines; BenchmarkPutPath measures it per PUT against a client with
+// the SDK's defaults and against a bare PutObject, in one run.
+//
 // # S3 Express One Zone (directory buckets)
 //
 // A bucket whose name ends in "--x-s3" (base--<zone-id>--x-s3, e.g.

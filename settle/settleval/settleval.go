@@ -29,8 +29,12 @@ const (
 	// BenchmarkSettledFrames). Objects rendered with another codec or frame
 	// size stay readable: every frame's ref names its own.
 	DefaultCodec = envelope.CodecS2
-	// DefaultMaxSlots bounds the slots one pass reads.
-	DefaultMaxSlots = 64
+	// DefaultMaxSlots bounds the slots one pass reads. A pass's cost is
+	// mostly per stream (an object, its marks and repoint), not per slot:
+	// at 10,000 active streams 64 slots were ~1 s of ingest for a pass of
+	// ~10 s, so the cursor fell behind; the memory a pass holds is bounded
+	// by MaxPassBytes and the star's budget, not by this.
+	DefaultMaxSlots = 1024
 	// (MaxPassBytes bounds the bytes those slots may take.)
 )
 
@@ -52,14 +56,38 @@ type Pass struct {
 	// on, in chain order, with their versions (KnownOK: from KnownFrom on
 	// it knows every one): a pass whose cursor is at KnownFrom or past it
 	// settles from them instead of scanning each stream's refs. Prev are
-	// streams' last settled refs as passes wrote them (a merge's
-	// candidates). Both are hints: a ref that moved since fails its
+	// streams' last settled refs as passes wrote or read them (a merge's
+	// candidates, walked back without a read). Both are hints: a ref that moved since fails its
 	// compare-and-swap, and the stream is settled again from a scan.
 	Known     []KnownRef
 	KnownFrom chainval.Position
 	KnownOK   bool
 	Prev      []KnownRef
+	// DoomedKnown: the leader knows the first doomed or pending marker is
+	// due at DoomedDue (zero: none waits), from a recent pass's scan of
+	// the markers and the passes since (Result.DoomedDue): a pass before
+	// then does not scan them.
+	DoomedKnown bool
+	DoomedDue   time.Time
+	// Idle are the last settled refs of streams the leader found idle
+	// (nothing settled for a while, small objects at their tail): the pass
+	// merges each one's small settled objects at its tail into one (at
+	// most MaxIdlePerPass of them a pass; a hint like Prev).
+	Idle []KnownRef
 }
+
+// SmallObject reports whether a settled object of raw record bytes is
+// small, of a target size of target raw bytes (0: DefaultTargetBytes): an
+// idle stream's small objects at its tail are merged into one.
+func SmallObject(raw, target int) bool {
+	if target <= 0 {
+		target = DefaultTargetBytes
+	}
+	return raw < target/4
+}
+
+// MaxIdlePerPass bounds the idle streams one pass merges the tails of.
+const MaxIdlePerPass = 16
 
 // KnownRef is a ref as its writer left it: its key, version and value.
 type KnownRef struct {
@@ -86,7 +114,10 @@ type Result struct {
 	// even if nothing new is absorbed (zero: none waits).
 	DoomedWaiting int
 	DoomedDue     time.Time
-	Reclaimed     int // refs of deleted incarnations or trimmed records deleted
+	// MarkersScanned: the pass scanned the markers (DoomedWaiting is
+	// theirs); else it relied on Pass.DoomedDue.
+	MarkersScanned bool
+	Reclaimed      int // refs of deleted incarnations or trimmed records deleted
 	// Retries is the requests the pass asked again after a transient
 	// failure (on its own backoff, inside the pass).
 	Retries int
@@ -94,9 +125,16 @@ type Result struct {
 	// paces passes by them), and RefScans those that scanned a stream's
 	// refs (a stream the leader's known refs did not cover).
 	MetaRequests, RefScans int
-	// Settled are the settled refs the pass wrote, as it wrote them (the
-	// leader's Prev for the next pass).
-	Settled    []KnownRef
+	// Settled are the settled refs the pass wrote, as it wrote them, and
+	// Seen the settled refs it read to decide a merge (the leader's Prev
+	// for the next passes).
+	Settled []KnownRef
+	Seen    []KnownRef
+	// IdleMerges is the idle streams' tails merged into one object, and
+	// IdleLooked the streams of Pass.Idle whose tail the pass looked at
+	// (merged, or found nothing to merge); the others failed.
+	IdleMerges int
+	IdleLooked []string
 	Deleted    int   // slot deletes that succeeded (per bucket)
 	FreedBytes int64 // transit bytes of the slots deleted (as read by this pass)
 	// DeleteErr is why the deletes behind the cursor are not all done (a

@@ -18,7 +18,7 @@ import (
 // commits exactly it, never a re-plan), and the round's pacing.
 type absorbState struct {
 	queue []*flight // released, not yet absorbed, in release order
-	tails map[string]absorb.StreamTail
+	tails tailMap   // persistent: a full snapshot freezes it (tails.go)
 
 	planned     *plannedRound
 	busy        bool      // a request of a round is out (PutSnapshot, CommitRound, DropSnapshots)
@@ -38,7 +38,9 @@ type absorbState struct {
 	// only once the delta outgrows its share of the base (deltaShare).
 	base                 string              // the full snapshot deltas build on ("" before the first)
 	baseBytes            int                 // its size
+	baseStreams          int                 // the streams it holds
 	baseRound            uint64              // the round that wrote it
+	deltaBytes           int                 // the size of the last delta over it (0: none yet)
 	dirty                map[string]struct{} // streams changed since base
 	doomed               []doomedSnapshot    // snapshots no longer needed, deleted a while later (oldest first)
 	roundNo              uint64              // rounds committed
@@ -67,7 +69,9 @@ type plannedRound struct {
 	round   absorb.Round
 	refs    []absorb.SpanRef
 	snapKey string
-	snap    []byte
+	snap    TailsView                     // the snapshot's streams, which the executor encodes (PutSnapshot)
+	base    string                        // the full snapshot a delta builds on ("" for a full one)
+	bytes   int                           // its encoded size, once written
 	written bool                          // snap is written at snapKey: the commit is next
 	full    bool                          // snap is a full snapshot (else a delta over base)
 	exact   bool                          // the checkpoint's pending round, replayed as it is
@@ -80,7 +84,11 @@ type plannedRound struct {
 	split    []int // the chunks' ends (nil: one Commit, or not known yet)
 	marked   bool  // the checkpoint records it as pending
 	refsDone int   // its refs before this are written
-	tried    int   // no chunk at or past this was sent: refs before it may exist
+	// vers: the versions of its refs before refsDone, while every chunk
+	// reported them (settlement's known refs); nil once one did not.
+	vers     []metastore.Version
+	versLost bool
+	tried    int // no chunk at or past this was sent: refs before it may exist
 }
 
 // doomedSnapshot is a tails snapshot no longer needed (superseded, or
@@ -213,7 +221,7 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	for _, s := range slots {
 		for _, f := range s.Frames {
 			if _, ok := undo[f.Stream]; !ok {
-				if t, ok := a.tails[f.Stream]; ok {
+				if t, ok := a.tails.get(f.Stream); ok {
 					undo[f.Stream] = &t
 				} else {
 					undo[f.Stream] = nil
@@ -221,9 +229,19 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 			}
 		}
 	}
-	refs, err := absorb.Plan(c.cfg.Class.String(), writer, slots, a.tails)
+	// Plan reads and advances the tails of the round's streams only.
+	roundTails := make(map[string]absorb.StreamTail, len(undo))
+	for id, t := range undo {
+		if t != nil {
+			roundTails[id] = *t
+		}
+	}
+	refs, err := absorb.Plan(c.cfg.Class.String(), writer, slots, roundTails)
 	if err != nil {
 		return err
+	}
+	for id, t := range roundTails {
+		a.tails.set(id, t)
 	}
 	c.foldProducers(slots)
 	c.foldFences(slots)
@@ -231,8 +249,8 @@ func (c *Core) plan(e uint64, slots []absorb.Slot, flights []*flight) error {
 	// successor finds the snapshot if a crash or its seal stops the round
 	// between the snapshot's PUT and the Commit (absorb.UncommittedSnapshots).
 	key := absorb.TailsRoundKey(c.cfg.Star, c.cfg.Class, a.cpEpoch, a.cpNext, c.rec.Epoch, a.plan)
-	snap, full := c.snapshotOf(round, refs)
-	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, full: full, first: c.now, undo: undo}
+	snap, base := c.snapshotOf(refs)
+	a.planned = &plannedRound{flights: flights, slots: len(slots), round: round, refs: refs, snapKey: key, snap: snap, base: base, full: base == "", first: c.now, undo: undo}
 	return nil
 }
 
@@ -242,9 +260,9 @@ func (c *Core) unplan() {
 	a := &c.ab
 	for id, t := range a.planned.undo {
 		if t == nil {
-			delete(a.tails, id)
+			a.tails.del(id)
 		} else {
-			a.tails[id] = *t
+			a.tails.set(id, *t)
 		}
 	}
 	a.planned = nil
@@ -298,19 +316,26 @@ func permanentMetaError(err error) bool {
 	return errors.Is(err, metastore.ErrTooLarge) || errors.Is(err, metastore.ErrInvalidKey)
 }
 
-// A full tails snapshot is written when a delta would exceed 1/deltaShare
-// of the base, or fullEvery rounds after the last full one
-// (Config.TailsFullEvery): so a round's snapshot costs at most 1/deltaShare
-// of a full one (plus a full one's 1/fullEvery, amortized), and a reader
-// needs at most two objects.
+// A full tails snapshot is written when a delta would hold more than
+// 1/deltaShare of the base's streams, or the last delta written was over
+// 1/deltaShare of the base's bytes (streams with long producer windows
+// weigh more than the average), or fullEvery rounds after the last full
+// one (Config.TailsFullEvery): so a round's snapshot costs about
+// 1/deltaShare of a full one at most (plus a full one's 1/fullEvery,
+// amortized), and a reader needs at most two objects. The core decides
+// without encoding anything: the executor encodes the snapshot (off the
+// core's loop: a full one of a million streams takes seconds) and reports
+// its size.
 const (
 	deltaShare = 16
 	fullEvery  = 1024
 )
 
-// snapshotOf encodes the tails snapshot of a planned round: a delta of the
-// streams changed since the base, or a full snapshot (see deltaShare).
-func (c *Core) snapshotOf(round absorb.Round, refs []absorb.SpanRef) ([]byte, bool) {
+// snapshotOf is the tails snapshot of a planned round, frozen (the
+// executor encodes it): a delta of the streams changed since the base
+// (returned), or a full snapshot (base "": a view of every tail, which
+// costs the loop no copy; see tailMap).
+func (c *Core) snapshotOf(refs []absorb.SpanRef) (TailsView, string) {
 	a := &c.ab
 	if a.dirty == nil {
 		a.dirty = map[string]struct{}{}
@@ -322,17 +347,17 @@ func (c *Core) snapshotOf(round absorb.Round, refs []absorb.SpanRef) ([]byte, bo
 	if c.cfg.TailsFullEvery > 0 {
 		every = uint64(c.cfg.TailsFullEvery)
 	}
-	if a.base != "" && a.roundNo-a.baseRound < every {
-		delta := make(map[string]absorb.StreamTail, len(a.dirty))
+	// (A base inherited at a takeover has no known size: baseBytes 0,
+	// and the streams alone decide until this owner writes its own.)
+	if a.base != "" && a.roundNo-a.baseRound < every && len(a.dirty)*deltaShare <= a.baseStreams && (a.baseBytes == 0 || a.deltaBytes*deltaShare <= a.baseBytes) {
+		var delta tailMap
 		for id := range a.dirty {
-			delta[id] = a.tails[id]
+			t, _ := a.tails.get(id)
+			delta.set(id, t)
 		}
-		snap := absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: delta, Base: a.base})
-		if len(snap) <= a.baseBytes/deltaShare {
-			return snap, false
-		}
+		return delta.freeze(), a.base
 	}
-	return absorb.EncodeTails(absorb.Tails{Epoch: round.Epoch, Next: round.To, Streams: a.tails}), true
+	return a.tails.freeze(), ""
 }
 
 // doom schedules the deletion of a snapshot no longer needed.
@@ -407,12 +432,15 @@ func (a *absorbState) snapshotCommitted(p *plannedRound) {
 	a.snapshot = p.snapKey
 	a.plan = 0 // the next round's checkpoint is another: its keys are new
 	a.roundNo++
-	a.snapBytes += uint64(len(p.snap))
+	a.snapBytes += uint64(p.bytes)
 	if p.full {
 		a.fullSnaps++
-		a.base, a.baseBytes, a.baseRound = p.snapKey, len(p.snap), a.roundNo
+		a.base, a.baseBytes, a.baseStreams, a.baseRound, a.deltaBytes = p.snapKey, p.bytes, p.snap.Len(), a.roundNo, 0
 		clear(a.dirty)
+	} else {
+		a.deltaBytes = p.bytes
 	}
+	p.snap = TailsView{} // the view is garbage once written
 	for _, k := range sup {
 		a.doom(k)
 	}
@@ -426,7 +454,7 @@ func (c *Core) sendRound() {
 	a.busy = true
 	a.commitStart, a.lastAt = c.now, c.now
 	if !p.written {
-		c.emit(PutSnapshot{Round: p.round, Key: p.snapKey, Snapshot: p.snap})
+		c.emit(PutSnapshot{Round: p.round, Key: p.snapKey, Streams: p.snap, Base: p.base})
 		return
 	}
 	c.commitPlanned()
@@ -535,6 +563,11 @@ func (c *Core) onRefsCommitted(ev RefsCommitted) {
 		return
 	}
 	c.hold(ev.Held)
+	if !p.versLost && len(p.vers) == p.refsDone && ev.To-p.refsDone == len(ev.RefVersions) {
+		p.vers = append(p.vers, ev.RefVersions...)
+	} else {
+		p.vers, p.versLost = nil, true
+	}
 	p.refsDone = max(p.refsDone, ev.To)
 	c.roundStepNext()
 }
@@ -581,7 +614,7 @@ func (c *Core) onSnapshotPut(ev SnapshotPut) {
 		c.roundFailed(p, ev.Err)
 		return
 	}
-	p.written = true
+	p.written, p.bytes = true, ev.Bytes
 	if c.sealed != nil || (c.phase != phaseServing && c.phase != phaseRecovering && c.phase != phaseOpening) {
 		return // deposed or dead meanwhile: the round never commits
 	}
@@ -640,7 +673,11 @@ func (c *Core) onRoundCommitted(ev RoundCommitted) {
 		held += f.objBytes * int64(c.K())
 	}
 	c.st.noteRound(chain.Position{Epoch: a.cpEpoch, Next: a.cpNext}, c.now, held)
-	c.st.noteRefs(p.round, p.refs, ev.RefVersions) // settle_known.go
+	vers := ev.RefVersions
+	if p.split != nil && !p.versLost {
+		vers = p.vers // a split round's, chunk by chunk
+	}
+	c.st.noteRefs(p.round, p.refs, vers) // settle_known.go
 	a.snapshotCommitted(p)
 	a.rounds++
 	a.refs += uint64(len(p.refs))

@@ -180,7 +180,6 @@ func New(cfg Config, now time.Time) *Core {
 		backlog: absorb.NewBacklog(cfg.BacklogFlights, cfg.BacklogBytes),
 	}
 	c.stats.putLatency = make([]histogramH, len(cfg.Buckets))
-	c.ab.tails = map[string]absorb.StreamTail{}
 	c.startTakeover()
 	c.decideAll()
 	return c
@@ -199,7 +198,7 @@ func (c *Core) Stream(name string) *Stream {
 	st := c.streams[name]
 	if st == nil {
 		st = &Stream{name: name}
-		if t, ok := c.ab.tails[name]; ok {
+		if t, ok := c.ab.tails.get(name); ok {
 			st.seq.Next, st.seq.LastTimestamp = t.Next, t.Timestamp
 			st.durable = Tail{Seq: t.Next, Timestamp: t.Timestamp}
 			c.loadProducers(st, t.Producers)

@@ -194,13 +194,23 @@ type Walk struct {
 // it in steps instead, each one Commit: MarkRoundPending, CommitRefs per
 // chunk, then AdvanceRound.
 
-// PutSnapshot asks to write Round's tails snapshot (Snapshot, at Key) to
-// the buckets, returning once W copies are there
-// (absorb.PutSnapshotTracked). → SnapshotPut.
+// PutSnapshot asks to encode Round's tails snapshot (Snapshot, through
+// absorb.EncodeTails) and write it at Key to the buckets, returning once W
+// copies are there (absorb.PutSnapshotTracked). Streams are the tails it
+// holds, frozen; Base is the full snapshot a delta builds on ("" for a
+// full snapshot). The executor encodes, not the core: a full snapshot of a
+// million streams takes seconds to encode, which the core's loop must not
+// spend. → SnapshotPut.
 type PutSnapshot struct {
-	Round    absorb.Round
-	Key      string
-	Snapshot []byte
+	Round   absorb.Round
+	Key     string
+	Streams TailsView
+	Base    string
+}
+
+// Snapshot is the snapshot's content, as of the round's end.
+func (r PutSnapshot) Snapshot() absorb.Tails {
+	return absorb.Tails{Epoch: r.Round.Epoch, Next: r.Round.To, Streams: r.Streams.Map(), Base: r.Base}
 }
 
 // CommitRound asks to write an absorb round's refs and the checkpoint in
@@ -388,11 +398,19 @@ type Probed struct {
 }
 
 // TailsRead is ReadTails' result.
+//
+// For a snapshot read (not rebuilt), BaseStreams is the number of streams
+// of the full snapshot the tails build on (the snapshot itself, or the
+// delta's base), and Changed, for a delta, the streams the delta holds:
+// what changed since that base. A successor builds its deltas on the same
+// base, so its Open writes no full snapshot.
 type TailsRead struct {
-	Tails   absorb.Tails
-	Rebuilt bool     // computed from the refs (ReadTails.Rebuild)
-	Orphans []string // snapshots written by a round never committed
-	Err     error
+	Tails       absorb.Tails
+	Rebuilt     bool     // computed from the refs (ReadTails.Rebuild)
+	Orphans     []string // snapshots written by a round never committed
+	BaseStreams int
+	Changed     []string
+	Err         error
 }
 
 // Walked is Walk's result: the committed slots read, in order, and where
@@ -404,10 +422,12 @@ type Walked struct {
 	Err   error
 }
 
-// SnapshotPut is PutSnapshot's result. Err wraps absorb.ErrSnapshotTaken
-// if the key holds another object.
+// SnapshotPut is PutSnapshot's result: the snapshot's encoded size
+// (Bytes). Err wraps absorb.ErrSnapshotTaken if the key holds another
+// object.
 type SnapshotPut struct {
 	Round absorb.Round
+	Bytes int
 	Err   error
 }
 
@@ -444,7 +464,10 @@ type RefsCommitted struct {
 	To       int
 	Held     absorb.Held
 	Requests uint64
-	Err      error
+	// RefVersions are the chunk's refs' versions, in order, when its one
+	// Commit wrote them all at its first attempt (nil otherwise).
+	RefVersions []metastore.Version
+	Err         error
 }
 
 // SnapshotsDropped is DropSnapshots' result: the snapshots deleted from

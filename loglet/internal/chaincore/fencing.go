@@ -81,12 +81,12 @@ func fenceMarks(batches []*Batch) []envelope.FenceMark {
 func (c *Core) foldFences(slots []absorb.Slot) {
 	for _, s := range slots {
 		for _, m := range s.Fences {
-			t, ok := c.ab.tails[m.Stream]
+			t, ok := c.ab.tails.get(m.Stream)
 			if !ok {
 				continue // Plan put every stream of the round's frames there
 			}
 			t.FencingToken = m.Token
-			c.ab.tails[m.Stream] = t
+			c.ab.tails.set(m.Stream, t)
 		}
 	}
 }

@@ -240,19 +240,20 @@ func (c *Core) foldProducers(slots []absorb.Slot) {
 			}
 			ts, ok := changed[m.Stream]
 			if !ok {
-				ts = slices.Clone(c.ab.tails[m.Stream].Producers) // a tail's list may be shared with a plan's undo
+				t, _ := c.ab.tails.get(m.Stream)
+				ts = slices.Clone(t.Producers) // a tail's list may be shared with a plan's undo
 			}
 			changed[m.Stream] = append(ts, absorb.ProducerTail{ID: m.ID, Seq: m.Seq, Start: m.FirstSeq, End: m.FirstSeq + uint64(m.Count), At: now})
 		}
 	}
 	w := c.cfg.ProducerWindow.orDefault()
 	for name, ts := range changed {
-		t, ok := c.ab.tails[name]
+		t, ok := c.ab.tails.get(name)
 		if !ok {
 			continue // Plan put every stream of the round's frames there
 		}
 		t.Producers = boundProducerTails(ts, now-w.Age.Milliseconds(), w.Producers)
-		c.ab.tails[name] = t
+		c.ab.tails.set(name, t)
 	}
 }
 

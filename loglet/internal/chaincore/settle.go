@@ -21,6 +21,13 @@ type Settle struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// DoomedKnown, DoomedDue: when the first marker is due, as the
+	// leader knows it (settle.Pass's fields of the same names).
+	DoomedKnown bool
+	DoomedDue   time.Time
+	// Idle: the last settled refs of the streams found idle, whose small
+	// settled objects at their tail the pass merges (settle_idle.go).
+	Idle []settle.KnownRef
 }
 
 // SettlePassed is Settle's result.
@@ -51,6 +58,10 @@ type settleState struct {
 	// doomed (waiting for its grace) may be deleted: a pass runs then even
 	// with nothing new to settle (zero: none waits).
 	doomedDue time.Time
+	// doomedScanAt: when the last pass that scanned the markers began
+	// (zero: none since a failure); doomedDue is known from then on, for
+	// doomedRescan.
+	doomedScanAt time.Time
 	// retry: the last pass failed; the next runs at retryAt whether or
 	// not anything looks left to do (a failed pass may have stopped
 	// before its deletes, or before it learnt what waits).
@@ -67,6 +78,8 @@ type settleState struct {
 	paceUntil time.Time
 	// refs: the refs the leader knows (settle_known.go).
 	refs knownRefs
+	// tails: the streams it settled recently (settle_idle.go).
+	tails idleTable
 
 	passes, failures, merged               uint64
 	retries, metaRequests, refScans        uint64
@@ -111,12 +124,17 @@ func (c *Core) maybeSettle() {
 		return
 	}
 	upto := c.settleUpto()
-	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) {
+	idleDue := c.idleDue()
+	if !s.retry && s.idle(upto) && (s.doomedDue.IsZero() || c.now.Before(s.doomedDue)) && (idleDue.IsZero() || c.now.Before(idleDue)) {
 		return
 	}
 	s.out, s.lastAt = true, c.now
 	in := Settle{Upto: upto, Checkpoint: chain.Position{Epoch: c.ab.cpEpoch, Next: c.ab.cpNext}, Cuts: c.rec.Cuts, Epoch: c.rec.Epoch}
 	s.knownInput(&in)
+	if !s.doomedScanAt.IsZero() && c.now.Sub(s.doomedScanAt) < doomedRescan {
+		in.DoomedKnown, in.DoomedDue = true, s.doomedDue
+	}
+	in.Idle = s.tails.take(c.now, c.idleAfter())
 	c.emit(in)
 }
 
@@ -137,11 +155,15 @@ func (c *Core) settleWake() time.Time {
 		due = s.paceUntil
 	}
 	if !s.retry && s.idle(c.settleUpto()) {
-		if s.doomedDue.IsZero() {
+		next := s.doomedDue // only doomed objects to delete, once due
+		if d := c.idleDue(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d // or idle streams' tails to merge
+		}
+		if next.IsZero() {
 			return time.Time{} // nothing to do until a round commits
 		}
-		if s.doomedDue.After(due) {
-			due = s.doomedDue // only doomed objects to delete, once due
+		if next.After(due) {
+			due = next
 		}
 	}
 	return due
@@ -158,6 +180,8 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	r := ev.Result
 	s.paceUntil = c.settlePace(r.MetaRequests)
 	s.settledKnown(r)
+	s.tails.noteSettled(r, c.now)
+	s.tails.passed(r, c.now, c.idleAfter())
 	s.passes++
 	s.objects += uint64(r.Objects)
 	s.merged += uint64(r.Merged)
@@ -176,6 +200,12 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 		// objects: what the last pass learnt stands (the retry runs, idle
 		// or not, and learns again).
 		s.doomedDue = r.DoomedDue
+	}
+	switch {
+	case ev.Err != nil:
+		s.doomedScanAt = time.Time{} // the next pass scans
+	case r.MarkersScanned:
+		s.doomedScanAt = s.lastAt
 	}
 	s.retry = ev.Err != nil
 	if r.Trim.At.Epoch > 0 {
@@ -211,6 +241,11 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 		c.logf(slog.LevelDebug, "settled", slog.String("result", r.Describe()), attrU("trim_epoch", s.at.Epoch), attrU("trim_next", s.at.Next))
 	}
 }
+
+// doomedRescan is how long the leader trusts what it knows of the
+// markers: a pass scans them at least this often even if nothing is due
+// (a deposed leader's pass may have left pending markers since).
+const doomedRescan = 10 * time.Minute
 
 // DefaultSettleRequestBudget is Config.SettleRequestBudget's default:
 // settlement makes at most this many metastore requests per second per

@@ -1,6 +1,8 @@
 package chaincore
 
 import (
+	"slices"
+
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	chain "github.com/flightlog/flightlog/chain/chainval"
 	metastore "github.com/flightlog/flightlog/metastore/metaval"
@@ -17,8 +19,12 @@ import (
 // overflow) the pass scans for.
 
 // maxKnownRefs bounds the refs (and, apart, the settled refs) a leader
-// keeps for settlement: about 300 bytes each.
-const maxKnownRefs = 1 << 16
+// keeps for settlement: about 300 bytes each, so up to ~80 MB. An overflow
+// costs the next passes a scan per stream, which at many streams makes
+// them long and the lag (and so the refs to keep) larger still: 1<<16 was
+// overflowed at 10,000 active streams (one record a stream a second) as
+// soon as the lag passed 6.5 s.
+const maxKnownRefs = 1 << 18
 
 // knownRefs is the leader's knowledge of refs.
 type knownRefs struct {
@@ -27,9 +33,16 @@ type knownRefs struct {
 	from   chain.Position
 	rounds []knownRound
 	n      int
-	// prev: each stream's last settled ref a pass wrote.
-	prev map[string]settle.KnownRef
+	// prev: each stream's last settled refs passes wrote or read (at most
+	// maxPrevPerStream, oldest dropped), nPrev their number.
+	prev  map[string][]settle.KnownRef
+	nPrev int
 }
+
+// maxPrevPerStream bounds the settled refs kept per stream: a merge walks
+// back through at most 8 (settlecore's maxMerges), and stops at the first
+// it does not merge.
+const maxPrevPerStream = 10
 
 type knownRound struct {
 	to   chain.Position
@@ -64,8 +77,8 @@ func (s *settleState) knownInput(in *Settle) {
 	for _, r := range k.rounds {
 		in.Known = append(in.Known, r.refs...)
 	}
-	for _, p := range k.prev {
-		in.Prev = append(in.Prev, p)
+	for _, ps := range k.prev {
+		in.Prev = append(in.Prev, ps...)
 	}
 }
 
@@ -77,13 +90,39 @@ func (s *settleState) settledKnown(r settle.Result) {
 		k.n -= len(k.rounds[0].refs)
 		k.rounds = k.rounds[1:]
 	}
-	if len(r.Settled) == 0 {
+	if len(r.Settled)+len(r.Seen) == 0 {
 		return
 	}
-	if k.prev == nil || len(k.prev)+len(r.Settled) > maxKnownRefs {
-		k.prev = map[string]settle.KnownRef{}
+	if k.prev == nil || k.nPrev+len(r.Settled)+len(r.Seen) > maxKnownRefs {
+		k.prev, k.nPrev = map[string][]settle.KnownRef{}, 0
+	}
+	for _, p := range r.Seen { // before what the pass wrote, which may have merged them
+		k.addPrev(p, false)
 	}
 	for _, p := range r.Settled {
-		k.prev[p.Ref.Stream] = p
+		k.addPrev(p, true)
 	}
+}
+
+// addPrev keeps p as its stream's settled ref. One the pass wrote (wrote)
+// replaces those it starts at or before (it merged them, or a retry wrote
+// them again).
+func (k *knownRefs) addPrev(p settle.KnownRef, wrote bool) {
+	ps := k.prev[p.Ref.Stream]
+	n := len(ps)
+	ps = slices.DeleteFunc(ps, func(q settle.KnownRef) bool {
+		return q.Key == p.Key || (wrote && q.Ref.Start >= p.Ref.Start)
+	})
+	ps = append(ps, p)
+	if len(ps) > maxPrevPerStream {
+		oldest := 0
+		for i, q := range ps {
+			if q.Ref.End < ps[oldest].Ref.End {
+				oldest = i
+			}
+		}
+		ps = slices.Delete(ps, oldest, oldest+1)
+	}
+	k.nPrev += len(ps) - n
+	k.prev[p.Ref.Stream] = ps
 }

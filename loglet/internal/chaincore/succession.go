@@ -138,8 +138,14 @@ type succession struct {
 	rebuild       bool // the checkpoint's tails snapshot is damaged: rebuild from refs
 	walks         []walkRange
 	walked        uint64
-	inheritedBase string   // the base of the predecessor's last snapshot
-	orphans       []string // snapshots of a round the predecessor never committed
+	inheritedBase string // the base of the predecessor's last snapshot
+	// adopt is the full snapshot this owner's deltas build on, inherited
+	// ("": none, the first round writes a full one): adoptStreams its
+	// streams, adoptChanged the streams changed since it.
+	adopt        string
+	adoptStreams int
+	adoptChanged []string
+	orphans      []string // snapshots of a round the predecessor never committed
 }
 
 type walkRange struct {
@@ -767,9 +773,16 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 		c.logf(slog.LevelWarn, "tails rebuilt from the refs", attrS("damaged_key", s.cp.Tails), attrI("streams", len(ev.Tails.Streams)))
 	}
 	for name, t := range ev.Tails.Streams {
-		c.ab.tails[name] = t
+		c.ab.tails.set(name, t)
 	}
 	s.inheritedBase = ev.Tails.Base
+	switch {
+	case ev.Rebuilt || s.cp.Tails == "":
+	case ev.Tails.Base != "": // a delta: build on its base
+		s.adopt, s.adoptStreams, s.adoptChanged = ev.Tails.Base, ev.BaseStreams, ev.Changed
+	case s.cp.TailsBase == "": // the snapshot read is full
+		s.adopt, s.adoptStreams, s.adoptChanged = s.cp.Tails, ev.BaseStreams, nil
+	}
 	s.startWalk(c)
 }
 
@@ -794,6 +807,25 @@ func (s *succession) startWalk(c *Core) {
 	c.ab.doom(s.inheritedBase)
 	for _, k := range s.orphans {
 		c.ab.doom(k)
+	}
+	if s.adopt != "" {
+		// The predecessor's base is this owner's too: its first round
+		// writes a delta over it (a full snapshot of a million streams
+		// takes seconds, which the opening would wait for). It is doomed
+		// once this owner's own full snapshot supersedes it, and never
+		// deleted while it is the base (dueDrops). The predecessor never
+		// deletes it either: it is its base, or the checkpoint would not
+		// name it.
+		a := &c.ab
+		a.doomed = slices.DeleteFunc(a.doomed, func(d doomedSnapshot) bool { return d.key == s.adopt })
+		a.base, a.baseBytes, a.baseStreams, a.baseRound, a.deltaBytes = s.adopt, 0, s.adoptStreams, a.roundNo, 0
+		clear(a.dirty)
+		if a.dirty == nil {
+			a.dirty = map[string]struct{}{}
+		}
+		for _, id := range s.adoptChanged {
+			a.dirty[id] = struct{}{}
+		}
 	}
 	pos := struct{ epoch, next uint64 }{cp.Epoch, cp.Next}
 	if p := cp.Pending; p != nil {
@@ -835,7 +867,7 @@ func (c *Core) walkNext(s *succession) bool {
 		s.walks = s.walks[1:]
 	}
 	if len(s.walks) == 0 {
-		c.logf(slog.LevelInfo, "took over", attrU("from_epoch", s.prev.Epoch), attrU("epoch", c.rec.Epoch), attrU("cut", s.cut), slog.Bool("clean", s.clean), attrU("walked_slots", s.walked), attrI("streams", len(c.ab.tails)))
+		c.logf(slog.LevelInfo, "took over", attrU("from_epoch", s.prev.Epoch), attrU("epoch", c.rec.Epoch), attrU("cut", s.cut), slog.Bool("clean", s.clean), attrU("walked_slots", s.walked), attrI("streams", c.ab.tails.len()))
 		c.serve()
 		return false
 	}

@@ -95,19 +95,20 @@ func TestTraces(t *testing.T) {
 
 // harness drives one core in a script.
 type harness struct {
-	t       *testing.T
-	c       *Core
-	cfg     Config
-	now     time.Time
-	t0      time.Time
-	streams map[string]*Stream
-	renders map[UploadID][]RenderStream // the streams of each render asked for
-	wake    time.Time
-	lastReq []Request
-	round   CommitRound // the last round commit asked for (an AdvanceRound's too)
-	refsTo  int         // the end of the last CommitRefs' chunk
-	drop    []string    // the snapshots its round deletes once committed
-	dropOut bool        // a DropSnapshots is out
+	t         *testing.T
+	c         *Core
+	cfg       Config
+	now       time.Time
+	t0        time.Time
+	streams   map[string]*Stream
+	renders   map[UploadID][]RenderStream // the streams of each render asked for
+	wake      time.Time
+	lastReq   []Request
+	round     CommitRound // the last round commit asked for (an AdvanceRound's too)
+	refsTo    int         // the end of the last CommitRefs' chunk
+	drop      []string    // the snapshots its round deletes once committed
+	dropOut   bool        // a DropSnapshots is out
+	snapBytes int         // the encoded size of the last PutSnapshot's snapshot
 	// checkEpoch is the epoch the last ReadCheckpoint was asked under.
 	checkEpoch uint64
 }
@@ -294,7 +295,13 @@ func (h *harness) run(d *datadriven.TestData) string {
 			st.Next = n
 			t.Streams[name] = st
 		}
-		ev := TailsRead{Tails: t}
+		// base= names the full snapshot a delta read builds on, with
+		// base-streams= streams; changed= the delta's streams.
+		t.Base = h.str(d, "base", "")
+		ev := TailsRead{Tails: t, BaseStreams: int(h.u64(d, "base-streams", 0))}
+		if ch := h.str(d, "changed", ""); ch != "" {
+			ev.Changed = strings.Split(ch, ",")
+		}
 		if o := h.str(d, "orphans", ""); o != "" {
 			ev.Orphans = strings.Split(o, ",")
 		}
@@ -369,7 +376,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 			h.step(SnapshotPut{Round: h.c.ab.planned.round, Err: errors.New("absorb: tails snapshot: 1 of 2 copies: bucket down")})
 			break
 		}
-		h.step(SnapshotPut{Round: h.c.ab.planned.round})
+		h.step(SnapshotPut{Round: h.c.ab.planned.round, Bytes: h.snapBytes})
 	case "round-snapshot-taken":
 		h.step(SnapshotPut{Round: h.c.ab.planned.round, Err: fmt.Errorf("absorb: tails snapshot %s: 0 of 1 copies: %w", h.c.ab.planned.snapKey, absorb.ErrSnapshotTaken)})
 	case "round-committed":
@@ -429,7 +436,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "corrupt-tail":
 		// A test-only disturbance: the absorb's view of a stream's tail no
 		// longer matches what the stream releases (a bug upstream).
-		h.c.ab.tails[h.str(d, "stream", "a")] = absorb.StreamTail{Next: h.u64(d, "next", 99)}
+		h.c.ab.tails.set(h.str(d, "stream", "a"), absorb.StreamTail{Next: h.u64(d, "next", 99)})
 	case "epoch-sealed":
 		h.step(EpochSealed{Version: "vs", Held: h.c.held})
 	case "epoch-seal-failed":
@@ -517,7 +524,7 @@ func (h *harness) snapshotPut() string {
 	if p := h.c.ab.planned; p == nil || p.written || !h.c.ab.busy {
 		return ""
 	}
-	h.step(SnapshotPut{Round: h.c.ab.planned.round})
+	h.step(SnapshotPut{Round: h.c.ab.planned.round, Bytes: h.snapBytes})
 	return h.ready()
 }
 
@@ -797,12 +804,10 @@ func (h *harness) request(r Request) string {
 	case Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)
 	case PutSnapshot:
-		snap := "?"
-		if t, err := absorb.DecodeTails(r.Snapshot); err == nil {
-			snap = fmt.Sprintf("full(%d)", len(t.Streams))
-			if t.Base != "" {
-				snap = fmt.Sprintf("delta(%d)", len(t.Streams))
-			}
+		h.snapBytes = len(absorb.EncodeTails(r.Snapshot())) // the executor's encoding
+		snap := fmt.Sprintf("full(%d)", r.Streams.Len())
+		if r.Base != "" {
+			snap = fmt.Sprintf("delta(%d)", r.Streams.Len())
 		}
 		return fmt.Sprintf("put-snapshot e=%d [%d,%d) snap=%s", r.Round.Epoch, r.Round.From, r.Round.To, snap)
 	case CommitRound:

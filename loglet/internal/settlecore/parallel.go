@@ -3,14 +3,18 @@ package settlecore
 import "fmt"
 
 // Parallel asks for several independent I/O calls at once, which the
-// executor runs concurrently (the core asks at most Config.ReadAhead in
-// one): a pass's object PUTs and deletes, and the extents it reads back to
-// merge, so that its duration, not one call after another, is what bounds
-// the settle lag. → ParallelDone.
+// executor runs concurrently, at most Limit at a time (0: all), as a
+// sliding window: a pass's object PUTs and deletes and the settled
+// objects it reads back to merge (Limit: the write window,
+// Config.WriteAhead), and its reads from the chain's buckets
+// (Config.ReadAhead), so that its duration, not one call after another
+// nor the slowest call of each batch, is what bounds the settle lag. The
+// core asks at most maxParallel calls in one. → ParallelDone.
 type Parallel struct {
 	Puts    []PutObject
 	Deletes []DeleteObject
 	Gets    []GetRange
+	Limit   int
 }
 
 // ParallelDone is Parallel's result: one event per call, in order.
@@ -62,10 +66,30 @@ func (ParallelDone) isEvent() {}
 // DefaultReadAhead is Config.ReadAhead's default.
 const DefaultReadAhead = 64
 
-// fanOut asks reqs, at most ReadAhead at once (one alone is asked as
-// itself), and asks again, after a Wait, those that failed transiently
-// while tries are left; then gets one event per request, in order.
+// DefaultWriteAhead is Config.WriteAhead's default: a pass at 10,000
+// active streams writes 10,000 settled objects, which at 30 ms a PUT and
+// 64 at a time took ~5 s (18 s in batches that each waited for their
+// slowest PUT); their bodies are in memory already, so only the calls in
+// flight grow.
+const DefaultWriteAhead = 512
+
+// maxParallel bounds the calls of one Parallel request.
+const maxParallel = 4096
+
+// fanOut asks reqs (one alone as itself), in Parallel requests of at most
+// maxParallel calls run at most window at once (ReadAhead if reqs read
+// the chain's buckets, else the write window: PUTs, deletes and reads of
+// small settled objects to merge), and asks again, after a Wait,
+// those that failed transiently while tries are left; then gets one event
+// per request, in order.
 func (p *Pass) fanOut(reqs []Request, then func([]Event)) {
+	window := p.cfg.WriteAhead
+	for _, r := range reqs {
+		if g, ok := r.(GetRange); ok && !g.Settled {
+			window = p.cfg.ReadAhead // reads from the chain's buckets
+			break
+		}
+	}
 	evs := make([]Event, len(reqs))
 	tries := 0
 	var round func(idx []int)
@@ -88,7 +112,7 @@ func (p *Pass) fanOut(reqs []Request, then func([]Event)) {
 				})
 				return
 			}
-			c := idx[k:min(len(idx), k+p.cfg.ReadAhead)]
+			c := idx[k:min(len(idx), k+maxParallel)]
 			got := func(evc []Event) {
 				for j, i := range c {
 					evs[i] = evc[j]
@@ -107,6 +131,7 @@ func (p *Pass) fanOut(reqs []Request, then func([]Event)) {
 				rs[j] = reqs[i]
 			}
 			pr, back := parallel(rs)
+			pr.Limit = window
 			p.ask(pr, func(ev Event) { got(back(ev.(ParallelDone))) })
 		}
 		chunk(0)

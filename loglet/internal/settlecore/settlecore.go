@@ -23,13 +23,15 @@
 //  2. Delete behind the cursor: the slots in [Deleted, At) from every
 //     bucket, then record Deleted = At. A failure is kept in
 //     Result.DeleteErr: the deletes stay due, the pass goes on.
-//  3. Reclaim: scan the markers; a doomed one past its grace, or a
+//  3. Reclaim (unless the leader knows none is due yet: Input.DoomedKnown):
+//     scan the markers; a doomed one past its grace, or a
 //     Deleting one, has its object deleted; a pending one past its grace
 //     whose ref does not point at its object has it deleted too, one whose
 //     ref does is only dropped. A deletion is three steps: the marker
 //     turns Deleting (guarded), the object goes from every settled bucket,
 //     the marker goes.
-//  4. If the cursor is at Upto, the pass is done.
+//  4. Merge the small settled objects at the tail of each idle stream the
+//     leader named (idle.go). If the cursor is at Upto, the pass is done.
 //  5. Re-derive the cut of every epoch between the cursor and Upto that
 //     nobody recorded (a fence of the epoch from the cursor), and record
 //     it in the cursor before use.
@@ -95,9 +97,14 @@ type Config struct {
 	// Liveness: the pass asks whether each stream lives and where it is
 	// trimmed (CheckLive); else every stream lives, none trimmed.
 	Liveness bool
-	// ReadAhead bounds the calls of one Parallel request (0:
-	// DefaultReadAhead).
-	ReadAhead int
+	// ReadAhead bounds the reads a Parallel request runs at once (0:
+	// DefaultReadAhead); WriteAhead its object PUTs and deletes (0:
+	// DefaultWriteAhead, and never fewer than ReadAhead).
+	ReadAhead, WriteAhead int
+	// Memory: the executor accounts the pass's buffers in a memory
+	// budget; the pass asks for the bytes of the objects it renders and
+	// reads back before it holds them (HoldMemory, memory.go).
+	Memory bool
 }
 
 // DefaultRetries is Config.Retries' default: with the backoff doubling
@@ -145,6 +152,12 @@ type Input struct {
 	KnownFrom chain.Position
 	KnownOK   bool
 	Prev      []settle.KnownRef
+	// DoomedKnown, DoomedDue: as settle.Pass's.
+	DoomedKnown bool
+	DoomedDue   time.Time
+	// Idle: the last settled refs of the streams the leader found idle,
+	// as settle.Pass's field of the same name (idle.go).
+	Idle []settle.KnownRef
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
@@ -320,10 +333,17 @@ type Pass struct {
 	cpVer metastore.Version
 	sizes map[chain.Position]int64
 	// known: each stream's refs the leader knows, in order (nil: the
-	// cursor is before what it knows; scan); prev: each stream's last
-	// settled ref as passes wrote it.
+	// cursor is before what it knows; scan); prev: each stream's settled
+	// refs as passes wrote or read them (its last ones: a merge walks back
+	// through them).
 	known map[string][]ref
-	prev  map[string]ref
+	prev  map[string][]ref
+
+	// markedAt is when the pass first wrote (or tried to write) a doomed
+	// or pending marker; scanSkipped: it did not scan the markers
+	// (Input.DoomedKnown).
+	markedAt    time.Time
+	scanSkipped bool
 
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
@@ -332,6 +352,9 @@ type Pass struct {
 	logs []Log
 	// phase names where the pass is, for traces.
 	phase string
+	// memHeld: the bytes of rendered and read-back objects the executor
+	// holds for the pass (HoldMemory).
+	memHeld int64
 }
 
 // New starts a pass at now (the clock for the doomed markers' grace).
@@ -343,6 +366,10 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	if cfg.ReadAhead <= 0 {
 		cfg.ReadAhead = DefaultReadAhead
 	}
+	if cfg.WriteAhead <= 0 {
+		cfg.WriteAhead = DefaultWriteAhead
+	}
+	cfg.WriteAhead = max(cfg.WriteAhead, cfg.ReadAhead)
 	if cfg.FrameBytes <= 0 {
 		cfg.FrameBytes = settle.DefaultFrameBytes
 	}
@@ -493,12 +520,28 @@ func eventErr(ev Event) error {
 		return e.Err
 	case Waited:
 		return e.Err
+	case MemoryHeld:
+		return e.Err
 	}
 	return nil
 }
 
 func (p *Pass) finish(err error) {
+	if p.scanSkipped && !p.markedAt.IsZero() {
+		// Unscanned, the markers this pass wrote are due then at the
+		// latest.
+		if t := p.markedAt.Add(p.cfg.DoomedGrace); p.res.DoomedDue.IsZero() || t.Before(p.res.DoomedDue) {
+			p.res.DoomedDue = t
+		}
+	}
 	p.done, p.err, p.out, p.then, p.phase = true, err, nil, nil, "done"
+}
+
+// noteMarked records that the pass writes markers now.
+func (p *Pass) noteMarked() {
+	if p.markedAt.IsZero() {
+		p.markedAt = p.now
+	}
 }
 
 func (p *Pass) addCut(c chain.Cut) {
@@ -506,6 +549,17 @@ func (p *Pass) addCut(c chain.Cut) {
 		p.cuts = map[uint64]uint64{}
 	}
 	p.cuts[c.Epoch] = c.Slot
+}
+
+// knownSettled is the settled ref of stream id ending at end that the
+// leader handed the pass (Input.Prev), if any.
+func (p *Pass) knownSettled(id string, end uint64) (ref, bool) {
+	for _, f := range p.prev[id] {
+		if f.r.End == end {
+			return f, true
+		}
+	}
+	return ref{}, false
 }
 
 // begin runs the pass from a known cursor.
@@ -517,9 +571,9 @@ func (p *Pass) begin() {
 			p.known[k.Ref.Stream] = append(p.known[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
 		}
 	}
-	p.prev = map[string]ref{}
+	p.prev = map[string][]ref{}
 	for _, k := range p.in.Prev {
-		p.prev[k.Ref.Stream] = ref{key: k.Key, ver: k.Version, r: k.Ref}
+		p.prev[k.Ref.Stream] = append(p.prev[k.Ref.Stream], ref{key: k.Key, ver: k.Version, r: k.Ref})
 	}
 	for _, c := range p.res.Trim.Cuts {
 		if _, ok := p.cuts[c.Epoch]; !ok {
@@ -539,16 +593,19 @@ func (p *Pass) begin() {
 				p.finish(err)
 				return
 			}
-			if !p.res.Trim.At.Less(p.in.Upto) {
-				p.finish(nil)
-				return
-			}
-			p.deriveCuts(func(err error) {
-				if err != nil {
-					p.finish(err)
+			// Idle streams' tails first: the pass holds no slot yet.
+			p.idleMerge(func() {
+				if !p.res.Trim.At.Less(p.in.Upto) {
+					p.finish(nil)
 					return
 				}
-				p.settleSlots()
+				p.deriveCuts(func(err error) {
+					if err != nil {
+						p.finish(err)
+						return
+					}
+					p.settleSlots()
+				})
 			})
 		})
 	})
@@ -983,7 +1040,18 @@ type marker struct {
 // has sealed; the objects go; the markers go. A pass that dies in between
 // leaves Deleting markers, which the next pass finishes.
 func (p *Pass) reclaim(then func(error)) {
+	if p.in.DoomedKnown && (p.in.DoomedDue.IsZero() || p.now.Before(p.in.DoomedDue)) {
+		// The leader knows nothing is due yet (the last scan, and the
+		// markers passes wrote since): a scan would read every marker
+		// waiting for its grace, a few a stream merged within the last
+		// minute, every pass.
+		p.scanSkipped = true
+		p.res.DoomedDue = p.in.DoomedDue
+		then(nil)
+		return
+	}
 	p.phase = "reclaim-scan"
+	p.res.MarkersScanned = true
 	p.res.DoomedWaiting, p.res.DoomedDue = 0, time.Time{}
 	var due []marker
 	var scan func(after string)

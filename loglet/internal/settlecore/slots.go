@@ -112,9 +112,17 @@ const refPage = 256
 // maxMerges bounds the settled objects one new object absorbs.
 const maxMerges = 8
 
-// Bounds on the objects a pass renders before it writes them.
+// Bounds on the objects a pass plans (their merged extents are read back
+// together: maxPlanned, maxPlannedBytes) and renders before it writes them (maxPrepared,
+// maxPreparedBytes). The objects rendered are written together, their
+// pending marks and repoints in Commits of many: at 10,000 active streams
+// a bound of 256 cost a pass about 40 mark-pending Commits, each also
+// prone to a conflict with the absorb on the checkpoint guard, where
+// Commits of MaxCommitOps need ten.
 const (
-	maxPrepared      = 256
+	maxPlanned       = 4096
+	maxPlannedBytes  = 32 << 20 // raw, the merged objects' included
+	maxPrepared      = 4096
 	maxPreparedBytes = 32 << 20
 )
 
@@ -169,8 +177,9 @@ type slotsRun struct {
 	fetched map[string][]byte
 	// planned: objects grouped, to render (renderPlanned); errs: what
 	// failed while rendering them mid-way.
-	planned []prepared
-	errs    []error
+	planned      []prepared
+	plannedBytes int
+	errs         []error
 	// only: the streams to settle (nil: all); failed: those that failed.
 	only, failed map[string]bool
 }
@@ -333,7 +342,7 @@ func (r *slotsRun) transitRefs(id string, seq uint64, then func([]ref, error)) {
 	if r.p.known != nil && r.sp.Streams == nil {
 		// The leader knows every ref from the cursor on (a retry scans:
 		// what it knew may have moved).
-		if pr, ok := r.p.prev[id]; ok && pr.r.End == seq {
+		if pr, ok := r.p.knownSettled(id, seq); ok {
 			r.lastPrev = &pr
 		}
 		for _, f := range r.p.known[id] {
@@ -452,7 +461,10 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 		// extents read back (a merged object's) are read in parallel.
 		r.planned = append(r.planned, prepared{id: id, key: chain.SettledKey(id, all[0].r.Start, group[n-1].r.End), all: all, merged: len(prev),
 			start: all[0].r.Start, end: group[n-1].r.End})
-		if len(r.planned) < maxPrepared {
+		for _, f := range all {
+			r.plannedBytes += rawBytes(f.r)
+		}
+		if len(r.planned) < maxPlanned && r.plannedBytes < maxPlannedBytes {
 			then(n, nil)
 			return
 		}
@@ -467,12 +479,19 @@ func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
 
 // renderPlanned renders the objects planned so far, their extents that are
 // not in the slots read fetched in parallel first (fanOut; one that fails
-// there is read again, bucket after bucket, by records), and writes them
-// once maxPrepared or maxPreparedBytes are rendered. A stream whose object
+// there is read again, bucket after bucket, by records), a chunk at a
+// time, and writes them once maxPrepared or maxPreparedBytes are
+// rendered. A stream whose object
 // cannot be rendered is marked failed; then gets the errors.
 func (r *slotsRun) renderPlanned(then func(error)) {
 	ps := r.planned
-	r.planned = nil
+	r.planned, r.plannedBytes = nil, 0
+	r.renderChunks(ps, nil, then) // memory.go: in chunks the budget holds
+}
+
+// renderChunk renders ps (their extents not in the slots read fetched in
+// parallel first) into r.prepared, and gives then the errors.
+func (r *slotsRun) renderChunk(ps []prepared, then func(error)) {
 	var reqs []Request
 	for _, pl := range ps {
 		for _, f := range pl.all {
@@ -516,16 +535,7 @@ func (r *slotsRun) renderPlanned(then func(error)) {
 				}
 				r.prepared = append(r.prepared, pl)
 				r.preparedBytes += len(pl.obj)
-				if len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
-					next(i + 1)
-					return
-				}
-				r.flushPrepared(func(err error) {
-					if err != nil {
-						errs = append(errs, err)
-					}
-					next(i + 1)
-				})
+				next(i + 1)
 			})
 		}
 		next(0)
@@ -570,6 +580,14 @@ func (r *slotsRun) mergeable(id string, start uint64, raw, most int, out []ref, 
 		consider(metastore.Item{Key: h.key, Version: h.ver}, h.r) // read by transitRefs' Scan
 		return
 	}
+	if r.p.known != nil && r.sp.Streams == nil {
+		// Further back, the leader may know it too (a retry reads: what
+		// it knew may have moved).
+		if h, ok := r.p.knownSettled(id, start); ok {
+			consider(metastore.Item{Key: h.key, Version: h.ver}, h.r)
+			return
+		}
+	}
 	r.p.call(GetRef{Key: chain.RefKey(id, start)}, func(ev Event) {
 		rg := ev.(RefGot)
 		switch {
@@ -582,6 +600,11 @@ func (r *slotsRun) mergeable(id string, start uint64, raw, most int, out []ref, 
 			if err != nil {
 				then(nil, fmt.Errorf("ref %s: %w", rg.Item.Key, err))
 				return
+			}
+			if sr.Settled() {
+				// The leader learns it: the next pass's walk stops there
+				// without a read.
+				r.p.res.Seen = append(r.p.res.Seen, settle.KnownRef{Key: rg.Item.Key, Version: rg.Item.Version, Ref: sr})
 			}
 			consider(rg.Item, sr)
 		}
@@ -710,6 +733,7 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 		}
 		if commitNow {
 			r.p.phase = "mark-pending"
+			r.p.noteMarked()
 			r.p.commit("mark-pending", ops, func(vs []metastore.Version, err error) {
 				if err != nil {
 					fail(err)
@@ -721,7 +745,10 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 			return
 		}
 		if i == len(ps) {
-			r.writeAll(ps, vers, then)
+			r.writeAll(ps, vers, func(err error) {
+				// Written (or failed): the pass holds their bodies no more.
+				r.p.holdMemory(0, func(error) { then(err) })
+			})
 			return
 		}
 		ops, size = append(ops, op), size+n
@@ -961,6 +988,12 @@ func (r *slotsRun) flush(then func(error)) {
 	ops, counts := r.pending, r.counts
 	r.pending, r.counts, r.pendingBytes = nil, nil, 0
 	r.p.phase = "repoint"
+	for _, c := range counts {
+		if c.merged > 0 {
+			r.p.noteMarked() // doomed markers
+			break
+		}
+	}
 	r.p.commit("repoint", ops, func(vs []metastore.Version, err error) {
 		if err != nil {
 			for _, c := range counts {

@@ -30,10 +30,12 @@ import (
 // EPOCH@SLOT joined by commas; objects are STREAM:START-END, a settled
 // object's name; durations like 30s):
 //
-//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead=]
+//	new [owner=p1 epoch=2 grace=1m k=3 settled=1 maxops= retries=N|none live readahead= writeahead= target= memory]
+//	                         (memory: the pass asks for its buffers' bytes)
 //	                         (live: the pass asks each stream's liveness)
-//	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=]   (trim: the
-//	                         caller read the cursor; else the pass reads it)
+//	pass upto= checkpoint= [cuts=] [maxslots=] [trim=AT/DELETED trim-cuts=] [idle=OBJECT,...]
+//	                         (trim: the caller read the cursor; else the pass reads it;
+//	                         idle: the last settled objects of the idle streams named)
 //	time +d                                   (the clock moves)
 //	trim at= deleted= [cuts=] | trim-failed   (ReadTrim's result)
 //	checkpoint [owner= epoch=] [ver=|same] | checkpoint-failed   (same: the version
@@ -42,6 +44,7 @@ import (
 //	slots-deleted n= | slots-delete-failed n=
 //	markers [failed]   (input: one marker a line: OBJECT [at=-d] [ref=STREAM@END] [deleting])
 //	ref OBJECT,... | ref-missing | ref-failed
+//	settled-ref OBJECT      (GetRef's result: the settled ref of OBJECT, its records rendered)
 //	object-deleted | object-delete-failed
 //	fenced cut= | fence-failed
 //	slots-read n= [full] [failed] [streams=a,b [first=SEQ]]   (the first n slots asked, 100
@@ -56,6 +59,7 @@ import (
 //	object-got | object-get-failed   (GetObject's: what the last PutObject of the key wrote,
 //	                         or found in place)
 //	waited | wait-failed      (Wait's result; failed: the executor's context ended)
+//	memory-held | memory-full (HoldMemory's result; full: the budget has not the bytes now)
 //	parallel [failed=i,j] [exists=k]   (Parallel's: each call succeeds but the i-th, j-th
 //	                         (0-based), which fail transiently, and the k-th PUT, which
 //	                         finds an object there)
@@ -109,7 +113,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
 			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone,
-			ReadAhead: int(h.u64(d, "readahead", 0))}
+			ReadAhead: int(h.u64(d, "readahead", 0)), WriteAhead: int(h.u64(d, "writeahead", 0)), TargetBytes: int(h.u64(d, "target", 0)), Memory: d.HasArg("memory")}
 		if r := h.str(d, "retries", ""); r == "none" {
 			h.cfg.Retries = -1
 		} else {
@@ -122,6 +126,12 @@ func (h *harness) run(d *datadriven.TestData) string {
 			d.Fatalf(h.t, "pass: the last pass still waits on %T", h.p.Next())
 		}
 		in := Input{Upto: h.pos(d, "upto"), Checkpoint: h.pos(d, "checkpoint"), Cuts: h.cuts(d, "cuts"), MaxSlots: int(h.u64(d, "maxslots", 0))}
+		for _, o := range strings.Split(h.str(d, "idle", ""), ",") {
+			if o != "" {
+				sr := h.settledRef(d, o)
+				in.Idle = append(in.Idle, settle.KnownRef{Key: chain.RefKey(sr.Stream, sr.End), Version: h.version(), Ref: sr})
+			}
+		}
 		if d.HasArg("trim") {
 			at, del, _ := strings.Cut(h.str(d, "trim", ""), "/")
 			in.TrimKnown = true
@@ -223,6 +233,17 @@ func (h *harness) run(d *datadriven.TestData) string {
 		g, ok := h.p.Next().(GetRef)
 		if !ok {
 			d.Fatalf(h.t, "ref: the pass waits on %T", h.p.Next())
+		}
+		h.step(RefGot{Item: metastore.Item{Key: g.Key, Value: v, Version: h.version()}, Found: true})
+	case "settled-ref":
+		g, ok := h.p.Next().(GetRef)
+		if !ok {
+			d.Fatalf(h.t, "settled-ref: the pass waits on %T", h.p.Next())
+		}
+		sr := h.settledRef(d, d.CmdArgs[0].Key)
+		v, err := json.Marshal(sr)
+		if err != nil {
+			d.Fatalf(h.t, "settled-ref: %v", err)
 		}
 		h.step(RefGot{Item: metastore.Item{Key: g.Key, Value: v, Version: h.version()}, Found: true})
 	case "ref-missing":
@@ -356,6 +377,10 @@ func (h *harness) run(d *datadriven.TestData) string {
 			done.Gets = append(done.Gets, RangeGot{Data: obj[g.Offset : g.Offset+g.Length]})
 		}
 		h.step(done)
+	case "memory-held":
+		h.step(MemoryHeld{})
+	case "memory-full":
+		h.step(MemoryHeld{Err: errors.New("budget: in use")})
 	case "waited":
 		h.step(Waited{})
 	case "wait-failed":
@@ -371,7 +396,7 @@ var answers = map[string]string{
 	"ReadTrim": "TrimRead", "ReadCheckpoint": "CheckpointRead", "Commit": "Committed", "DeleteSlots": "SlotsDeleted",
 	"ScanMarkers": "MarkersScanned", "GetRef": "RefGot", "DeleteObject": "ObjectDeleted", "FenceEpoch": "EpochFenced",
 	"ReadSlots": "SlotsRead", "Wait": "Waited", "ScanRefs": "RefsScanned", "CheckLive": "Live",
-	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot", "Parallel": "ParallelDone",
+	"GetRange": "RangeGot", "PutObject": "ObjectPut", "GetObject": "ObjectGot", "Parallel": "ParallelDone", "HoldMemory": "MemoryHeld",
 }
 
 func (h *harness) step(ev Event) {
@@ -403,6 +428,9 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, " merged=%d deleted-objects=%d freed=%d", res.Merged, res.DeletedObjects, res.FreedBytes)
 		if res.Retries > 0 {
 			fmt.Fprintf(&b, " retries=%d", res.Retries)
+		}
+		if res.IdleMerges > 0 || len(res.IdleLooked) > 0 {
+			fmt.Fprintf(&b, " idle-merges=%d idle-looked=%s", res.IdleMerges, strings.Join(res.IdleLooked, ","))
 		}
 		if res.DoomedWaiting > 0 || !res.DoomedDue.IsZero() {
 			fmt.Fprintf(&b, " doomed-waiting=%d due=+%v", res.DoomedWaiting, res.DoomedDue.Sub(t0))
@@ -455,8 +483,10 @@ func (h *harness) render() string {
 		fmt.Fprintf(&b, "get-object b=%d %s", r.Bucket, r.Key)
 	case Wait:
 		fmt.Fprintf(&b, "wait %v", r.For)
+	case HoldMemory:
+		fmt.Fprintf(&b, "hold-memory %d", r.Bytes)
 	case Parallel:
-		fmt.Fprintf(&b, "parallel:")
+		fmt.Fprintf(&b, "parallel limit=%d:", r.Limit)
 		for _, q := range r.Puts {
 			fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
 		}
@@ -514,23 +544,7 @@ func (h *harness) refs(d *datadriven.TestData, prefix string) []metastore.Item {
 		items = append(items, metastore.Item{Key: chain.RefKey(id, sr.End), Value: v, Version: h.version()})
 	}
 	if p := h.str(d, "prev", ""); p != "" {
-		a, b, _ := strings.Cut(p, "-")
-		start, _ := strconv.ParseUint(a, 10, 64)
-		end, _ := strconv.ParseUint(b, 10, 64)
-		run := settle.Run{FirstSeq: start}
-		for seq := start; seq < end; seq++ {
-			run.Records = append(run.Records, envelope.Record{Timestamp: int64(1000 + seq), Body: []byte(fmt.Sprintf("%s-%d", id, seq))})
-		}
-		key := chain.SettledKey(id, start, end)
-		obj, frames, err := settle.Render(id, start, end, []settle.Run{run}, envelope.CodecNone, 1<<20)
-		if err != nil {
-			d.Fatalf(h.t, "refs: %v", err)
-		}
-		h.objects[key] = obj
-		f := frames[0]
-		add(absorb.SpanRef{Stream: id, Star: star, Class: h.cfg.Class.String(), Start: start, End: end, MinTS: f.MinTimestamp, MaxTS: f.MaxTimestamp,
-			Extents: []absorb.Extent{{Key: key, Offset: f.Offset, Length: f.Length, RawLength: f.RawLength, Codec: f.Codec, CRC: f.CRC,
-				FirstSeq: f.FirstSeq, Count: f.Count, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp}}})
+		add(h.settledRef(d, id+":"+p))
 	}
 	for _, sf := range h.frames[id] {
 		f := sf.f
@@ -539,6 +553,30 @@ func (h *harness) refs(d *datadriven.TestData, prefix string) []metastore.Item {
 				FirstSeq: f.FirstSeq, Count: f.Count, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp}}})
 	}
 	return items
+}
+
+// settledRef is the settled ref of the object STREAM:START-END, one frame
+// of one record a seq (rendered, kept in h.objects for the ranged GETs).
+func (h *harness) settledRef(d *datadriven.TestData, name string) absorb.SpanRef {
+	id, _, _ := strings.Cut(name, ":")
+	key := h.object(d, name)
+	_, r, _ := strings.Cut(name, ":")
+	a, b, _ := strings.Cut(r, "-")
+	start, _ := strconv.ParseUint(a, 10, 64)
+	end, _ := strconv.ParseUint(b, 10, 64)
+	run := settle.Run{FirstSeq: start}
+	for seq := start; seq < end; seq++ {
+		run.Records = append(run.Records, envelope.Record{Timestamp: int64(1000 + seq), Body: []byte(fmt.Sprintf("%s-%d", id, seq))})
+	}
+	obj, frames, err := settle.Render(id, start, end, []settle.Run{run}, envelope.CodecNone, 1<<20)
+	if err != nil {
+		d.Fatalf(h.t, "settled ref %s: %v", name, err)
+	}
+	h.objects[key] = obj
+	f := frames[0]
+	return absorb.SpanRef{Stream: id, Star: star, Class: h.cfg.Class.String(), Start: start, End: end, MinTS: f.MinTimestamp, MaxTS: f.MaxTimestamp,
+		Extents: []absorb.Extent{{Key: key, Offset: f.Offset, Length: f.Length, RawLength: f.RawLength, Codec: f.Codec, CRC: f.CRC,
+			FirstSeq: f.FirstSeq, Count: f.Count, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp}}}
 }
 
 // op describes one op of a Commit.

@@ -63,6 +63,10 @@ type CoreOptions struct {
 	// until settlement has caught up, then the quiet checker. 0: no quiet
 	// period (the final process then settles with the seed's faults on).
 	Quiet time.Duration
+	// Soak, if positive, runs the seed's workload for this long in
+	// virtual time as a soak (coresim_soak.go): streams active and idle by
+	// turns, takeovers, trims, deletes and re-creates.
+	Soak time.Duration
 
 	// perturb wraps every bucket in a perturbedBucket: the replay tests
 	// (coresim_test.go) shake goroutine scheduling inside executor calls.
@@ -106,6 +110,9 @@ type CoreResult struct {
 	// Fencing (coresim_fencing.go): fence batches issued, batches refused
 	// for their token.
 	Fences, FencedRefusals int
+	// Soak (coresim_soak.go): streams deleted, trimmed and re-created, and
+	// the most small settled objects an idle stream kept at the end.
+	SoakDeletes, SoakTrims, SoakRecreates, SoakSmallMax int
 }
 
 // Failed reports whether the run found a violation.
@@ -256,6 +263,7 @@ type coreWorld struct {
 	batches []*coreBatch
 	ops     int
 
+	soak        *coreSoak            // the soak's workload (coresim_soak.go), or nil
 	sp          coreSettlePlan       // settlement (coresim_settle.go)
 	settled     []objstore.Store     // the settled bucket set
 	settledMems []*objstore.Mem      // its buckets, when not the chain's own
@@ -323,6 +331,14 @@ func RunCore(o CoreOptions) *CoreResult {
 		trace: xxhash.New(), out: o.Trace, start: time.Unix(1_700_000_000, 0)}
 	cw.now = cw.start
 	cw.build()
+	if o.Soak > 0 {
+		cw.p.scenario = "takeover" // takeovers come every few hours
+		cw.soak = &coreSoak{rng: rand.New(rand.NewPCG(o.Seed, 0x50a4)), streams: map[string]*soakStream{}}
+		for _, id := range cw.streams {
+			cw.soak.add(id, id, 0, cw.now)
+		}
+		cw.res.Plan += fmt.Sprintf("; soak of %v", o.Soak)
+	}
 	cw.runAll()
 	cw.res.Trace = cw.trace.Sum64()
 	cw.res.SimTime = cw.now.Sub(cw.start)
@@ -576,7 +592,10 @@ func (cw *coreWorld) runAll() {
 	}
 	slices.SortStableFunc(toggles, func(a, b toggle) int { return a.at.Compare(b.at) })
 	eventAt := cw.now.Add(cw.p.eventAt)
-	for cw.ops < cw.p.ops || len(toggles) > 0 || (!eventDone && cw.p.scenario != "none") || cw.successor != nil || cw.nextRetry() != nil {
+	if cw.soak != nil {
+		cw.soakLoop()
+	}
+	for cw.soak == nil && (cw.ops < cw.p.ops || len(toggles) > 0 || (!eventDone && cw.p.scenario != "none") || cw.successor != nil || cw.nextRetry() != nil) {
 		// The workload's next action, against the next core event.
 		next, what := time.Time{}, ""
 		consider := func(t time.Time, w string) {
@@ -703,7 +722,11 @@ func (cw *coreWorld) stepCoresUntil(t time.Time) bool {
 	if t.After(cw.now) {
 		cw.now = t
 	}
-	return cw.res.Steps < 2_000_000
+	limit := 2_000_000
+	if cw.soak != nil {
+		limit = 100_000_000
+	}
+	return cw.res.Steps < limit
 }
 
 // stepOne executes the earliest core event due at or before limit: a
@@ -845,6 +868,9 @@ func (cw *coreWorld) admit() {
 		return
 	}
 	name := cw.streams[cw.rng.IntN(len(cw.streams))]
+	if cw.soak != nil && cw.soak.pick != "" {
+		name = cw.soak.pick
+	}
 	st := pr.streams[name]
 	if st == nil {
 		st = pr.core.Stream(name)
@@ -1049,6 +1075,9 @@ func (cw *coreWorld) checkFinal(final *coreProc) {
 		}
 	}
 	for name, recs := range walked {
+		if cw.soakDead(name) {
+			continue // deleted: its refs reclaimed, nothing serves it
+		}
 		if got := final.core.Stream(name).Assigned().Seq; got != uint64(len(recs)) {
 			cw.violation("the final process starts %s at %d; the chain holds %d records", name, got, len(recs))
 		}

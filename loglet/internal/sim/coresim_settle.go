@@ -96,6 +96,9 @@ func (cw *coreWorld) settleConfigure(pr *coreProc, cfg *chaincore.Config) {
 	}
 	cfg.SettleInterval = cw.sp.interval
 	pr.env.Settled, pr.env.SettleGrace = cw.settleStores(), cw.sp.grace
+	if cw.soak != nil {
+		pr.env.Liveness = cw.soakLive
+	}
 }
 
 // startSettle begins the pass a Settle request asks for: its first
@@ -104,7 +107,7 @@ func (cw *coreWorld) startSettle(pr *coreProc, r chaincore.Settle) {
 	cfg := pr.env.SettleConfig(r.Epoch)
 	s := &coreSettle{exec: work.SettleExec{Cfg: cfg}}
 	s.pass = work.NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
-		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev, Idle: r.Idle}, false)
 	cw.tracef("p%d settle pass upto=%d/%d checkpoint=%d/%d", pr.n, r.Upto.Epoch, r.Upto.Next, r.Checkpoint.Epoch, r.Checkpoint.Next)
 	cw.nextSettle(pr, s)
 }
@@ -451,6 +454,7 @@ func (cw *coreWorld) quietPeriod() {
 	}
 	cw.tracef("quiet: settled up")
 	cw.checkQuiet(ctx, pr)
+	cw.soakQuiet(ctx, pr)
 }
 
 // checkQuiet asserts that nothing leaks once the leader's settlement has
@@ -506,7 +510,11 @@ func (cw *coreWorld) checkSettled(ctx context.Context, final bool) {
 		if !sr.Settled() {
 			cw.violation("settled: ref %s [%d, %d) of %s still points into the chain after settlement finished", it.Key, sr.Start, sr.End, sr.Stream)
 		}
-		if got := uint64(len(read[sr.Stream])); sr.Start != got {
+		if got := uint64(len(read[sr.Stream])); sr.Start > got && sr.Start <= cw.soakTrim(sr.Stream) {
+			// Below its trim point the refs were reclaimed: a gap there.
+			read[sr.Stream] = append(read[sr.Stream], make([]envelope.Record, sr.Start-got)...)
+		}
+		if got := uint64(len(read[sr.Stream])); sr.Start != got && !cw.soakDead(sr.Stream) {
 			cw.violation("settled: ref %s of %s starts at %d; the refs before it end at %d (a gap or an overlap)", it.Key, sr.Stream, sr.Start, got)
 			continue
 		}
@@ -526,6 +534,9 @@ func (cw *coreWorld) checkSettled(ctx context.Context, final bool) {
 		got := read[cb.stream]
 		for i, r := range cb.recs {
 			seq := cb.b.Start + uint64(i)
+			if cw.soakGone(cb.stream, seq) {
+				continue
+			}
 			if seq >= uint64(len(got)) || string(got[seq].Body) != string(r.Body) {
 				cw.violation("settled: acked %s[%d,%d) by p%d does not read back through the refs at its seqs", cb.stream, cb.b.Start, cb.b.End(), cb.proc.n)
 				break

@@ -12,3 +12,11 @@ const ciSeeds = 300
 // coreSeeds is TestCoreSim's budget without the race detector: seeds 1-256,
 // each run twice and compared trace for trace, in about 6 s.
 const coreSeeds = 256
+
+// soakFirst, soakSeeds and soakFor are TestCoreSoak's budget without the
+// race detector: three simulated days from seed 1, about 15 s of CPU each.
+const (
+	soakFirst = 1
+	soakSeeds = 3
+	soakFor   = DefaultSoak
+)

@@ -34,7 +34,7 @@ var coreRequests = map[string][]any{
 		settlecore.ReadTrim{}, settlecore.ReadCheckpoint{}, settlecore.Commit{}, settlecore.DeleteSlots{},
 		settlecore.ScanMarkers{}, settlecore.GetRef{}, settlecore.DeleteObject{}, settlecore.FenceEpoch{},
 		settlecore.ReadSlots{}, settlecore.ScanRefs{}, settlecore.CheckLive{}, settlecore.GetRange{},
-		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{},
+		settlecore.PutObject{}, settlecore.GetObject{}, settlecore.Parallel{}, settlecore.Wait{}, settlecore.HoldMemory{},
 	},
 	"catalogcore": {
 		catalogcore.LookupCache{}, catalogcore.ReadRecord{}, catalogcore.CacheRecord{}, catalogcore.MintRecord{},
@@ -105,6 +105,10 @@ func TestRequestCheckFindsAPlantedPointer(t *testing.T) {
 var valueTypes = map[reflect.Type]bool{
 	reflect.TypeOf(time.Time{}):          true, // its *Location is immutable
 	reflect.TypeOf((*error)(nil)).Elem(): true, // an error is immutable once made
+	// A frozen view of a chain's tails: no node reachable from it is ever
+	// written again (the core's next write copies the node; see
+	// chaincore's tailMap, whose test checks it).
+	reflect.TypeOf(chaincore.TailsView{}): true,
 }
 
 // valueFields are fields allowed though their type is a pointer or an

@@ -25,9 +25,9 @@ func (e *Env) settle(ctx context.Context, r chaincore.Settle) chaincore.SettlePa
 		defer cancel()
 	}
 	cfg := e.SettleConfig(r.Epoch)
-	pass := NewSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
-		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev}, false)
 	hold := e.PassMemory.hold()
+	pass := newSettlePass(cfg, settle.Pass{Upto: r.Upto, Checkpoint: r.Checkpoint, Cuts: r.Cuts,
+		Known: r.Known, KnownFrom: r.KnownFrom, KnownOK: r.KnownOK, Prev: r.Prev, DoomedKnown: r.DoomedKnown, DoomedDue: r.DoomedDue, Idle: r.Idle}, false, hold != nil)
 	defer hold.Release()
 	res, err := DriveSettle(ctx, SettleExec{Cfg: cfg, Hold: hold}, pass)
 	return chaincore.SettlePassed{Result: res, Err: err}
@@ -47,6 +47,12 @@ func (e *Env) SettleConfig(epoch uint64) settle.Config {
 // NewSettlePass is the core of one pass of cfg's chain, asked p (from p's
 // trim cursor if trimKnown, else from the stored one), at cfg.Now().
 func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore.Pass {
+	return newSettlePass(cfg, p, trimKnown, false)
+}
+
+// newSettlePass is NewSettlePass; memory: its buffers are accounted in a
+// budget (SettleExec.Hold), so it asks for them (settlecore.HoldMemory).
+func newSettlePass(cfg settle.Config, p settle.Pass, trimKnown, memory bool) *settlecore.Pass {
 	cfg = cfg.WithDefaults()
 	grace := cfg.DoomedGrace
 	if grace < 0 {
@@ -55,9 +61,9 @@ func NewSettlePass(cfg settle.Config, p settle.Pass, trimKnown bool) *settlecore
 	return settlecore.New(settlecore.Config{Star: cfg.Star, Class: cfg.Class, Owner: cfg.Owner, Epoch: cfg.Epoch,
 		TransitK: cfg.Transit.K(), SettledBuckets: len(cfg.Settled), DoomedGrace: grace, MaxCommitOps: metastore.MaxCommitOps(cfg.Meta),
 		MaxCommitBytes: metastore.MaxCommitBytes(cfg.Meta), OpBytes: func(op metastore.Op) int { return metastore.OpBytes(cfg.Meta, op) },
-		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil, ReadAhead: cfg.Transit.ReadAhead},
+		Codec: cfg.Codec, FrameBytes: cfg.FrameBytes, TargetBytes: cfg.TargetBytes, Liveness: cfg.Liveness != nil, ReadAhead: cfg.Transit.ReadAhead, Memory: memory},
 		settlecore.Input{TrimKnown: trimKnown, Trim: p.Trim, TrimVersion: p.TrimVersion, Upto: p.Upto, Checkpoint: p.Checkpoint, Cuts: p.Cuts, MaxSlots: p.MaxSlots,
-			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev},
+			Known: p.Known, KnownFrom: p.KnownFrom, KnownOK: p.KnownOK, Prev: p.Prev, DoomedKnown: p.DoomedKnown, DoomedDue: p.DoomedDue, Idle: p.Idle},
 		cfg.Now())
 }
 
@@ -180,30 +186,35 @@ func (x SettleExec) Do(ctx context.Context, req settlecore.Request) settlecore.E
 	case settlecore.Parallel:
 		out := settlecore.ParallelDone{Puts: make([]settlecore.ObjectPut, len(r.Puts)), Deletes: make([]settlecore.ObjectDeleted, len(r.Deletes)),
 			Gets: make([]settlecore.RangeGot, len(r.Gets))}
+		// At most r.Limit calls at once (0: all), a sliding window: a slow
+		// call holds one place, not a whole batch.
+		limit := r.Limit
+		if limit <= 0 {
+			limit = len(r.Gets) + len(r.Puts) + len(r.Deletes)
+		}
+		sem := make(chan struct{}, max(1, limit))
 		var wg sync.WaitGroup
-		for i, q := range r.Gets {
+		run := func(f func()) {
+			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
-				defer wg.Done()
-				out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot)
+				defer func() { <-sem; wg.Done() }()
+				f()
 			}()
+		}
+		for i, q := range r.Gets {
+			run(func() { out.Gets[i] = x.Do(ctx, q).(settlecore.RangeGot) })
 		}
 		for i, q := range r.Puts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut)
-			}()
+			run(func() { out.Puts[i] = x.Do(ctx, q).(settlecore.ObjectPut) })
 		}
 		for i, q := range r.Deletes {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted)
-			}()
+			run(func() { out.Deletes[i] = x.Do(ctx, q).(settlecore.ObjectDeleted) })
 		}
 		wg.Wait()
 		return out
+	case settlecore.HoldMemory:
+		return settlecore.MemoryHeld{Err: x.Hold.setBuffers(ctx, r.Bytes)}
 	case settlecore.Wait:
 		t := time.NewTimer(r.For)
 		defer t.Stop()

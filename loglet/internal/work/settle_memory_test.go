@@ -41,7 +41,12 @@ func (g *gatedPuts) PutIfAbsent(ctx context.Context, key string, body []byte) er
 // request the leader would make, and the sizes of the slots to settle.
 func passMemoryWorld(t *testing.T, mem *work.PassMemory) (*world, *work.Env, *gatedPuts, chaincore.Settle, []int64) {
 	t.Helper()
-	w := newWorld(t)
+	return passMemoryWorldOf(t, newWorld(t), mem)
+}
+
+// passMemoryWorldOf is passMemoryWorld over the world w.
+func passMemoryWorldOf(t *testing.T, w *world, mem *work.PassMemory) (*world, *work.Env, *gatedPuts, chaincore.Settle, []int64) {
+	t.Helper()
 	ctx := context.Background()
 	rec, _, err := chain.ReadEpoch(ctx, w.meta, "s1", chain.Standard)
 	if err != nil {
@@ -75,6 +80,15 @@ func passMemoryWorld(t *testing.T, mem *work.PassMemory) (*world, *work.Env, *ga
 	return w, env, g, chaincore.Settle{Upto: pos, Checkpoint: pos, Cuts: rec.Cuts, Epoch: cp.OwnerEpoch}, sizes
 }
 
+// slotRoom is what a pass reserves for slots of sizes: each twice, and
+// the room to render it.
+func slotRoom(sizes []int64) (n int64) {
+	for _, x := range sizes {
+		n += 2*x + 4<<10
+	}
+	return n
+}
+
 func sum(xs []int64) (n int64) {
 	for _, x := range xs {
 		n += x
@@ -101,9 +115,10 @@ func TestSettlePassReservesItsSlots(t *testing.T) {
 		done := runPass(ctx, env, req)
 		<-g.entered // every slot read; the first settled object's PUT waits
 		held, reserved := mem.Held()
-		if want := sum(sizes); held != want || reserved != want || budget.Stats().ReservedBytes != want {
-			t.Fatalf("fail=%v: while the pass settles, it holds %d bytes, reserves %d, the budget has %d reserved; want %d (the %d slots read)",
-				fail, held, reserved, budget.Stats().ReservedBytes, want, len(sizes))
+		_, bufReserved := mem.Buffers()
+		if want, wantRes := sum(sizes), slotRoom(sizes); held != want || reserved != wantRes || budget.Stats().ReservedBytes != wantRes+bufReserved {
+			t.Fatalf("fail=%v: while the pass settles, it holds %d bytes, reserves %d (and %d for buffers), the budget has %d reserved; want %d, reserving %d (the %d slots read)",
+				fail, held, reserved, bufReserved, budget.Stats().ReservedBytes, want, wantRes, len(sizes))
 		}
 		if held > mem.Bound() {
 			t.Fatalf("fail=%v: the pass holds %d bytes over its bound %d", fail, held, mem.Bound())
@@ -141,7 +156,7 @@ func TestSettlePassReadsLessWhenTheBudgetIsUsed(t *testing.T) {
 	w, env, g, req, sizes := passMemoryWorld(t, mem)
 	close(g.open)
 	ctx := context.Background()
-	producers := size - sizes[0]
+	producers := size - slotRoom(sizes[:1])
 	if err := budget.Reserve(ctx, producers); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +170,7 @@ func TestSettlePassReadsLessWhenTheBudgetIsUsed(t *testing.T) {
 	w.verify(t, "after a pass of one slot")
 
 	// No room: the pass waits for its first slot, holding nothing.
-	if err := budget.Reserve(ctx, sizes[0]); err != nil {
+	if err := budget.Reserve(ctx, slotRoom(sizes[:1])); err != nil {
 		t.Fatal(err)
 	}
 	done := runPass(ctx, env, req)
@@ -180,5 +195,34 @@ func TestSettlePassReadsLessWhenTheBudgetIsUsed(t *testing.T) {
 	}
 	if got := budget.Stats().ReservedBytes; got != size {
 		t.Fatalf("the budget has %d bytes reserved, want the producers' %d", got, int64(size))
+	}
+}
+
+// TestSettlePassBuffersInTheBudget: the settled objects a pass renders
+// (and the extents it reads back) are held inside what it reserved from
+// the budget (the room its slots reserved, then beyond) while it writes
+// them, and given back after.
+func TestSettlePassBuffersInTheBudget(t *testing.T) {
+	budget := pool.NewBudget(1 << 20)
+	mem := &work.PassMemory{Budget: budget}
+	_, env, g, req, sizes := passMemoryWorld(t, mem)
+	ctx := context.Background()
+	done := runPass(ctx, env, req)
+	<-g.entered // rendered; the first settled object's PUT waits
+	held, reserved := mem.Held()
+	bufHeld, bufReserved := mem.Buffers()
+	if bufHeld <= 0 || bufHeld > reserved-held+bufReserved {
+		t.Fatalf("while the pass writes its settled objects it holds %d bytes of them, reserved in the slots' room (%d) and %d beyond; want some, all reserved", bufHeld, reserved-held, bufReserved)
+	}
+	if got, want := budget.Stats().ReservedBytes, reserved+bufReserved; got != want || held != sum(sizes) {
+		t.Fatalf("the budget has %d bytes reserved, want %d (slots %d + buffers %d)", got, want, reserved, bufReserved)
+	}
+	close(g.open)
+	if ev := <-done; ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	bufHeld, bufReserved = mem.Buffers()
+	if held, _ := mem.Held(); held != 0 || bufHeld != 0 || bufReserved != 0 || budget.Stats().ReservedBytes != 0 {
+		t.Fatalf("after the pass: slots %d, buffers %d (%d reserved), budget %d; want none", held, bufHeld, bufReserved, budget.Stats().ReservedBytes)
 	}
 }

@@ -106,6 +106,8 @@ type world struct {
 	want map[string][]string
 	// maxSlots bounds a pass (0: 7, so that passes are many and small).
 	maxSlots int
+	// passTimeout bounds a pass (0: 2 s).
+	passTimeout time.Duration
 	// std2, if set, is a second bucket of the settled set.
 	std2 *objstore.Mem
 	// target, if set, is the settled objects' target size (1: no merges).
@@ -208,7 +210,11 @@ func (w *world) pass(ctx context.Context, c chain.Class, meta metastore.Store, w
 		cfg.TargetBytes = w.target
 	}
 	pos := chain.Position{Epoch: cp.Epoch, Next: cp.Next}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second) // a walk retries a slot it cannot read until ctx ends
+	timeout := 2 * time.Second
+	if w.passTimeout > 0 {
+		timeout = w.passTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout) // a walk retries a slot it cannot read until ctx ends
 	defer cancel()
 	maxSlots := 7
 	if w.maxSlots != 0 {
@@ -480,23 +486,78 @@ func TestSettleMetastoreRequestsPerStream(t *testing.T) {
 // few reads, whatever the number of streams. A second round of appends
 // makes every stream merge its first object.
 func TestSettleKnownRefsCostNoRequestPerStream(t *testing.T) {
+	for round, r := range knownRefsRounds(t, 300, 100) {
+		if r.res.RefScans != 0 || r.gets > int64(4*r.passes) { // the test's own three reads a pass, and the guard's
+			t.Fatalf("round %d: %d ref scans and %d gets for %d streams whose refs the passes were handed, want none", round, r.res.RefScans, r.gets, 300)
+		}
+		if r.res.MetaRequests > 30 {
+			t.Fatalf("round %d: the passes made %d metastore requests for %d streams, want a handful (Commits of many streams each)", round, r.res.MetaRequests, 300)
+		}
+	}
+}
+
+// TestSettleRequestsFlatInStreams (issue 24, item 1): once the leader
+// knows its refs, what a pass costs the metastore does not grow with the
+// streams it settles, but for the Commits their ops fill (MaxCommitOps
+// each: about four ops a stream, so a Commit per ~250 streams). Twenty
+// times the streams, settled by one pass each round, cost at most a few
+// times the requests: a request a stream (a scan, a liveness read, a
+// Commit per stream or per 256 objects) would cost twenty.
+func TestSettleRequestsFlatInStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,000 streams")
+	}
+	const few, many = 100, 2000
+	a, b := knownRefsRounds(t, few, 10*many), knownRefsRounds(t, many, 10*many)
+	for round := range a {
+		ra, rb := a[round], b[round]
+		perPass := func(r knownRefsRound) float64 { return float64(r.res.MetaRequests) / float64(r.passes) }
+		ratio := perPass(rb) / perPass(ra)
+		// The Commits the ops fill: ~4 ops a stream (pending mark, ref put,
+		// marker delete, and a merge's ref delete and doomed marker).
+		fill := float64(6*many) / float64(metastore.MaxCommitOps(metastore.NewMem())) // Mem: no limit, a pass's own bound of 1,024
+		t.Logf("round %d: %d streams %.1f requests a pass (%d passes), %d streams %.1f (%d passes): ×%.2f for ×%d streams",
+			round, few, perPass(ra), ra.passes, many, perPass(rb), rb.passes, ratio, many/few)
+		if rb.res.RefScans != 0 || perPass(rb) > perPass(ra)+fill {
+			t.Fatalf("round %d: %d streams cost %.1f metastore requests a pass (%d ref scans), %d streams %.1f: want at most %.1f more (the Commits their ops fill)",
+				round, many, perPass(rb), rb.res.RefScans, few, perPass(ra), fill)
+		}
+	}
+}
+
+// knownRefsRound is what the passes of one round of knownRefsRounds did.
+type knownRefsRound struct {
+	passes int
+	gets   int64
+	res    settle.Result
+}
+
+// knownRefsRounds appends two records to each of streams streams, twice,
+// and after each round runs passes (at most maxSlots slots each), handed
+// the refs the rounds wrote and the settled refs earlier passes wrote,
+// until all is settled. The second round makes every stream merge its
+// first object.
+func knownRefsRounds(t *testing.T, streams, maxSlots int) []knownRefsRound {
+	t.Helper()
 	ctx := context.Background()
-	w := &world{meta: metastore.NewMem(), std: objstore.NewMem(), want: map[string][]string{}, maxSlots: 100, known: true}
+	w := &world{meta: metastore.NewMem(), std: objstore.NewMem(), want: map[string][]string{}, maxSlots: maxSlots, known: true,
+		passTimeout: time.Minute} // a pass of 2,000 streams, under the race detector on a busy machine
 	for i := range w.exp {
 		w.exp[i] = objstore.NewMem()
 	}
 	cfg := loglet.Config{Star: "s1", Owner: "p1", Meta: w.meta, CreateOnAppend: true, AbsorbInterval: time.Hour,
-		Logger:   slog.New(slog.DiscardHandler),
-		Standard: loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
-		Express:  loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
-	const streams = 300
+		SettleInterval: -1, // the test runs the passes itself
+		Logger:         slog.New(slog.DiscardHandler),
+		Standard:       loglet.ClassConfig{Stores: []objstore.Store{w.std}, FlushDeadline: time.Millisecond},
+		Express:        loglet.ClassConfig{Stores: []objstore.Store{w.exp[0], w.exp[1], w.exp[2]}, FlushDeadline: time.Millisecond}}
+	var out []knownRefsRound
 	for round := 0; round < 2; round++ {
 		s, err := loglet.Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < streams; i++ {
-			if _, err := s.Append(ctx, fmt.Sprintf("s%03d", i), loglet.Batch{Records: []loglet.Record{{Body: []byte("x")}, {Body: []byte("y")}}}); err != nil {
+			if _, err := s.Append(ctx, fmt.Sprintf("s%04d", i), loglet.Batch{Records: []loglet.Record{{Body: []byte("x")}, {Body: []byte("y")}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -525,13 +586,9 @@ func TestSettleKnownRefsCostNoRequestPerStream(t *testing.T) {
 		if res.Objects < streams || (round == 1 && res.Merged < streams) {
 			t.Fatalf("round %d: %d objects, %d merged for %d streams", round, res.Objects, res.Merged, streams)
 		}
-		if res.RefScans != 0 || cm.gets.Load() > int64(4*(passes+1)) { // the test's own three reads a pass, and the guard's
-			t.Fatalf("round %d: %d ref scans and %d gets for %d streams whose refs the passes were handed, want none", round, res.RefScans, cm.gets.Load(), streams)
-		}
-		if res.MetaRequests > 30 {
-			t.Fatalf("round %d: the passes made %d metastore requests for %d streams, want a handful (Commits of many streams each)", round, res.MetaRequests, streams)
-		}
+		out = append(out, knownRefsRound{passes: passes + 1, gets: cm.gets.Load(), res: res})
 	}
+	return out
 }
 
 // TestSettledObjectsReachEveryBucket: a settled object that a pass which

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -182,13 +183,16 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		if r.Key == "" {
 			return chaincore.TailsRead{Orphans: orphans}
 		}
-		t, err := absorb.ReadTails(ctx, e.Stores, r.Key)
-		return chaincore.TailsRead{Tails: t, Orphans: orphans, Err: err}
+		ev := readTails(ctx, e.Stores, r.Key)
+		ev.Orphans = orphans
+		return ev
 	case chaincore.Walk:
 		return e.walk(ctx, r)
 	case chaincore.PutSnapshot:
-		err := absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, r.Snapshot, e.Background)
-		return chaincore.SnapshotPut{Round: r.Round, Err: err}
+		// Encoded here, off the core's loop.
+		body := absorb.EncodeTails(r.Snapshot())
+		err := absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, body, e.Background)
+		return chaincore.SnapshotPut{Round: r.Round, Bytes: len(body), Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
 		split, err := cm.CommitAtomic(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
@@ -200,7 +204,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	case chaincore.CommitRefs:
 		cm := e.committer(r.Held)
 		err := cm.CommitRefs(ctx, r.Round, r.Refs, r.MayExist)
-		return chaincore.RefsCommitted{Round: r.Round, To: r.To, Held: cm.Held(), Requests: cm.Requests, Err: err}
+		return chaincore.RefsCommitted{Round: r.Round, To: r.To, Held: cm.Held(), Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
 	case chaincore.AdvanceRound:
 		cm := e.committer(r.Held)
 		err := cm.Advance(ctx, r.Round, r.SnapshotKey, r.SnapshotBase, r.Doomed)
@@ -404,4 +408,36 @@ func (e *Env) fence(ctx context.Context, r chaincore.Fence) chaincore.Event {
 		AcceptReadableFlight: r.Override >= chaincore.FenceAcceptReadable, DiscardUnreadable: r.Override == chaincore.FenceDiscardUnreadable}
 	res, err := chain.Fence(ctx, e.Set(), e.Star, e.Class, r.Epoch, r.From, envelope.NewNonce(), opt)
 	return chaincore.Fenced{Epoch: r.Epoch, Result: res, Err: err}
+}
+
+// readTails reads the tails as of the snapshot at key, as absorb.ReadTails
+// does (a delta laid over the full snapshot it builds on), and tells the
+// core what it needs to build its deltas on the same base: the base's
+// streams, and the delta's (chaincore.TailsRead).
+func readTails(ctx context.Context, stores []objstore.Store, key string) chaincore.TailsRead {
+	t, err := absorb.ReadSnapshot(ctx, stores, key)
+	if err != nil {
+		return chaincore.TailsRead{Err: err}
+	}
+	if t.Base == "" {
+		return chaincore.TailsRead{Tails: t, BaseStreams: len(t.Streams)}
+	}
+	base, err := absorb.ReadSnapshot(ctx, stores, t.Base)
+	if err != nil {
+		return chaincore.TailsRead{Err: fmt.Errorf("absorb: tails snapshot %s builds on %s: %w", key, t.Base, err)}
+	}
+	if base.Base != "" {
+		return chaincore.TailsRead{Err: fmt.Errorf("%w: tails snapshot %s builds on %s, itself a delta", absorb.ErrCorrupt, key, t.Base)}
+	}
+	merged := base.Streams // decoded for this call: ours to change
+	if merged == nil {
+		merged = map[string]absorb.StreamTail{}
+	}
+	changed := make([]string, 0, len(t.Streams))
+	for id, st := range t.Streams {
+		merged[id] = st
+		changed = append(changed, id)
+	}
+	slices.Sort(changed)
+	return chaincore.TailsRead{Tails: absorb.Tails{Epoch: t.Epoch, Next: t.Next, Streams: merged, Base: t.Base}, BaseStreams: len(base.Streams), Changed: changed}
 }

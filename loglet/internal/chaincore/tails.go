@@ -1,0 +1,163 @@
+package chaincore
+
+import (
+	"maps"
+
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+)
+
+// tailMap is the core's tails (absorb.StreamTail by stream ID) as a
+// persistent map: freeze returns an immutable view of it in O(1), and the
+// core goes on writing. It is a fixed two-level trie of small maps (the
+// stream ID's hash picks a mid node, then a shard); every node carries the
+// generation that made it, freeze moves the generation on, and a write
+// copies each node on its path that an older generation made (the root and
+// a mid node: tailFan pointers; a shard: its few tails). So a full tails
+// snapshot of a million streams costs the loop nothing to hand over (the
+// executor encodes the view), and a round after it copies only the shards
+// it changes.
+type tailMap struct {
+	gen  uint64
+	root *tailRoot
+	n    int
+}
+
+// tailFan is the fan-out of both levels: tailFan² shards (16,384: about
+// 60 tails each at a million streams).
+const tailFan = 128
+
+type tailRoot struct {
+	gen  uint64
+	mids [tailFan]*tailMid
+}
+
+type tailMid struct {
+	gen    uint64
+	shards [tailFan]*tailShard
+}
+
+type tailShard struct {
+	gen uint64
+	m   map[string]absorb.StreamTail
+}
+
+// tailSlot is id's place: the mid node and the shard within it (FNV-1a).
+func tailSlot(id string) (int, int) {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return int(h % tailFan), int(h / tailFan % tailFan)
+}
+
+// lookupTail finds id's tail under root.
+func lookupTail(root *tailRoot, id string) (absorb.StreamTail, bool) {
+	if root == nil {
+		return absorb.StreamTail{}, false
+	}
+	i, j := tailSlot(id)
+	mid := root.mids[i]
+	if mid == nil || mid.shards[j] == nil {
+		return absorb.StreamTail{}, false
+	}
+	t, ok := mid.shards[j].m[id]
+	return t, ok
+}
+
+func (t *tailMap) get(id string) (absorb.StreamTail, bool) { return lookupTail(t.root, id) }
+
+// len is the number of streams with a tail.
+func (t *tailMap) len() int { return t.n }
+
+// set records id's tail.
+func (t *tailMap) set(id string, v absorb.StreamTail) {
+	sh := t.shard(id)
+	if _, ok := sh.m[id]; !ok {
+		t.n++
+	}
+	sh.m[id] = v
+}
+
+// del forgets id's tail.
+func (t *tailMap) del(id string) {
+	if _, ok := t.get(id); !ok {
+		return
+	}
+	delete(t.shard(id).m, id)
+	t.n--
+}
+
+// shard returns id's shard, writable: every node on its path made by this
+// generation (copied from a frozen one, or new).
+func (t *tailMap) shard(id string) *tailShard {
+	if t.root == nil {
+		t.root = &tailRoot{gen: t.gen}
+	} else if t.root.gen != t.gen {
+		r := *t.root
+		r.gen = t.gen
+		t.root = &r
+	}
+	i, j := tailSlot(id)
+	mid := t.root.mids[i]
+	switch {
+	case mid == nil:
+		mid = &tailMid{gen: t.gen}
+		t.root.mids[i] = mid
+	case mid.gen != t.gen:
+		m := *mid
+		m.gen = t.gen
+		mid = &m
+		t.root.mids[i] = mid
+	}
+	sh := mid.shards[j]
+	switch {
+	case sh == nil:
+		sh = &tailShard{gen: t.gen, m: map[string]absorb.StreamTail{}}
+		mid.shards[j] = sh
+	case sh.gen != t.gen:
+		sh = &tailShard{gen: t.gen, m: maps.Clone(sh.m)}
+		mid.shards[j] = sh
+	}
+	return sh
+}
+
+// freeze returns the tails as they are now, never to change: no node
+// reachable from the view is written again (the next write copies it).
+func (t *tailMap) freeze() TailsView {
+	v := TailsView{root: t.root, n: t.n}
+	t.gen++
+	return v
+}
+
+// TailsView is a frozen copy of a chain's tails (absorb.StreamTail by
+// stream ID): immutable, and cheap to make (the core's tails are a
+// persistent map). A request carries it as a value.
+type TailsView struct {
+	root *tailRoot
+	n    int
+}
+
+// Len is the number of streams in the view.
+func (v TailsView) Len() int { return v.n }
+
+// Get returns id's tail.
+func (v TailsView) Get(id string) (absorb.StreamTail, bool) { return lookupTail(v.root, id) }
+
+// Map returns the view as a new map (the caller's to keep).
+func (v TailsView) Map() map[string]absorb.StreamTail {
+	out := make(map[string]absorb.StreamTail, v.n)
+	if v.root == nil {
+		return out
+	}
+	for _, mid := range v.root.mids {
+		if mid == nil {
+			continue
+		}
+		for _, sh := range mid.shards {
+			if sh != nil {
+				maps.Copy(out, sh.m)
+			}
+		}
+	}
+	return out
+}

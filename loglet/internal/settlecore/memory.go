@@ -1,0 +1,128 @@
+package settlecore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The pass's buffers in the memory budget. The executor reserves the slot
+// objects a pass reads (ReadSlots); with Config.Memory the pass also asks
+// for the bytes of the settled objects it renders and of the extents it
+// reads back to merge before it holds them (HoldMemory), a chunk of
+// objects at a time (at most maxPrepared objects, maxPreparedBytes of
+// buffers, at least one object), and gives them back once they are
+// written. The executor never blocks a pass that holds anything (no
+// hold-and-wait): a reservation the budget cannot grant now fails
+// transiently, and the pass first writes what it has rendered (giving its
+// bytes back), then asks again on its backoff; a chunk still refused is
+// left for the next pass (its streams fail; the cursor waits). So the
+// write path, which frees the budget at every cut and never waits for
+// settlement, and the passes cannot wait on each other.
+
+// HoldMemory asks the executor to make the bytes of rendered and
+// read-back objects it holds for the pass Bytes: more are reserved from
+// the budget (failing if the budget has not them now and the pass holds
+// anything; blocking otherwise), fewer are given back. → MemoryHeld.
+type HoldMemory struct{ Bytes int64 }
+
+// MemoryHeld is HoldMemory's result (Err: nothing changed).
+type MemoryHeld struct{ Err error }
+
+func (HoldMemory) isRequest() {}
+func (MemoryHeld) isEvent()   {}
+
+// holdMemory makes the executor hold n bytes of buffers for the pass
+// (with Config.Memory; else nothing is asked), asked again on the pass's
+// backoff while the budget refuses.
+func (p *Pass) holdMemory(n int64, then func(error)) {
+	if !p.cfg.Memory || n == p.memHeld {
+		then(nil)
+		return
+	}
+	p.call(HoldMemory{Bytes: n}, func(ev Event) {
+		err := ev.(MemoryHeld).Err
+		if err == nil {
+			p.memHeld = n
+		}
+		then(err)
+	})
+}
+
+// buffers is what rendering pl holds: the extents read back (those not in
+// the slots read) and the object rendered (its raw bytes, a margin for a
+// codec that expands, and its index).
+func (r *slotsRun) buffers(pl prepared) int64 {
+	var n int64
+	for _, f := range pl.all {
+		for _, e := range f.r.Extents {
+			if _, ok := r.objects[e.Key]; !ok {
+				n += int64(e.Length)
+			}
+		}
+		raw := int64(rawBytes(f.r))
+		n += raw + raw/32 + 64*int64(len(f.r.Extents))
+	}
+	return n + 4096
+}
+
+// renderChunks renders ps a chunk at a time, each chunk's buffers held
+// first (holdMemory), writing what is rendered when it is full or the
+// budget refuses; then gets the errors (with errs so far).
+func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
+	if len(ps) == 0 {
+		then(errors.Join(errs...))
+		return
+	}
+	n, need := 0, int64(0)
+	for n < len(ps) && n < maxPrepared && (n == 0 || need+r.buffers(ps[n]) <= maxPreparedBytes) {
+		need += r.buffers(ps[n])
+		n++
+	}
+	chunk, rest := ps[:n], ps[n:]
+	render := func() {
+		r.p.phase = "read-merged"
+		r.renderChunk(chunk, func(err error) {
+			errs = append(errs, err)
+			// The chunk's read-back extents are dropped: what the pass holds
+			// is its rendered objects.
+			r.p.holdMemory(int64(r.preparedBytes), func(error) {
+				if len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
+					r.renderChunks(rest, errs, then)
+					return
+				}
+				r.flushPrepared(func(err error) {
+					r.renderChunks(rest, append(errs, err), then)
+				})
+			})
+		})
+	}
+	refused := func(err error) {
+		for _, pl := range chunk {
+			r.failed[pl.id] = true
+		}
+		errs = append(errs, fmt.Errorf("settle: %d settled objects to render, %d bytes of buffers: %w", len(chunk), need, err))
+		r.renderChunks(rest, errs, then)
+	}
+	r.p.phase = "hold-memory"
+	r.p.holdMemory(int64(r.preparedBytes)+need, func(err error) {
+		switch {
+		case err == nil:
+			render()
+		case len(r.prepared) == 0:
+			refused(err)
+		default:
+			// Write what is rendered (its bytes go back), then ask again.
+			r.flushPrepared(func(ferr error) {
+				errs = append(errs, ferr)
+				r.p.phase = "hold-memory"
+				r.p.holdMemory(need, func(err error) {
+					if err != nil {
+						refused(err)
+						return
+					}
+					render()
+				})
+			})
+		}
+	})
+}
