@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -57,13 +58,9 @@ func EncodedRecordSize(r Record) int {
 	return n + uvarintLen(uint64(len(r.Body))) + len(r.Body)
 }
 
+// uvarintLen is the length of v's uvarint: 7 bits a byte, at least one.
 func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
+	return (bits.Len64(v|1) + 6) / 7
 }
 
 func varintLen(v int64) int {

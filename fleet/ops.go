@@ -108,8 +108,9 @@ func (r *Router) applyOps(ops opsState, key string, val []byte, del bool) bool {
 // placeLocked computes the placement: Place over the live members, a
 // drained one weighted below every other (it wins a star only when no
 // undrained member is live), then each move whose member is live. It
-// counts the stars whose owner changed, and the stars no member leads.
+// counts the stars whose owner changed.
 func (r *Router) placeLocked() {
+	r.placed++
 	members := r.memberListLocked()
 	weighted := make([]Member, len(members))
 	for i, m := range members {
@@ -134,6 +135,10 @@ func (r *Router) placeLocked() {
 		}
 	}
 	r.owners = owners
+}
+
+// countUnledLocked counts the stars no member leads.
+func (r *Router) countUnledLocked() {
 	unled := 0
 	for _, s := range r.cfg.Stars {
 		if len(r.leads[s]) == 0 {

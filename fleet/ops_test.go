@@ -8,8 +8,7 @@ import (
 
 func (r *Router) putRaw(key, val string) {
 	r.mu.Lock()
-	r.apply(r.members, r.leads, r.ops, key, []byte(val), false)
-	r.replaceLocked()
+	r.replaceLocked(r.apply(r.members, r.leads, r.ops, key, []byte(val), false))
 	r.mu.Unlock()
 }
 

@@ -49,6 +49,7 @@ type Router struct {
 	streams map[string]string          // stream -> star, from stream records
 	ops     opsState                   // drains and moves (ops.go)
 	stats   RouterStats
+	placed  int // how many times placeLocked ran (tests)
 }
 
 // streamCacheMax bounds the stream-to-star cache (it is dropped whole
@@ -99,57 +100,68 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 	}
 	r.mu.Lock()
 	r.members, r.leads, r.ops = members, leads, ops
-	r.replaceLocked()
+	r.replaceLocked(true)
 	r.mu.Unlock()
 	return resp.Header.Revision, nil
 }
 
 // apply applies one key's put (or delete) to the maps. Unknown or corrupt
 // keys are logged and skipped: one bad record must not blind the router.
-func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, ops opsState, key string, val []byte, del bool) {
+// It reports whether the key is one of placement's inputs (a member, a
+// drain, a move): a lead is not, and does not cost a new placement.
+func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, ops opsState, key string, val []byte, del bool) (placement bool) {
 	switch {
 	case r.applyOps(ops, key, val, del):
+		return true
 	case strings.HasPrefix(key, r.cfg.membersPrefix()):
 		name := strings.TrimPrefix(key, r.cfg.membersPrefix())
 		if del {
 			delete(members, name)
-			return
+			return true
 		}
 		m, err := decodeMember(val)
 		if err != nil || m.Name != name {
 			r.cfg.Logger.Warn("fleet: skipping a bad member record", "key", key, "err", err)
-			return
+			return false
 		}
 		members[name] = m
+		return true
 	case strings.HasPrefix(key, r.cfg.leadsPrefix()):
 		star, name, ok := strings.Cut(strings.TrimPrefix(key, r.cfg.leadsPrefix()), "/")
 		if !ok {
 			r.cfg.Logger.Warn("fleet: skipping a bad lead key", "key", key)
-			return
+			return false
 		}
 		if del {
 			delete(leads[star], name)
 			if len(leads[star]) == 0 {
 				delete(leads, star)
 			}
-			return
+			return false
 		}
 		l, err := decodeLead(val)
 		if err != nil || l.Member.Name != name {
 			r.cfg.Logger.Warn("fleet: skipping a bad lead record", "key", key, "err", err)
-			return
+			return false
 		}
 		if leads[star] == nil {
 			leads[star] = map[string]Lead{}
 		}
 		leads[star][name] = l
 	}
+	return false
 }
 
 // replaceLocked recomputes the placement (with the drains and moves:
-// placeLocked) and wakes Changed's waiters.
-func (r *Router) replaceLocked() {
-	r.placeLocked()
+// placeLocked) when one of its inputs changed (place), recounts the unled
+// stars, and wakes Changed's waiters. Placement costs a hash per star and
+// member (10^8 for 10^5 stars on 1,000 members): a watch response that
+// carries only leads, as every handoff's do, must not pay it.
+func (r *Router) replaceLocked(place bool) {
+	if place || r.owners == nil {
+		r.placeLocked()
+	}
+	r.countUnledLocked()
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -175,10 +187,13 @@ func (r *Router) watch(ctx context.Context, rev int64) {
 				break
 			}
 			r.mu.Lock()
+			place := false
 			for _, ev := range wr.Events {
-				r.apply(r.members, r.leads, r.ops, string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete)
+				if r.apply(r.members, r.leads, r.ops, string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete) {
+					place = true
+				}
 			}
-			r.replaceLocked()
+			r.replaceLocked(place)
 			r.mu.Unlock()
 			rev = wr.Header.Revision
 		}

@@ -22,15 +22,13 @@ func newTableRouter(t *testing.T, meta metastore.Store) *Router {
 func (r *Router) put(key string, v any) {
 	b, _ := json.Marshal(v)
 	r.mu.Lock()
-	r.apply(r.members, r.leads, r.ops, key, b, false)
-	r.replaceLocked()
+	r.replaceLocked(r.apply(r.members, r.leads, r.ops, key, b, false))
 	r.mu.Unlock()
 }
 
 func (r *Router) del(key string) {
 	r.mu.Lock()
-	r.apply(r.members, r.leads, r.ops, key, nil, true)
-	r.replaceLocked()
+	r.replaceLocked(r.apply(r.members, r.leads, r.ops, key, nil, true))
 	r.mu.Unlock()
 }
 
@@ -150,6 +148,41 @@ func TestConfigValidate(t *testing.T) {
 		tc.edit(&c)
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// A lead's put or delete changes no input of placement: the router must not
+// hash every star on every member again for it (at 10^5 stars and 1,000
+// members that is 10^8 hashes per watch response, and a handoff brings one
+// response per moved star). A member's, a drain's or a move's change does.
+func TestRouterPlacesOnlyOnMembershipChange(t *testing.T) {
+	r := newTableRouter(t, metastore.NewMem())
+	a := Member{Name: "a", Addr: "a:1"}
+	r.put(r.cfg.memberKey("a"), memberRecord{Member: a, Owner: "a/1"})
+	base := r.placed
+	r.put(r.cfg.leadKey("s0", "a"), Lead{Member: a, Epoch: 1})
+	r.del(r.cfg.leadKey("s0", "a"))
+	if r.placed != base {
+		t.Fatalf("a lead's put and delete placed the stars %d times, want 0", r.placed-base)
+	}
+	if st := r.Stats(); st.Unled != 3 {
+		t.Fatalf("Unled = %d after the lead went, want 3", st.Unled)
+	}
+	r.put(r.cfg.leadKey("s1", "a"), Lead{Member: a, Epoch: 1})
+	if st := r.Stats(); st.Unled != 2 {
+		t.Fatalf("Unled = %d with s1 led, want 2", st.Unled)
+	}
+	for i, key := range []string{r.cfg.memberKey("b"), drainedPrefix("p/") + "a", movesPrefix("p/") + "s2"} {
+		before := r.placed
+		switch i {
+		case 0:
+			r.put(key, memberRecord{Member: Member{Name: "b", Addr: "b:1"}, Owner: "b/1"})
+		default:
+			r.putRaw(key, "b")
+		}
+		if r.placed != before+1 {
+			t.Fatalf("%s: placed %d times, want 1", key, r.placed-before)
 		}
 	}
 }

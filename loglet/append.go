@@ -3,6 +3,7 @@ package loglet
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/flightlog/flightlog/envelope"
@@ -131,12 +132,7 @@ func varintLen(v int64) int {
 	if v < 0 {
 		u = ^u
 	}
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
+	return (bits.Len64(u|1) + 6) / 7
 }
 
 // Append writes b to stream and waits for its acknowledgement: the batch is
