@@ -6,7 +6,7 @@ require (
 	cloud.google.com/go/storage v1.69.0
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.3
 	github.com/aws/smithy-go v1.28.9
-	github.com/flightlog/flightlog v0.0.0-00010101000000-000000000000
+	github.com/flightlog/flightlog v0.0.0-20261203111921-7e6d9f842435
 	google.golang.org/api v0.308.0
 )
 

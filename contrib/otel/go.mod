@@ -3,7 +3,7 @@ module github.com/flightlog/flightlog/contrib/otel
 go 1.26.0
 
 require (
-	github.com/flightlog/flightlog v0.0.0
+	github.com/flightlog/flightlog v0.0.0-20261203111921-7e6d9f842435
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

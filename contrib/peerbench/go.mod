@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
-	github.com/flightlog/flightlog v0.0.0
+	github.com/flightlog/flightlog v0.0.0-20261203111921-7e6d9f842435
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.56.0
 )

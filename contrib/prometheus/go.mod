@@ -3,7 +3,7 @@ module github.com/flightlog/flightlog/contrib/prometheus
 go 1.26.0
 
 require (
-	github.com/flightlog/flightlog v0.0.0
+	github.com/flightlog/flightlog v0.0.0-20261203111921-7e6d9f842435
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

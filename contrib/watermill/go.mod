@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
-	github.com/flightlog/flightlog v0.0.0
+	github.com/flightlog/flightlog v0.0.0-20261203111921-7e6d9f842435
 )
 
 require (

@@ -3,8 +3,8 @@ module github.com/flightlog/flightlog/examples/httpservice
 go 1.26.0
 
 require (
-	github.com/flightlog/flightlog v0.0.0
-	github.com/flightlog/flightlog/contrib/fleethttp v0.0.0
+	github.com/flightlog/flightlog v0.0.0-20261203111921-7e6d9f842435
+	github.com/flightlog/flightlog/contrib/fleethttp v0.0.0-20261203111921-7e6d9f842435
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
 )
