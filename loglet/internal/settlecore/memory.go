@@ -11,7 +11,11 @@ import (
 // reads back to merge before it holds them (HoldMemory), a chunk of
 // objects at a time (at most maxPrepared objects, maxPreparedBytes of
 // buffers, at least one object), and gives them back once they are
-// written. The executor never blocks a pass that holds anything (no
+// written. A chunk refused with nothing rendered is halved (for the rest
+// of the pass) until one object is refused: the slots the pass reads can
+// fill the budget but for the room they reserve to render them, and a
+// chunk needing more (extents read back to merge) would be refused at
+// every pass. The executor never blocks a pass that holds anything (no
 // hold-and-wait): a reservation the budget cannot grant now fails
 // transiently, and the pass first writes what it has rendered (giving its
 // bytes back), then asks again on its backoff; a chunk still refused is
@@ -73,8 +77,12 @@ func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
 		then(errors.Join(errs...))
 		return
 	}
+	limit := maxPrepared
+	if r.chunkLimit > 0 {
+		limit = r.chunkLimit
+	}
 	n, need := 0, int64(0)
-	for n < len(ps) && n < maxPrepared && (n == 0 || need+r.buffers(ps[n]) <= maxPreparedBytes) {
+	for n < len(ps) && n < limit && (n == 0 || need+r.buffers(ps[n]) <= maxPreparedBytes) {
 		need += r.buffers(ps[n])
 		n++
 	}
@@ -97,6 +105,15 @@ func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
 		})
 	}
 	refused := func(err error) {
+		if n > 1 {
+			// Settle less: the pass holds its slots (it may not wait for
+			// more), so a chunk refused now would be refused at every pass
+			// that reads them, and the cursor would wait for ever. Halve
+			// the chunks for the rest of the pass, down to one object.
+			r.chunkLimit = n / 2
+			r.renderChunks(ps, errs, then)
+			return
+		}
 		for _, pl := range chunk {
 			r.failed[pl.id] = true
 		}

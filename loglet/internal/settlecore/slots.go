@@ -168,6 +168,9 @@ type slotsRun struct {
 	// prepared: objects rendered, to write (flushPrepared).
 	prepared      []prepared
 	preparedBytes int
+	// chunkLimit: the most objects renderChunks renders at a time after
+	// the budget refused a larger chunk (0: maxPrepared).
+	chunkLimit int
 	// lastPrev is the settled ref transitRefs found ending where the
 	// stream's pass starts; prevHint is it for the stream being settled.
 	lastPrev, prevHint *ref
