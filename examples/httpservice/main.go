@@ -72,6 +72,7 @@ func main() {
 	flag.Float64Var(&o.weight, "weight", 1, "this member's capacity weight for placement")
 	flag.DurationVar(&o.ttl, "ttl", fleet.DefaultTTL, "the member's etcd lease TTL (whole seconds): how soon a crashed member's stars move")
 	flag.Parse()
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds) // slog's default handler writes through log
 	if err := run(o); err != nil {
 		log.Fatal(err)
 	}
