@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -53,6 +54,16 @@ type churn struct {
 	// acks[star] are the times of the acks of appends to the star's
 	// streams, in order (appended under mu).
 	acks map[string][]time.Time
+	// handoffs are the moves the test's router saw, in order (under mu).
+	handoffs []handoff
+}
+
+// handoff is one star's move as etcd shows it: from the change of its
+// placed member (a member key or a drain seen by the router) to the lead
+// of that member.
+type handoff struct {
+	star        string
+	placed, led time.Time
 }
 
 // event is one change of the fleet: the stars whose leader it changed,
@@ -124,6 +135,7 @@ func TestFleetProcessChurn(t *testing.T) {
 		c.start(name)
 	}
 	c.waitLed("start")
+	go c.follow()
 
 	// The writers: one per stream, each batch one record (the stream and
 	// its seq, and bytes a text codec would mangle), retried with its
@@ -267,9 +279,44 @@ func TestFleetProcessChurn(t *testing.T) {
 	for _, p := range live {
 		c.stop(p.name)
 	}
+	if d := os.Getenv("CHURN_LOGDIR"); d != "" {
+		for i, p := range c.exited {
+			os.WriteFile(filepath.Join(d, fmt.Sprintf("%02d-%s.log", i, p.name)), p.log.Bytes(), 0o644)
+		}
+	}
 	for _, p := range c.exited {
 		if bytes.Contains(p.log.Bytes(), []byte("may_depose=true")) {
 			t.Errorf("%s opened a star deposing a live owner (a planned move that was not a clean handoff):\n%s", p.name, p.log)
+		}
+	}
+}
+
+// follow records the handoffs the router shows until the test ends.
+func (c *churn) follow() {
+	placed := map[string]time.Time{} // star -> when its placed member changed, until it leads
+	last := c.router.Placement()
+	for {
+		changed := c.router.Changed()
+		now := time.Now()
+		owners := c.router.Placement()
+		for _, s := range c.stars {
+			if owners[s] != last[s] {
+				placed[s] = now
+			}
+			if at, ok := placed[s]; ok {
+				if m, _, led := c.router.Leader(s); led && m.Name == owners[s] {
+					c.mu.Lock()
+					c.handoffs = append(c.handoffs, handoff{star: s, placed: at, led: now})
+					c.mu.Unlock()
+					delete(placed, s)
+				}
+			}
+		}
+		last = owners
+		select {
+		case <-changed:
+		case <-c.t.Context().Done():
+			return
 		}
 	}
 }
@@ -478,7 +525,17 @@ func (c *churn) window(star string, from, to time.Time) time.Duration {
 func (c *churn) report(events []event) {
 	t := c.t
 	byKind := map[string][]time.Duration{}
+	handoffs := map[string][]time.Duration{}
 	var floor []time.Duration
+	c.mu.Lock()
+	for _, h := range c.handoffs {
+		for _, e := range events {
+			if !h.placed.Before(e.start) && !h.placed.After(e.end) {
+				handoffs[e.kind] = append(handoffs[e.kind], h.led.Sub(h.placed))
+			}
+		}
+	}
+	c.mu.Unlock()
 	for _, e := range events {
 		var ws []time.Duration
 		for _, s := range c.stars {
@@ -493,7 +550,7 @@ func (c *churn) report(events []event) {
 		t.Logf("%-20s %-7s %2d stars moved: windows %s", e.what, e.kind, len(e.moved), quantiles(ws))
 	}
 	for _, k := range []string{"crash", "planned"} {
-		t.Logf("unavailability per moved star, %-7s: %s", k, quantiles(byKind[k]))
+		t.Logf("unavailability per moved star, %-7s: %s (acks); placement change to lead, in etcd: %s", k, quantiles(byKind[k]), quantiles(handoffs[k]))
 	}
 	t.Logf("longest gap of the stars an event did not move (the floor): %s", quantiles(floor))
 
