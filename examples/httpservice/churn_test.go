@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,6 +150,11 @@ func TestFleetProcessChurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		starOf[streams[i]] = star
+	}
+	for _, s := range c.stars {
+		if !slices.Contains(slices.Collect(maps.Values(starOf)), s) {
+			t.Fatalf("no stream is placed on star %s: the windows need every star written (use more streams)", s)
+		}
 	}
 	stop := make(chan struct{})
 	type written struct {
