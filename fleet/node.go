@@ -2,15 +2,17 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -26,12 +28,18 @@ type Node struct {
 	cfg    Config
 	self   Member
 	cli    *clientv3.Client
-	sess   *concurrency.Session
 	router *Router
 	log    *slog.Logger
-	owner  string // loglet.Config.Owner of its stars, published in its member record
 
-	ctx    context.Context // ended by Close, a crash or the session's end
+	// The session, and what belongs to it: set by Join and by each rejoin
+	// (under mu, while no open or close runs), read by the controller and
+	// the actions it starts.
+	sess    *concurrency.Session // nil while a lost session is being replaced
+	owner   string               // loglet.Config.Owner of its stars, published in its member record: one per session
+	sctx    context.Context      // ended when the session is lost (or the node stops)
+	scancel context.CancelFunc
+
+	ctx    context.Context // ended by Close (or a crash, in tests)
 	cancel context.CancelFunc
 	done   chan struct{}  // closed when the controller has stopped
 	kick   chan struct{}  // wakes the controller (an open or close ended)
@@ -43,6 +51,7 @@ type Node struct {
 	ctl       *controller
 	closeOnce sync.Once
 	closeErr  error
+	rejoins   int // sessions lost and replaced
 }
 
 // held is a star in this member.
@@ -80,22 +89,10 @@ func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Nod
 	if err != nil {
 		return nil, fmt.Errorf("fleet: member %q: open a session: %w", m.Name, err)
 	}
-	var rnd [4]byte
-	rand.Read(rnd[:])
-	owner := m.Name + "/" + hex.EncodeToString(rnd[:])
-	val, _ := json.Marshal(memberRecord{Member: m, Owner: owner})
-	key := cfg.memberKey(m.Name)
-	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(sess.Lease()))).
-		Commit()
-	if err != nil {
+	owner := newOwner(m.Name)
+	if err := register(ctx, cli, cfg, m, owner, sess.Lease()); err != nil {
 		sess.Close()
-		return nil, fmt.Errorf("fleet: member %q: publish: %w", m.Name, err)
-	}
-	if !resp.Succeeded {
-		sess.Close()
-		return nil, fmt.Errorf("fleet: member %q is already live (its key %s exists)", m.Name, key)
+		return nil, err
 	}
 	router, err := NewRouter(ctx, cli, cfg)
 	if err != nil {
@@ -111,9 +108,40 @@ func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Nod
 		ctl:   newController(cfg.HandoffWait),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.sctx, n.scancel = context.WithCancel(n.ctx)
 	go n.run()
 	n.log.Info("fleet: joined", "addr", m.Addr, "weight", m.weight(), "lease", int64(sess.Lease()))
 	return n, nil
+}
+
+// newOwner is a new loglet.Config.Owner for member's stars: one per
+// session, so the epochs a lost session left are a dead owner's, taken
+// over at once, even by this member after it rejoined.
+func newOwner(member string) string {
+	var rnd [4]byte
+	crand.Read(rnd[:])
+	return member + "/" + hex.EncodeToString(rnd[:])
+}
+
+// errNameLive: register found the member's key held by another lease.
+var errNameLive = errors.New("is already live")
+
+// register puts m's member record (with owner) under lease, unless the
+// member's key exists (errNameLive).
+func register(ctx context.Context, cli *clientv3.Client, cfg Config, m Member, owner string, lease clientv3.LeaseID) error {
+	val, _ := json.Marshal(memberRecord{Member: m, Owner: owner})
+	key := cfg.memberKey(m.Name)
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("fleet: member %q: publish: %w", m.Name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("fleet: member %q %w (its key %s exists)", m.Name, errNameLive, key)
+	}
+	return nil
 }
 
 // Member is this node's member record.
@@ -147,16 +175,34 @@ func (n *Node) Leading() map[string]uint64 {
 	return out
 }
 
-// Done is closed when the node has stopped: after Close, or after its
-// session was lost (Err says which).
+// Done is closed when the node has stopped: after Close, or, with
+// Config.NoRejoin, after its session was lost (Err says which). By default
+// a lost session is replaced (see Rejoins) and Done stays open.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err is nil while the node runs and after a Close, and wraps
-// ErrSessionLost after its session ended without one.
+// ErrSessionLost after its session ended without one under
+// Config.NoRejoin.
 func (n *Node) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.err
+}
+
+// Rejoins counts the sessions this node lost and replaced by itself (its
+// lease expired or was revoked, or etcd was unreachable for longer than
+// the TTL).
+func (n *Node) Rejoins() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rejoins
+}
+
+// session is the live session, nil while a lost one is being replaced.
+func (n *Node) session() *concurrency.Session {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sess
 }
 
 // Close leaves the fleet cleanly (a drain): it stops the controller,
@@ -179,7 +225,8 @@ func (n *Node) close(ctx context.Context) error {
 	<-n.done
 	n.ops.Wait()
 	var errs []error
-	if n.Err() == nil {
+	sess := n.session()
+	if n.Err() == nil && sess != nil {
 		// Withdraw the member first, so the stars' new owners are placed
 		// now and wait for each lead to go as its star closes (a drain),
 		// not for the lease's revocation after the last one.
@@ -189,7 +236,12 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	errs = append(errs, n.closeAll(ctx))
 	n.router.Close()
-	if err := n.sess.Close(); err != nil && n.Err() == nil {
+	if sess == nil {
+		// Closed while rejoining: the lost session's lease is gone, and
+		// no new one was granted.
+		return errors.Join(errs...)
+	}
+	if err := sess.Close(); err != nil && n.Err() == nil {
 		errs = append(errs, fmt.Errorf("fleet: member %q: revoke the lease: %w", n.self.Name, err))
 	}
 	return errors.Join(errs...)
@@ -215,11 +267,36 @@ func (n *Node) closeAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// run is the controller's loop: decide, start the actions, wait for a
-// change (the router's table, an action's end, the next deadline, the
-// deposed check), until the node's context ends or the session is lost.
+// run serves one session after another: the controller's loop until the
+// node closes or the session is lost; then, its stars closed, a new
+// session (unless Config.NoRejoin).
 func (n *Node) run() {
 	defer close(n.done)
+	for {
+		if !n.serve() {
+			return
+		}
+		n.stopLeading()
+		if n.cfg.NoRejoin {
+			n.mu.Lock()
+			n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
+			n.mu.Unlock()
+			n.cancel()
+			n.router.Close()
+			return
+		}
+		if !n.rejoin() {
+			return
+		}
+	}
+}
+
+// serve is the controller's loop: decide, start the actions, wait for a
+// change (the router's table, an action's end, the next deadline, the
+// deposed check). It returns true when the session is lost, false when
+// the node's context ends.
+func (n *Node) serve() (lost bool) {
+	sess := n.session()
 	tick := time.NewTicker(n.cfg.CheckInterval)
 	defer tick.Stop()
 	var timer *time.Timer
@@ -236,10 +313,9 @@ func (n *Node) run() {
 		}
 		select {
 		case <-n.ctx.Done():
-			return
-		case <-n.sess.Done():
-			n.lost()
-			return
+			return false
+		case <-sess.Done():
+			return n.ctx.Err() == nil
 		case <-changed:
 		case <-n.kick:
 		case <-tick.C:
@@ -248,19 +324,103 @@ func (n *Node) run() {
 	}
 }
 
-// lost handles a session that ended without Close: the lease is gone, so
-// the other members are opening this member's stars (fencing them). The
-// node closes what it holds (each Close ends quickly once a successor has
-// sealed the chain) and stops.
-func (n *Node) lost() {
-	n.mu.Lock()
-	n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
-	n.mu.Unlock()
-	n.log.Warn("fleet: session lost; closing every star", "lease", int64(n.sess.Lease()))
-	n.cancel()
-	n.ops.Wait()
+// stopLeading handles a session that ended without Close: the lease is
+// gone, so the other members are opening this member's stars (fencing
+// them). Before anything else the node stops serving them (Star returns
+// none), ends its opens and publications, and closes what it holds: each
+// Close ends quickly once a successor has sealed the chain, and one whose
+// successor fenced it acks nothing past the cut (the epoch protocol's
+// guarantee, not the lease's).
+func (n *Node) stopLeading() {
+	n.log.Warn("fleet: session lost; closing every star", "lease", int64(n.session().Lease()))
+	n.scancel()
 	n.closeAll(context.Background())
-	n.router.Close()
+	n.ops.Wait()
+	n.closeAll(context.Background()) // any an open in flight left
+	n.mu.Lock()
+	n.stars = map[string]*held{}
+	n.mu.Unlock()
+}
+
+// rejoin replaces the lost session: it revokes the old lease (etcd
+// extends the leases it holds when it restarts, so after an outage the
+// old member key and leads may still be there), grants a new one,
+// publishes the member record under it with a new Owner, and resets the
+// controller; placement then gives the member stars again. While etcd is
+// unreachable it retries with a jittered backoff (100 ms doubling to 5 s).
+// It returns false if the node closed first.
+func (n *Node) rejoin() bool {
+	old := n.session()
+	old.Orphan()
+	n.mu.Lock()
+	n.sess = nil
+	n.mu.Unlock()
+	revoked := false
+	var backoff time.Duration
+	for attempt := 1; ; attempt++ {
+		err := n.tryRejoin(old.Lease(), &revoked)
+		if err == nil {
+			n.log.Info("fleet: rejoined", "attempts", attempt, "lease", int64(n.session().Lease()))
+			return true
+		}
+		if n.ctx.Err() != nil {
+			return false
+		}
+		if n.cli.Ctx().Err() != nil {
+			// The host closed the etcd client: no session can come back.
+			n.mu.Lock()
+			n.err = fmt.Errorf("fleet: member %q: %w (the etcd client is closed)", n.self.Name, ErrSessionLost)
+			n.mu.Unlock()
+			n.cancel()
+			n.router.Close()
+			return false
+		}
+		backoff = min(max(2*backoff, minRetry), maxRetry)
+		d := backoff/2 + rand.N(backoff/2+1)
+		n.log.Warn("fleet: rejoin failed; will retry", "attempt", attempt, "in", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// tryRejoin is one attempt of rejoin, each step bounded by the TTL.
+func (n *Node) tryRejoin(old clientv3.LeaseID, revoked *bool) error {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TTL)
+	defer cancel()
+	if !*revoked {
+		if _, err := n.cli.Revoke(ctx, old); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("fleet: member %q: revoke the lost lease: %w", n.self.Name, err)
+		}
+		*revoked = true
+	}
+	ttl := int(n.cfg.TTL / time.Second)
+	lease, err := n.cli.Grant(ctx, int64(ttl))
+	if err != nil {
+		return fmt.Errorf("fleet: member %q: grant a lease: %w", n.self.Name, err)
+	}
+	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(ttl), concurrency.WithContext(context.Background()))
+	if err != nil {
+		n.cli.Revoke(ctx, lease.ID)
+		return fmt.Errorf("fleet: member %q: open a session: %w", n.self.Name, err)
+	}
+	owner := newOwner(n.self.Name)
+	if err := register(ctx, n.cli, n.cfg, n.self, owner, lease.ID); err != nil {
+		sess.Orphan()
+		n.cli.Revoke(ctx, lease.ID)
+		return err
+	}
+	n.mu.Lock()
+	n.sess, n.owner = sess, owner
+	n.rejoins++
+	n.ctl = newController(n.cfg.HandoffWait)
+	n.mu.Unlock()
+	n.sctx, n.scancel = context.WithCancel(n.ctx)
+	return nil
 }
 
 // decide builds the view, steps the controller and starts its actions.
@@ -356,7 +516,7 @@ func (n *Node) openStar(star string, depose bool) {
 		h.state = starIdle
 		n.mu.Unlock()
 		switch {
-		case n.ctx.Err() != nil:
+		case n.sctx.Err() != nil:
 		case errors.Is(err, loglet.ErrLiveOwner):
 			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
 		case errors.Is(err, loglet.ErrTakeoverLost):
@@ -391,7 +551,7 @@ func (n *Node) openStar(star string, depose bool) {
 }
 
 func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
-	cfg, err := n.cfg.OpenStar(n.ctx, star)
+	cfg, err := n.cfg.OpenStar(n.sctx, star)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: config of star %q: %w", star, err)
 	}
@@ -412,7 +572,7 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 		if len(cfg.Standard.Stores) == 0 {
 			c = loglet.Express
 		}
-		ep, _, err := chain.ReadEpoch(n.ctx, cfg.Meta, star, c)
+		ep, _, err := chain.ReadEpoch(n.sctx, cfg.Meta, star, c)
 		switch {
 		case err == nil:
 			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
@@ -420,14 +580,14 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 			return nil, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
 		}
 	}
-	return loglet.Open(n.ctx, cfg)
+	return loglet.Open(n.sctx, cfg)
 }
 
 // publish puts this member's lead of star at epoch, under the session's
 // lease.
 func (n *Node) publish(star string, epoch uint64) error {
 	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
-	_, err := n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	_, err := n.cli.Put(n.sctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
 	return err
 }
 
@@ -441,7 +601,7 @@ func (n *Node) republish(star string, h *held, epoch uint64) {
 		h.epoch = epoch
 	}
 	n.mu.Unlock()
-	if err != nil && n.ctx.Err() == nil {
+	if err != nil && n.sctx.Err() == nil {
 		n.log.Warn("fleet: could not publish a new epoch's lead; will retry", "star", star, "epoch", epoch, "err", err)
 	}
 }
