@@ -425,16 +425,22 @@ func (n *Node) tryRejoin(old clientv3.LeaseID, revoked *bool) error {
 
 // decide builds the view, steps the controller and starts its actions.
 func (n *Node) decide() time.Time {
-	owners := n.router.Placement()
-	n.router.mu.Lock()
-	leads := make(map[string]map[string]Lead, len(n.router.leads))
-	for s, ls := range n.router.leads {
-		leads[s] = make(map[string]Lead, len(ls))
-		for m, l := range ls {
-			leads[s][m] = l
-		}
+	// Only the stars placed here, held here, or in the controller's
+	// memory (a wait, a backoff) matter to its step: the view holds those
+	// alone, so a decision costs this member's stars, not the fleet's.
+	n.mu.Lock()
+	also := make([]string, 0, len(n.stars)+len(n.ctl.waiting)+len(n.ctl.retry))
+	for s := range n.stars {
+		also = append(also, s)
 	}
-	n.router.mu.Unlock()
+	for s := range n.ctl.waiting {
+		also = append(also, s)
+	}
+	for s := range n.ctl.retry {
+		also = append(also, s)
+	}
+	n.mu.Unlock()
+	owners, leads := n.router.viewOf(n.self.Name, also)
 	n.mu.Lock()
 	v := view{self: n.self.Name, owners: owners, leads: leads, local: map[string]local{}}
 	for s, h := range n.stars {
