@@ -24,8 +24,9 @@ var (
 	// ErrClosed: the router or node was closed.
 	ErrClosed = errors.New("fleet: closed")
 	// ErrSessionLost: the member's etcd session ended (its lease expired
-	// or was revoked) without Close; the node has closed its stars and
-	// stopped. Join again to come back.
+	// or was revoked) without Close, and the node did not rejoin
+	// (Config.NoRejoin, or its etcd client was closed); it has closed its
+	// stars and stopped. Join again to come back.
 	ErrSessionLost = errors.New("fleet: session lost")
 )
 
