@@ -234,7 +234,7 @@ func (n *Node) close(ctx context.Context) error {
 			n.log.Warn("fleet: could not withdraw the member key; its stars move when the lease is revoked", "err", err)
 		}
 	}
-	errs = append(errs, n.closeAll(ctx))
+	errs = append(errs, n.closeAll(ctx, true))
 	n.router.Close()
 	if sess == nil {
 		// Closed while rejoining: the lost session's lease is gone, and
@@ -247,8 +247,9 @@ func (n *Node) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeAll closes every star still held, at once.
-func (n *Node) closeAll(ctx context.Context) error {
+// closeAll closes every star still held, at once (withdraw: see
+// closeStar).
+func (n *Node) closeAll(ctx context.Context, withdraw bool) error {
 	n.mu.Lock()
 	var stars []string
 	for s, h := range n.stars {
@@ -261,7 +262,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 	errs := make([]error, len(stars))
 	var wg sync.WaitGroup
 	for i, s := range stars {
-		wg.Go(func() { errs[i] = n.closeStar(ctx, s) })
+		wg.Go(func() { errs[i] = n.closeStar(ctx, s, withdraw) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -334,9 +335,11 @@ func (n *Node) serve() (lost bool) {
 func (n *Node) stopLeading() {
 	n.log.Warn("fleet: session lost; closing every star", "lease", int64(n.session().Lease()))
 	n.scancel()
-	n.closeAll(context.Background())
+	// The leads need no withdrawing: they are under the lost lease, which
+	// etcd has dropped or rejoin revokes (and etcd may be unreachable).
+	n.closeAll(context.Background(), false)
 	n.ops.Wait()
-	n.closeAll(context.Background()) // any an open in flight left
+	n.closeAll(context.Background(), false) // any an open in flight left
 	n.mu.Lock()
 	n.stars = map[string]*held{}
 	n.mu.Unlock()
@@ -355,10 +358,14 @@ func (n *Node) rejoin() bool {
 	n.mu.Lock()
 	n.sess = nil
 	n.mu.Unlock()
-	revoked := false
+	// The leases to revoke before a member record is put again: the lost
+	// one, and any an attempt granted but could not confirm (its put may
+	// have landed though the answer timed out: its key would refuse the
+	// next attempt's until the lease expired).
+	stale := []clientv3.LeaseID{old.Lease()}
 	var backoff time.Duration
 	for attempt := 1; ; attempt++ {
-		err := n.tryRejoin(old.Lease(), &revoked)
+		err := n.tryRejoin(&stale)
 		if err == nil {
 			n.log.Info("fleet: rejoined", "attempts", attempt, "lease", int64(n.session().Lease()))
 			return true
@@ -388,15 +395,18 @@ func (n *Node) rejoin() bool {
 	}
 }
 
-// tryRejoin is one attempt of rejoin, each step bounded by the TTL.
-func (n *Node) tryRejoin(old clientv3.LeaseID, revoked *bool) error {
+// tryRejoin is one attempt of rejoin, each step bounded by the TTL. It
+// revokes the stale leases first (dropping each one revoked), and adds
+// the lease it grants to them if it fails after the grant.
+func (n *Node) tryRejoin(stale *[]clientv3.LeaseID) error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TTL)
 	defer cancel()
-	if !*revoked {
-		if _, err := n.cli.Revoke(ctx, old); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fmt.Errorf("fleet: member %q: revoke the lost lease: %w", n.self.Name, err)
+	for len(*stale) > 0 {
+		id := (*stale)[0]
+		if _, err := n.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("fleet: member %q: revoke a lost lease: %w", n.self.Name, err)
 		}
-		*revoked = true
+		*stale = (*stale)[1:]
 	}
 	ttl := int(n.cfg.TTL / time.Second)
 	lease, err := n.cli.Grant(ctx, int64(ttl))
@@ -405,13 +415,13 @@ func (n *Node) tryRejoin(old clientv3.LeaseID, revoked *bool) error {
 	}
 	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(ttl), concurrency.WithContext(context.Background()))
 	if err != nil {
-		n.cli.Revoke(ctx, lease.ID)
+		*stale = append(*stale, lease.ID)
 		return fmt.Errorf("fleet: member %q: open a session: %w", n.self.Name, err)
 	}
 	owner := newOwner(n.self.Name)
 	if err := register(ctx, n.cli, n.cfg, n.self, owner, lease.ID); err != nil {
 		sess.Orphan()
-		n.cli.Revoke(ctx, lease.ID)
+		*stale = append(*stale, lease.ID)
 		return err
 	}
 	n.mu.Lock()
@@ -476,7 +486,7 @@ func (n *Node) decide() time.Time {
 			n.ops.Go(func() {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				n.closeStar(ctx, a.star)
+				n.closeStar(ctx, a.star, true)
 				n.poke()
 			})
 		}
@@ -550,7 +560,7 @@ func (n *Node) openStar(star string, depose bool) {
 		n.mu.Lock()
 		h.state = starClosing
 		n.mu.Unlock()
-		n.closeStar(context.Background(), star)
+		n.closeStar(context.Background(), star, true)
 		return
 	}
 	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
@@ -612,9 +622,9 @@ func (n *Node) republish(star string, h *held, epoch uint64) {
 	}
 }
 
-// closeStar closes a star this member holds (state closing), then deletes
-// its lead, so a new owner waiting for it opens at once.
-func (n *Node) closeStar(ctx context.Context, star string) error {
+// closeStar closes a star this member holds (state closing), then, with
+// withdraw, deletes its lead, so a new owner waiting for it opens at once.
+func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error {
 	n.mu.Lock()
 	h := n.stars[star]
 	s := h.star
@@ -630,13 +640,15 @@ func (n *Node) closeStar(ctx context.Context, star string) error {
 	} else {
 		n.log.Info("fleet: star closed", "star", star)
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
-	_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
-	cancel()
-	if derr != nil {
-		// The lease takes it when it expires; the new owner waits at most
-		// HandoffWait for it.
-		n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+	if withdraw {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
+		_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
+		cancel()
+		if derr != nil {
+			// The lease takes it when it expires; the new owner waits at
+			// most HandoffWait for it.
+			n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+		}
 	}
 	n.mu.Lock()
 	delete(n.stars, star)
