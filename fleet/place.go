@@ -88,3 +88,90 @@ func score(star string, m Member) float64 {
 	u := (float64(h.Sum64()>>11) + 0.5) / (1 << 53)
 	return -w / math.Log(u)
 }
+
+// scored is a star's winner under rendezvous hashing: the member's name and
+// its score.
+type scored struct {
+	member string
+	score  float64
+}
+
+// beats is Place's order: the higher score, then the smaller name.
+func (a scored) beats(b scored) bool {
+	return a.score > b.score || a.score == b.score && a.member < b.member
+}
+
+// placement is Place kept up to date across membership changes: a join
+// costs one score per star (the newcomer's against the winner's), a leave
+// the leaver's stars scored again over the others, instead of a score per
+// star and member (10^8 for 10^5 stars on 1,000 members) for each change.
+// Its result is Place's, exactly.
+type placement struct {
+	members map[string]Member // what best was computed over, with the weights
+	best    map[string]scored
+}
+
+// update places stars over members (unique names, each with the weight it
+// is to be placed with) and returns the winner of each star; the map is
+// the placement's own, valid until the next update.
+func (p *placement) update(stars []string, members []Member) map[string]scored {
+	next := make(map[string]Member, len(members))
+	var added []Member
+	removed := map[string]bool{}
+	full := p.best == nil
+	for _, m := range members {
+		next[m.Name] = m
+		old, ok := p.members[m.Name]
+		switch {
+		case !ok:
+			added = append(added, m)
+		case old.weight() != m.weight():
+			full = true
+		}
+	}
+	for name := range p.members {
+		if _, ok := next[name]; !ok {
+			removed[name] = true
+		}
+	}
+	p.members = next
+	if len(added)+len(removed) >= len(members) {
+		full = true // as costly as starting over
+	}
+	ms := uniqueMembers(members)
+	if full {
+		p.best = make(map[string]scored, len(stars))
+		if len(ms) == 0 {
+			return p.best
+		}
+		for _, s := range stars {
+			p.best[s] = placeScored(s, ms)
+		}
+		return p.best
+	}
+	for _, s := range stars {
+		b := p.best[s]
+		if removed[b.member] {
+			p.best[s] = placeScored(s, ms)
+			continue
+		}
+		for _, m := range added {
+			if sc := (scored{m.Name, score(s, m)}); sc.beats(b) {
+				b = sc
+			}
+		}
+		p.best[s] = b
+	}
+	return p.best
+}
+
+// placeScored is placeOne with the winner's score; ms is not empty.
+func placeScored(star string, ms []Member) scored {
+	b := scored{ms[0].Name, score(star, ms[0])}
+	for _, m := range ms[1:] {
+		if sc := (scored{m.Name, score(star, m)}); sc.beats(b) {
+			b = sc
+		}
+	}
+	return b
+}

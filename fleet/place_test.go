@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -154,6 +155,40 @@ func TestMemberValidate(t *testing.T) {
 	} {
 		if err := tc.m.validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v: validate = %v, want ok=%v", tc.m, err, tc.ok)
+		}
+	}
+}
+
+// placement.update, which scores only what a join or leave can change,
+// gives Place's result after every change of a random sequence of joins,
+// leaves, weight changes and drains (weight -1).
+func TestPlacementIncremental(t *testing.T) {
+	stars := starNames(500)
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		var p placement
+		live := map[string]Member{}
+		for step := range 60 {
+			name := fmt.Sprintf("m%d", rng.IntN(12))
+			switch _, ok := live[name]; {
+			case !ok:
+				live[name] = Member{Name: name, Weight: float64(1 + rng.IntN(3))}
+			case rng.IntN(4) == 0:
+				live[name] = Member{Name: name, Weight: []float64{-1, 0, 2}[rng.IntN(3)]}
+			default:
+				delete(live, name)
+			}
+			ms := slices.Collect(maps.Values(live))
+			got := p.update(stars, ms)
+			want := Place(stars, ms)
+			if len(got) != len(want) {
+				t.Fatalf("seed %d step %d: %d stars placed, want %d", seed, step, len(got), len(want))
+			}
+			for s, w := range want {
+				if got[s].member != w {
+					t.Fatalf("seed %d step %d: star %s on %q, Place says %q (members %v)", seed, step, s, got[s].member, w, ms)
+				}
+			}
 		}
 	}
 }
