@@ -132,10 +132,12 @@ func TestFleetProcessChurn(t *testing.T) {
 	}
 	defer c.router.Close()
 
+	// One at a time, each leading its stars before the next joins: no
+	// join finds a star another member is still opening.
 	for _, name := range []string{"m1", "m2", "m3"} {
 		c.start(name)
+		c.waitLed("start " + name)
 	}
-	c.waitLed("start")
 	go c.follow()
 
 	// The writers: one per stream, each batch one record (the stream and
