@@ -237,7 +237,11 @@ func run(o options) error {
 	select {
 	case err = <-errc:
 	case <-node.Done():
-		err = node.Err() // the session was lost: leave, and let a supervisor restart us
+		// The node stopped for good: it rejoins by itself after a lost
+		// session (fleet.Config.NoRejoin is off), so this is its etcd
+		// client closed or a fatal error. Leave, and let a supervisor
+		// restart us.
+		err = node.Err()
 	case <-ctx.Done():
 	}
 	slog.Info("leaving the fleet", "member", o.name)
