@@ -22,6 +22,7 @@ type tailMap struct {
 	gen  uint64
 	root *tailRoot
 	n    int
+	hint int // the size new shards are made for (TailsBuilder.Expect)
 }
 
 // tailFan is the fan-out of both levels: tailFan² shards (16,384: about
@@ -114,7 +115,7 @@ func (t *tailMap) shard(id string) *tailShard {
 	sh := mid.shards[j]
 	switch {
 	case sh == nil:
-		sh = &tailShard{gen: t.gen, m: map[string]absorb.StreamTail{}}
+		sh = &tailShard{gen: t.gen, m: make(map[string]absorb.StreamTail, t.hint)}
 		mid.shards[j] = sh
 	case sh.gen != t.gen:
 		sh = &tailShard{gen: t.gen, m: maps.Clone(sh.m)}
@@ -254,6 +255,10 @@ func (b *TailsBuilder) Set(id string, t absorb.StreamTail) { b.m.set(id, t) }
 
 // Len is the number of streams set.
 func (b *TailsBuilder) Len() int { return b.m.len() }
+
+// Expect sizes the builder for n streams (a snapshot's header says how
+// many), so its shards are not grown one insert at a time.
+func (b *TailsBuilder) Expect(n int) { b.m.hint = n / (tailFan * tailFan) }
 
 // View freezes what was set; later Sets do not change the view.
 func (b *TailsBuilder) View() TailsView { return b.m.freeze() }

@@ -427,6 +427,9 @@ func readTails(ctx context.Context, stores []objstore.Store, key string) chainco
 	isDelta := false
 	first := func(h absorb.TailsHeader) {
 		b, delta, deltaIDs, isDelta = chaincore.TailsBuilder{}, delta[:0], deltaIDs[:0], h.Base != ""
+		if !isDelta {
+			b.Expect(h.Streams)
+		}
 	}
 	h, err := absorb.ReadSnapshotFunc(ctx, stores, key, first, func(id string, t absorb.StreamTail) {
 		if isDelta {
@@ -444,7 +447,10 @@ func readTails(ctx context.Context, stores []objstore.Store, key string) chainco
 		}
 		return chaincore.TailsRead{Streams: b.View(), BaseStreams: b.Len()}
 	}
-	bh, err := absorb.ReadSnapshotFunc(ctx, stores, h.Base, func(absorb.TailsHeader) { b = chaincore.TailsBuilder{} }, b.Set)
+	bh, err := absorb.ReadSnapshotFunc(ctx, stores, h.Base, func(bh absorb.TailsHeader) {
+		b = chaincore.TailsBuilder{}
+		b.Expect(bh.Streams + len(deltaIDs))
+	}, b.Set)
 	if err != nil {
 		return chaincore.TailsRead{Err: fmt.Errorf("absorb: tails snapshot %s builds on %s: %w", key, h.Base, err)}
 	}
