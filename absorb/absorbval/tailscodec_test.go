@@ -172,12 +172,13 @@ func FuzzDecodeTails(f *testing.F) {
 	})
 }
 
-// manyTails is n streams named as BenchmarkManyStreams names them, each
-// with a tail as the benchmark leaves it.
+// manyTails is n streams with IDs shaped as BenchmarkManyStreams' (the
+// name, a unit separator, the incarnation), each with a tail as the
+// benchmark leaves it.
 func manyTails(n int) Tails {
 	t := Tails{Epoch: 2, Next: 12345, Streams: make(map[string]StreamTail, n)}
 	for i := range n {
-		t.Streams[fmt.Sprintf("%04x_ms-%07d", i*2654435761>>16&0xffff, i)] = StreamTail{Next: 1 + uint64(i%7), Timestamp: 1764700000000 + int64(i)}
+		t.Streams[fmt.Sprintf("ms-%07d\x1fi%016x", i, uint64(i)*0x9E3779B97F4A7C15)] = StreamTail{Next: 1 + uint64(i%7), Timestamp: 1764700000000 + int64(i)}
 	}
 	return t
 }
