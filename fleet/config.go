@@ -41,7 +41,7 @@ type Config struct {
 	// OpenStar returns the loglet.Config to open star with (buckets,
 	// metastore, classes: the host keeps control of them). The fleet sets
 	// Star (it must be star or empty), Stars (when empty: Config.Stars),
-	// Owner (always: "<member name>/<random>", one per Join, published in
+	// Owner (always: "<member name>/<random>", one per session, published in
 	// the member record so other members can tell a live owner's epoch from
 	// a crashed one's) and RefuseLiveOwner (the handoff rule decides it).
 	// Required by Join.
@@ -60,6 +60,13 @@ type Config struct {
 	// CheckInterval is how often the controller looks for a star it holds
 	// that a successor has deposed (default DefaultCheckInterval).
 	CheckInterval time.Duration
+	// NoRejoin keeps a node whose session is lost stopped: its stars
+	// closed, Node.Done closed and Node.Err wrapping ErrSessionLost, for
+	// the host to Join again. By default (false) the node rejoins by
+	// itself: it closes its stars, opens a new session (retrying with a
+	// jittered backoff while etcd is unreachable), publishes its member
+	// record again under a new Owner, and placement gives it stars again.
+	NoRejoin bool
 	// Logger receives the fleet's events. Default: slog.Default().
 	Logger *slog.Logger
 }

@@ -32,8 +32,12 @@
 //     *loglet.NotLeaderError or ErrUnled means a move is under way: wait
 //     for Router.Changed and route again.
 //  4. Close the node to leave cleanly (a drain, a rolling restart): its
-//     stars are closed and handed over without a fence. If Node.Done
-//     closes first, the session was lost (Node.Err): Join again.
+//     stars are closed and handed over without a fence. A session lost
+//     meanwhile (a lease expired or revoked, etcd unreachable for longer
+//     than the TTL) needs nothing from the host: the node closes its stars,
+//     opens a new session and joins again by itself (Node.Rejoins counts
+//     it). With Config.NoRejoin it stops instead: Node.Done closes and
+//     Node.Err wraps ErrSessionLost; Join again.
 //
 // # Handoffs
 //
@@ -49,4 +53,15 @@
 // appears) closes it, and opens it again if it is still placed there. A
 // star that recovers from a halt in place has minted a new epoch: its Lead
 // is published again at that epoch.
+//
+// # A lost session
+//
+// When the session's lease is lost, the member first stops leading: it
+// serves none of its stars, ends its opens, and closes every star it holds
+// (one a successor has fenced acks nothing past the cut: the epoch protocol
+// says so, not the lease). Then it revokes the lost lease (etcd extends
+// leases across its restarts), grants a new one, publishes its member
+// record under a new Owner, retrying with a jittered backoff while etcd is
+// unreachable, and starts its controller afresh: placement gives it stars
+// again, by the handoff rule.
 package fleet

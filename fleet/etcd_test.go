@@ -160,13 +160,24 @@ func (c *cluster) config(meta *etcd.Store) Config {
 }
 
 // join starts member name with its own client and metastore.
-func (c *cluster) join(name string) *Node {
-	cl := c.client()
+func (c *cluster) join(name string) *Node { return c.joinWith(name, c.eps, nil) }
+
+// joinWith starts member name with its own client of eps and metastore,
+// its Config changed by mod (if not nil).
+func (c *cluster) joinWith(name string, eps []string, mod func(*Config)) *Node {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	meta, err := etcd.New(etcd.Config{Client: cl, Prefix: c.prefix})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	n, err := Join(c.t.Context(), cl, Member{Name: name, Addr: name + ".test:80"}, c.config(meta))
+	cfg := c.config(meta)
+	if mod != nil {
+		mod(&cfg)
+	}
+	n, err := Join(c.t.Context(), cl, Member{Name: name, Addr: name + ".test:80"}, cfg)
 	if err != nil {
 		c.t.Fatalf("join %s: %v", name, err)
 	}
@@ -781,18 +792,19 @@ func TestFleetPartition(t *testing.T) {
 	c.verify(log)
 }
 
-// TestFleetSessionLost: a member whose lease is revoked under it (as when
-// it expires) stops: Done closes, Err is ErrSessionLost, its stars are
-// closed, and the other member leads every star.
+// TestFleetSessionLost: with Config.NoRejoin, a member whose lease is
+// revoked under it (as when it expires) stops: Done closes, Err is
+// ErrSessionLost, its stars are closed, and the other member leads every
+// star.
 func TestFleetSessionLost(t *testing.T) {
 	c := newCluster(t, 4)
 	c.join("m0")
-	n1 := c.join("m1")
+	n1 := c.joinWith("m1", c.eps, func(cfg *Config) { cfg.NoRejoin = true })
 	c.waitSettled("start", "m0", "m1")
 	if len(n1.Leading()) == 0 {
 		t.Fatalf("m1 leads nothing: placement %v", c.router.Placement())
 	}
-	if _, err := c.admin.Revoke(t.Context(), n1.sess.Lease()); err != nil {
+	if _, err := c.admin.Revoke(t.Context(), n1.session().Lease()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -807,6 +819,9 @@ func TestFleetSessionLost(t *testing.T) {
 		t.Fatalf("m1 still leads %v after losing its session", got)
 	}
 	c.waitSettled("after m1 lost its session", "m0")
+	if n1.Rejoins() != 0 {
+		t.Fatalf("m1 rejoined %d times under NoRejoin", n1.Rejoins())
+	}
 	if err := n1.Close(t.Context()); err != nil {
 		t.Fatalf("Close after a lost session: %v", err)
 	}

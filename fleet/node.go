@@ -2,15 +2,17 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -26,12 +28,18 @@ type Node struct {
 	cfg    Config
 	self   Member
 	cli    *clientv3.Client
-	sess   *concurrency.Session
 	router *Router
 	log    *slog.Logger
-	owner  string // loglet.Config.Owner of its stars, published in its member record
 
-	ctx    context.Context // ended by Close, a crash or the session's end
+	// The session, and what belongs to it: set by Join and by each rejoin
+	// (under mu, while no open or close runs), read by the controller and
+	// the actions it starts.
+	sess    *concurrency.Session // nil while a lost session is being replaced
+	owner   string               // loglet.Config.Owner of its stars, published in its member record: one per session
+	sctx    context.Context      // ended when the session is lost (or the node stops)
+	scancel context.CancelFunc
+
+	ctx    context.Context // ended by Close (or a crash, in tests)
 	cancel context.CancelFunc
 	done   chan struct{}  // closed when the controller has stopped
 	kick   chan struct{}  // wakes the controller (an open or close ended)
@@ -43,6 +51,7 @@ type Node struct {
 	ctl       *controller
 	closeOnce sync.Once
 	closeErr  error
+	rejoins   int // sessions lost and replaced
 }
 
 // held is a star in this member.
@@ -80,22 +89,10 @@ func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Nod
 	if err != nil {
 		return nil, fmt.Errorf("fleet: member %q: open a session: %w", m.Name, err)
 	}
-	var rnd [4]byte
-	rand.Read(rnd[:])
-	owner := m.Name + "/" + hex.EncodeToString(rnd[:])
-	val, _ := json.Marshal(memberRecord{Member: m, Owner: owner})
-	key := cfg.memberKey(m.Name)
-	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(sess.Lease()))).
-		Commit()
-	if err != nil {
+	owner := newOwner(m.Name)
+	if err := register(ctx, cli, cfg, m, owner, sess.Lease()); err != nil {
 		sess.Close()
-		return nil, fmt.Errorf("fleet: member %q: publish: %w", m.Name, err)
-	}
-	if !resp.Succeeded {
-		sess.Close()
-		return nil, fmt.Errorf("fleet: member %q is already live (its key %s exists)", m.Name, key)
+		return nil, err
 	}
 	router, err := NewRouter(ctx, cli, cfg)
 	if err != nil {
@@ -111,9 +108,40 @@ func Join(ctx context.Context, cli *clientv3.Client, m Member, cfg Config) (*Nod
 		ctl:   newController(cfg.HandoffWait),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.sctx, n.scancel = context.WithCancel(n.ctx)
 	go n.run()
 	n.log.Info("fleet: joined", "addr", m.Addr, "weight", m.weight(), "lease", int64(sess.Lease()))
 	return n, nil
+}
+
+// newOwner is a new loglet.Config.Owner for member's stars: one per
+// session, so the epochs a lost session left are a dead owner's, taken
+// over at once, even by this member after it rejoined.
+func newOwner(member string) string {
+	var rnd [4]byte
+	crand.Read(rnd[:])
+	return member + "/" + hex.EncodeToString(rnd[:])
+}
+
+// errNameLive: register found the member's key held by another lease.
+var errNameLive = errors.New("is already live")
+
+// register puts m's member record (with owner) under lease, unless the
+// member's key exists (errNameLive).
+func register(ctx context.Context, cli *clientv3.Client, cfg Config, m Member, owner string, lease clientv3.LeaseID) error {
+	val, _ := json.Marshal(memberRecord{Member: m, Owner: owner})
+	key := cfg.memberKey(m.Name)
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("fleet: member %q: publish: %w", m.Name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("fleet: member %q %w (its key %s exists)", m.Name, errNameLive, key)
+	}
+	return nil
 }
 
 // Member is this node's member record.
@@ -147,16 +175,34 @@ func (n *Node) Leading() map[string]uint64 {
 	return out
 }
 
-// Done is closed when the node has stopped: after Close, or after its
-// session was lost (Err says which).
+// Done is closed when the node has stopped: after Close, or, with
+// Config.NoRejoin, after its session was lost (Err says which). By default
+// a lost session is replaced (see Rejoins) and Done stays open.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err is nil while the node runs and after a Close, and wraps
-// ErrSessionLost after its session ended without one.
+// ErrSessionLost after its session ended without one under
+// Config.NoRejoin.
 func (n *Node) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.err
+}
+
+// Rejoins counts the sessions this node lost and replaced by itself (its
+// lease expired or was revoked, or etcd was unreachable for longer than
+// the TTL).
+func (n *Node) Rejoins() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rejoins
+}
+
+// session is the live session, nil while a lost one is being replaced.
+func (n *Node) session() *concurrency.Session {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sess
 }
 
 // Close leaves the fleet cleanly (a drain): it stops the controller,
@@ -179,7 +225,8 @@ func (n *Node) close(ctx context.Context) error {
 	<-n.done
 	n.ops.Wait()
 	var errs []error
-	if n.Err() == nil {
+	sess := n.session()
+	if n.Err() == nil && sess != nil {
 		// Withdraw the member first, so the stars' new owners are placed
 		// now and wait for each lead to go as its star closes (a drain),
 		// not for the lease's revocation after the last one.
@@ -187,16 +234,22 @@ func (n *Node) close(ctx context.Context) error {
 			n.log.Warn("fleet: could not withdraw the member key; its stars move when the lease is revoked", "err", err)
 		}
 	}
-	errs = append(errs, n.closeAll(ctx))
+	errs = append(errs, n.closeAll(ctx, true))
 	n.router.Close()
-	if err := n.sess.Close(); err != nil && n.Err() == nil {
+	if sess == nil {
+		// Closed while rejoining: the lost session's lease is gone, and
+		// no new one was granted.
+		return errors.Join(errs...)
+	}
+	if err := sess.Close(); err != nil && n.Err() == nil {
 		errs = append(errs, fmt.Errorf("fleet: member %q: revoke the lease: %w", n.self.Name, err))
 	}
 	return errors.Join(errs...)
 }
 
-// closeAll closes every star still held, at once.
-func (n *Node) closeAll(ctx context.Context) error {
+// closeAll closes every star still held, at once (withdraw: see
+// closeStar).
+func (n *Node) closeAll(ctx context.Context, withdraw bool) error {
 	n.mu.Lock()
 	var stars []string
 	for s, h := range n.stars {
@@ -209,17 +262,42 @@ func (n *Node) closeAll(ctx context.Context) error {
 	errs := make([]error, len(stars))
 	var wg sync.WaitGroup
 	for i, s := range stars {
-		wg.Go(func() { errs[i] = n.closeStar(ctx, s) })
+		wg.Go(func() { errs[i] = n.closeStar(ctx, s, withdraw) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// run is the controller's loop: decide, start the actions, wait for a
-// change (the router's table, an action's end, the next deadline, the
-// deposed check), until the node's context ends or the session is lost.
+// run serves one session after another: the controller's loop until the
+// node closes or the session is lost; then, its stars closed, a new
+// session (unless Config.NoRejoin).
 func (n *Node) run() {
 	defer close(n.done)
+	for {
+		if !n.serve() {
+			return
+		}
+		n.stopLeading()
+		if n.cfg.NoRejoin {
+			n.mu.Lock()
+			n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
+			n.mu.Unlock()
+			n.cancel()
+			n.router.Close()
+			return
+		}
+		if !n.rejoin() {
+			return
+		}
+	}
+}
+
+// serve is the controller's loop: decide, start the actions, wait for a
+// change (the router's table, an action's end, the next deadline, the
+// deposed check). It returns true when the session is lost, false when
+// the node's context ends.
+func (n *Node) serve() (lost bool) {
+	sess := n.session()
 	tick := time.NewTicker(n.cfg.CheckInterval)
 	defer tick.Stop()
 	var timer *time.Timer
@@ -236,10 +314,9 @@ func (n *Node) run() {
 		}
 		select {
 		case <-n.ctx.Done():
-			return
-		case <-n.sess.Done():
-			n.lost()
-			return
+			return false
+		case <-sess.Done():
+			return n.ctx.Err() == nil
 		case <-changed:
 		case <-n.kick:
 		case <-tick.C:
@@ -248,33 +325,132 @@ func (n *Node) run() {
 	}
 }
 
-// lost handles a session that ended without Close: the lease is gone, so
-// the other members are opening this member's stars (fencing them). The
-// node closes what it holds (each Close ends quickly once a successor has
-// sealed the chain) and stops.
-func (n *Node) lost() {
-	n.mu.Lock()
-	n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
-	n.mu.Unlock()
-	n.log.Warn("fleet: session lost; closing every star", "lease", int64(n.sess.Lease()))
-	n.cancel()
+// stopLeading handles a session that ended without Close: the lease is
+// gone, so the other members are opening this member's stars (fencing
+// them). Before anything else the node stops serving them (Star returns
+// none), ends its opens and publications, and closes what it holds: each
+// Close ends quickly once a successor has sealed the chain, and one whose
+// successor fenced it acks nothing past the cut (the epoch protocol's
+// guarantee, not the lease's).
+func (n *Node) stopLeading() {
+	n.log.Warn("fleet: session lost; closing every star", "lease", int64(n.session().Lease()))
+	n.scancel()
+	// The leads need no withdrawing: they are under the lost lease, which
+	// etcd has dropped or rejoin revokes (and etcd may be unreachable).
+	n.closeAll(context.Background(), false)
 	n.ops.Wait()
-	n.closeAll(context.Background())
-	n.router.Close()
+	n.closeAll(context.Background(), false) // any an open in flight left
+	n.mu.Lock()
+	n.stars = map[string]*held{}
+	n.mu.Unlock()
+}
+
+// rejoin replaces the lost session: it revokes the old lease (etcd
+// extends the leases it holds when it restarts, so after an outage the
+// old member key and leads may still be there), grants a new one,
+// publishes the member record under it with a new Owner, and resets the
+// controller; placement then gives the member stars again. While etcd is
+// unreachable it retries with a jittered backoff (100 ms doubling to 5 s).
+// It returns false if the node closed first.
+func (n *Node) rejoin() bool {
+	old := n.session()
+	old.Orphan()
+	n.mu.Lock()
+	n.sess = nil
+	n.mu.Unlock()
+	// The leases to revoke before a member record is put again: the lost
+	// one, and any an attempt granted but could not confirm (its put may
+	// have landed though the answer timed out: its key would refuse the
+	// next attempt's until the lease expired).
+	stale := []clientv3.LeaseID{old.Lease()}
+	var backoff time.Duration
+	for attempt := 1; ; attempt++ {
+		err := n.tryRejoin(&stale)
+		if err == nil {
+			n.log.Info("fleet: rejoined", "attempts", attempt, "lease", int64(n.session().Lease()))
+			return true
+		}
+		if n.ctx.Err() != nil {
+			return false
+		}
+		if n.cli.Ctx().Err() != nil {
+			// The host closed the etcd client: no session can come back.
+			n.mu.Lock()
+			n.err = fmt.Errorf("fleet: member %q: %w (the etcd client is closed)", n.self.Name, ErrSessionLost)
+			n.mu.Unlock()
+			n.cancel()
+			n.router.Close()
+			return false
+		}
+		backoff = min(max(2*backoff, minRetry), maxRetry)
+		d := backoff/2 + rand.N(backoff/2+1)
+		n.log.Warn("fleet: rejoin failed; will retry", "attempt", attempt, "in", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// tryRejoin is one attempt of rejoin, each step bounded by the TTL. It
+// revokes the stale leases first (dropping each one revoked), and adds
+// the lease it grants to them if it fails after the grant.
+func (n *Node) tryRejoin(stale *[]clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TTL)
+	defer cancel()
+	for len(*stale) > 0 {
+		id := (*stale)[0]
+		if _, err := n.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("fleet: member %q: revoke a lost lease: %w", n.self.Name, err)
+		}
+		*stale = (*stale)[1:]
+	}
+	ttl := int(n.cfg.TTL / time.Second)
+	lease, err := n.cli.Grant(ctx, int64(ttl))
+	if err != nil {
+		return fmt.Errorf("fleet: member %q: grant a lease: %w", n.self.Name, err)
+	}
+	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(ttl), concurrency.WithContext(context.Background()))
+	if err != nil {
+		*stale = append(*stale, lease.ID)
+		return fmt.Errorf("fleet: member %q: open a session: %w", n.self.Name, err)
+	}
+	owner := newOwner(n.self.Name)
+	if err := register(ctx, n.cli, n.cfg, n.self, owner, lease.ID); err != nil {
+		sess.Orphan()
+		*stale = append(*stale, lease.ID)
+		return err
+	}
+	n.mu.Lock()
+	n.sess, n.owner = sess, owner
+	n.rejoins++
+	n.ctl = newController(n.cfg.HandoffWait)
+	n.mu.Unlock()
+	n.sctx, n.scancel = context.WithCancel(n.ctx)
+	return nil
 }
 
 // decide builds the view, steps the controller and starts its actions.
 func (n *Node) decide() time.Time {
-	owners := n.router.Placement()
-	n.router.mu.Lock()
-	leads := make(map[string]map[string]Lead, len(n.router.leads))
-	for s, ls := range n.router.leads {
-		leads[s] = make(map[string]Lead, len(ls))
-		for m, l := range ls {
-			leads[s][m] = l
-		}
+	// Only the stars placed here, held here, or in the controller's
+	// memory (a wait, a backoff) matter to its step: the view holds those
+	// alone, so a decision costs this member's stars, not the fleet's.
+	n.mu.Lock()
+	also := make([]string, 0, len(n.stars)+len(n.ctl.waiting)+len(n.ctl.retry))
+	for s := range n.stars {
+		also = append(also, s)
 	}
-	n.router.mu.Unlock()
+	for s := range n.ctl.waiting {
+		also = append(also, s)
+	}
+	for s := range n.ctl.retry {
+		also = append(also, s)
+	}
+	n.mu.Unlock()
+	owners, leads := n.router.viewOf(n.self.Name, also)
 	n.mu.Lock()
 	v := view{self: n.self.Name, owners: owners, leads: leads, local: map[string]local{}}
 	for s, h := range n.stars {
@@ -310,7 +486,7 @@ func (n *Node) decide() time.Time {
 			n.ops.Go(func() {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				n.closeStar(ctx, a.star)
+				n.closeStar(ctx, a.star, true)
 				n.poke()
 			})
 		}
@@ -356,7 +532,7 @@ func (n *Node) openStar(star string, depose bool) {
 		h.state = starIdle
 		n.mu.Unlock()
 		switch {
-		case n.ctx.Err() != nil:
+		case n.sctx.Err() != nil:
 		case errors.Is(err, loglet.ErrLiveOwner):
 			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
 		case errors.Is(err, loglet.ErrTakeoverLost):
@@ -384,14 +560,14 @@ func (n *Node) openStar(star string, depose bool) {
 		n.mu.Lock()
 		h.state = starClosing
 		n.mu.Unlock()
-		n.closeStar(context.Background(), star)
+		n.closeStar(context.Background(), star, true)
 		return
 	}
 	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
 }
 
 func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
-	cfg, err := n.cfg.OpenStar(n.ctx, star)
+	cfg, err := n.cfg.OpenStar(n.sctx, star)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: config of star %q: %w", star, err)
 	}
@@ -412,7 +588,7 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 		if len(cfg.Standard.Stores) == 0 {
 			c = loglet.Express
 		}
-		ep, _, err := chain.ReadEpoch(n.ctx, cfg.Meta, star, c)
+		ep, _, err := chain.ReadEpoch(n.sctx, cfg.Meta, star, c)
 		switch {
 		case err == nil:
 			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
@@ -420,14 +596,14 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 			return nil, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
 		}
 	}
-	return loglet.Open(n.ctx, cfg)
+	return loglet.Open(n.sctx, cfg)
 }
 
 // publish puts this member's lead of star at epoch, under the session's
 // lease.
 func (n *Node) publish(star string, epoch uint64) error {
 	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
-	_, err := n.cli.Put(n.ctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	_, err := n.cli.Put(n.sctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
 	return err
 }
 
@@ -441,14 +617,14 @@ func (n *Node) republish(star string, h *held, epoch uint64) {
 		h.epoch = epoch
 	}
 	n.mu.Unlock()
-	if err != nil && n.ctx.Err() == nil {
+	if err != nil && n.sctx.Err() == nil {
 		n.log.Warn("fleet: could not publish a new epoch's lead; will retry", "star", star, "epoch", epoch, "err", err)
 	}
 }
 
-// closeStar closes a star this member holds (state closing), then deletes
-// its lead, so a new owner waiting for it opens at once.
-func (n *Node) closeStar(ctx context.Context, star string) error {
+// closeStar closes a star this member holds (state closing), then, with
+// withdraw, deletes its lead, so a new owner waiting for it opens at once.
+func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error {
 	n.mu.Lock()
 	h := n.stars[star]
 	s := h.star
@@ -464,13 +640,15 @@ func (n *Node) closeStar(ctx context.Context, star string) error {
 	} else {
 		n.log.Info("fleet: star closed", "star", star)
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
-	_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
-	cancel()
-	if derr != nil {
-		// The lease takes it when it expires; the new owner waits at most
-		// HandoffWait for it.
-		n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+	if withdraw {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
+		_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
+		cancel()
+		if derr != nil {
+			// The lease takes it when it expires; the new owner waits at
+			// most HandoffWait for it.
+			n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+		}
 	}
 	n.mu.Lock()
 	delete(n.stars, star)

@@ -119,7 +119,11 @@ func (r *Router) placeLocked() {
 		}
 		weighted[i] = m
 	}
-	owners := Place(r.cfg.Stars, weighted)
+	best := r.place.update(r.cfg.Stars, weighted)
+	owners := make(map[string]string, len(best))
+	for s, b := range best {
+		owners[s] = b.member
+	}
 	for star, m := range r.ops.moves {
 		if _, live := r.members[m]; live {
 			if _, ok := owners[star]; ok {
@@ -135,9 +139,16 @@ func (r *Router) placeLocked() {
 		}
 	}
 	r.owners = owners
+	r.placedOn = make(map[string][]string, len(members))
+	for _, s := range r.cfg.Stars {
+		if m, ok := owners[s]; ok {
+			r.placedOn[m] = append(r.placedOn[m], s)
+		}
+	}
 }
 
-// countUnledLocked counts the stars no member leads.
+// countUnledLocked counts the stars no member leads (after a load; the
+// watch keeps the count as each lead comes and goes).
 func (r *Router) countUnledLocked() {
 	unled := 0
 	for _, s := range r.cfg.Stars {

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 func starNames(n int) []string {
@@ -155,5 +158,119 @@ func TestMemberValidate(t *testing.T) {
 		if err := tc.m.validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v: validate = %v, want ok=%v", tc.m, err, tc.ok)
 		}
+	}
+}
+
+// placement.update, which scores only what a join or leave can change,
+// gives Place's result after every change of a random sequence of joins,
+// leaves, weight changes and drains (weight -1).
+func TestPlacementIncremental(t *testing.T) {
+	stars := starNames(500)
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		var p placement
+		live := map[string]Member{}
+		for step := range 60 {
+			name := fmt.Sprintf("m%d", rng.IntN(12))
+			switch _, ok := live[name]; {
+			case !ok:
+				live[name] = Member{Name: name, Weight: float64(1 + rng.IntN(3))}
+			case rng.IntN(4) == 0:
+				live[name] = Member{Name: name, Weight: []float64{-1, 0, 2}[rng.IntN(3)]}
+			default:
+				delete(live, name)
+			}
+			ms := slices.Collect(maps.Values(live))
+			got := p.update(stars, ms)
+			want := Place(stars, ms)
+			if len(got) != len(want) {
+				t.Fatalf("seed %d step %d: %d stars placed, want %d", seed, step, len(got), len(want))
+			}
+			for s, w := range want {
+				if got[s].member != w {
+					t.Fatalf("seed %d step %d: star %s on %q, Place says %q (members %v)", seed, step, s, got[s].member, w, ms)
+				}
+			}
+		}
+	}
+}
+
+// refScore is the score's definition, hashed from scratch for every pair
+// (as Place computed it before it hashed each star once): placement must
+// not change across versions, or members of a fleet in a rolling upgrade
+// would disagree on who should lead a star.
+func refScore(star string, m Member) float64 {
+	w := m.weight()
+	if w <= 0 {
+		return math.Inf(-1)
+	}
+	h := xxhash.New()
+	h.WriteString(star)
+	h.Write([]byte{0})
+	h.WriteString(m.Name)
+	u := (float64(h.Sum64()>>11) + 0.5) / (1 << 53)
+	return -w / math.Log(u)
+}
+
+func refPlace(stars []string, members []Member) map[string]string {
+	out := map[string]string{}
+	if len(members) == 0 {
+		return out
+	}
+	ms := uniqueMembers(members)
+	for _, s := range stars {
+		best, bestScore := "", math.Inf(-1)
+		for _, m := range ms {
+			if sc := refScore(s, m); sc > bestScore || best == "" {
+				best, bestScore = m.Name, sc
+			}
+		}
+		out[s] = best
+	}
+	return out
+}
+
+// TestPlaceMatchesItsDefinition: Place (serial and spread over the CPUs)
+// gives every star the owner the definition gives it, for random weights
+// (0, negative and equal ones included), and a pinned placement stays the
+// same from version to version.
+func TestPlaceMatchesItsDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, tc := range []struct{ stars, members int }{{300, 7}, {2100, 600}} { // the second is over parallelScores
+		stars := starNames(tc.stars)
+		ms := make([]Member, tc.members)
+		for i := range ms {
+			ms[i] = Member{Name: fmt.Sprintf("member-%d", rng.IntN(10*tc.members)), Weight: []float64{1, 1, 0, 2, 0.5, -1}[rng.IntN(6)]}
+		}
+		if tc.stars*len(uniqueMembers(ms)) < parallelScores && tc.members > 100 {
+			t.Fatalf("case %+v does not take the parallel path", tc)
+		}
+		want := refPlace(stars, ms)
+		got := Place(stars, ms)
+		for _, s := range stars {
+			if got[s] != want[s] {
+				t.Fatalf("%d stars on %d members: star %s on %q, the definition says %q", tc.stars, tc.members, s, got[s], want[s])
+			}
+		}
+	}
+	pinned := Place(starNames(16), members(1, 2, 3, 1, 1))
+	want := map[string]string{}
+	for i, m := range []string{"m2", "m2", "m2", "m2", "m2", "m2", "m2", "m2", "m1", "m4", "m1", "m0", "m1", "m3", "m2", "m1"} {
+		want[fmt.Sprintf("star-%d", i)] = m
+	}
+	if !maps.Equal(pinned, want) {
+		t.Fatalf("the pinned placement changed: %v, was %v", pinned, want)
+	}
+}
+
+func BenchmarkPlace(b *testing.B) {
+	stars := starNames(10_000)
+	ms := make([]Member, 1000)
+	for i := range ms {
+		ms[i] = Member{Name: fmt.Sprintf("member-%04d", i)}
+	}
+	b.ReportMetric(float64(len(stars)*len(ms)), "scores/op")
+	for b.Loop() {
+		Place(stars, ms)
 	}
 }

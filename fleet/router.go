@@ -24,8 +24,9 @@ var (
 	// ErrClosed: the router or node was closed.
 	ErrClosed = errors.New("fleet: closed")
 	// ErrSessionLost: the member's etcd session ended (its lease expired
-	// or was revoked) without Close; the node has closed its stars and
-	// stopped. Join again to come back.
+	// or was revoked) without Close, and the node did not rejoin
+	// (Config.NoRejoin, or its etcd client was closed); it has closed its
+	// stars and stopped. Join again to come back.
 	ErrSessionLost = errors.New("fleet: session lost")
 )
 
@@ -40,16 +41,19 @@ type Router struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu      sync.Mutex
-	members map[string]memberRecord
-	leads   map[string]map[string]Lead // star -> member -> lead
-	owners  map[string]string          // placement
-	changed chan struct{}              // closed and replaced on every change
-	err     error                      // why the watch stopped
-	streams map[string]string          // stream -> star, from stream records
-	ops     opsState                   // drains and moves (ops.go)
-	stats   RouterStats
-	placed  int // how many times placeLocked ran (tests)
+	mu       sync.Mutex
+	members  map[string]memberRecord
+	leads    map[string]map[string]Lead // star -> member -> lead
+	owners   map[string]string          // placement
+	place    placement                  // what owners is computed from, kept across changes
+	placedOn map[string][]string        // member -> the stars placed on it
+	isStar   map[string]bool            // Config.Stars
+	changed  chan struct{}              // closed and replaced on every change
+	err      error                      // why the watch stopped
+	streams  map[string]string          // stream -> star, from stream records
+	ops      opsState                   // drains and moves (ops.go)
+	stats    RouterStats
+	placed   int // how many times placeLocked ran (tests)
 }
 
 // streamCacheMax bounds the stream-to-star cache (it is dropped whole
@@ -74,6 +78,10 @@ func NewRouter(ctx context.Context, cli *clientv3.Client, cfg Config) (*Router, 
 		cfg: cfg, cli: cli, done: make(chan struct{}),
 		changed: make(chan struct{}),
 		streams: map[string]string{},
+		isStar:  make(map[string]bool, len(cfg.Stars)),
+	}
+	for _, s := range cfg.Stars {
+		r.isStar[s] = true
 	}
 	rev, err := r.load(ctx)
 	if err != nil {
@@ -100,6 +108,7 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 	}
 	r.mu.Lock()
 	r.members, r.leads, r.ops = members, leads, ops
+	r.countUnledLocked()
 	r.replaceLocked(true)
 	r.mu.Unlock()
 	return resp.Header.Revision, nil
@@ -153,15 +162,14 @@ func (r *Router) apply(members map[string]memberRecord, leads map[string]map[str
 }
 
 // replaceLocked recomputes the placement (with the drains and moves:
-// placeLocked) when one of its inputs changed (place), recounts the unled
-// stars, and wakes Changed's waiters. Placement costs a hash per star and
-// member (10^8 for 10^5 stars on 1,000 members): a watch response that
-// carries only leads, as every handoff's do, must not pay it.
+// placeLocked) when one of its inputs changed (place), and wakes Changed's
+// waiters. A watch response that carries only leads, as every handoff's
+// do, costs no placement; a join or leave costs a score per star, not per
+// star and member (placement.update).
 func (r *Router) replaceLocked(place bool) {
 	if place || r.owners == nil {
 		r.placeLocked()
 	}
-	r.countUnledLocked()
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -189,7 +197,7 @@ func (r *Router) watch(ctx context.Context, rev int64) {
 			r.mu.Lock()
 			place := false
 			for _, ev := range wr.Events {
-				if r.apply(r.members, r.leads, r.ops, string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete) {
+				if r.applyLocked(string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete) {
 					place = true
 				}
 			}
@@ -219,6 +227,65 @@ func (r *Router) watch(ctx context.Context, rev int64) {
 			}
 		}
 	}
+}
+
+// applyLocked applies one watched put or delete to the table (apply) and
+// keeps the count of unled stars, which costs the star's leads, not a walk
+// of every star.
+func (r *Router) applyLocked(key string, val []byte, del bool) (placement bool) {
+	star := r.leadStar(key)
+	wasLed := len(r.leads[star]) > 0
+	placement = r.apply(r.members, r.leads, r.ops, key, val, del)
+	if led := len(r.leads[star]) > 0; led != wasLed && r.isStar[star] {
+		if led {
+			r.stats.Unled--
+		} else {
+			r.stats.Unled++
+		}
+	}
+	return placement
+}
+
+// leadStar is the star of a lead key, "" for any other key.
+func (r *Router) leadStar(key string) string {
+	rest, ok := strings.CutPrefix(key, r.cfg.leadsPrefix())
+	if !ok {
+		return ""
+	}
+	star, _, _ := strings.Cut(rest, "/")
+	return star
+}
+
+// viewOf is what member's controller decides from: the placed member and
+// a copy of the leads of the stars placed on member and of the stars of
+// also (those it holds or waits for), and no other; the cost is that of
+// member's stars, not of the deployment's.
+func (r *Router) viewOf(member string, also []string) (owners map[string]string, leads map[string]map[string]Lead) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mine := r.placedOn[member]
+	owners = make(map[string]string, len(mine)+len(also))
+	leads = make(map[string]map[string]Lead, len(mine)+len(also))
+	add := func(s string) {
+		if _, done := leads[s]; done {
+			return
+		}
+		if m, ok := r.owners[s]; ok {
+			owners[s] = m
+		}
+		ls := make(map[string]Lead, len(r.leads[s]))
+		for m, l := range r.leads[s] {
+			ls[m] = l
+		}
+		leads[s] = ls
+	}
+	for _, s := range mine {
+		add(s)
+	}
+	for _, s := range also {
+		add(s)
+	}
+	return owners, leads
 }
 
 // Close stops the watch. The table stays readable, frozen.

@@ -16,19 +16,24 @@ func newTableRouter(t *testing.T, meta metastore.Store) *Router {
 	}
 	cfg.applyDefaults()
 	cfg.Logger = quiet()
-	return &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState()}
+	r := &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState(), isStar: map[string]bool{}}
+	for _, s := range cfg.Stars {
+		r.isStar[s] = true
+	}
+	r.countUnledLocked()
+	return r
 }
 
 func (r *Router) put(key string, v any) {
 	b, _ := json.Marshal(v)
 	r.mu.Lock()
-	r.replaceLocked(r.apply(r.members, r.leads, r.ops, key, b, false))
+	r.replaceLocked(r.applyLocked(key, b, false))
 	r.mu.Unlock()
 }
 
 func (r *Router) del(key string) {
 	r.mu.Lock()
-	r.replaceLocked(r.apply(r.members, r.leads, r.ops, key, nil, true))
+	r.replaceLocked(r.applyLocked(key, nil, true))
 	r.mu.Unlock()
 }
 

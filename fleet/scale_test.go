@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,7 +130,9 @@ func sum(calls map[string]int64) int64 {
 //     the Nodes do: the old owner deletes its lead, the new one puts its
 //     own, one request each, 16 at a time.
 //
-// It reports, per second in steady state (a window of 4s, TTL DefaultTTL): the
+// It reports, per second in steady state (a window of 4s, TTL DefaultTTL, or
+// FLIGHTLOG_FLEET_SCALE_TTL, e.g. 30s, when a busy machine starves the
+// keepalives of 1,000 sessions): the
 // members' requests (keepalives); and for one join and one clean leave:
 // the requests, the watch events and bytes delivered to one router, and the
 // time from the member key's change until every router routes every moved
@@ -147,7 +151,14 @@ func BenchmarkFleetScale(b *testing.B) {
 }
 
 func benchFleetScale(b *testing.B, eps []string, nmembers, nstars, nrouters int) {
-	const ttl = DefaultTTL
+	ttl := DefaultTTL
+	if v := os.Getenv("FLIGHTLOG_FLEET_SCALE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			b.Fatalf("FLIGHTLOG_FLEET_SCALE_TTL=%q: want whole seconds, e.g. 30s", v)
+		}
+		ttl = d
+	}
 	ctx := context.Background()
 	var rnd [6]byte
 	rand.Read(rnd[:])
@@ -238,6 +249,21 @@ func benchFleetScale(b *testing.B, eps []string, nmembers, nstars, nrouters int)
 	b.Logf("router load: %v each; requests:%s", loadTime.Round(time.Millisecond), formatCalls(calls))
 	b.ReportMetric(float64(loadTime.Milliseconds()), "load-ms/router")
 
+	// Plain watches standing for the routers of a larger fleet.
+	var fo *fanout
+	if v := os.Getenv("FLIGHTLOG_FLEET_SCALE_WATCHERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("FLIGHTLOG_FLEET_SCALE_WATCHERS=%q: want a count >= 1", v)
+		}
+		resp, err := rcli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fo = newFanout(b, eps, prefix+"fleet/", resp.Header.Revision, n)
+		defer fo.close()
+	}
+
 	// Steady state: only the keepalives.
 	mcount.take()
 	rcount.take()
@@ -247,6 +273,9 @@ func benchFleetScale(b *testing.B, eps []string, nmembers, nstars, nrouters int)
 	_, _, rev, _ := rcount.take()
 	b.Logf("steady: members' requests/s %.1f:%s; watch events/s per router %.1f", float64(sum(calls))/window.Seconds(), formatCalls(calls), float64(ev+rev)/window.Seconds()/float64(nrouters))
 	b.ReportMetric(float64(sum(calls))/window.Seconds(), "steady-req/s")
+	if rev > 0 {
+		b.Fatalf("steady state: the routers saw %d events: leases expired (keepalives starved on a busy machine?); raise FLIGHTLOG_FLEET_SCALE_TTL above %v", rev, ttl)
+	}
 
 	// A join: the new member's key, then the handoff of each star it wins.
 	newcomer := Member{Name: "mnew", Addr: "mnew.test:80"}
@@ -260,6 +289,10 @@ func benchFleetScale(b *testing.B, eps []string, nmembers, nstars, nrouters int)
 	phase := func(name string, change func(), handoff func(star string), want map[string]string) {
 		mcount.take()
 		rcount.take()
+		var base []int64
+		if fo != nil {
+			base = fo.snapshot()
+		}
 		start := time.Now()
 		change()
 		conv := make(chan time.Duration, len(routers))
@@ -283,8 +316,18 @@ func benchFleetScale(b *testing.B, eps []string, nmembers, nstars, nrouters int)
 			name, len(moved), sum(calls), formatCalls(calls), formatCalls(rcalls), float64(resps)/per, float64(ev)/per, float64(bytes)/per/1024, written.Round(time.Millisecond), worst.Round(time.Millisecond))
 		b.ReportMetric(float64(sum(calls)), name+"-req")
 		b.ReportMetric(float64(ev)/per, name+"-events/router")
+		b.ReportMetric(float64(ev)/per/float64(max(1, len(moved))), name+"-events/router/move")
 		b.ReportMetric(float64(bytes)/per/1024, name+"-KiB/router")
 		b.ReportMetric(float64(worst.Milliseconds()), name+"-converge-ms")
+		if fo != nil {
+			each := ev / int64(nrouters)
+			d := fo.wait(base, each, start)
+			if d < 0 {
+				b.Fatalf("%s: a watcher did not get the %d events in %v", name, each, convergeLimit)
+			}
+			b.Logf("%s: %d watchers (standing for %d members' routers) got all %d events each %v after the change: %d events delivered", name, len(fo.counts), len(fo.counts), each, d.Round(time.Millisecond), each*int64(len(fo.counts)))
+			b.ReportMetric(float64(d.Milliseconds()), name+"-fanout-ms")
+		}
 	}
 	var newSess *concurrency.Session
 	phase("join", func() {
@@ -317,6 +360,78 @@ func benchFleetScale(b *testing.B, eps []string, nmembers, nstars, nrouters int)
 		}
 	}, owners)
 	newSess.Close()
+}
+
+// fanout is n plain watches of the fleet's keys from rev+1, as the routers
+// of n members hold, on 8 clients (fewer for n < 8): etcd's watch fan-out
+// for a fleet of n members, without n Routers' tables. Each counts the
+// events it received.
+type fanout struct {
+	counts []atomic.Int64
+	notify chan struct{}
+	cancel context.CancelFunc
+	clis   []*clientv3.Client
+	wg     sync.WaitGroup
+}
+
+func newFanout(b *testing.B, eps []string, prefix string, rev int64, n int) *fanout {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fanout{counts: make([]atomic.Int64, n), notify: make(chan struct{}, 1), cancel: cancel}
+	for range min(8, n) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			f.close()
+			b.Fatal(err)
+		}
+		f.clis = append(f.clis, cli)
+	}
+	for i := range n {
+		wch := f.clis[i%len(f.clis)].Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		f.wg.Go(func() {
+			for wr := range wch {
+				f.counts[i].Add(int64(len(wr.Events)))
+				select {
+				case f.notify <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	return f
+}
+
+func (f *fanout) snapshot() []int64 {
+	out := make([]int64, len(f.counts))
+	for i := range f.counts {
+		out[i] = f.counts[i].Load()
+	}
+	return out
+}
+
+// wait waits until every watcher has n events more than base, and returns
+// the time since start; -1 after convergeLimit.
+func (f *fanout) wait(base []int64, n int64, start time.Time) time.Duration {
+	limit := time.After(convergeLimit)
+	for i := 0; i < len(f.counts); {
+		if f.counts[i].Load()-base[i] >= n {
+			i++
+			continue
+		}
+		select {
+		case <-f.notify:
+		case <-limit:
+			return -1
+		}
+	}
+	return time.Since(start)
+}
+
+func (f *fanout) close() {
+	f.cancel()
+	for _, c := range f.clis {
+		c.Close()
+	}
+	f.wg.Wait()
 }
 
 // join opens a session for m and puts its member key, as Join does.

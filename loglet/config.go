@@ -183,8 +183,8 @@ type Config struct {
 // "<hostname>/<pid>/<random>"), Stars (just Star), Logger (slog.Default()
 // at Open), and per class W (K/2+1 of the Stores), BucketNames
 // ("bucket-0", ...: set your own, see ClassConfig.BucketNames),
-// StragglerMiB (half of MemoryBufferMiB) and ChainBacklogMiB (twice
-// MemoryBufferMiB), so that editing MemoryBufferMiB moves them with it.
+// StragglerMiB (half of MemoryBufferMiB) and ChainBacklogMiB (a multiple
+// of MemoryBufferMiB: DefaultStandardBacklogPerPool, DefaultExpressBacklogPerPool), so that editing MemoryBufferMiB moves them with it.
 // Retry's zero policy is its default (chain.RetryPolicy). The booleans are
 // off, DefaultClass is Standard and FenceOverride is FenceStrict.
 func DefaultConfig() Config {
@@ -368,15 +368,24 @@ type ClassConfig struct {
 	// seed's --s3-chain-backlog-flights, default 1024).
 	ChainBacklogFlights int
 	// ChainBacklogMiB bounds their payload bytes, which the leader holds in
-	// its flight index until absorbed (default: twice MemoryBufferMiB).
+	// its flight index until absorbed (default: twice MemoryBufferMiB for
+	// Standard, eight times for Express: 512 and 256 MiB at the default
+	// pools). Ingest is bounded by this over the absorb round's latency,
+	// and Express's small pool at twice stalled near 640 MB/s.
 	ChainBacklogMiB int
 }
 
 // Per-class defaults. The benchmark in loglet/bench_test.go and
 // `flightlog bench` are how they were chosen; see docs/benchmarks.md.
 const (
-	DefaultStandardMemoryBufferMiB  = 256
-	DefaultExpressMemoryBufferMiB   = 32
+	DefaultStandardMemoryBufferMiB = 256
+	DefaultExpressMemoryBufferMiB  = 32
+	// ChainBacklogMiB's default, in MemoryBufferMiBs: the backlog's bytes
+	// over the absorb round's latency bound a chain's ingest, and Express's
+	// pool is small (BenchmarkThroughput's backlog=64MiB variant, the old
+	// Express default, stalls where the default does not).
+	DefaultStandardBacklogPerPool   = 2
+	DefaultExpressBacklogPerPool    = 8
 	DefaultStandardParallelUploads  = 16
 	DefaultExpressParallelUploads   = 32
 	DefaultStandardFlushDeadline    = 20 * time.Millisecond
@@ -441,7 +450,7 @@ func (c *ClassConfig) applyDefaults(class Class) {
 		c.ChainBacklogFlights = DefaultChainBacklogFlights
 	}
 	if c.ChainBacklogMiB == 0 {
-		c.ChainBacklogMiB = 2 * c.MemoryBufferMiB
+		c.ChainBacklogMiB = pick(DefaultStandardBacklogPerPool, DefaultExpressBacklogPerPool) * c.MemoryBufferMiB
 	}
 	if c.StragglerTimeout == 0 {
 		c.StragglerTimeout = DefaultStragglerTimeout

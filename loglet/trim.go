@@ -379,6 +379,22 @@ func (s *Star) startRetention() {
 	}()
 }
 
+// deposed reports that a successor has sealed or taken every chain this
+// star leads: it leads nothing any more.
+func (s *Star) deposed() bool {
+	leads := false
+	for _, l := range s.lanes {
+		if l == nil {
+			continue
+		}
+		leads = true
+		if f := l.deadFate(); f == nil || f.Deposed == nil {
+			return false
+		}
+	}
+	return leads
+}
+
 // stopRetention stops the loop and waits for a pass under way to end.
 func (s *Star) stopRetention() {
 	if s.trims.stop != nil {
@@ -402,6 +418,12 @@ func (s *Star) stopRetention() {
 // interval, and past the final reads of a run that had waited 90 s for
 // retention to settle.
 func (s *Star) runRetention(ctx context.Context, now time.Time) {
+	if s.deposed() {
+		// Its successor runs retention now; a pass here would only repeat
+		// the successor's reads and trims, pass after pass, for as long as
+		// the host keeps the deposed Star open.
+		return
+	}
 	if !s.isClosed() {
 		s.finishDeletes(ctx, chain.DeletedPrefix, true)
 	}

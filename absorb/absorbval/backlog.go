@@ -134,6 +134,9 @@ func (b *Backlog) EndStall(now time.Time) {
 // Len returns the flights and bytes held.
 func (b *Backlog) Len() (flights int, bytes int64) { return len(b.tokens), b.bytes }
 
+// MaxFlights is the bound on the flights it holds.
+func (b *Backlog) MaxFlights() int { return b.maxFlights }
+
 // BacklogStats are the backlog's gauges and counters.
 type BacklogStats struct {
 	Flights    int

@@ -13,6 +13,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/flightlog/flightlog/loglet/open"
 	"github.com/flightlog/flightlog/objstore"
 )
 
@@ -75,6 +76,34 @@ func Open(ctx context.Context, urlstr string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Schemes returns bucket openers for open.Spec.Schemes, so that open.URL
+// (and open.Spec.Open) take gs://bucket and azblob://container URLs:
+//
+//	spec := open.Spec{Meta: "etcd://...", Standard: []string{"gs://orders-standard"}, Schemes: gocloud.Schemes()}
+//
+// Each bucket is opened with Open and opts (credentials from the
+// environment, as go-cloud's drivers take them) and named by its URL's
+// host, the bucket or container: the name recorded in the chain's epoch
+// record, so the same bucket must keep the same URL host. The star that
+// opens them closes them.
+func Schemes(opts ...Option) map[string]open.BucketOpener {
+	o := func(ctx context.Context, raw string) (objstore.Store, string, error) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		if u.Host == "" {
+			return nil, "", fmt.Errorf("gocloud: no bucket name (the host part): want %s://name", u.Scheme)
+		}
+		s, err := Open(ctx, raw, opts...)
+		if err != nil {
+			return nil, "", err
+		}
+		return s, u.Host, nil
+	}
+	return map[string]open.BucketOpener{"gs": o, "azblob": o}
 }
 
 // Name returns the bucket's name as errors give it (WithName, or the URL

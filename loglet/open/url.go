@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,9 @@ import (
 //	s3://bucket?region=eu-west-1&endpoint=http://127.0.0.1:7070&path_style=true&create=true
 //	file:///abs/dir/standard       a local directory (absolute path; created if absent)
 //	mem://name                     an in-memory bucket (lost at exit; tests and trials)
+//
+// Other bucket schemes are opened by Spec.Schemes: contrib/gocloud's
+// Schemes() adds gs://bucket and azblob://container.
 //
 // s3's path_style defaults to true when endpoint is set and the bucket is
 // not a directory bucket (name ending in "--x-s3"), false otherwise;
@@ -65,7 +70,21 @@ type Spec struct {
 	// bucket; credentials stay out of URLs, which end up in logs. Empty:
 	// the SDK's default chain (environment, shared files, instance role).
 	S3AccessKey, S3SecretKey string
+	// Schemes opens buckets of schemes this package does not know, by
+	// scheme: contrib/gocloud's Schemes() adds gs:// and azblob://. A
+	// scheme this package opens itself (s3, file, mem) may not be given.
+	Schemes map[string]BucketOpener
 }
+
+// A BucketOpener opens the bucket a URL of its scheme names (the URL as
+// given, query included) and returns it with the bucket's name: the name
+// goes into each chain's epoch record (loglet.ClassConfig.BucketNames) and
+// must be the same on every open. A store that is an io.Closer is closed
+// with the Backends (or the Star that owns them).
+type BucketOpener func(ctx context.Context, rawURL string) (objstore.Store, string, error)
+
+// builtinBuckets are the bucket schemes openBucket knows.
+var builtinBuckets = []string{"s3", "file", "mem"}
 
 // Backends are the stores a Spec opened. Close closes what needs closing
 // (the metastore's file or client); the object stores hold nothing open.
@@ -96,6 +115,14 @@ func (s Spec) Open(ctx context.Context) (*Backends, error) {
 	}
 	if s.Meta == "" {
 		return nil, errors.New("open: Spec.Meta is empty: want a metastore URL (bbolt:///path/meta.db, etcd://host:port/prefix, mem://)")
+	}
+	for scheme, o := range s.Schemes {
+		if slices.Contains(builtinBuckets, scheme) {
+			return nil, fmt.Errorf("open: Spec.Schemes names %q, which this package opens itself", scheme)
+		}
+		if o == nil {
+			return nil, fmt.Errorf("open: Spec.Schemes[%q] is nil", scheme)
+		}
 	}
 	// Parse everything before dialling anything.
 	metaU, err := parseURL("Meta", s.Meta)
@@ -131,6 +158,9 @@ func (s Spec) Open(ctx context.Context) (*Backends, error) {
 			st, name, err := s.openBucket(ctx, fmt.Sprintf("%s[%d]", [2]string{"Standard", "Express"}[c], i), u)
 			if err != nil {
 				return nil, err
+			}
+			if c, ok := st.(io.Closer); ok {
+				b.closers = append(b.closers, c)
 			}
 			if c == 0 {
 				b.Standard, b.StandardNames = append(b.Standard, st), append(b.StandardNames, name)
@@ -440,7 +470,21 @@ func (s Spec) openBucket(ctx context.Context, field string, u specURL) (objstore
 		}
 		return st, cfg.Bucket, nil
 	}
-	return nil, "", fmt.Errorf("open: %s %q: unknown scheme %q (want s3, file or mem)", field, u, u.Scheme)
+	if open := s.Schemes[u.Scheme]; open != nil {
+		st, name, err := open(ctx, u.raw)
+		if err != nil {
+			return nil, "", fmt.Errorf("open: %s %q: %w", field, u, err)
+		}
+		if st == nil || name == "" {
+			if c, ok := st.(io.Closer); ok {
+				c.Close()
+			}
+			return nil, "", fmt.Errorf("open: %s %q: the %s opener returned no store or no bucket name", field, u, u.Scheme)
+		}
+		return st, name, nil
+	}
+	want := append(slices.Clone(builtinBuckets), slices.Sorted(maps.Keys(s.Schemes))...)
+	return nil, "", fmt.Errorf("open: %s %q: unknown scheme %q (want one of %s; contrib/gocloud's Schemes adds gs and azblob)", field, u, u.Scheme, strings.Join(want, ", "))
 }
 
 // absPath is a file or bbolt URL's path, which must be absolute: a host

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/flightlog/flightlog/loglet"
 	"github.com/flightlog/flightlog/loglet/open"
 	"github.com/flightlog/flightlog/metastore/bbolt"
+	"github.com/flightlog/flightlog/objstore"
 )
 
 // appendAndRead appends one record to a new (or existing) stream of the
@@ -114,7 +117,16 @@ func TestURLRefusesBadURLs(t *testing.T) {
 	}{
 		{"no meta", open.Spec{Standard: []string{"mem://x"}}, []string{"Spec.Meta is empty"}},
 		{"unknown meta scheme", open.Spec{Meta: "zk://h:2181"}, []string{"Meta", `unknown scheme "zk"`, "bbolt, etcd or mem"}},
-		{"unknown bucket scheme", open.Spec{Meta: "mem://", Standard: []string{"gs://b"}}, []string{"Standard[0]", `unknown scheme "gs"`}},
+		{"unknown bucket scheme", open.Spec{Meta: "mem://", Standard: []string{"gs://b"}}, []string{"Standard[0]", `unknown scheme "gs"`, "s3, file, mem", "contrib/gocloud"}},
+		{"scheme not among the extra ones", open.Spec{Meta: "mem://", Standard: []string{"gs://b"}, Schemes: map[string]open.BucketOpener{"azblob": memOpener(nil)}}, []string{"Standard[0]", `unknown scheme "gs"`, "s3, file, mem, azblob"}},
+		{"extra scheme overrides a built-in", open.Spec{Meta: "mem://", Standard: []string{"s3://b"}, Schemes: map[string]open.BucketOpener{"s3": memOpener(nil)}}, []string{`Spec.Schemes names "s3"`}},
+		{"nil opener", open.Spec{Meta: "mem://", Standard: []string{"gs://b"}, Schemes: map[string]open.BucketOpener{"gs": nil}}, []string{`Spec.Schemes["gs"] is nil`}},
+		{"opener fails", open.Spec{Meta: "mem://", Standard: []string{"gs://b"}, Schemes: map[string]open.BucketOpener{"gs": func(context.Context, string) (objstore.Store, string, error) {
+			return nil, "", errors.New("no such bucket")
+		}}}, []string{"Standard[0]", `"gs://b"`, "no such bucket"}},
+		{"opener names no bucket", open.Spec{Meta: "mem://", Standard: []string{"gs://b"}, Schemes: map[string]open.BucketOpener{"gs": func(context.Context, string) (objstore.Store, string, error) {
+			return objstore.NewMem(), "", nil
+		}}}, []string{"Standard[0]", "no bucket name"}},
 		{"no scheme", open.Spec{Meta: "mem://", Standard: []string{"/data/standard"}}, []string{"Standard[0]", "no scheme"}},
 		{"s3 missing bucket", open.Spec{Meta: "mem://", Express: []string{"mem://a", "s3://?region=x"}}, []string{"Express[1]", "missing bucket name (the host part)"}},
 		{"mem missing bucket", open.Spec{Meta: "mem://", Standard: []string{"mem://"}}, []string{"Standard[0]", "missing bucket name"}},
@@ -264,5 +276,77 @@ func TestURLEtcd(t *testing.T) {
 		if err := s.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// closingMem is an in-memory bucket that counts its Closes.
+type closingMem struct {
+	objstore.Store
+	closes *int
+}
+
+func (c closingMem) Close() error { *c.closes++; return nil }
+
+// memOpener opens any URL as a new in-memory bucket named by its host,
+// recording the URLs it was given and counting the buckets' Closes.
+func memOpener(got *[]string) open.BucketOpener {
+	closes := new(int)
+	return func(_ context.Context, raw string) (objstore.Store, string, error) {
+		if got != nil {
+			*got = append(*got, raw)
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		return closingMem{objstore.NewMem(), closes}, u.Host, nil
+	}
+}
+
+// TestURLExtraSchemes: a bucket scheme given in Spec.Schemes (as
+// contrib/gocloud's gs and azblob) is opened by its opener with the URL as
+// written, query included; the bucket's name is the opener's; a star runs
+// on it; and the Star's Close closes the buckets that are io.Closers.
+func TestURLExtraSchemes(t *testing.T) {
+	ctx := context.Background()
+	var got []string
+	closes := 0
+	spec := open.Spec{
+		Meta:     "mem://",
+		Standard: []string{"fake://std?opt=1"},
+		Express:  []string{"fake://a", "fake://b", "fake://c"},
+		Schemes: map[string]open.BucketOpener{"fake": func(ctx context.Context, raw string) (objstore.Store, string, error) {
+			got = append(got, raw)
+			u, err := url.Parse(raw)
+			if err != nil {
+				return nil, "", err
+			}
+			return closingMem{objstore.NewMem(), &closes}, "fake-" + u.Host, nil
+		}},
+	}
+	b, err := spec.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"fake://std?opt=1", "fake://a", "fake://b", "fake://c"}; !slices.Equal(got, want) {
+		t.Fatalf("opener given %q, want %q", got, want)
+	}
+	if want := []string{"fake-std"}; !slices.Equal(b.StandardNames, want) {
+		t.Fatalf("standard names %q, want %q", b.StandardNames, want)
+	}
+	s, err := b.Star(ctx, quietDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendAndRead(t, s, "std", loglet.Standard)
+	appendAndRead(t, s, "exp", loglet.Express)
+	if closes != 0 {
+		t.Fatalf("%d buckets closed while the star runs", closes)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if closes != 4 {
+		t.Fatalf("the star's Close closed %d of 4 buckets", closes)
 	}
 }

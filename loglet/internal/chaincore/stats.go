@@ -35,6 +35,21 @@ type counters struct {
 	putLatency                []histogramH
 }
 
+// Bounds are the few figures a simulation checks after every step of a
+// core: Stats copies every histogram and builds maps and strings, and
+// called that often it was most of a soak's CPU.
+type Bounds struct {
+	WindowSize, WindowInFlight        int
+	BacklogFlights, BacklogMaxFlights int
+}
+
+// Bounds returns the window's and the backlog's occupancy and bounds.
+func (c *Core) Bounds() Bounds {
+	flights, _ := c.backlog.Len()
+	return Bounds{WindowSize: c.window.Size(), WindowInFlight: c.window.InFlight(),
+		BacklogFlights: flights, BacklogMaxFlights: c.backlog.MaxFlights()}
+}
+
 // Stats returns the chain's figures as of now: every one the core keeps.
 // The shell adds the pool budget's (Pool but its queue) and
 // PrecompressSkipped, which it keeps.

@@ -557,12 +557,12 @@ func (cw *coreWorld) checkRelease(pr *coreProc, epoch, slot uint64) {
 }
 
 func (cw *coreWorld) checkBounds(pr *coreProc) {
-	st := pr.core.Stats(cw.now)
+	st := pr.core.Bounds()
 	if st.WindowInFlight > st.WindowSize {
 		cw.violation("p%d: %d slots in flight over a window of %d", pr.n, st.WindowInFlight, st.WindowSize)
 	}
-	if st.Backlog.Flights > st.Backlog.MaxFlights && !pr.closing {
-		cw.violation("p%d: backlog of %d flights over its bound %d", pr.n, st.Backlog.Flights, st.Backlog.MaxFlights)
+	if st.BacklogFlights > st.BacklogMaxFlights && !pr.closing {
+		cw.violation("p%d: backlog of %d flights over its bound %d", pr.n, st.BacklogFlights, st.BacklogMaxFlights)
 	}
 }
 
