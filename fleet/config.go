@@ -126,3 +126,11 @@ func (c Config) leadsPrefix() string          { return c.Prefix + "fleet/leads/"
 // leadKey is <Prefix>fleet/leads/<star>/<member>: one per member that
 // leads the star (two while a deposed one has not noticed).
 func (c Config) leadKey(star, member string) string { return c.leadsPrefix() + star + "/" + member }
+
+func (c Config) claimsPrefix() string { return c.Prefix + "fleet/claims/" }
+
+// claimKey is <Prefix>fleet/claims/<star>/<member>: the member is opening
+// the star (put before its loglet.Open, replaced by its lead or deleted
+// when the open fails), so a member the star is placed on meanwhile waits
+// for it as for a lead.
+func (c Config) claimKey(star, member string) string { return c.claimsPrefix() + star + "/" + member }

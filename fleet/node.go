@@ -450,9 +450,9 @@ func (n *Node) decide() time.Time {
 		also = append(also, s)
 	}
 	n.mu.Unlock()
-	owners, leads := n.router.viewOf(n.self.Name, also)
+	owners, leads, claims := n.router.viewOf(n.self.Name, also)
 	n.mu.Lock()
-	v := view{self: n.self.Name, owners: owners, leads: leads, local: map[string]local{}}
+	v := view{self: n.self.Name, owners: owners, leads: leads, claims: claims, local: map[string]local{}}
 	for s, h := range n.stars {
 		l := local{state: h.state}
 		if h.state == starOpen && h.publishing {
@@ -522,9 +522,22 @@ func (n *Node) poke() {
 // Without depose, an epoch record owned by a live member (one still
 // opening or closing the star) is refused (loglet.ErrLiveOwner), and the
 // controller tries again after a backoff.
+//
+// Before the open it claims the star (claimKey, under the lease), so a
+// member the star is placed on meanwhile (members that join together, a
+// placement that moves while the open runs) waits for it as for a lead
+// instead of fencing an open in flight. The lead replaces the claim; a
+// failed open withdraws it.
 func (n *Node) openStar(star string, depose bool) {
 	defer n.poke()
-	s, err := n.open(star, depose)
+	err := n.claim(star, depose)
+	var s *loglet.Star
+	if err == nil {
+		s, err = n.open(star, depose)
+		if err != nil {
+			n.unclaim(star)
+		}
+	}
 	n.mu.Lock()
 	h := n.stars[star]
 	n.ctl.opened(time.Now(), star, err == nil)
@@ -535,6 +548,8 @@ func (n *Node) openStar(star string, depose bool) {
 		case n.sctx.Err() != nil:
 		case errors.Is(err, loglet.ErrLiveOwner):
 			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
+		case errors.Is(err, errClaimed):
+			n.log.Info("fleet: another member is opening or leading the star; will retry", "star", star)
 		case errors.Is(err, loglet.ErrTakeoverLost):
 			// Another member opened it at the same time (a placement
 			// that was moving): its lead, or the next change, decides.
@@ -599,11 +614,62 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 	return loglet.Open(n.sctx, cfg)
 }
 
+// errClaimed: a claim without depose found another member's claim or lead
+// of the star (one the router had not shown yet): the open waits for it.
+var errClaimed = errors.New("fleet: another member claims or leads the star")
+
+// claim puts this member's claim of star (it is opening it) under the
+// session's lease. Without depose, only if no other member claims or leads
+// the star (errClaimed): two members never open a star against each other
+// because the router showed one of them a placement before the other's
+// claim.
+func (n *Node) claim(star string, depose bool) error {
+	key := n.cfg.claimKey(star, n.self.Name)
+	put := clientv3.OpPut(key, "", clientv3.WithLease(n.sess.Lease()))
+	var cmps []clientv3.Cmp
+	if !depose {
+		for _, prefix := range []string{n.cfg.claimsPrefix() + star + "/", n.cfg.leadsPrefix() + star + "/"} {
+			own := prefix + n.self.Name
+			// Every key of the prefix but this member's own: [prefix, own)
+			// and (own, end of prefix).
+			cmps = append(cmps,
+				clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithRange(own),
+				clientv3.Compare(clientv3.CreateRevision(own+"\x00"), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+		}
+	}
+	resp, err := n.cli.Txn(n.sctx).If(cmps...).Then(put).Commit()
+	if err != nil {
+		return fmt.Errorf("fleet: claim star %q: %w", star, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("fleet: claim star %q: %w", star, errClaimed)
+	}
+	return nil
+}
+
+// unclaim withdraws the claim of a failed open, so a member the star is
+// placed on opens it now rather than after HandoffWait; also when the
+// node is closing (its opens end), as its lease outlives the closes of
+// its stars. A lost session needs nothing: the lease took the claim.
+func (n *Node) unclaim(star string) {
+	if n.sctx.Err() != nil && n.ctx.Err() == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.sctx), n.cfg.TTL)
+	defer cancel()
+	if _, err := n.cli.Delete(ctx, n.cfg.claimKey(star, n.self.Name)); err != nil {
+		n.log.Warn("fleet: could not withdraw a claim; a new owner waits HandoffWait at most", "star", star, "err", err)
+	}
+}
+
 // publish puts this member's lead of star at epoch, under the session's
-// lease.
+// lease, and deletes its claim (if any) in the same transaction.
 func (n *Node) publish(star string, epoch uint64) error {
 	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
-	_, err := n.cli.Put(n.sctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	_, err := n.cli.Txn(n.sctx).Then(
+		clientv3.OpPut(n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease())),
+		clientv3.OpDelete(n.cfg.claimKey(star, n.self.Name)),
+	).Commit()
 	return err
 }
 
@@ -642,7 +708,11 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 	}
 	if withdraw {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
-		_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
+		// The claim too: one a failed publication left.
+		_, derr := n.cli.Txn(dctx).Then(
+			clientv3.OpDelete(n.cfg.leadKey(star, n.self.Name)),
+			clientv3.OpDelete(n.cfg.claimKey(star, n.self.Name)),
+		).Commit()
 		cancel()
 		if derr != nil {
 			// The lease takes it when it expires; the new owner waits at

@@ -16,7 +16,7 @@ func newTableRouter(t *testing.T, meta metastore.Store) *Router {
 	}
 	cfg.applyDefaults()
 	cfg.Logger = quiet()
-	r := &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState(), isStar: map[string]bool{}}
+	r := &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, claims: map[string]map[string]bool{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState(), isStar: map[string]bool{}}
 	for _, s := range cfg.Stars {
 		r.isStar[s] = true
 	}
@@ -50,9 +50,9 @@ func TestRouterTable(t *testing.T) {
 	r.put(r.cfg.memberKey("b"), memberRecord{Member: b, Owner: "b/1"})
 	// A bad record and an unknown key are skipped.
 	r.mu.Lock()
-	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("c"), []byte("{not json"), false)
-	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
-	r.apply(r.members, r.leads, r.ops, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
+	r.apply(r.members, r.leads, r.claims, r.ops, r.cfg.memberKey("c"), []byte("{not json"), false)
+	r.apply(r.members, r.leads, r.claims, r.ops, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
+	r.apply(r.members, r.leads, r.claims, r.ops, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
 	r.mu.Unlock()
 	if got := r.Members(); len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
 		t.Fatalf("Members = %v, want a, b", got)
