@@ -97,3 +97,28 @@ func TestFleetColdStart(t *testing.T) {
 		len(h.records("fleet: opening star")), len(c.stars),
 		len(h.records("fleet: another member is opening or leading the star; will retry")))
 }
+
+// TestFleetKeepRouter: with Config.KeepRouter, a closed node's Router keeps
+// following etcd (a host serving through its leave routes on a live
+// table) until the host closes it.
+func TestFleetKeepRouter(t *testing.T) {
+	c := newCluster(t, 4)
+	n := c.joinWith("m0", c.eps, func(cfg *Config) { cfg.KeepRouter = true })
+	c.waitSettled("m0 alone", "m0")
+	c.leave("m0")
+	r := n.Router()
+	defer r.Close()
+	c.join("m1")
+	deadline := time.After(time.Minute)
+	for {
+		changed := r.Changed()
+		if m, _, ok := r.Leader("s00"); ok && m.Name == "m1" {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the closed node's router did not follow m1's join: members %v, leads %v", r.Members(), r.Leads("s00"))
+		}
+	}
+}

@@ -67,6 +67,14 @@ type Config struct {
 	// jittered backoff while etcd is unreachable), publishes its member
 	// record again under a new Owner, and placement gives it stars again.
 	NoRejoin bool
+	// KeepRouter leaves the node's Router following etcd after the node
+	// stops (Close, or a session lost under NoRejoin): a host that serves
+	// requests through its leave (contrib/fleethttp forwards them to the
+	// stars' new leaders) keeps routing them on a live table until it
+	// closes the router itself (Node.Router().Close(), after its server
+	// has stopped). By default (false) the node closes its router when it
+	// stops.
+	KeepRouter bool
 	// Logger receives the fleet's events. Default: slog.Default().
 	Logger *slog.Logger
 }

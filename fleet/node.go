@@ -147,7 +147,8 @@ func register(ctx context.Context, cli *clientv3.Client, cfg Config, m Member, o
 // Member is this node's member record.
 func (n *Node) Member() Member { return n.self }
 
-// Router is the node's routing table.
+// Router is the node's routing table. The node closes it when it stops,
+// unless Config.KeepRouter leaves it to the host.
 func (n *Node) Router() *Router { return n.router }
 
 // Star returns the star this member leads now, and false while it does not
@@ -209,7 +210,8 @@ func (n *Node) session() *concurrency.Session {
 // deletes its member key (so the others place its stars elsewhere at
 // once, and wait for their leads), closes every star it holds (flush,
 // absorb, seal, then withdraw the lead: each one's new owner opens it
-// without a fence), and revokes the session's lease.
+// without a fence), and revokes the session's lease. Its Router stops
+// following etcd then, unless Config.KeepRouter leaves it to the host.
 // It returns errors.Join of the stars' Close errors and the revoke's;
 // later calls return the first call's result.
 func (n *Node) Close(ctx context.Context) error {
@@ -235,7 +237,7 @@ func (n *Node) close(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, n.closeAll(ctx, true))
-	n.router.Close()
+	n.closeRouter()
 	if sess == nil {
 		// Closed while rejoining: the lost session's lease is gone, and
 		// no new one was granted.
@@ -283,7 +285,7 @@ func (n *Node) run() {
 			n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
 			n.mu.Unlock()
 			n.cancel()
-			n.router.Close()
+			n.closeRouter()
 			return
 		}
 		if !n.rejoin() {
@@ -379,7 +381,7 @@ func (n *Node) rejoin() bool {
 			n.err = fmt.Errorf("fleet: member %q: %w (the etcd client is closed)", n.self.Name, ErrSessionLost)
 			n.mu.Unlock()
 			n.cancel()
-			n.router.Close()
+			n.closeRouter()
 			return false
 		}
 		backoff = min(max(2*backoff, minRetry), maxRetry)
@@ -509,6 +511,14 @@ func deposed(st loglet.Stats, epoch uint64, ls map[string]Lead, self string) boo
 		}
 	}
 	return false
+}
+
+// closeRouter closes the node's router as it stops, unless
+// Config.KeepRouter leaves that to the host.
+func (n *Node) closeRouter() {
+	if !n.cfg.KeepRouter {
+		n.router.Close()
+	}
 }
 
 func (n *Node) poke() {

@@ -350,6 +350,9 @@ func (r *Router) Placement() map[string]string {
 	return out
 }
 
+// HasStar reports whether star is one of the deployment's (Config.Stars).
+func (r *Router) HasStar(star string) bool { return r.isStar[star] }
+
 // Owner is the member placement gives star to: the one that should lead
 // it. It may not lead it yet (Leader says who does).
 func (r *Router) Owner(star string) (Member, bool) {
