@@ -540,13 +540,9 @@ func (n *Node) poke() {
 // failed open withdraws it.
 func (n *Node) openStar(star string, depose bool) {
 	defer n.poke()
-	err := n.claim(star, depose)
-	var s *loglet.Star
-	if err == nil {
-		s, err = n.open(star, depose)
-		if err != nil {
-			n.unclaim(star)
-		}
+	s, claimed, err := n.open(star, depose)
+	if err != nil && claimed {
+		n.unclaim(star)
 	}
 	n.mu.Lock()
 	h := n.stars[star]
@@ -591,13 +587,32 @@ func (n *Node) openStar(star string, depose bool) {
 	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
 }
 
-func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
+// open claims star and, meanwhile (each is an etcd round trip on the
+// path of every handoff), prepares its config; then, the claim won, opens
+// it. claimed says whether the claim was put (to withdraw on a failure).
+func (n *Node) open(star string, depose bool) (s *loglet.Star, claimed bool, err error) {
+	claimErr := make(chan error, 1)
+	go func() { claimErr <- n.claim(star, depose) }()
+	cfg, err := n.prepare(star, depose)
+	if cerr := <-claimErr; cerr != nil {
+		return nil, false, cerr
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	s, err = loglet.Open(n.sctx, cfg)
+	return s, true, err
+}
+
+// prepare is the loglet.Config to open star with: the host's (OpenStar),
+// with the fleet's Star, Stars, Owner and RefuseLiveOwner.
+func (n *Node) prepare(star string, depose bool) (loglet.Config, error) {
 	cfg, err := n.cfg.OpenStar(n.sctx, star)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: config of star %q: %w", star, err)
+		return cfg, fmt.Errorf("fleet: config of star %q: %w", star, err)
 	}
 	if cfg.Star != "" && cfg.Star != star {
-		return nil, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
+		return cfg, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
 	}
 	cfg.Star = star
 	if len(cfg.Stars) == 0 {
@@ -618,10 +633,10 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 		case err == nil:
 			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
 		case !errors.Is(err, metastore.ErrNotFound):
-			return nil, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
+			return cfg, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
 		}
 	}
-	return loglet.Open(n.sctx, cfg)
+	return cfg, nil
 }
 
 // errClaimed: a claim without depose found another member's claim or lead
