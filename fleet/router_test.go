@@ -191,3 +191,36 @@ func TestRouterPlacesOnlyOnMembershipChange(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterClaims: the controller's view holds the claims of live members
+// only (a member whose key is gone opens nothing), and a claim goes when
+// its key is deleted.
+func TestRouterClaims(t *testing.T) {
+	r := newTableRouter(t, metastore.NewMem())
+	a := Member{Name: "a", Addr: "a:1"}
+	r.put(r.cfg.memberKey("a"), memberRecord{Member: a, Owner: "a/1"})
+	star := r.cfg.Stars[0]
+	r.put(r.cfg.claimKey(star, "a"), "")
+	r.put(r.cfg.claimKey(star, "gone"), "")
+	_, _, claims := r.viewOf("a", []string{star})
+	if got := claims[star]; len(got) != 1 || got[0] != "a" {
+		t.Fatalf("claims of %s = %v, want [a] (gone is not live)", star, got)
+	}
+	r.put(r.cfg.memberKey("gone"), memberRecord{Member: Member{Name: "gone"}, Owner: "gone/1"})
+	_, _, claims = r.viewOf("a", []string{star})
+	if got := claims[star]; len(got) != 2 {
+		t.Fatalf("claims of %s = %v, want a and gone (now live)", star, got)
+	}
+	// a's claim deleted (its lead replaced it), gone's member key gone
+	// (its claim waits for the lease): neither counts.
+	r.del(r.cfg.claimKey(star, "a"))
+	r.del(r.cfg.memberKey("gone"))
+	if _, _, claims = r.viewOf("a", []string{star}); len(claims[star]) != 0 {
+		t.Fatalf("claims of %s = %v after the deletes, want none", star, claims[star])
+	}
+	// A bad claim key is skipped.
+	r.put(r.cfg.claimsPrefix()+"no-slash", "")
+	if _, ok := r.claims["no-slash"]; ok || len(r.claims) != 1 {
+		t.Fatalf("claims table %v, want gone's claim of %s alone", r.claims, star)
+	}
+}
