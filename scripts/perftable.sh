@@ -104,6 +104,9 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
+# Interrupted, still stop the servers and remove the worktrees.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ---- the machine -----------------------------------------------------------
 loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime; }
