@@ -522,6 +522,33 @@ func ReadSnapshot(ctx context.Context, stores []objstore.Store, key string) (Tai
 	return Tails{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, CopyErrors(errs))
 }
 
+// ReadSnapshotFunc reads a tails snapshot from the first bucket holding a
+// good copy without building a map of its streams
+// (absorbval.DecodeTailsFunc): start is called with the header of each
+// copy tried and each with its streams; a copy found damaged part way is
+// followed by the next copy's start, so a caller resets what it built in
+// start. The header returned is the good copy's; the errors are
+// ReadSnapshot's.
+func ReadSnapshotFunc(ctx context.Context, stores []objstore.Store, key string, start func(TailsHeader), each func(id string, t StreamTail)) (TailsHeader, error) {
+	var errs []error
+	corrupt := false
+	for i, s := range stores {
+		b, err := s.Get(ctx, key, 0, -1)
+		if err == nil {
+			var h TailsHeader
+			if h, err = absorbval.DecodeTailsFunc(b, start, each); err == nil {
+				return h, nil
+			}
+			corrupt = true
+		}
+		errs = append(errs, fmt.Errorf("copy %d: %w", i, err))
+	}
+	if corrupt {
+		return TailsHeader{}, fmt.Errorf("absorb: read tails snapshot %s: %w: %w", key, ErrCorrupt, CopyErrors(errs))
+	}
+	return TailsHeader{}, fmt.Errorf("absorb: read tails snapshot %s: %w", key, CopyErrors(errs))
+}
+
 func (c *Committer) checkpointOp(next Checkpoint) metastore.Op {
 	val, _ := json.Marshal(next)
 	return metastore.Op{Kind: metastore.OpPut, Key: chain.CheckpointKey(c.star, c.class), Value: val, Expect: c.ver}

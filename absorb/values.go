@@ -50,6 +50,9 @@ type ProducerTail = absorbval.ProducerTail
 // Tails is absorbval.Tails.
 type Tails = absorbval.Tails
 
+// TailsHeader is absorbval.TailsHeader.
+type TailsHeader = absorbval.TailsHeader
+
 const (
 	// CauseAbsorbLagging is absorbval.CauseAbsorbLagging.
 	CauseAbsorbLagging = absorbval.CauseAbsorbLagging

@@ -236,29 +236,3 @@ func TailsRoundKey(star string, c chainval.Class, fromEpoch, fromNext, writer, p
 // by every round, so what it carries must stay small whatever happens to
 // the deletes.
 const MaxDoomedSnapshots = 64
-
-// EncodeTails renders a snapshot object: an envelope-less JSON document
-// followed by its CRC-32C (4 bytes, little-endian), so a torn or corrupted
-// snapshot is detected.
-func EncodeTails(t Tails) []byte {
-	b, _ := json.Marshal(t)
-	c := envelope.Checksum(b)
-	return append(b, byte(c), byte(c>>8), byte(c>>16), byte(c>>24))
-}
-
-// DecodeTails parses a snapshot object, checking its checksum.
-func DecodeTails(b []byte) (Tails, error) {
-	if len(b) < 4 {
-		return Tails{}, fmt.Errorf("%w: tails snapshot of %d bytes", ErrCorrupt, len(b))
-	}
-	body, sum := b[:len(b)-4], b[len(b)-4:]
-	want := uint32(sum[0]) | uint32(sum[1])<<8 | uint32(sum[2])<<16 | uint32(sum[3])<<24
-	if envelope.Checksum(body) != want {
-		return Tails{}, fmt.Errorf("%w: tails snapshot checksum mismatch", ErrCorrupt)
-	}
-	var t Tails
-	if err := json.Unmarshal(body, &t); err != nil {
-		return Tails{}, fmt.Errorf("%w: tails snapshot: %v", ErrCorrupt, err)
-	}
-	return t, nil
-}

@@ -20,9 +20,10 @@
 //
 // Every flag has an environment variable (HTTPSERVICE_NAME, ...; the etcd
 // endpoints also FLIGHTLOG_ETCD_ENDPOINTS). SIGINT or SIGTERM leaves the
-// fleet cleanly: stop accepting, end long polls, finish the requests in
-// flight, then close the node (each star flushed, absorbed and sealed, and
-// handed to its next owner without a fence). A process killed with -9
+// fleet cleanly: close the node while still serving (each star flushed,
+// absorbed and sealed, and handed to its next owner without a fence, while
+// requests that reach this member are forwarded to the new leaders), then
+// end long polls, stop accepting and finish the requests in flight. A process killed with -9
 // loses its stars to the other members after the lease's TTL.
 package main
 
@@ -39,6 +40,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,10 +75,62 @@ func main() {
 	flag.Float64Var(&o.weight, "weight", 1, "this member's capacity weight for placement")
 	flag.DurationVar(&o.ttl, "ttl", fleet.DefaultTTL, "the member's etcd lease TTL (whole seconds): how soon a crashed member's stars move")
 	flag.Parse()
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds) // slog's default handler writes through log
 	if err := run(o); err != nil {
 		log.Fatal(err)
 	}
 }
+
+// freshConns tracks the connections that have not sent a request yet
+// (http.StateNew). http.Server.Shutdown waits 5s for such a connection
+// (one another member's transport dialled, then did not use) before it
+// counts it as idle; closing them at once lets a member exit as soon as
+// its requests are done. A request that raced the close fails on its
+// client's side before it was read: never half-served.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	done  bool
+}
+
+func (f *freshConns) track(c net.Conn, s http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case s == http.StateNew && f.done:
+		c.Close()
+	case s == http.StateNew:
+		if f.conns == nil {
+			f.conns = map[net.Conn]bool{}
+		}
+		f.conns[c] = true
+	default:
+		delete(f.conns, c)
+	}
+}
+
+func (f *freshConns) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = true
+	for c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}
+
+// servingFleet is the node's Fleet with the routing of a router that
+// outlives it.
+type servingFleet struct {
+	fleethttp.Fleet
+	router *fleet.Router
+}
+
+func (f servingFleet) Route(ctx context.Context, stream string) (string, fleet.Member, uint64, error) {
+	return f.router.Route(ctx, stream)
+}
+
+func (f servingFleet) Changed() <-chan struct{} { return f.router.Changed() }
 
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -135,6 +190,11 @@ func run(o options) error {
 	for i := range o.stars {
 		stars = append(stars, fmt.Sprintf("s%d", i))
 	}
+	// Once this member leads a star, the buckets and the metastore have
+	// passed loglet's pre-flight check; the next stars skip it (a GET, a
+	// PutIfAbsent, a GET and a Delete per bucket on every open, on the
+	// path of every handoff to this member).
+	var self atomic.Pointer[fleet.Node]
 	node, err := fleet.Join(ctx, cli, fleet.Member{Name: o.name, Addr: o.advertise, Weight: o.weight}, fleet.Config{
 		Prefix: o.prefix, Stars: stars, Meta: be.Meta, TTL: o.ttl,
 		OpenStar: func(ctx context.Context, star string) (loglet.Config, error) {
@@ -143,6 +203,9 @@ func run(o options) error {
 			cfg.Standard.Stores, cfg.Standard.BucketNames = be.Standard, be.StandardNames
 			cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
 			cfg.Logger = slog.Default() // the star's logs name it already
+			if n := self.Load(); n != nil && len(n.Leading()) > 0 {
+				cfg.PreflightTimeout = -1
+			}
 			return cfg, nil
 		},
 	})
@@ -150,9 +213,21 @@ func run(o options) error {
 		ln.Close()
 		return err
 	}
+	self.Store(node)
+	// The handler routes on a router of its own, which outlives the node:
+	// the node's stops following etcd when node.Close ends, and requests
+	// still served after that must see where the stars went.
+	router, err := fleet.NewRouter(ctx, cli, fleet.Config{Prefix: o.prefix, Stars: stars, Meta: be.Meta})
+	if err != nil {
+		node.Close(context.Background())
+		ln.Close()
+		return err
+	}
+	defer router.Close()
 	done := make(chan struct{})
-	h := fleethttp.NewHandler(fleethttp.FromNode(node), fleethttp.Config{Done: done})
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	h := fleethttp.NewHandler(servingFleet{fleethttp.FromNode(node), router}, fleethttp.Config{Done: done})
+	var fresh freshConns
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: fresh.track}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	// The line a supervisor (or the example's test) reads the address from.
@@ -162,16 +237,29 @@ func run(o options) error {
 	select {
 	case err = <-errc:
 	case <-node.Done():
-		err = node.Err() // the session was lost: leave, and let a supervisor restart us
+		// The node stopped for good: it rejoins by itself after a lost
+		// session (fleet.Config.NoRejoin is off), so this is its etcd
+		// client closed or a fatal error. Leave, and let a supervisor
+		// restart us.
+		err = node.Err()
 	case <-ctx.Done():
 	}
 	slog.Info("leaving the fleet", "member", o.name)
-	close(done) // end long polls, which would hold Shutdown up
+	// Close the node first, while the server still serves: each star is
+	// flushed, absorbed, sealed and handed to its next owner, and requests
+	// that reach this member meanwhile are forwarded to the new leaders
+	// (the node's router follows the handoffs until the close ends).
+	// Shutting the server down first would make every other member's
+	// forwards to this one fail until the handoffs were over.
+	cerr := node.Close(context.Background())
+	slog.Info("left the fleet; stopping the server", "member", o.name, "err", cerr)
+	close(done)   // end long polls, which would hold Shutdown up
+	fresh.close() // and connections that never sent a request, which would hold it 5s
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		slog.Error("shutdown", "err", serr)
 	}
-	// Close the node: its stars flushed, absorbed, sealed and handed over.
-	return errors.Join(err, node.Close(context.Background()))
+	slog.Info("stopped", "member", o.name)
+	return errors.Join(err, cerr)
 }

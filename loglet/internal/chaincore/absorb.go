@@ -350,12 +350,12 @@ func (c *Core) snapshotOf(refs []absorb.SpanRef) (TailsView, string) {
 	// (A base inherited at a takeover has no known size: baseBytes 0,
 	// and the streams alone decide until this owner writes its own.)
 	if a.base != "" && a.roundNo-a.baseRound < every && len(a.dirty)*deltaShare <= a.baseStreams && (a.baseBytes == 0 || a.deltaBytes*deltaShare <= a.baseBytes) {
-		var delta tailMap
+		delta := make([]tailEntry, 0, len(a.dirty))
 		for id := range a.dirty {
 			t, _ := a.tails.get(id)
-			delta.set(id, t)
+			delta = append(delta, tailEntry{id, t})
 		}
-		return delta.freeze(), a.base
+		return TailsView{flat: delta, n: len(delta)}, a.base
 	}
 	return a.tails.freeze(), ""
 }

@@ -194,8 +194,7 @@ type Walk struct {
 // it in steps instead, each one Commit: MarkRoundPending, CommitRefs per
 // chunk, then AdvanceRound.
 
-// PutSnapshot asks to encode Round's tails snapshot (Snapshot, through
-// absorb.EncodeTails) and write it at Key to the buckets, returning once W
+// PutSnapshot asks to encode Round's tails snapshot (Encode) and write it at Key to the buckets, returning once W
 // copies are there (absorb.PutSnapshotTracked). Streams are the tails it
 // holds, frozen; Base is the full snapshot a delta builds on ("" for a
 // full snapshot). The executor encodes, not the core: a full snapshot of a
@@ -211,6 +210,12 @@ type PutSnapshot struct {
 // Snapshot is the snapshot's content, as of the round's end.
 func (r PutSnapshot) Snapshot() absorb.Tails {
 	return absorb.Tails{Epoch: r.Round.Epoch, Next: r.Round.To, Streams: r.Streams.Map(), Base: r.Base}
+}
+
+// Encode renders the snapshot object (absorb's binary format), straight
+// from the frozen view: no map of the streams is built.
+func (r PutSnapshot) Encode() ([]byte, error) {
+	return r.Streams.Encode(r.Round.Epoch, r.Round.To, r.Base)
 }
 
 // CommitRound asks to write an absorb round's refs and the checkpoint in
@@ -399,13 +404,18 @@ type Probed struct {
 
 // TailsRead is ReadTails' result.
 //
+// Streams are the tails read, frozen: the executor decodes the snapshot
+// into a view (TailsBuilder) and the core adopts it whole, so a million
+// streams cost the core's loop nothing to take in. Base is the full
+// snapshot a delta read builds on ("" for a full one, or a rebuild).
 // For a snapshot read (not rebuilt), BaseStreams is the number of streams
 // of the full snapshot the tails build on (the snapshot itself, or the
 // delta's base), and Changed, for a delta, the streams the delta holds:
 // what changed since that base. A successor builds its deltas on the same
 // base, so its Open writes no full snapshot.
 type TailsRead struct {
-	Tails       absorb.Tails
+	Streams     TailsView
+	Base        string
 	Rebuilt     bool     // computed from the refs (ReadTails.Rebuild)
 	Orphans     []string // snapshots written by a round never committed
 	BaseStreams int

@@ -770,16 +770,14 @@ func (s *succession) onTailsRead(c *Core, ev TailsRead) {
 		return
 	}
 	if ev.Rebuilt {
-		c.logf(slog.LevelWarn, "tails rebuilt from the refs", attrS("damaged_key", s.cp.Tails), attrI("streams", len(ev.Tails.Streams)))
+		c.logf(slog.LevelWarn, "tails rebuilt from the refs", attrS("damaged_key", s.cp.Tails), attrI("streams", ev.Streams.Len()))
 	}
-	for name, t := range ev.Tails.Streams {
-		c.ab.tails.set(name, t)
-	}
-	s.inheritedBase = ev.Tails.Base
+	c.ab.tails.adopt(ev.Streams)
+	s.inheritedBase = ev.Base
 	switch {
 	case ev.Rebuilt || s.cp.Tails == "":
-	case ev.Tails.Base != "": // a delta: build on its base
-		s.adopt, s.adoptStreams, s.adoptChanged = ev.Tails.Base, ev.BaseStreams, ev.Changed
+	case ev.Base != "": // a delta: build on its base
+		s.adopt, s.adoptStreams, s.adoptChanged = ev.Base, ev.BaseStreams, ev.Changed
 	case s.cp.TailsBase == "": // the snapshot read is full
 		s.adopt, s.adoptStreams, s.adoptChanged = s.cp.Tails, ev.BaseStreams, nil
 	}

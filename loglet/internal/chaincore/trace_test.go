@@ -298,7 +298,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 		// base= names the full snapshot a delta read builds on, with
 		// base-streams= streams; changed= the delta's streams.
 		t.Base = h.str(d, "base", "")
-		ev := TailsRead{Tails: t, BaseStreams: int(h.u64(d, "base-streams", 0))}
+		ev := TailsRead{Streams: TailsViewOf(t.Streams), Base: t.Base, BaseStreams: int(h.u64(d, "base-streams", 0))}
 		if ch := h.str(d, "changed", ""); ch != "" {
 			ev.Changed = strings.Split(ch, ",")
 		}
@@ -804,7 +804,11 @@ func (h *harness) request(r Request) string {
 	case Walk:
 		return fmt.Sprintf("walk e=%d [%d,%d) max=%d", r.Epoch, r.From, r.To, r.Max)
 	case PutSnapshot:
-		h.snapBytes = len(absorb.EncodeTails(r.Snapshot())) // the executor's encoding
+		body, err := r.Encode() // the executor's encoding
+		if err != nil {
+			h.t.Fatalf("encode the snapshot: %v", err)
+		}
+		h.snapBytes = len(body)
 		snap := fmt.Sprintf("full(%d)", r.Streams.Len())
 		if r.Base != "" {
 			snap = fmt.Sprintf("delta(%d)", r.Streams.Len())

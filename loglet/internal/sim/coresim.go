@@ -1190,7 +1190,7 @@ func describeEvent(ev chaincore.Event) string {
 	case chaincore.Probed:
 		return fmt.Sprintf("probed e=%d", ev.Epoch)
 	case chaincore.TailsRead:
-		return fmt.Sprintf("tails-read %d %s", len(ev.Tails.Streams), errs(ev.Err))
+		return fmt.Sprintf("tails-read %d %s", ev.Streams.Len(), errs(ev.Err))
 	case chaincore.Walked:
 		return fmt.Sprintf("walked e=%d slots=%d next=%d %s", ev.Epoch, len(ev.Slots), ev.Next, errs(ev.Err))
 	case chaincore.SnapshotPut:

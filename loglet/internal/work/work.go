@@ -178,7 +178,7 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		orphans, _ := absorb.UncommittedSnapshots(ctx, e.Stores, e.Star, e.Class, r.Checkpoint)
 		if r.Rebuild {
 			t, err := absorb.RebuildTails(ctx, e.Meta, e.Star, e.Class, r.Checkpoint)
-			return chaincore.TailsRead{Tails: t, Rebuilt: true, Orphans: orphans, Err: err}
+			return chaincore.TailsRead{Streams: chaincore.TailsViewOf(t.Streams), Base: t.Base, Rebuilt: true, Orphans: orphans, Err: err}
 		}
 		if r.Key == "" {
 			return chaincore.TailsRead{Orphans: orphans}
@@ -190,8 +190,10 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return e.walk(ctx, r)
 	case chaincore.PutSnapshot:
 		// Encoded here, off the core's loop.
-		body := absorb.EncodeTails(r.Snapshot())
-		err := absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, body, e.Background)
+		body, err := r.Encode()
+		if err == nil {
+			err = absorb.PutSnapshotTracked(ctx, e.Stores, e.W, r.Key, body, e.Background)
+		}
 		return chaincore.SnapshotPut{Round: r.Round, Bytes: len(body), Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
@@ -413,31 +415,61 @@ func (e *Env) fence(ctx context.Context, r chaincore.Fence) chaincore.Event {
 // readTails reads the tails as of the snapshot at key, as absorb.ReadTails
 // does (a delta laid over the full snapshot it builds on), and tells the
 // core what it needs to build its deltas on the same base: the base's
-// streams, and the delta's (chaincore.TailsRead).
+// streams, and the delta's (chaincore.TailsRead). The snapshots are
+// decoded straight into the view the core adopts (no map of a million
+// streams is built, and the core's loop inserts none of them).
 func readTails(ctx context.Context, stores []objstore.Store, key string) chaincore.TailsRead {
-	t, err := absorb.ReadSnapshot(ctx, stores, key)
+	// A full snapshot's streams go straight into b; a delta's are kept
+	// aside until its base is in b.
+	var b chaincore.TailsBuilder
+	var delta []absorb.StreamTail
+	var deltaIDs []string
+	isDelta := false
+	first := func(h absorb.TailsHeader) {
+		b, delta, deltaIDs, isDelta = chaincore.TailsBuilder{}, delta[:0], deltaIDs[:0], h.Base != ""
+		if !isDelta {
+			b.Expect(h.Streams)
+		}
+	}
+	h, err := absorb.ReadSnapshotFunc(ctx, stores, key, first, func(id string, t absorb.StreamTail) {
+		if isDelta {
+			deltaIDs, delta = append(deltaIDs, id), append(delta, t)
+		} else {
+			b.Set(id, t)
+		}
+	})
 	if err != nil {
 		return chaincore.TailsRead{Err: err}
 	}
-	if t.Base == "" {
-		return chaincore.TailsRead{Tails: t, BaseStreams: len(t.Streams)}
+	if h.Base == "" {
+		if b.Len() != h.Streams {
+			return chaincore.TailsRead{Err: fmt.Errorf("absorb: read tails snapshot %s: %w: %d streams listed, %d distinct", key, absorb.ErrCorrupt, h.Streams, b.Len())}
+		}
+		return chaincore.TailsRead{Streams: b.View(), BaseStreams: b.Len()}
 	}
-	base, err := absorb.ReadSnapshot(ctx, stores, t.Base)
+	bh, err := absorb.ReadSnapshotFunc(ctx, stores, h.Base, func(bh absorb.TailsHeader) {
+		b = chaincore.TailsBuilder{}
+		b.Expect(bh.Streams + len(deltaIDs))
+	}, b.Set)
 	if err != nil {
-		return chaincore.TailsRead{Err: fmt.Errorf("absorb: tails snapshot %s builds on %s: %w", key, t.Base, err)}
+		return chaincore.TailsRead{Err: fmt.Errorf("absorb: tails snapshot %s builds on %s: %w", key, h.Base, err)}
 	}
-	if base.Base != "" {
-		return chaincore.TailsRead{Err: fmt.Errorf("%w: tails snapshot %s builds on %s, itself a delta", absorb.ErrCorrupt, key, t.Base)}
+	if bh.Base != "" {
+		return chaincore.TailsRead{Err: fmt.Errorf("%w: tails snapshot %s builds on %s, itself a delta", absorb.ErrCorrupt, key, h.Base)}
 	}
-	merged := base.Streams // decoded for this call: ours to change
-	if merged == nil {
-		merged = map[string]absorb.StreamTail{}
+	if b.Len() != bh.Streams {
+		return chaincore.TailsRead{Err: fmt.Errorf("absorb: read tails snapshot %s: %w: %d streams listed, %d distinct", h.Base, absorb.ErrCorrupt, bh.Streams, b.Len())}
 	}
-	changed := make([]string, 0, len(t.Streams))
-	for id, st := range t.Streams {
-		merged[id] = st
-		changed = append(changed, id)
+	baseStreams := b.Len()
+	for i, id := range deltaIDs {
+		b.Set(id, delta[i])
 	}
+	changed := slices.Clone(deltaIDs)
 	slices.Sort(changed)
-	return chaincore.TailsRead{Tails: absorb.Tails{Epoch: t.Epoch, Next: t.Next, Streams: merged, Base: t.Base}, BaseStreams: len(base.Streams), Changed: changed}
+	for i := 1; i < len(changed); i++ {
+		if changed[i] == changed[i-1] {
+			return chaincore.TailsRead{Err: fmt.Errorf("absorb: read tails snapshot %s: %w: stream %q listed twice", key, absorb.ErrCorrupt, changed[i])}
+		}
+	}
+	return chaincore.TailsRead{Streams: b.View(), Base: h.Base, BaseStreams: baseStreams, Changed: changed}
 }
