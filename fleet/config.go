@@ -67,6 +67,14 @@ type Config struct {
 	// jittered backoff while etcd is unreachable), publishes its member
 	// record again under a new Owner, and placement gives it stars again.
 	NoRejoin bool
+	// KeepRouter leaves the node's Router following etcd after the node
+	// stops (Close, or a session lost under NoRejoin): a host that serves
+	// requests through its leave (contrib/fleethttp forwards them to the
+	// stars' new leaders) keeps routing them on a live table until it
+	// closes the router itself (Node.Router().Close(), after its server
+	// has stopped). By default (false) the node closes its router when it
+	// stops.
+	KeepRouter bool
 	// Logger receives the fleet's events. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -126,3 +134,11 @@ func (c Config) leadsPrefix() string          { return c.Prefix + "fleet/leads/"
 // leadKey is <Prefix>fleet/leads/<star>/<member>: one per member that
 // leads the star (two while a deposed one has not noticed).
 func (c Config) leadKey(star, member string) string { return c.leadsPrefix() + star + "/" + member }
+
+func (c Config) claimsPrefix() string { return c.Prefix + "fleet/claims/" }
+
+// claimKey is <Prefix>fleet/claims/<star>/<member>: the member is opening
+// the star (put before its loglet.Open, replaced by its lead or deleted
+// when the open fails), so a member the star is placed on meanwhile waits
+// for it as for a lead.
+func (c Config) claimKey(star, member string) string { return c.claimsPrefix() + star + "/" + member }

@@ -31,6 +31,7 @@ type view struct {
 	self   string
 	owners map[string]string          // placement: star -> member
 	leads  map[string]map[string]Lead // published leads: star -> member -> lead
+	claims map[string][]string        // live members opening a star (their claims): star -> members
 	local  map[string]local           // this member's stars (absent: idle)
 }
 
@@ -91,8 +92,12 @@ func newController(handoffWait time.Duration) *controller {
 // The rules, for each star:
 //   - held here (open) but placed elsewhere, or deposed: close it;
 //   - placed here and idle: open it, unless another member publishes a
-//     lead of it, in which case wait for that lead to go (the old owner's
-//     clean close deletes it, a crashed owner's lease takes it); a failed
+//     lead of it or claims it (it is opening the star: placement moved
+//     while it did, as when members join together), in which case wait
+//     for that lead or claim to go (the old owner's clean close deletes
+//     the lead, a claim turns into a lead or goes when the open fails, a
+//     crashed owner's lease takes both; a claim whose member is no longer
+//     live is not in the view); a failed
 //     open (one refused because a live member still owns the epoch) is
 //     retried after a backoff (100ms doubling to 5s); handoffWait after the
 //     star was first seen placed here, the open may depose (fence) a live
@@ -148,7 +153,7 @@ func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time)
 			soonest(r.at)
 			continue
 		}
-		if ledElsewhere(v.leads[s], v.self) && now.Before(deadline) {
+		if (ledElsewhere(v.leads[s], v.self) || claimedElsewhere(v.claims[s], v.self)) && now.Before(deadline) {
 			soonest(deadline)
 			continue
 		}
@@ -173,6 +178,15 @@ func (c *controller) opened(now time.Time, star string, ok bool) {
 func ledElsewhere(ls map[string]Lead, self string) bool {
 	for name := range ls {
 		if name != self {
+			return true
+		}
+	}
+	return false
+}
+
+func claimedElsewhere(members []string, self string) bool {
+	for _, m := range members {
+		if m != self {
 			return true
 		}
 	}

@@ -45,6 +45,7 @@ func TestControllerDecisions(t *testing.T) {
 		at     time.Duration
 		owners map[string]string
 		leads  map[string]map[string]Lead
+		claims map[string][]string // live members opening a star
 		local  map[string]local
 		opened map[string]bool // outcomes reported before the step
 		want   string
@@ -115,6 +116,29 @@ func TestControllerDecisions(t *testing.T) {
 			{at: wait + 2*time.Second, owners: map[string]string{"a": "old"}, local: map[string]local{"a": {state: starOpen}}, want: "close a", wake: -1},
 			{at: wait + 3*time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: 2*wait + 3*time.Second},
 		}},
+		{"cold-start-waits-for-a-claim", []step{
+			// Members joined together: the star was placed on "first"
+			// alone, which claimed it and is opening it; placed here now,
+			// the claim is waited for like a lead, not fenced.
+			{owners: map[string]string{"a": "me"}, claims: map[string][]string{"a": {"first"}}, want: "", wake: wait},
+			// Its open ended: the claim became its lead.
+			{at: time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@first"), want: "", wake: wait},
+			// Its clean close withdrew the lead: open, no fence.
+			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+		}},
+		{"claim-gone-without-lead-opens", []step{
+			// The claimer's open failed (or its session ended: the view
+			// holds no claim of a member that is not live).
+			{owners: map[string]string{"a": "me"}, claims: map[string][]string{"a": {"first"}}, want: "", wake: wait},
+			{at: time.Second, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+		}},
+		{"claim-held-past-handoff-wait-deposes", []step{
+			{owners: map[string]string{"a": "me"}, claims: map[string][]string{"a": {"first"}}, want: "", wake: wait},
+			{at: wait, owners: map[string]string{"a": "me"}, claims: map[string][]string{"a": {"first"}}, want: "open! a", wake: -1},
+		}},
+		{"own-claim-does-not-block", []step{
+			{owners: map[string]string{"a": "me"}, claims: map[string][]string{"a": {"me"}}, want: "open a", wake: -1},
+		}},
 		{"no-members-closes-everything", []step{
 			{owners: map[string]string{}, local: map[string]local{"a": {state: starOpen}, "b": {state: starOpen}}, want: "close a, close b", wake: -1},
 		}},
@@ -127,7 +151,7 @@ func TestControllerDecisions(t *testing.T) {
 				for star, ok := range s.opened {
 					c.opened(now, star, ok)
 				}
-				acts, wake := c.step(now, view{self: "me", owners: s.owners, leads: s.leads, local: s.local})
+				acts, wake := c.step(now, view{self: "me", owners: s.owners, leads: s.leads, claims: s.claims, local: s.local})
 				got := fmtActs(acts)
 				wantWake := time.Time{}
 				if s.wake >= 0 {

@@ -6,10 +6,11 @@
 //
 // It owns the keys under <Config.Prefix>fleet/ and nothing else:
 //
-//	<Prefix>fleet/members/<member>      a Member, under the member's lease
-//	<Prefix>fleet/leads/<star>/<member> a Lead (the member and the epoch), under the same lease
-//	<Prefix>fleet/drained/<member>      a drain (Drain), outside any lease
-//	<Prefix>fleet/moves/<star>          a placement override (Move), outside any lease
+//	<Prefix>fleet/members/<member>       a Member, under the member's lease
+//	<Prefix>fleet/leads/<star>/<member>  a Lead (the member and the epoch), under the same lease
+//	<Prefix>fleet/claims/<star>/<member> a claim (empty): the member is opening the star, under the same lease
+//	<Prefix>fleet/drained/<member>       a drain (Drain), outside any lease
+//	<Prefix>fleet/moves/<star>           a placement override (Move), outside any lease
 //
 // The invariant it keeps is the loglet's, not one of its own: leadership is
 // decided only by the epoch protocol (the seal and the mint in the
@@ -44,7 +45,10 @@
 // A planned move (a member joins or leaves): the old owner sees the star
 // placed elsewhere, closes it (flush, absorb, seal) and deletes its Lead;
 // the new owner, which has waited for that Lead to go, opens the star from
-// the clean seal without a fence. The new owner waits at most
+// the clean seal without a fence. A member claims a star before it opens
+// it, and the claim is waited for like a lead: members that join together
+// (a cold start) hand over the stars placed on the first of them while
+// it was alone, instead of fencing its opens. The new owner waits at most
 // Config.HandoffWait: an old owner whose Close cannot finish is fenced. A
 // crash: the old owner's lease expires, its Leads go with it, and the new
 // owner opens the star at once (its Open seals, fences and takes over).

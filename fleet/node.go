@@ -147,7 +147,8 @@ func register(ctx context.Context, cli *clientv3.Client, cfg Config, m Member, o
 // Member is this node's member record.
 func (n *Node) Member() Member { return n.self }
 
-// Router is the node's routing table.
+// Router is the node's routing table. The node closes it when it stops,
+// unless Config.KeepRouter leaves it to the host.
 func (n *Node) Router() *Router { return n.router }
 
 // Star returns the star this member leads now, and false while it does not
@@ -209,7 +210,8 @@ func (n *Node) session() *concurrency.Session {
 // deletes its member key (so the others place its stars elsewhere at
 // once, and wait for their leads), closes every star it holds (flush,
 // absorb, seal, then withdraw the lead: each one's new owner opens it
-// without a fence), and revokes the session's lease.
+// without a fence), and revokes the session's lease. Its Router stops
+// following etcd then, unless Config.KeepRouter leaves it to the host.
 // It returns errors.Join of the stars' Close errors and the revoke's;
 // later calls return the first call's result.
 func (n *Node) Close(ctx context.Context) error {
@@ -235,7 +237,7 @@ func (n *Node) close(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, n.closeAll(ctx, true))
-	n.router.Close()
+	n.closeRouter()
 	if sess == nil {
 		// Closed while rejoining: the lost session's lease is gone, and
 		// no new one was granted.
@@ -283,7 +285,7 @@ func (n *Node) run() {
 			n.err = fmt.Errorf("fleet: member %q: %w", n.self.Name, ErrSessionLost)
 			n.mu.Unlock()
 			n.cancel()
-			n.router.Close()
+			n.closeRouter()
 			return
 		}
 		if !n.rejoin() {
@@ -379,7 +381,7 @@ func (n *Node) rejoin() bool {
 			n.err = fmt.Errorf("fleet: member %q: %w (the etcd client is closed)", n.self.Name, ErrSessionLost)
 			n.mu.Unlock()
 			n.cancel()
-			n.router.Close()
+			n.closeRouter()
 			return false
 		}
 		backoff = min(max(2*backoff, minRetry), maxRetry)
@@ -450,9 +452,9 @@ func (n *Node) decide() time.Time {
 		also = append(also, s)
 	}
 	n.mu.Unlock()
-	owners, leads := n.router.viewOf(n.self.Name, also)
+	owners, leads, claims := n.router.viewOf(n.self.Name, also)
 	n.mu.Lock()
-	v := view{self: n.self.Name, owners: owners, leads: leads, local: map[string]local{}}
+	v := view{self: n.self.Name, owners: owners, leads: leads, claims: claims, local: map[string]local{}}
 	for s, h := range n.stars {
 		l := local{state: h.state}
 		if h.state == starOpen && h.publishing {
@@ -511,6 +513,14 @@ func deposed(st loglet.Stats, epoch uint64, ls map[string]Lead, self string) boo
 	return false
 }
 
+// closeRouter closes the node's router as it stops, unless
+// Config.KeepRouter leaves that to the host.
+func (n *Node) closeRouter() {
+	if !n.cfg.KeepRouter {
+		n.router.Close()
+	}
+}
+
 func (n *Node) poke() {
 	select {
 	case n.kick <- struct{}{}:
@@ -522,9 +532,18 @@ func (n *Node) poke() {
 // Without depose, an epoch record owned by a live member (one still
 // opening or closing the star) is refused (loglet.ErrLiveOwner), and the
 // controller tries again after a backoff.
+//
+// Before the open it claims the star (claimKey, under the lease), so a
+// member the star is placed on meanwhile (members that join together, a
+// placement that moves while the open runs) waits for it as for a lead
+// instead of fencing an open in flight. The lead replaces the claim; a
+// failed open withdraws it.
 func (n *Node) openStar(star string, depose bool) {
 	defer n.poke()
-	s, err := n.open(star, depose)
+	s, claimed, err := n.open(star, depose)
+	if err != nil && claimed {
+		n.unclaim(star)
+	}
 	n.mu.Lock()
 	h := n.stars[star]
 	n.ctl.opened(time.Now(), star, err == nil)
@@ -535,6 +554,8 @@ func (n *Node) openStar(star string, depose bool) {
 		case n.sctx.Err() != nil:
 		case errors.Is(err, loglet.ErrLiveOwner):
 			n.log.Info("fleet: star still held by a live member; will retry", "star", star)
+		case errors.Is(err, errClaimed):
+			n.log.Info("fleet: another member is opening or leading the star; will retry", "star", star)
 		case errors.Is(err, loglet.ErrTakeoverLost):
 			// Another member opened it at the same time (a placement
 			// that was moving): its lead, or the next change, decides.
@@ -566,13 +587,32 @@ func (n *Node) openStar(star string, depose bool) {
 	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
 }
 
-func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
+// open claims star and, meanwhile (each is an etcd round trip on the
+// path of every handoff), prepares its config; then, the claim won, opens
+// it. claimed says whether the claim was put (to withdraw on a failure).
+func (n *Node) open(star string, depose bool) (s *loglet.Star, claimed bool, err error) {
+	claimErr := make(chan error, 1)
+	go func() { claimErr <- n.claim(star, depose) }()
+	cfg, err := n.prepare(star, depose)
+	if cerr := <-claimErr; cerr != nil {
+		return nil, false, cerr
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	s, err = loglet.Open(n.sctx, cfg)
+	return s, true, err
+}
+
+// prepare is the loglet.Config to open star with: the host's (OpenStar),
+// with the fleet's Star, Stars, Owner and RefuseLiveOwner.
+func (n *Node) prepare(star string, depose bool) (loglet.Config, error) {
 	cfg, err := n.cfg.OpenStar(n.sctx, star)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: config of star %q: %w", star, err)
+		return cfg, fmt.Errorf("fleet: config of star %q: %w", star, err)
 	}
 	if cfg.Star != "" && cfg.Star != star {
-		return nil, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
+		return cfg, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
 	}
 	cfg.Star = star
 	if len(cfg.Stars) == 0 {
@@ -593,17 +633,68 @@ func (n *Node) open(star string, depose bool) (*loglet.Star, error) {
 		case err == nil:
 			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
 		case !errors.Is(err, metastore.ErrNotFound):
-			return nil, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
+			return cfg, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
 		}
 	}
-	return loglet.Open(n.sctx, cfg)
+	return cfg, nil
+}
+
+// errClaimed: a claim without depose found another member's claim or lead
+// of the star (one the router had not shown yet): the open waits for it.
+var errClaimed = errors.New("fleet: another member claims or leads the star")
+
+// claim puts this member's claim of star (it is opening it) under the
+// session's lease. Without depose, only if no other member claims or leads
+// the star (errClaimed): two members never open a star against each other
+// because the router showed one of them a placement before the other's
+// claim.
+func (n *Node) claim(star string, depose bool) error {
+	key := n.cfg.claimKey(star, n.self.Name)
+	put := clientv3.OpPut(key, "", clientv3.WithLease(n.sess.Lease()))
+	var cmps []clientv3.Cmp
+	if !depose {
+		for _, prefix := range []string{n.cfg.claimsPrefix() + star + "/", n.cfg.leadsPrefix() + star + "/"} {
+			own := prefix + n.self.Name
+			// Every key of the prefix but this member's own: [prefix, own)
+			// and (own, end of prefix).
+			cmps = append(cmps,
+				clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithRange(own),
+				clientv3.Compare(clientv3.CreateRevision(own+"\x00"), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+		}
+	}
+	resp, err := n.cli.Txn(n.sctx).If(cmps...).Then(put).Commit()
+	if err != nil {
+		return fmt.Errorf("fleet: claim star %q: %w", star, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("fleet: claim star %q: %w", star, errClaimed)
+	}
+	return nil
+}
+
+// unclaim withdraws the claim of a failed open, so a member the star is
+// placed on opens it now rather than after HandoffWait; also when the
+// node is closing (its opens end), as its lease outlives the closes of
+// its stars. A lost session needs nothing: the lease took the claim.
+func (n *Node) unclaim(star string) {
+	if n.sctx.Err() != nil && n.ctx.Err() == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.sctx), n.cfg.TTL)
+	defer cancel()
+	if _, err := n.cli.Delete(ctx, n.cfg.claimKey(star, n.self.Name)); err != nil {
+		n.log.Warn("fleet: could not withdraw a claim; a new owner waits HandoffWait at most", "star", star, "err", err)
+	}
 }
 
 // publish puts this member's lead of star at epoch, under the session's
-// lease.
+// lease, and deletes its claim (if any) in the same transaction.
 func (n *Node) publish(star string, epoch uint64) error {
 	val, _ := json.Marshal(Lead{Member: n.self, Epoch: epoch})
-	_, err := n.cli.Put(n.sctx, n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease()))
+	_, err := n.cli.Txn(n.sctx).Then(
+		clientv3.OpPut(n.cfg.leadKey(star, n.self.Name), string(val), clientv3.WithLease(n.sess.Lease())),
+		clientv3.OpDelete(n.cfg.claimKey(star, n.self.Name)),
+	).Commit()
 	return err
 }
 
@@ -642,7 +733,11 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 	}
 	if withdraw {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
-		_, derr := n.cli.Delete(dctx, n.cfg.leadKey(star, n.self.Name))
+		// The claim too: one a failed publication left.
+		_, derr := n.cli.Txn(dctx).Then(
+			clientv3.OpDelete(n.cfg.leadKey(star, n.self.Name)),
+			clientv3.OpDelete(n.cfg.claimKey(star, n.self.Name)),
+		).Commit()
 		cancel()
 		if derr != nil {
 			// The lease takes it when it expires; the new owner waits at

@@ -8,7 +8,7 @@ import (
 
 func (r *Router) putRaw(key, val string) {
 	r.mu.Lock()
-	r.replaceLocked(r.apply(r.members, r.leads, r.ops, key, []byte(val), false))
+	r.replaceLocked(r.apply(r.members, r.leads, r.claims, r.ops, key, []byte(val), false))
 	r.mu.Unlock()
 }
 

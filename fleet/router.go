@@ -44,6 +44,7 @@ type Router struct {
 	mu       sync.Mutex
 	members  map[string]memberRecord
 	leads    map[string]map[string]Lead // star -> member -> lead
+	claims   map[string]map[string]bool // star -> member opening it (claimKey)
 	owners   map[string]string          // placement
 	place    placement                  // what owners is computed from, kept across changes
 	placedOn map[string][]string        // member -> the stars placed on it
@@ -102,12 +103,13 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 	}
 	members := map[string]memberRecord{}
 	leads := map[string]map[string]Lead{}
+	claims := map[string]map[string]bool{}
 	ops := newOpsState()
 	for _, kv := range resp.Kvs {
-		r.apply(members, leads, ops, string(kv.Key), kv.Value, false)
+		r.apply(members, leads, claims, ops, string(kv.Key), kv.Value, false)
 	}
 	r.mu.Lock()
-	r.members, r.leads, r.ops = members, leads, ops
+	r.members, r.leads, r.claims, r.ops = members, leads, claims, ops
 	r.countUnledLocked()
 	r.replaceLocked(true)
 	r.mu.Unlock()
@@ -118,10 +120,27 @@ func (r *Router) load(ctx context.Context) (int64, error) {
 // keys are logged and skipped: one bad record must not blind the router.
 // It reports whether the key is one of placement's inputs (a member, a
 // drain, a move): a lead is not, and does not cost a new placement.
-func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, ops opsState, key string, val []byte, del bool) (placement bool) {
+func (r *Router) apply(members map[string]memberRecord, leads map[string]map[string]Lead, claims map[string]map[string]bool, ops opsState, key string, val []byte, del bool) (placement bool) {
 	switch {
 	case r.applyOps(ops, key, val, del):
 		return true
+	case strings.HasPrefix(key, r.cfg.claimsPrefix()):
+		star, name, ok := strings.Cut(strings.TrimPrefix(key, r.cfg.claimsPrefix()), "/")
+		if !ok {
+			r.cfg.Logger.Warn("fleet: skipping a bad claim key", "key", key)
+			return false
+		}
+		if del {
+			delete(claims[star], name)
+			if len(claims[star]) == 0 {
+				delete(claims, star)
+			}
+			return false
+		}
+		if claims[star] == nil {
+			claims[star] = map[string]bool{}
+		}
+		claims[star][name] = true
 	case strings.HasPrefix(key, r.cfg.membersPrefix()):
 		name := strings.TrimPrefix(key, r.cfg.membersPrefix())
 		if del {
@@ -235,7 +254,7 @@ func (r *Router) watch(ctx context.Context, rev int64) {
 func (r *Router) applyLocked(key string, val []byte, del bool) (placement bool) {
 	star := r.leadStar(key)
 	wasLed := len(r.leads[star]) > 0
-	placement = r.apply(r.members, r.leads, r.ops, key, val, del)
+	placement = r.apply(r.members, r.leads, r.claims, r.ops, key, val, del)
 	if led := len(r.leads[star]) > 0; led != wasLed && r.isStar[star] {
 		if led {
 			r.stats.Unled--
@@ -257,15 +276,17 @@ func (r *Router) leadStar(key string) string {
 }
 
 // viewOf is what member's controller decides from: the placed member and
-// a copy of the leads of the stars placed on member and of the stars of
-// also (those it holds or waits for), and no other; the cost is that of
-// member's stars, not of the deployment's.
-func (r *Router) viewOf(member string, also []string) (owners map[string]string, leads map[string]map[string]Lead) {
+// a copy of the leads and claims of the stars placed on member and of the
+// stars of also (those it holds or waits for), and no other; the cost is
+// that of member's stars, not of the deployment's. A claim counts only
+// while its member is live: one whose session is gone opens nothing.
+func (r *Router) viewOf(member string, also []string) (owners map[string]string, leads map[string]map[string]Lead, claims map[string][]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	mine := r.placedOn[member]
 	owners = make(map[string]string, len(mine)+len(also))
 	leads = make(map[string]map[string]Lead, len(mine)+len(also))
+	claims = map[string][]string{}
 	add := func(s string) {
 		if _, done := leads[s]; done {
 			return
@@ -278,6 +299,11 @@ func (r *Router) viewOf(member string, also []string) (owners map[string]string,
 			ls[m] = l
 		}
 		leads[s] = ls
+		for m := range r.claims[s] {
+			if _, live := r.members[m]; live {
+				claims[s] = append(claims[s], m)
+			}
+		}
 	}
 	for _, s := range mine {
 		add(s)
@@ -285,7 +311,7 @@ func (r *Router) viewOf(member string, also []string) (owners map[string]string,
 	for _, s := range also {
 		add(s)
 	}
-	return owners, leads
+	return owners, leads, claims
 }
 
 // Close stops the watch. The table stays readable, frozen.
@@ -323,6 +349,9 @@ func (r *Router) Placement() map[string]string {
 	}
 	return out
 }
+
+// HasStar reports whether star is one of the deployment's (Config.Stars).
+func (r *Router) HasStar(star string) bool { return r.isStar[star] }
 
 // Owner is the member placement gives star to: the one that should lead
 // it. It may not lead it yet (Leader says who does).

@@ -16,7 +16,7 @@ func newTableRouter(t *testing.T, meta metastore.Store) *Router {
 	}
 	cfg.applyDefaults()
 	cfg.Logger = quiet()
-	r := &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState(), isStar: map[string]bool{}}
+	r := &Router{cfg: cfg, members: map[string]memberRecord{}, leads: map[string]map[string]Lead{}, claims: map[string]map[string]bool{}, changed: make(chan struct{}), streams: map[string]string{}, ops: newOpsState(), isStar: map[string]bool{}}
 	for _, s := range cfg.Stars {
 		r.isStar[s] = true
 	}
@@ -50,9 +50,9 @@ func TestRouterTable(t *testing.T) {
 	r.put(r.cfg.memberKey("b"), memberRecord{Member: b, Owner: "b/1"})
 	// A bad record and an unknown key are skipped.
 	r.mu.Lock()
-	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("c"), []byte("{not json"), false)
-	r.apply(r.members, r.leads, r.ops, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
-	r.apply(r.members, r.leads, r.ops, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
+	r.apply(r.members, r.leads, r.claims, r.ops, r.cfg.memberKey("c"), []byte("{not json"), false)
+	r.apply(r.members, r.leads, r.claims, r.ops, r.cfg.memberKey("d"), []byte(`{"name":"e"}`), false) // name != key
+	r.apply(r.members, r.leads, r.claims, r.ops, r.cfg.leadsPrefix()+"no-slash", []byte(`{}`), false)
 	r.mu.Unlock()
 	if got := r.Members(); len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
 		t.Fatalf("Members = %v, want a, b", got)
@@ -189,5 +189,38 @@ func TestRouterPlacesOnlyOnMembershipChange(t *testing.T) {
 		if r.placed != before+1 {
 			t.Fatalf("%s: placed %d times, want 1", key, r.placed-before)
 		}
+	}
+}
+
+// TestRouterClaims: the controller's view holds the claims of live members
+// only (a member whose key is gone opens nothing), and a claim goes when
+// its key is deleted.
+func TestRouterClaims(t *testing.T) {
+	r := newTableRouter(t, metastore.NewMem())
+	a := Member{Name: "a", Addr: "a:1"}
+	r.put(r.cfg.memberKey("a"), memberRecord{Member: a, Owner: "a/1"})
+	star := r.cfg.Stars[0]
+	r.put(r.cfg.claimKey(star, "a"), "")
+	r.put(r.cfg.claimKey(star, "gone"), "")
+	_, _, claims := r.viewOf("a", []string{star})
+	if got := claims[star]; len(got) != 1 || got[0] != "a" {
+		t.Fatalf("claims of %s = %v, want [a] (gone is not live)", star, got)
+	}
+	r.put(r.cfg.memberKey("gone"), memberRecord{Member: Member{Name: "gone"}, Owner: "gone/1"})
+	_, _, claims = r.viewOf("a", []string{star})
+	if got := claims[star]; len(got) != 2 {
+		t.Fatalf("claims of %s = %v, want a and gone (now live)", star, got)
+	}
+	// a's claim deleted (its lead replaced it), gone's member key gone
+	// (its claim waits for the lease): neither counts.
+	r.del(r.cfg.claimKey(star, "a"))
+	r.del(r.cfg.memberKey("gone"))
+	if _, _, claims = r.viewOf("a", []string{star}); len(claims[star]) != 0 {
+		t.Fatalf("claims of %s = %v after the deletes, want none", star, claims[star])
+	}
+	// A bad claim key is skipped.
+	r.put(r.cfg.claimsPrefix()+"no-slash", "")
+	if _, ok := r.claims["no-slash"]; ok || len(r.claims) != 1 {
+		t.Fatalf("claims table %v, want gone's claim of %s alone", r.claims, star)
 	}
 }

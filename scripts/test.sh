@@ -19,11 +19,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-VERSITYGW_VERSION=v1.8.0
+# versitygw's and etcd's start-up (VERSITYGW_VERSION, TOOLS_ROOT, free_port,
+# wait_for, start_versitygw, start_etcd, ...), shared with scripts/perftable.sh.
+# shellcheck source=scripts/servers.sh
+. "$root/scripts/servers.sh"
 FAKE_GCS_VERSION=v1.56.1
 AZURITE_VERSION=3.35.0 # the last release whose engines allow Node 20
-TOOLS_ROOT=$HOME/.cache/flightlog/tools
-TOOLS=${FLIGHTLOG_TOOLS:-$TOOLS_ROOT/versitygw-$VERSITYGW_VERSION}
 work=$(mktemp -d "${TMPDIR:-/tmp}/flightlog-test.XXXXXX")
 pids=()
 
@@ -50,28 +51,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A free loopback port: bind port 0, read what the kernel chose. (Another
-# process could take it before the server binds; the readiness wait below
-# then fails clearly.)
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
-		echo $((20000 + RANDOM % 20000))
-}
-
-# wait_for NAME SECONDS CMD...: poll CMD until it succeeds.
-wait_for() {
-	local name=$1 secs=$2
-	shift 2
-	local deadline=$((SECONDS + secs))
-	until "$@" >/dev/null 2>&1; do
-		if [ "$SECONDS" -ge "$deadline" ]; then
-			log "$name did not answer within ${secs}s"
-			return 1
-		fi
-		sleep 0.1
-	done
-}
-
 # ---- static checks -------------------------------------------------------
 log "gofmt and go vet"
 unformatted=$(gofmt -l . | grep -v '^\.git/' || true)
@@ -94,45 +73,9 @@ while IFS= read -r mod; do
 	fi
 done < <(find . -name go.mod -not -path './.git/*' | sort)
 
-# ---- versitygw -----------------------------------------------------------
-vgw=$TOOLS/versitygw
-if [ ! -x "$vgw" ]; then
-	log "building versitygw $VERSITYGW_VERSION into $TOOLS (first run only)"
-	mkdir -p "$TOOLS"
-	# Outside the module, so this project's go.mod is not consulted.
-	(cd "$work" && GOFLAGS= GOBIN="$TOOLS" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
-fi
-
-s3_port=$(free_port)
-mkdir -p "$work/s3"
-ROOT_ACCESS_KEY=flightlog ROOT_SECRET_KEY=flightlog-secret \
-	"$vgw" --port "127.0.0.1:$s3_port" --quiet --keep-alive posix "$work/s3" >"$work/versitygw.log" 2>&1 &
-pids+=($!)
-
-# ---- etcd ----------------------------------------------------------------
-etcd_bin=$(command -v etcd || true)
-if [ -z "$etcd_bin" ] && [ -x /usr/bin/etcd ]; then
-	etcd_bin=/usr/bin/etcd
-fi
-if [ -z "$etcd_bin" ]; then
-	log "installing etcd-server"
-	sudo=
-	if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server >"$work/apt.log" 2>&1 ||
-		{ cat "$work/apt.log" >&2; exit 1; }
-	# The package may start a system etcd on the default ports; ours uses others.
-	etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
-fi
-
-etcd_port=$(free_port)
-etcd_peer=$(free_port)
-"$etcd_bin" --name flightlog-test --data-dir "$work/etcd" \
-	--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-	--listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-	--initial-cluster "flightlog-test=http://127.0.0.1:$etcd_peer" \
-	--logger=zap --log-level=warn >"$work/etcd.log" 2>&1 &
-pids+=($!)
+# ---- versitygw and etcd ---------------------------------------------------
+start_versitygw "$work"
+start_etcd "$work"
 
 # ---- fake-gcs-server and Azurite (contrib/gocloud) ------------------------
 gcs_tools=$TOOLS_ROOT/fake-gcs-server-$FAKE_GCS_VERSION
@@ -167,14 +110,8 @@ mkdir -p "$work/azurite"
 pids+=($!)
 
 # ---- wait until all answer -----------------------------------------------
-s3_up() { # versitygw answers an anonymous GET / (403 once it is up)
-	local code
-	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$s3_port/") && [ "$code" != 000 ]
-}
-etcd_up() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
-alive() { kill -0 "$1" 2>/dev/null; }
-wait_for "versitygw on 127.0.0.1:$s3_port" 20 s3_up || { alive "${pids[0]}" || log "versitygw exited"; exit 1; }
-wait_for "etcd on 127.0.0.1:$etcd_port" 30 etcd_up || { alive "${pids[1]}" || log "etcd exited"; exit 1; }
+wait_versitygw
+wait_etcd
 gcs_up() { curl -sf "http://127.0.0.1:$gcs_port/storage/v1/b" >/dev/null; }
 az_up() { # Azurite answers an unsigned request (403 once it is up)
 	local code
@@ -185,8 +122,8 @@ wait_for "azurite on 127.0.0.1:$az_port" 30 az_up || { alive "${pids[3]}" || log
 log "versitygw on 127.0.0.1:$s3_port, etcd on 127.0.0.1:$etcd_port, fake-gcs-server on 127.0.0.1:$gcs_port, azurite on 127.0.0.1:$az_port"
 
 export FLIGHTLOG_S3_ENDPOINT="http://127.0.0.1:$s3_port"
-export FLIGHTLOG_S3_ACCESS_KEY=flightlog
-export FLIGHTLOG_S3_SECRET_KEY=flightlog-secret
+export FLIGHTLOG_S3_ACCESS_KEY=$S3_ACCESS_KEY
+export FLIGHTLOG_S3_SECRET_KEY=$S3_SECRET_KEY
 export FLIGHTLOG_S3_POSIX_KEYS=1 # versitygw posix stores keys as paths
 export FLIGHTLOG_ETCD_ENDPOINTS="http://127.0.0.1:$etcd_port"
 export FLIGHTLOG_GCS_ENDPOINT="http://127.0.0.1:$gcs_port"

@@ -63,6 +63,23 @@ func (c *Client) Append(ctx context.Context, stream string, b loglet.Batch) (log
 	return loglet.Ack{Start: a.Start, End: a.End, Tail: a.Tail.tail(), Duplicate: a.Duplicate}, nil
 }
 
+// CreateStream creates stream with o (its class, star and retention) on
+// the leader of its star, as Star.CreateStream does. A name taken matches
+// loglet.ErrStreamExists. A failure after the request was sent matches
+// loglet.ErrOutcomeUnknown: the stream may exist (a retry then answers
+// loglet.ErrStreamExists).
+func (c *Client) CreateStream(ctx context.Context, stream string, o loglet.StreamOptions) (loglet.StreamInfo, error) {
+	var w wireStream
+	if err := c.do(ctx, http.MethodPut, stream, "", streamQuery(o), nil, &w); err != nil {
+		return loglet.StreamInfo{}, err
+	}
+	info, err := w.info()
+	if err != nil {
+		return loglet.StreamInfo{}, fmt.Errorf("fleethttp: the created stream %q: %v: %w", stream, err, loglet.ErrOutcomeUnknown)
+	}
+	return info, nil
+}
+
 // ReadOptions bound a Read.
 type ReadOptions struct {
 	// MaxRecords and MaxBytes: as loglet.ReadQuery's (0: its defaults).
@@ -174,7 +191,7 @@ func (c *Client) do(ctx context.Context, method, stream, suffix string, q url.Va
 				continue
 			}
 			kind := loglet.ErrNotCommitted
-			if method == http.MethodPost && !notSent(err) {
+			if (method == http.MethodPost || method == http.MethodPut) && !notSent(err) {
 				kind = loglet.ErrOutcomeUnknown
 			}
 			return fmt.Errorf("fleethttp: %s %s: %w", method, addr, errors.Join(err, kind))
@@ -186,7 +203,7 @@ func (c *Client) do(ctx context.Context, method, stream, suffix string, q url.Va
 
 func decode(resp *http.Response, stream string, out any) error {
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 			return fmt.Errorf("fleethttp: decode the answer of %s: %v: %w", resp.Header.Get(ServedByHeader), err, loglet.ErrOutcomeUnknown)
 		}

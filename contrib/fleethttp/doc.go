@@ -1,6 +1,7 @@
 // Package fleethttp is a reference transport for a fleet of flightlog
 // members (package fleet): an http.Handler every member serves, and a
-// Client, for Append, Read, CheckTail and read sessions (long polls).
+// Client, for CreateStream, Append, Read, CheckTail and read sessions
+// (long polls).
 //
 // Any member accepts a request. If it leads the stream's star it serves
 // it; otherwise it forwards the request, once, to the member the router
@@ -16,6 +17,7 @@
 //
 // # The wire
 //
+//	PUT  /v1/streams/{name}        create: ?class=standard|express&star=S&max_age=D&max_bytes=B; 201 with the stream
 //	POST /v1/streams/{name}        append; 200 with an Ack
 //	GET  /v1/streams/{name}        read: ?from=N&max=M&max_bytes=B&wait=D&format=json|text
 //	GET  /v1/streams/{name}/tail   CheckTail
@@ -28,7 +30,14 @@
 //
 //	curl --data-binary $'hello\nworld' http://member:8080/v1/streams/greetings
 //
-// appends two records. A read answers JSON (bodies and headers in
+// appends two records, creating the stream (Standard) if the star's
+// loglet.Config.CreateOnAppend says so. A create places a stream of
+// either class, with a retention, and on a star of its choosing (it is
+// served by that star's leader):
+//
+//	curl -X PUT 'http://member:8080/v1/streams/orders?class=express&max_age=24h'
+//
+// A read answers JSON (bodies and headers in
 // base64), or with format=text the bodies alone, one a line, with the next
 // seq and the tail in NextHeader and TailHeader. A read with wait=D (a Go duration) that finds
 // nothing at from waits up to D for the next record (a read session on
@@ -42,8 +51,9 @@
 // so errors.Is(err, loglet.ErrNotCommitted), errors.As(err,
 // &*loglet.FencedError) and the rest work across the wire:
 //
-//	400 invalid          bad stream name, batch or parameter (loglet.ErrInvalidBatch, loglet.ErrInvalidStreamName)
+//	400 invalid          bad stream name, batch, parameter or star, or a class the star has not (loglet.ErrInvalidBatch, loglet.ErrInvalidStreamName, loglet.ErrClassDisabled)
 //	404 not_found        loglet.ErrStreamNotFound
+//	409 exists           loglet.ErrStreamExists (a create)
 //	409 fenced           *loglet.FencedError
 //	410 trimmed          loglet.ErrHistoryTrimmed
 //	412 seq_mismatch     *loglet.SeqNumMismatchError (with the tail)
@@ -51,6 +61,6 @@
 //	421 misdirected      a forwarded request the target does not lead (between members only)
 //	503 not_leader       no member led the star after Config.Attempts (*loglet.NotLeaderError, Retry-After)
 //	503 not_committed    any other definite failure (loglet.ErrNotCommitted): safe to retry
-//	504 outcome_unknown  loglet.ErrOutcomeUnknown (and *loglet.ProducerWindowError): retry with the same producer id and seq
+//	504 outcome_unknown  loglet.ErrOutcomeUnknown (and *loglet.ProducerWindowError): retry with the same producer id and seq (a create: retry, ErrStreamExists may answer)
 //	500 internal         anything else (loglet.ErrCorrupt among them)
 package fleethttp

@@ -14,6 +14,7 @@ import (
 const (
 	CodeInvalid        = "invalid"
 	CodeNotFound       = "not_found"
+	CodeExists         = "exists"
 	CodeFenced         = "fenced"
 	CodeTrimmed        = "trimmed"
 	CodeSeqMismatch    = "seq_mismatch"
@@ -50,7 +51,10 @@ func classify(err error) (int, wireError) {
 	case errors.As(err, &notLead):
 		e.Code, e.Star, e.Leader, e.Epoch = CodeNotLeader, notLead.Star, notLead.Leader, notLead.Epoch
 		return http.StatusServiceUnavailable, e
-	case errors.Is(err, loglet.ErrInvalidStreamName), errors.Is(err, loglet.ErrInvalidBatch):
+	case errors.Is(err, loglet.ErrStreamExists):
+		e.Code = CodeExists
+		return http.StatusConflict, e
+	case errors.Is(err, loglet.ErrInvalidStreamName), errors.Is(err, loglet.ErrInvalidBatch), errors.Is(err, loglet.ErrClassDisabled):
 		e.Code = CodeInvalid
 		return http.StatusBadRequest, e
 	case errors.Is(err, loglet.ErrStreamNotFound):
@@ -73,7 +77,7 @@ func classify(err error) (int, wireError) {
 // RemoteError is a failure a member answered. It matches (errors.Is,
 // errors.As) the facade's error its code stands for: *loglet.FencedError,
 // *loglet.SeqNumMismatchError, *loglet.NotLeaderError,
-// *loglet.ProducerWindowError, loglet.ErrStreamNotFound,
+// *loglet.ProducerWindowError, loglet.ErrStreamNotFound, loglet.ErrStreamExists,
 // loglet.ErrInvalidBatch, loglet.ErrHistoryTrimmed, loglet.ErrNotCommitted
 // or loglet.ErrOutcomeUnknown (an append's error always matches one of the
 // last two, or none for a read's internal error).
@@ -108,6 +112,8 @@ func remoteError(stream string, status int, h http.Header, w wireError) *RemoteE
 		e.errs = []error{loglet.ErrInvalidBatch, loglet.ErrNotCommitted}
 	case CodeNotFound:
 		e.errs = []error{loglet.ErrStreamNotFound, loglet.ErrNotCommitted}
+	case CodeExists:
+		e.errs = []error{loglet.ErrStreamExists}
 	case CodeFenced:
 		e.errs = []error{&loglet.FencedError{Stream: stream, Fenced: w.Fenced}}
 	case CodeTrimmed:

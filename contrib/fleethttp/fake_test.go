@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,19 @@ func (m *member) Route(ctx context.Context, stream string) (string, fleet.Member
 	return star, l.Member, l.Epoch, nil
 }
 
+func (m *member) RouteStar(star string) (fleet.Member, uint64, error) {
+	m.tb.mu.Lock()
+	defer m.tb.mu.Unlock()
+	if !slices.Contains(m.tb.stars, star) {
+		return fleet.Member{}, 0, fmt.Errorf("fleethttp test: no star %q: %w", star, loglet.ErrInvalidStreamName)
+	}
+	l, ok := m.tb.leads[star]
+	if !ok {
+		return fleet.Member{}, 0, fmt.Errorf("%w: %q", fleet.ErrUnled, star)
+	}
+	return l.Member, l.Epoch, nil
+}
+
 func (m *member) Star(name string) (*loglet.Star, uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -98,6 +112,7 @@ type testFleet struct {
 	tb      *table
 	meta    metastore.Store
 	bucket  objstore.Store
+	express []objstore.Store // Express's three buckets (K=3, W=2)
 	members map[string]*member
 	cfg     loglet.Config
 }
@@ -107,11 +122,13 @@ func newTestFleet(t testing.TB, hcfg Config, names ...string) *testFleet {
 		t:    t,
 		tb:   &table{stars: []string{"s0", "s1"}, leads: map[string]fleet.Lead{}, changed: make(chan struct{})},
 		meta: metastore.NewMem(), bucket: objstore.NewMem(),
+		express: []objstore.Store{objstore.NewMem(), objstore.NewMem(), objstore.NewMem()},
 		members: map[string]*member{},
 	}
 	f.cfg = loglet.Config{
 		Stars: f.tb.stars, Meta: f.meta,
 		Standard:       loglet.ClassConfig{Stores: []objstore.Store{f.bucket}, FlushDeadline: time.Millisecond},
+		Express:        loglet.ClassConfig{Stores: f.express, W: 2, FlushDeadline: time.Millisecond},
 		CreateOnAppend: true, DefaultClass: loglet.Standard,
 		Logger: slog.New(slog.DiscardHandler),
 	}

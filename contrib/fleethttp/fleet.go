@@ -2,6 +2,7 @@ package fleethttp
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/flightlog/flightlog/fleet"
 	"github.com/flightlog/flightlog/loglet"
@@ -16,6 +17,11 @@ type Fleet interface {
 	// Route names stream's star, the member leading it and the epoch of its
 	// lead, or an error wrapping fleet.ErrUnled when no member leads it.
 	Route(ctx context.Context, stream string) (star string, leader fleet.Member, epoch uint64, err error)
+	// RouteStar names the member leading star and the epoch of its lead,
+	// an error wrapping fleet.ErrUnled when no member leads it, or one
+	// wrapping loglet.ErrInvalidStreamName when the deployment has no
+	// such star (a create that places its stream explicitly).
+	RouteStar(star string) (leader fleet.Member, epoch uint64, err error)
 	// Star returns the star this member leads, with its epoch, and false
 	// when it does not lead it (not placed here, opening or closing).
 	Star(name string) (*loglet.Star, uint64, bool)
@@ -32,6 +38,22 @@ func (f nodeFleet) Self() string { return f.n.Member().Name }
 
 func (f nodeFleet) Route(ctx context.Context, stream string) (string, fleet.Member, uint64, error) {
 	return f.n.Router().Route(ctx, stream)
+}
+
+func (f nodeFleet) RouteStar(star string) (fleet.Member, uint64, error) {
+	return routeStar(f.n.Router(), star)
+}
+
+// routeStar is RouteStar on a fleet.Router.
+func routeStar(r *fleet.Router, star string) (fleet.Member, uint64, error) {
+	if !r.HasStar(star) {
+		return fleet.Member{}, 0, fmt.Errorf("fleethttp: the deployment has no star %q: %w", star, loglet.ErrInvalidStreamName)
+	}
+	m, epoch, ok := r.Leader(star)
+	if !ok {
+		return fleet.Member{}, 0, fmt.Errorf("%w: %q", fleet.ErrUnled, star)
+	}
+	return m, epoch, nil
 }
 
 func (f nodeFleet) Star(name string) (*loglet.Star, uint64, bool) {

@@ -94,6 +94,7 @@ var _ http.Handler = (*Handler)(nil)
 func NewHandler(f Fleet, cfg Config) *Handler {
 	cfg.defaults()
 	h := &Handler{f: f, cfg: cfg, mux: http.NewServeMux()}
+	h.mux.HandleFunc("PUT /v1/streams/{name}", h.create)
 	h.mux.HandleFunc("POST /v1/streams/{name}", h.append)
 	h.mux.HandleFunc("GET /v1/streams/{name}", h.read)
 	h.mux.HandleFunc("GET /v1/streams/{name}/tail", h.checkTail)
@@ -109,6 +110,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // response and returns nil, or returns the error to answer (a
 // *loglet.NotLeaderError is routed again).
 type op func(ctx context.Context, st *loglet.Star) error
+
+// create creates a stream with the options in the query
+// (decodeStreamOptions), on the leader of its star: the one it names, or
+// the one chain.PlaceStream gives the name.
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	stream := r.PathValue("name")
+	o, err := decodeStreamOptions(r.URL.Query())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, wireError{Code: CodeInvalid, Stream: stream, Error: "fleethttp: " + err.Error()})
+		return
+	}
+	h.serveOn(w, r, stream, o.Star, nil, func(ctx context.Context, st *loglet.Star) error {
+		info, err := st.CreateStream(ctx, stream, o)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, toWireStream(info))
+		return nil
+	})
+}
 
 func (h *Handler) append(w http.ResponseWriter, r *http.Request) {
 	stream := r.PathValue("name")
@@ -247,6 +268,12 @@ func (h *Handler) checkTail(w http.ResponseWriter, r *http.Request) {
 // stream's star, else forwarded once to the leader. A forwarded request
 // (HopHeader) is served here or answered 421, never forwarded again.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, stream string, body []byte, do op) {
+	h.serveOn(w, r, stream, "", body, do)
+}
+
+// serveOn is serve on star's leader when star is not "" (a create that
+// names its star), on the leader of stream's star otherwise.
+func (h *Handler) serveOn(w http.ResponseWriter, r *http.Request, stream, onStar string, body []byte, do op) {
 	ctx := r.Context()
 	if r.Header.Get(HopHeader) != "" {
 		h.serveForwarded(w, r, stream, do)
@@ -261,7 +288,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, stream string, b
 		// Taken before the route, so a change between the two wakes the
 		// next wait.
 		changed = h.f.Changed()
-		star, leader, epoch, err := h.f.Route(ctx, stream)
+		var (
+			star   string
+			leader fleet.Member
+			epoch  uint64
+			err    error
+		)
+		if onStar != "" {
+			star = onStar
+			leader, epoch, err = h.f.RouteStar(star)
+		} else {
+			star, leader, epoch, err = h.f.Route(ctx, stream)
+		}
 		switch {
 		case errors.Is(err, fleet.ErrUnled):
 			last = wireError{Code: CodeNotLeader, Stream: stream, Star: star, Error: err.Error()}
@@ -363,7 +401,8 @@ func (h *Handler) serveForwarded(w http.ResponseWriter, r *http.Request, stream 
 // forward sends the request to leader once and copies its answer, unless
 // the answer (421) or a failure to connect says to route again: then it
 // returns false and why. A failure after the request may have reached the
-// leader is answered 504 for an append (outcome unknown), 503 otherwise.
+// leader is answered 504 for an append or a create (outcome unknown), 503
+// otherwise.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, star string, leader fleet.Member, epoch uint64) (bool, wireError) {
 	stream := r.PathValue("name")
 	if leader.Addr == "" {
@@ -398,7 +437,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 		}
 		h.cfg.Logger.Warn("fleethttp: a forwarded request failed after it was sent", "member", leader.Name, "stream", stream, "err", err)
 		status, code := http.StatusServiceUnavailable, CodeNotCommitted
-		if r.Method == http.MethodPost {
+		if r.Method == http.MethodPost || r.Method == http.MethodPut {
 			status, code = http.StatusGatewayTimeout, CodeOutcomeUnknown
 		}
 		e.Code = code

@@ -486,3 +486,57 @@ func TestDeposedLeaderRoutesAgain(t *testing.T) {
 		t.Fatalf("read back: %+v, %v", res.Records, err)
 	}
 }
+
+// A create through any member lands on the leader of the stream's star
+// (the one it names, or the one its name hashes to) with its class and
+// retention; the stream then takes appends of that class; a second
+// create is ErrStreamExists across the wire; a bad class or an unknown
+// star is 400.
+func TestCreateStreamThroughMembers(t *testing.T) {
+	f := newTestFleet(t, Config{}, "a", "b")
+	f.lead("s0", "a")
+	f.lead("s1", "b")
+	c := f.client("b")
+	ctx := t.Context()
+
+	orders := f.streamOn("s0", "orders")
+	opts := loglet.StreamOptions{Class: loglet.Express, Retention: loglet.Retention{MaxAge: 24 * time.Hour, MaxBytes: 1 << 30}}
+	info, err := c.CreateStream(ctx, orders, opts)
+	if err != nil || info.Name != orders || info.Class != loglet.Express || info.Star != "s0" || info.Retention != opts.Retention || info.Incarnation == "" {
+		t.Fatalf("create %s: %+v, %v; want Express on s0 with retention %+v", orders, info, err, opts.Retention)
+	}
+	if _, err := c.Append(ctx, orders, loglet.Batch{Records: []loglet.Record{{Body: []byte("o1")}}}); err != nil {
+		t.Fatalf("append to the Express stream: %v", err)
+	}
+	st, _, _ := f.members["a"].Star("s0")
+	if ex := st.Stats().Express; ex == nil || ex.AckedRecords == 0 {
+		t.Fatalf("the append was not acked by s0's Express chain: %+v", ex)
+	}
+	if _, err := c.CreateStream(ctx, orders, opts); !errors.Is(err, loglet.ErrStreamExists) {
+		t.Fatalf("create %s again: %v, want ErrStreamExists", orders, err)
+	}
+
+	// Named star: s1's leader (b) creates it, though the name hashes to s0.
+	placed := f.streamOn("s0", "placed")
+	info, err = f.client("a").CreateStream(ctx, placed, loglet.StreamOptions{Star: "s1"})
+	if err != nil || info.Star != "s1" || info.Class != loglet.Standard {
+		t.Fatalf("create %s on s1: %+v, %v", placed, info, err)
+	}
+	st1, _, _ := f.members["b"].Star("s1")
+	list, err := st1.ListStreams(ctx, loglet.ListOptions{Prefix: placed})
+	if err != nil || len(list) != 1 || list[0].Star != "s1" {
+		t.Fatalf("s1 lists %+v, %v; want %s on s1", list, err, placed)
+	}
+
+	for _, q := range []string{"class=premium", "star=nope", "max_age=-1s", "max_bytes=x"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, f.members["a"].srv.URL+"/v1/streams/bad?"+q, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("create with %s: %d, want 400", q, resp.StatusCode)
+		}
+	}
+}

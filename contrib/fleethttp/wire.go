@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/flightlog/flightlog/loglet"
 )
@@ -69,6 +70,90 @@ type wireRead struct {
 	Records []wireRecord `json:"records"`
 	Next    uint64       `json:"next"`
 	Tail    wireTail     `json:"tail"`
+}
+
+// wireStream is a created stream (loglet.StreamInfo).
+type wireStream struct {
+	Name        string `json:"name"`
+	Class       string `json:"class"`
+	Star        string `json:"star"`
+	Incarnation string `json:"incarnation,omitempty"`
+	MaxAge      string `json:"max_age,omitempty"` // a Go duration
+	MaxBytes    int64  `json:"max_bytes,omitempty"`
+}
+
+func toWireStream(i loglet.StreamInfo) wireStream {
+	w := wireStream{Name: i.Name, Class: i.Class.String(), Star: i.Star, Incarnation: i.Incarnation, MaxBytes: i.Retention.MaxBytes}
+	if i.Retention.MaxAge > 0 {
+		w.MaxAge = i.Retention.MaxAge.String()
+	}
+	return w
+}
+
+func (w wireStream) info() (loglet.StreamInfo, error) {
+	c, err := parseClass(w.Class)
+	if err != nil {
+		return loglet.StreamInfo{}, err
+	}
+	i := loglet.StreamInfo{Name: w.Name, Class: c, Star: w.Star, Incarnation: w.Incarnation, Retention: loglet.Retention{MaxBytes: w.MaxBytes}}
+	if w.MaxAge != "" {
+		if i.Retention.MaxAge, err = time.ParseDuration(w.MaxAge); err != nil {
+			return loglet.StreamInfo{}, fmt.Errorf("max_age: %v", err)
+		}
+	}
+	return i, nil
+}
+
+// parseClass reads a class by its name ("" is Standard, StreamOptions'
+// zero value).
+func parseClass(s string) (loglet.Class, error) {
+	switch s {
+	case "", "standard":
+		return loglet.Standard, nil
+	case "express":
+		return loglet.Express, nil
+	}
+	return 0, fmt.Errorf("class %q: want standard or express", s)
+}
+
+// streamQuery is a create's options as its query: class, star, max_age
+// (a Go duration) and max_bytes, each left out at its zero value.
+func streamQuery(o loglet.StreamOptions) url.Values {
+	q := url.Values{}
+	if o.Class != loglet.Standard {
+		q.Set("class", o.Class.String())
+	}
+	if o.Star != "" {
+		q.Set("star", o.Star)
+	}
+	if o.Retention.MaxAge != 0 {
+		q.Set("max_age", o.Retention.MaxAge.String())
+	}
+	if o.Retention.MaxBytes != 0 {
+		q.Set("max_bytes", strconv.FormatInt(o.Retention.MaxBytes, 10))
+	}
+	return q
+}
+
+// decodeStreamOptions reads a create's query (streamQuery).
+func decodeStreamOptions(q url.Values) (loglet.StreamOptions, error) {
+	var o loglet.StreamOptions
+	var err error
+	if o.Class, err = parseClass(q.Get("class")); err != nil {
+		return o, err
+	}
+	o.Star = q.Get("star")
+	if v := q.Get("max_age"); v != "" {
+		if o.Retention.MaxAge, err = time.ParseDuration(v); err != nil || o.Retention.MaxAge < 0 {
+			return o, fmt.Errorf("max_age %q: want a non-negative Go duration", v)
+		}
+	}
+	if v := q.Get("max_bytes"); v != "" {
+		if o.Retention.MaxBytes, err = strconv.ParseInt(v, 10, 64); err != nil || o.Retention.MaxBytes < 0 {
+			return o, fmt.Errorf("max_bytes %q: want a non-negative integer", v)
+		}
+	}
+	return o, nil
 }
 
 // wireError is every failure's body.

@@ -106,7 +106,8 @@ func TestFleetProcessChurn(t *testing.T) {
 	rand.Read(rnd[:])
 	c.prefix = "flightlog-test/churn-" + hex.EncodeToString(rnd[:]) + "/"
 	c.args = []string{"--etcd", strings.Join(eps, ","), "--prefix", c.prefix, "--stars", fmt.Sprint(churnStars),
-		"--ttl", churnTTL.String(), "--bucket", "file://" + filepath.ToSlash(filepath.Join(dir, "standard"))}
+		"--ttl", churnTTL.String(), "--bucket", "file://" + filepath.ToSlash(filepath.Join(dir, "standard")),
+		"--express", expressFlag(dir)}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -132,21 +133,30 @@ func TestFleetProcessChurn(t *testing.T) {
 	}
 	defer c.router.Close()
 
-	// One at a time, each leading its stars before the next joins: no
-	// join finds a star another member is still opening.
+	// Together: the first to join starts opening every star, and hands
+	// the ones placed on the others over as they join (its claims, then
+	// its leads, are waited for), with no fence.
 	for _, name := range []string{"m1", "m2", "m3"} {
 		c.start(name)
-		c.waitLed("start " + name)
 	}
+	c.waitLed("start")
 	go c.follow()
 
 	// The writers: one per stream, each batch one record (the stream and
 	// its seq, and bytes a text codec would mangle), retried with its
 	// producer id and seq until acked.
+	// Every third stream is an Express one (K=3, W=2), created through a
+	// member; the others are Standard, created by their first append.
 	streams := make([]string, churnStreams)
 	starOf := map[string]string{}
 	for i := range streams {
 		streams[i] = fmt.Sprintf("churn-%02d", i)
+		if i%3 == 0 {
+			info, err := c.client.Load().CreateStream(t.Context(), streams[i], loglet.StreamOptions{Class: loglet.Express})
+			if err != nil || info.Class != loglet.Express {
+				t.Fatalf("create %s as Express: %+v, %v", streams[i], info, err)
+			}
+		}
 		star, err := c.router.StarOf(t.Context(), streams[i])
 		if err != nil {
 			t.Fatal(err)

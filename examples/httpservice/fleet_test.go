@@ -108,7 +108,7 @@ func TestThreeProcesses(t *testing.T) {
 	rand.Read(rnd[:])
 	prefix := "flightlog-test/httpservice-" + hex.EncodeToString(rnd[:]) + "/"
 	args := []string{"--etcd", strings.Join(eps, ","), "--prefix", prefix, "--stars", "4", "--ttl", "2s",
-		"--bucket", "file://" + filepath.ToSlash(filepath.Join(dir, "standard"))}
+		"--bucket", "file://" + filepath.ToSlash(filepath.Join(dir, "standard")), "--express", expressFlag(dir)}
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -325,4 +325,13 @@ func allLed(r *fleet.Router, stars, live []string) bool {
 		}
 	}
 	return true
+}
+
+// expressFlag is --express for three directories under dir.
+func expressFlag(dir string) string {
+	var urls []string
+	for _, b := range []string{"express-a", "express-b", "express-c"} {
+		urls = append(urls, "file://"+filepath.ToSlash(filepath.Join(dir, b)))
+	}
+	return strings.Join(urls, ",")
 }

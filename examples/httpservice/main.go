@@ -3,16 +3,19 @@
 // leads the stars placed on it, and serves the fleet's reference HTTP
 // transport (contrib/fleethttp). Any process accepts any request and
 // forwards it, in one hop, to the leader of the stream's star; an ack
-// means "durable in object storage". The stars' data lives in one bucket
-// every process reaches (a local directory on one machine, or S3) and
-// their metadata in etcd.
+// means "durable in object storage". The stars' data lives in buckets
+// every process reaches (local directories on one machine, or S3): one for
+// the Standard class and three for Express (K=3, W=2); their metadata in
+// etcd.
 //
 // Start etcd, then one process per member (README.md has the two commands):
 //
 //	go run . --name m1 --listen 127.0.0.1:8081 --etcd http://127.0.0.1:2379 --bucket file://$PWD/data/standard
 //
-// and append and read through any of them:
+// and append and read through any of them (a stream appended to before it
+// is created is a Standard one; create an Express one first):
 //
+//	curl -X PUT 'localhost:8081/v1/streams/orders?class=express'
 //	curl --data-binary $'hello\nworld' localhost:8082/v1/streams/greetings
 //	curl 'localhost:8083/v1/streams/greetings?from=0'               # JSON, bodies in base64
 //	curl 'localhost:8083/v1/streams/greetings?from=0&format=text'   # the bodies, one a line
@@ -58,6 +61,7 @@ import (
 type options struct {
 	name, listen, advertise string
 	etcd, prefix, bucket    string
+	express                 string
 	stars                   int
 	weight                  float64
 	ttl                     time.Duration
@@ -71,6 +75,7 @@ func main() {
 	flag.StringVar(&o.etcd, "etcd", env("HTTPSERVICE_ETCD", env("FLIGHTLOG_ETCD_ENDPOINTS", "http://127.0.0.1:2379")), "etcd endpoints, comma-separated")
 	flag.StringVar(&o.prefix, "prefix", env("HTTPSERVICE_PREFIX", "httpservice/"), "etcd key prefix of the deployment (the fleet's and the metastore's keys)")
 	flag.StringVar(&o.bucket, "bucket", env("HTTPSERVICE_BUCKET", ""), "Standard's bucket URL, the same for every member (default file://<abs ./httpservice-data/standard>)")
+	flag.StringVar(&o.express, "express", env("HTTPSERVICE_EXPRESS", ""), "Express's three buckets (K=3, W=2), comma-separated URLs, the same for every member (default file://<abs ./httpservice-data/express-a>, -b, -c; \"none\": no Express class)")
 	flag.IntVar(&o.stars, "stars", 8, "how many stars the deployment has (s0...; the same for every member)")
 	flag.Float64Var(&o.weight, "weight", 1, "this member's capacity weight for placement")
 	flag.DurationVar(&o.ttl, "ttl", fleet.DefaultTTL, "the member's etcd lease TTL (whole seconds): how soon a crashed member's stars move")
@@ -119,19 +124,6 @@ func (f *freshConns) close() {
 	f.conns = nil
 }
 
-// servingFleet is the node's Fleet with the routing of a router that
-// outlives it.
-type servingFleet struct {
-	fleethttp.Fleet
-	router *fleet.Router
-}
-
-func (f servingFleet) Route(ctx context.Context, stream string) (string, fleet.Member, uint64, error) {
-	return f.router.Route(ctx, stream)
-}
-
-func (f servingFleet) Changed() <-chan struct{} { return f.router.Changed() }
-
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -146,12 +138,29 @@ func run(o options) error {
 	if o.stars < 1 {
 		return fmt.Errorf("httpservice: --stars %d: want at least 1", o.stars)
 	}
+	dataDir := func(name string) (string, error) {
+		abs, err := filepath.Abs(filepath.Join("httpservice-data", name))
+		return "file://" + filepath.ToSlash(abs), err
+	}
 	if o.bucket == "" {
-		abs, err := filepath.Abs(filepath.Join("httpservice-data", open.StandardBucket))
-		if err != nil {
+		var err error
+		if o.bucket, err = dataDir(open.StandardBucket); err != nil {
 			return err
 		}
-		o.bucket = "file://" + filepath.ToSlash(abs)
+	}
+	var express []string
+	switch o.express {
+	case "none":
+	case "":
+		for _, b := range open.ExpressBuckets() {
+			u, err := dataDir(b)
+			if err != nil {
+				return err
+			}
+			express = append(express, u)
+		}
+	default:
+		express = strings.Split(o.express, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -165,6 +174,7 @@ func run(o options) error {
 	spec := open.Spec{
 		Meta:        "etcd://" + strings.Join(hosts, ",") + "/" + o.prefix,
 		Standard:    []string{o.bucket},
+		Express:     express,
 		S3AccessKey: os.Getenv("FLIGHTLOG_S3_ACCESS_KEY"), S3SecretKey: os.Getenv("FLIGHTLOG_S3_SECRET_KEY"),
 	}
 	be, err := spec.Open(ctx)
@@ -197,10 +207,15 @@ func run(o options) error {
 	var self atomic.Pointer[fleet.Node]
 	node, err := fleet.Join(ctx, cli, fleet.Member{Name: o.name, Addr: o.advertise, Weight: o.weight}, fleet.Config{
 		Prefix: o.prefix, Stars: stars, Meta: be.Meta, TTL: o.ttl,
+		// The handler routes on the node's router through the leave and
+		// after it (requests still served after node.Close must see where
+		// the stars went); it is closed when the server has stopped.
+		KeepRouter: true,
 		OpenStar: func(ctx context.Context, star string) (loglet.Config, error) {
 			cfg := loglet.DefaultConfig()
 			cfg.Meta = be.Meta
 			cfg.Standard.Stores, cfg.Standard.BucketNames = be.Standard, be.StandardNames
+			cfg.Express.Stores, cfg.Express.BucketNames = be.Express, be.ExpressNames
 			cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
 			cfg.Logger = slog.Default() // the star's logs name it already
 			if n := self.Load(); n != nil && len(n.Leading()) > 0 {
@@ -214,25 +229,16 @@ func run(o options) error {
 		return err
 	}
 	self.Store(node)
-	// The handler routes on a router of its own, which outlives the node:
-	// the node's stops following etcd when node.Close ends, and requests
-	// still served after that must see where the stars went.
-	router, err := fleet.NewRouter(ctx, cli, fleet.Config{Prefix: o.prefix, Stars: stars, Meta: be.Meta})
-	if err != nil {
-		node.Close(context.Background())
-		ln.Close()
-		return err
-	}
-	defer router.Close()
+	defer node.Router().Close()
 	done := make(chan struct{})
-	h := fleethttp.NewHandler(servingFleet{fleethttp.FromNode(node), router}, fleethttp.Config{Done: done})
+	h := fleethttp.NewHandler(fleethttp.FromNode(node), fleethttp.Config{Done: done})
 	var fresh freshConns
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: fresh.track}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	// The line a supervisor (or the example's test) reads the address from.
 	fmt.Printf("httpservice: member %s listening on %s\n", o.name, o.advertise)
-	slog.Info("listening", "member", o.name, "addr", o.advertise, "bucket", o.bucket, "etcd", o.etcd)
+	slog.Info("listening", "member", o.name, "addr", o.advertise, "bucket", o.bucket, "express", express, "etcd", o.etcd)
 
 	select {
 	case err = <-errc:
@@ -248,7 +254,8 @@ func run(o options) error {
 	// Close the node first, while the server still serves: each star is
 	// flushed, absorbed, sealed and handed to its next owner, and requests
 	// that reach this member meanwhile are forwarded to the new leaders
-	// (the node's router follows the handoffs until the close ends).
+	// (the node's router follows the handoffs, and keeps following etcd
+	// until run returns: fleet.Config.KeepRouter).
 	// Shutting the server down first would make every other member's
 	// forwards to this one fail until the handoffs were over.
 	cerr := node.Close(context.Background())
