@@ -540,7 +540,8 @@ func (n *Node) poke() {
 // failed open withdraws it.
 func (n *Node) openStar(star string, depose bool) {
 	defer n.poke()
-	s, claimed, err := n.open(star, depose)
+	began := time.Now()
+	s, claimed, took, err := n.open(star, depose)
 	if err != nil && claimed {
 		n.unclaim(star)
 	}
@@ -571,7 +572,9 @@ func (n *Node) openStar(star string, depose bool) {
 	epoch := epochOf(s)
 	h.star, h.epoch = s, epoch
 	n.mu.Unlock()
+	published := time.Now()
 	err = n.publish(star, epoch)
+	took.publish = time.Since(published)
 	n.mu.Lock()
 	h.state = starOpen
 	n.mu.Unlock()
@@ -584,24 +587,42 @@ func (n *Node) openStar(star string, depose bool) {
 		n.closeStar(context.Background(), star, true)
 		return
 	}
-	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose)
+	n.log.Info("fleet: leading star", "star", star, "epoch", epoch, "deposing", depose,
+		"took", time.Since(began).Round(100*time.Microsecond), "claim", took.claim.Round(100*time.Microsecond),
+		"prepare", took.prepare.Round(100*time.Microsecond), "open", took.open.Round(100*time.Microsecond),
+		"publish", took.publish.Round(100*time.Microsecond))
+}
+
+// openTook is where an open's time went (the "leading star" log): the
+// claim's and the config's preparation (they run at once), loglet.Open,
+// the lead's publication.
+type openTook struct {
+	claim, prepare, open, publish time.Duration
 }
 
 // open claims star and, meanwhile (each is an etcd round trip on the
 // path of every handoff), prepares its config; then, the claim won, opens
 // it. claimed says whether the claim was put (to withdraw on a failure).
-func (n *Node) open(star string, depose bool) (s *loglet.Star, claimed bool, err error) {
+func (n *Node) open(star string, depose bool) (s *loglet.Star, claimed bool, took openTook, err error) {
+	began := time.Now()
 	claimErr := make(chan error, 1)
-	go func() { claimErr <- n.claim(star, depose) }()
+	go func() {
+		err := n.claim(star, depose)
+		took.claim = time.Since(began)
+		claimErr <- err
+	}()
 	cfg, err := n.prepare(star, depose)
+	took.prepare = time.Since(began)
 	if cerr := <-claimErr; cerr != nil {
-		return nil, false, cerr
+		return nil, false, took, cerr
 	}
 	if err != nil {
-		return nil, true, err
+		return nil, true, took, err
 	}
+	opening := time.Now()
 	s, err = loglet.Open(n.sctx, cfg)
-	return s, true, err
+	took.open = time.Since(opening)
+	return s, true, took, err
 }
 
 // prepare is the loglet.Config to open star with: the host's (OpenStar),

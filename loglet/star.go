@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/flightlog/flightlog/loglet/internal/starcore"
 	"github.com/flightlog/flightlog/metastore"
@@ -56,9 +57,11 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	if err := preflight(ctx, &cfg); err != nil { // see preflight.go
 		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 	}
+	preflightTook := time.Since(began)
 	s := &Star{
 		cfg: cfg, log: cfg.Logger,
 		streams: map[string]*streamState{},
@@ -80,7 +83,8 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		s.release = append(s.release, c.Close)
 	}
 	s.startRetention()
-	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch)
+	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch,
+		"preflight", preflightTook.Round(100*time.Microsecond), "took", time.Since(began).Round(100*time.Microsecond))
 	return s, nil
 }
 

@@ -536,6 +536,16 @@ type Opened struct {
 	PrevOwner  string        // its owner
 	PrevEpoch  uint64
 	PrevSealed bool // the checkpoint carried the previous owner's seal
+	// Steps is the time the opening spent in each step of the succession
+	// that took any (in protocol order), for the logs: where an opening's
+	// time went.
+	Steps []StepTook
+}
+
+// StepTook is the time an opening spent in one succession step.
+type StepTook struct {
+	Step string
+	Took time.Duration
 }
 
 // Ready is what the core asks of the shell, accumulated since the last

@@ -146,6 +146,11 @@ type succession struct {
 	adoptStreams int
 	adoptChanged []string
 	orphans      []string // snapshots of a round the predecessor never committed
+
+	// entered is when the current step began; took is the time spent in
+	// each step so far (Opened.Steps: where an opening's time went).
+	entered time.Time
+	took    [stepWalk + 1]time.Duration
 }
 
 type walkRange struct {
@@ -169,7 +174,7 @@ const (
 
 func (c *Core) startTakeover() {
 	c.phase = phaseOpening
-	c.succ = &succession{kind: takeover, step: stepReadEpoch}
+	c.succ = &succession{kind: takeover, step: stepReadEpoch, entered: c.now}
 }
 
 // startRecovery begins the recovery of a halt: every unreleased upload is
@@ -177,7 +182,7 @@ func (c *Core) startTakeover() {
 // the epoch), and the fence waits for them to return.
 func (c *Core) startRecovery(cause error) {
 	c.phase = phaseRecovering
-	c.succ = &succession{kind: recovery, step: stepDrain, cause: cause, prev: c.rec, prevVer: c.ver}
+	c.succ = &succession{kind: recovery, step: stepDrain, cause: cause, prev: c.rec, prevVer: c.ver, entered: c.now}
 	for _, f := range c.flights {
 		if f.up != nil {
 			c.cancel(f.up)
@@ -208,7 +213,9 @@ func (s *succession) retry(c *Core, what string, err error, attrs ...slog.Attr) 
 }
 
 // advance moves to step st.
-func (s *succession) advance(st step) {
+func (s *succession) advance(c *Core, st step) {
+	s.took[s.step] += c.now.Sub(s.entered)
+	s.entered = c.now
 	s.step, s.out, s.backoff, s.retryAt, s.warned, s.warnGap = st, false, 0, time.Time{}, time.Time{}, 0
 	s.failures, s.failingSince, s.lastErr = 0, time.Time{}, nil
 }
@@ -234,7 +241,7 @@ func (s *succession) next(c *Core) {
 			if !c.uploadsDrained() {
 				return
 			}
-			s.advance(stepBackoff)
+			s.advance(c, stepBackoff)
 			if n := len(c.halts); n > 1 {
 				wait := min(100*time.Millisecond<<min(n-2, 6), 5*time.Second)
 				s.retryAt = c.now.Add(wait)
@@ -242,7 +249,7 @@ func (s *succession) next(c *Core) {
 			}
 		case stepBackoff:
 			s.from = c.window.Released()
-			s.startFence()
+			s.startFence(c)
 		case stepFence:
 			s.out = true
 			switch s.fstage {
@@ -354,7 +361,7 @@ func (s *succession) onEpochRead(c *Core, ev EpochRead) {
 	s.out = false
 	switch {
 	case errors.Is(ev.Err, metastore.ErrNotFound):
-		s.advance(stepMintFirst)
+		s.advance(c, stepMintFirst)
 	case ev.Err != nil:
 		s.retry(c, "read epoch record failed", ev.Err)
 	default:
@@ -376,7 +383,7 @@ func (s *succession) onEpochRead(c *Core, ev EpochRead) {
 			s.found, s.foundAny = rec, true
 		}
 		s.prev, s.prevVer = rec, ev.Version
-		s.advance(stepSeal)
+		s.advance(c, stepSeal)
 	}
 }
 
@@ -389,7 +396,7 @@ func (s *succession) onFirstMinted(c *Core, ev FirstMinted) {
 		s.retry(c, "mint of the first epoch failed", ev.Err)
 	default:
 		c.rec, c.ver = ev.Record, ev.Version
-		s.advance(stepCreateCheckpoint)
+		s.advance(c, stepCreateCheckpoint)
 	}
 }
 
@@ -435,7 +442,7 @@ func (s *succession) restart(c *Core, err error) {
 		c.failOpen(fmt.Errorf("leader: %s/%s: the epoch kept moving during takeover: %w", c.cfg.Star, c.cfg.Class, err))
 		return
 	}
-	s.advance(stepReadEpoch)
+	s.advance(c, stepReadEpoch)
 }
 
 func (s *succession) onSealed(c *Core, ev Sealed) {
@@ -467,18 +474,18 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 	}
 	if seal := s.prev.Seal; seal != nil && seal.Epoch == e {
 		s.clean, s.cut, s.fenced = true, seal.Slot, true
-		s.advance(stepMint)
+		s.advance(c, stepMint)
 		return
 	}
 	if s.cp.Epoch == e {
 		s.from = s.cp.Next
 	}
-	s.startFence()
+	s.startFence(c)
 }
 
 // startFence begins the fence of s.prev's epoch from s.from.
-func (s *succession) startFence() {
-	s.advance(stepFence)
+func (s *succession) startFence(c *Core) {
+	s.advance(c, stepFence)
 	s.fstage, s.fenceRuns = fenceReadCursor, 0
 }
 
@@ -611,7 +618,7 @@ func (s *succession) fenceDone(c *Core, r chain.FenceResult) {
 			return
 		}
 	}
-	s.advance(stepMint)
+	s.advance(c, stepMint)
 }
 
 // cutLost ends a succession whose fence found the epoch it fences
@@ -710,7 +717,7 @@ func (s *succession) onMinted(c *Core, ev Minted) {
 	// The tails read also finds what the predecessor's last round wrote
 	// and never committed: even a chain whose checkpoint names no snapshot
 	// yet may have one.
-	s.advance(stepReadTails)
+	s.advance(c, stepReadTails)
 }
 
 // deposedFate is the fate of what a deposed incumbent still holds: past the
@@ -843,7 +850,7 @@ func (s *succession) startWalk(c *Core) {
 			s.walks = append(s.walks, walkRange{epoch: e, from: from, to: k.Slot})
 		}
 	}
-	s.advance(stepWalk)
+	s.advance(c, stepWalk)
 }
 
 // walkNext issues the walk's next request (a planned round's commit, or the
@@ -914,6 +921,14 @@ func (c *Core) serve() {
 		o.TakeOver, o.PrevOwner, o.PrevEpoch = true, s.prev.Owner, s.prev.Epoch
 		o.FencedCut, o.Clean, o.Walked = s.cut, s.clean, s.walked
 		o.PrevSealed = s.cp.Owner == s.prev.Owner
+	}
+	if s != nil {
+		s.took[s.step] += c.now.Sub(s.entered)
+		for st, d := range s.took {
+			if d > 0 {
+				o.Steps = append(o.Steps, StepTook{Step: step(st).String(), Took: d})
+			}
+		}
 	}
 	c.rd.Opened = o
 }
