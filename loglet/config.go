@@ -161,7 +161,8 @@ type Config struct {
 	// buckets that cannot be reached at all when they leave a class fewer
 	// than W (connection refused), or a metastore that does not answer. A
 	// bucket that only does not answer in time is logged at WARN. Negative: no check, for credentials confined
-	// to the library's own key prefixes (chains/, settled/, snapshots/).
+	// to the library's own key prefixes (chains/, settled/, snapshots/),
+	// or for a host that ran Preflight once for the buckets of many stars.
 	PreflightTimeout time.Duration
 	// Logger receives events (halts, under-replicated slots). Default:
 	// slog.Default().

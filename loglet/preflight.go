@@ -57,6 +57,23 @@ func (e *PreflightError) Error() string {
 // Unwrap returns the cause.
 func (e *PreflightError) Unwrap() error { return e.Err }
 
+// Preflight runs Open's pre-flight check alone (see Config.PreflightTimeout)
+// against cfg's metastore and buckets, leading nothing: a host that opens
+// many stars on the same buckets (a fleet member, on every handoff to it)
+// checks them once, then opens each star with a negative PreflightTimeout,
+// so no open pays the probes' requests on its path. It returns what Open
+// would: nil, a configuration error, or errors.Join of *PreflightError.
+func Preflight(ctx context.Context, cfg Config) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	return preflight(ctx, &cfg)
+}
+
 // preflight checks, before Open leads anything, that the metastore answers
 // and that every bucket of every configured class is there, readable and
 // writable, within Config.PreflightTimeout (a negative one skips the check).

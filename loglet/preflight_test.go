@@ -325,3 +325,36 @@ func TestPreflightRefusesAClassItCannotReach(t *testing.T) {
 		}
 	})
 }
+
+// TestPreflightAloneChecksWithoutLeading: Preflight refuses a bucket that
+// refuses for good as Open does, passes healthy buckets, and leads nothing
+// either way (no epoch record), so a host can check once for many stars.
+func TestPreflightAloneChecksWithoutLeading(t *testing.T) {
+	cfg, meta, fs, _ := preflightConfig(t)
+	ctx := context.Background()
+	if err := Preflight(ctx, cfg); err != nil {
+		t.Fatalf("Preflight on healthy buckets = %v; want nil", err)
+	}
+	fs[2].SetHook(func(call fault.Call) fault.Fault {
+		if call.Op == fault.Put {
+			return fault.Fault{Err: refusal("NoSuchBucket")}
+		}
+		return fault.Fault{}
+	})
+	err := Preflight(ctx, cfg)
+	var pe *PreflightError
+	if !errors.As(err, &pe) || pe.Class != Express || pe.Bucket != 1 || pe.Step != "write" {
+		t.Fatalf("Preflight = %v; want a *PreflightError for express bucket 1, step write", err)
+	}
+	for _, c := range chain.Classes() {
+		if _, err := meta.Inner().Get(ctx, chain.EpochKey(cfg.Star, c)); !errors.Is(err, metastore.ErrNotFound) {
+			t.Fatalf("after Preflight the %s epoch record reads %v; want absent (it leads nothing)", c, err)
+		}
+	}
+	if err := Preflight(nil, cfg); !errors.Is(err, ErrNilContext) { //nolint:staticcheck // the nil context is the case under test
+		t.Fatalf("Preflight(nil) = %v; want ErrNilContext", err)
+	}
+	if err := Preflight(ctx, Config{}); err == nil {
+		t.Fatal("Preflight of an empty config = nil; want a configuration error")
+	}
+}

@@ -44,7 +44,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -200,11 +199,24 @@ func run(o options) error {
 	for i := range o.stars {
 		stars = append(stars, fmt.Sprintf("s%d", i))
 	}
-	// Once this member leads a star, the buckets and the metastore have
-	// passed loglet's pre-flight check; the next stars skip it (a GET, a
-	// PutIfAbsent, a GET and a Delete per bucket on every open, on the
-	// path of every handoff to this member).
-	var self atomic.Pointer[fleet.Node]
+	starConfig := func(star string) loglet.Config {
+		cfg := loglet.DefaultConfig()
+		cfg.Star = star
+		cfg.Meta = be.Meta
+		cfg.Standard.Stores, cfg.Standard.BucketNames = be.Standard, be.StandardNames
+		cfg.Express.Stores, cfg.Express.BucketNames = be.Express, be.ExpressNames
+		cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
+		cfg.Logger = slog.Default() // the star's logs name it already
+		return cfg
+	}
+	// The buckets and the metastore pass loglet's pre-flight check once,
+	// before the member joins; every star then opens without it (a GET, a
+	// PutIfAbsent, a GET and a Delete per bucket, 40-200 ms on a busy
+	// machine, were on the path of every handoff to a new member).
+	if err := loglet.Preflight(ctx, starConfig(stars[0])); err != nil {
+		ln.Close()
+		return err
+	}
 	node, err := fleet.Join(ctx, cli, fleet.Member{Name: o.name, Addr: o.advertise, Weight: o.weight}, fleet.Config{
 		Prefix: o.prefix, Stars: stars, Meta: be.Meta, TTL: o.ttl,
 		// The handler routes on the node's router through the leave and
@@ -212,15 +224,8 @@ func run(o options) error {
 		// the stars went); it is closed when the server has stopped.
 		KeepRouter: true,
 		OpenStar: func(ctx context.Context, star string) (loglet.Config, error) {
-			cfg := loglet.DefaultConfig()
-			cfg.Meta = be.Meta
-			cfg.Standard.Stores, cfg.Standard.BucketNames = be.Standard, be.StandardNames
-			cfg.Express.Stores, cfg.Express.BucketNames = be.Express, be.ExpressNames
-			cfg.CreateOnAppend, cfg.DefaultClass = true, loglet.Standard
-			cfg.Logger = slog.Default() // the star's logs name it already
-			if n := self.Load(); n != nil && len(n.Leading()) > 0 {
-				cfg.PreflightTimeout = -1
-			}
+			cfg := starConfig(star)
+			cfg.PreflightTimeout = -1 // checked before Join
 			return cfg, nil
 		},
 	})
@@ -228,7 +233,6 @@ func run(o options) error {
 		ln.Close()
 		return err
 	}
-	self.Store(node)
 	defer node.Router().Close()
 	done := make(chan struct{})
 	h := fleethttp.NewHandler(fleethttp.FromNode(node), fleethttp.Config{Done: done})
