@@ -746,11 +746,12 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.CloseTimeout)
 		defer cancel()
 	}
+	began := time.Now()
 	err := s.Close(ctx)
 	if err != nil {
 		n.log.Warn("fleet: star closed with errors", "star", star, "err", err)
 	} else {
-		n.log.Info("fleet: star closed", "star", star)
+		n.log.Info("fleet: star closed", "star", star, "took", time.Since(began).Round(100*time.Microsecond))
 	}
 	if withdraw {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)

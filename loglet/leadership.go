@@ -42,29 +42,36 @@ func (s *Star) newLeadership() (*starcore.Core, error) {
 }
 
 // openChains runs the leadership core's opening: it returns each chain's
-// opening result (by class) and the star's. On failure every chain it
-// started is stopped.
-func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, error) {
+// opening result (by class), the time the live-owner and hold checks'
+// reads took (on the path, between the chains' openings), and the star's
+// result. On failure every chain it started is stopped.
+func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, time.Duration, error) {
 	var opened [2]chaincore.Opened
+	var checks time.Duration // the reads of the live-owner and hold checks
 	if err := s.lead.Open(); err != nil {
-		return opened, err
+		return opened, checks, err
 	}
 	for {
 		rd := s.lead.Ready()
 		s.leadLogs(rd)
 		if rd.Opened != nil {
-			return opened, rd.Opened.Err
+			return opened, checks, rd.Opened.Err
 		}
 		if len(rd.Requests) == 0 {
 			// Cannot happen: the core always has a request out until it
 			// reports. Stop what was started rather than hang.
 			s.crashLanes()
-			return opened, fmt.Errorf("loglet: the leadership stalled while %s", s.lead.Phase())
+			return opened, checks, fmt.Errorf("loglet: the leadership stalled while %s", s.lead.Phase())
 		}
 		for _, r := range rd.Requests {
-			if err := s.lead.Step(s.execLead(ctx, r, &opened)); err != nil {
+			began := time.Now()
+			ev := s.execLead(ctx, r, &opened)
+			if _, ok := r.(starcore.StartChain); !ok {
+				checks += time.Since(began)
+			}
+			if err := s.lead.Step(ev); err != nil {
 				s.crashLanes()
-				return opened, err
+				return opened, checks, err
 			}
 		}
 	}

@@ -75,7 +75,7 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	s.lead = lead
 	// The live-owner check (Config.RefuseLiveOwner), the chains' openings
 	// and their retakes; a failure stops every chain started.
-	opened, err := s.openChains(ctx)
+	opened, checks, err := s.openChains(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loglet: open star %s: %w", cfg.Star, err)
 	}
@@ -84,7 +84,7 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	}
 	s.startRetention()
 	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch,
-		"preflight", preflightTook.Round(100*time.Microsecond), "took", time.Since(began).Round(100*time.Microsecond))
+		"preflight", preflightTook.Round(100*time.Microsecond), "checks", checks.Round(100*time.Microsecond), "took", time.Since(began).Round(100*time.Microsecond))
 	return s, nil
 }
 
