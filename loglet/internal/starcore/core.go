@@ -48,7 +48,7 @@ type Config struct {
 	// Classes are the enabled classes in opening order; the first is the
 	// star's lock. At least one; each at most once.
 	Classes []Class
-	// RefuseLiveOwner reads every chain's epoch record before starting
+	// RefuseLiveOwner reads every chain's epoch record (all at once) before starting
 	// any and fails the opening with ErrLiveOwner if one has a live owner
 	// other than Owner (LiveOwner).
 	RefuseLiveOwner bool
@@ -113,7 +113,8 @@ type chainState struct {
 }
 
 // holdCheck is the sub-machine that checks this process still holds the
-// first chain: read its epoch record, then its checkpoint.
+// first chain: read its epoch record and its checkpoint (asked at once,
+// answered in that order).
 type holdCheck struct {
 	class Class
 	epoch uint64
@@ -122,7 +123,13 @@ type holdCheck struct {
 	// check is for, and lost its opening's error.
 	retake Class
 	lost   error
-	step   int // 0: the epoch record is out; 1: the checkpoint is out
+	// The answers, asked at once, arrive in either order: what each
+	// found (a read that failed, or a record not ours) is kept until both
+	// are in; the epoch record's finding then decides before the
+	// checkpoint's.
+	epochIn, cpIn   bool
+	epochErr, cpErr error
+	epochWhy, cpWhy string
 }
 
 // holdThen is why the first chain is checked.
@@ -147,8 +154,13 @@ type Core struct {
 	phase  phase
 	chains [NumClasses]chainState
 	next   int // Config.Classes index: the live check's or the opening's next chain
-	hold   holdCheck
-	failed error // the opening's failure, reported once every chain is abandoned
+	// The live check's answers (by class) and what each found: they
+	// arrive in any order; once all are in, the first failure in class
+	// order fails the opening.
+	liveIn   [NumClasses]bool
+	liveErrs [NumClasses]error
+	hold     holdCheck
+	failed   error // the opening's failure, reported once every chain is abandoned
 	// abandonOrder lists the chains started, in start order (each once).
 	abandonOrder []Class
 	pending      int  // requests out whose events have not come back
@@ -214,8 +226,13 @@ func (c *Core) Open() error {
 		// Every chain is checked before any is taken, so that a refusal
 		// leaves nothing taken over. (Each chain's core checks again as it
 		// reads the epoch record, should one change in between.)
+		// The records are read at once (one round trip on the path of
+		// every handoff, not one per chain); their answers arrive in
+		// class order.
 		c.phase, c.next = phaseLive, 0
-		c.ask(ReadEpoch{Class: c.cfg.Classes[0]})
+		for _, class := range c.cfg.Classes {
+			c.ask(ReadEpoch{Class: class})
+		}
 		return nil
 	}
 	c.startNext(0)
@@ -278,60 +295,89 @@ func (c *Core) unexpected(ev Event) error {
 
 func (c *Core) onEpochRead(ev EpochRead) error {
 	switch {
-	case c.phase == phaseLive && ev.Class == c.cfg.Classes[c.next]:
-		if ev.Err != nil {
-			c.fail(ev.Err)
-			return nil
+	case c.phase == phaseLive && int(ev.Class) < NumClasses && slices.Contains(c.cfg.Classes, ev.Class) && !c.liveIn[ev.Class]:
+		// Every record was asked at once; the answers arrive in any
+		// order. Once every one is in, the first failure in class order
+		// decides.
+		c.liveIn[ev.Class] = true
+		switch {
+		case ev.Err != nil:
+			c.liveErrs[ev.Class] = ev.Err
+		case !ev.Missing && LiveOwner(ev.Record, c.cfg.Owner):
+			c.liveErrs[ev.Class] = fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)",
+				c.cfg.LiveErr, c.cfg.Star, ev.Class, ev.Record.Epoch, ev.Record.Owner)
 		}
-		if !ev.Missing && LiveOwner(ev.Record, c.cfg.Owner) {
-			c.fail(fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)",
-				c.cfg.LiveErr, c.cfg.Star, ev.Class, ev.Record.Epoch, ev.Record.Owner))
-			return nil
+		for _, class := range c.cfg.Classes {
+			if !c.liveIn[class] {
+				return nil
+			}
 		}
-		if c.next+1 < len(c.cfg.Classes) {
-			c.next++
-			c.ask(ReadEpoch{Class: c.cfg.Classes[c.next]})
-			return nil
+		for _, class := range c.cfg.Classes {
+			if err := c.liveErrs[class]; err != nil {
+				c.fail(err)
+				return nil
+			}
 		}
 		c.startNext(0)
 		return nil
-	case c.phase == phaseHold && c.hold.step == 0 && ev.Class == c.hold.class:
-		if ev.Err != nil {
-			c.holdFailed(ev.Err)
-			return nil
+	case c.phase == phaseHold && !c.hold.epochIn && ev.Class == c.hold.class:
+		c.hold.epochIn = true
+		switch {
+		case ev.Err != nil:
+			c.hold.epochErr = ev.Err
+		case ev.Missing || ev.Record.Epoch != c.hold.epoch || ev.Record.Owner != c.cfg.Owner:
+			c.hold.epochWhy = fmt.Sprintf("the epoch record is %s", ev.Record.describe(ev.Missing))
 		}
-		if ev.Missing || ev.Record.Epoch != c.hold.epoch || ev.Record.Owner != c.cfg.Owner {
-			c.notHeld(fmt.Sprintf("the epoch record is %s", ev.Record.describe(ev.Missing)))
-			return nil
-		}
-		c.hold.step = 1
-		c.ask(ReadCheckpoint{Class: c.hold.class})
+		c.holdDecide()
 		return nil
 	}
 	return c.unexpected(ev)
 }
 
 func (c *Core) onCheckpointRead(ev CheckpointRead) error {
-	if c.phase != phaseHold || c.hold.step != 1 || ev.Class != c.hold.class {
+	if c.phase != phaseHold || c.hold.cpIn || ev.Class != c.hold.class {
 		return c.unexpected(ev)
 	}
-	if ev.Err != nil {
-		c.holdFailed(ev.Err)
-		return nil
+	c.hold.cpIn = true
+	switch {
+	case ev.Err != nil:
+		c.hold.cpErr = ev.Err
+	case ev.Owner != c.cfg.Owner || ev.OwnerEpoch != c.hold.epoch:
+		c.hold.cpWhy = fmt.Sprintf("the checkpoint carries %q's seal for epoch %d", ev.Owner, ev.OwnerEpoch)
 	}
-	if ev.Owner != c.cfg.Owner || ev.OwnerEpoch != c.hold.epoch {
-		c.notHeld(fmt.Sprintf("the checkpoint carries %q's seal for epoch %d", ev.Owner, ev.OwnerEpoch))
-		return nil
+	c.holdDecide()
+	return nil
+}
+
+// holdDecide ends the hold check once both answers are in: the epoch
+// record's finding first, then the checkpoint's.
+func (c *Core) holdDecide() {
+	h := &c.hold
+	switch {
+	case !h.epochIn || !h.cpIn:
+		return
+	case h.epochErr != nil:
+		c.holdFailed(h.epochErr)
+		return
+	case h.epochWhy != "":
+		c.notHeld(h.epochWhy)
+		return
+	case h.cpErr != nil:
+		c.holdFailed(h.cpErr)
+		return
+	case h.cpWhy != "":
+		c.notHeld(h.cpWhy)
+		return
 	}
 	// Still ours.
 	switch c.hold.then {
 	case holdThenServe:
 		c.phase = phaseServing
 		c.out.Opened = &Result{}
-		return nil
+		return
 	case holdThenNext:
 		c.startNext(c.next + 1)
-		return nil
+		return
 	}
 	lost := c.hold.retake
 	c.logf("lost a chain's takeover to a rival while holding the star's first chain; taking it again",
@@ -339,7 +385,6 @@ func (c *Core) onCheckpointRead(ev CheckpointRead) error {
 	c.phase = phaseStarting
 	c.chains[lost].out = true
 	c.ask(Abandon{Class: lost})
-	return nil
 }
 
 // holdFailed: the check could not read what it needs.
@@ -382,7 +427,7 @@ func (c *Core) onChainOpened(ev ChainOpened) error {
 		// still holds the first.
 		c.phase = phaseHold
 		c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenRetake, retake: ev.Class, lost: err}
-		c.ask(ReadEpoch{Class: c.hold.class})
+		c.askHold()
 		return nil
 	}
 	ch.open, ch.epoch = true, ev.Epoch
@@ -401,8 +446,20 @@ func (c *Core) onChainOpened(ev ChainOpened) error {
 	}
 	c.phase = phaseHold
 	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: then}
-	c.ask(ReadEpoch{Class: c.hold.class})
+	c.askHold()
 	return nil
+}
+
+// askHold asks for the first chain's epoch record and checkpoint at once
+// (one round trip, not two, on the path of every opening): both must
+// still name this process. Reading them in either order proves as much as
+// one after the other: a rival seals the checkpoint before it mints, and
+// a seal is never undone but by the sealer's own mint, so a checkpoint
+// read that still carries this process's seal shows it held the chain
+// then, whenever the record was read.
+func (c *Core) askHold() {
+	c.ask(ReadEpoch{Class: c.hold.class})
+	c.ask(ReadCheckpoint{Class: c.hold.class})
 }
 
 // openError turns a chain's failed opening into the star's error.

@@ -13,9 +13,10 @@
 // chain lost to a rival is taken again while this process still holds the
 // first (the rival, deposed from the first, gives up when it checks), up
 // to Config.MaxTakeovers takeovers of that chain; the opening fails if a
-// rival took the first meanwhile. The first is checked (its epoch record,
-// then its checkpoint: a rival seals the checkpoint before it mints)
-// before each later chain is started, since a chain's opening can report
+// rival took the first meanwhile. The first is checked (its epoch record
+// and its checkpoint, asked at once: a rival seals the checkpoint before
+// it mints, so a checkpoint still carrying this process's seal shows it
+// held the chain when it was read) before each later chain is started, since a chain's opening can report
 // success after a rival already took it over, and once more when every
 // chain serves. So two processes opening one star at once end with one of
 // them holding every chain, not with each holding one. (A window stays: a
