@@ -111,9 +111,11 @@ func (w *world) crowdOne(ctx context.Context, rng *rand.Rand, who, i int) {
 		name = longestName(name + "-")
 	}
 	failed := false
+	var last error
+	waited := 0 // 50 ms waits for a crashed leader's successor
 	for attempt := 0; ; attempt++ {
 		if attempt == 40 {
-			w.h.violation("crowd: create %s failed 40 times", trunc([]byte(name)))
+			w.h.violation("crowd: create %s failed 40 times, the last: %v", trunc([]byte(name)), last)
 			return
 		}
 		pr := w.currentLeader()
@@ -127,7 +129,23 @@ func (w *world) crowdOne(ctx context.Context, rng *rand.Rand, who, i int) {
 			w.h.violation("crowd: create %s: exists before anyone created it", trunc([]byte(name)))
 			return
 		}
-		failed = true
+		failed, last = true, err
+		if w.crashedNow(pr) {
+			// Its stores are down for good: no attempt of the
+			// budget's, wait for its successor to be the leader
+			// (seed 6776: a successor's Open outlasted the 40
+			// attempts' 16 s, all against the crashed process), for
+			// 10 virtual minutes at most.
+			if waited++; waited > 12000 {
+				w.h.violation("crowd: create %s: the leader stayed crashed for 10 minutes, the last error: %v", trunc([]byte(name)), last)
+				return
+			}
+			attempt--
+			if !sleepCtx(ctx, 50*time.Millisecond) {
+				return
+			}
+			continue
+		}
 		if !sleepCtx(ctx, time.Duration(20*(attempt+1))*time.Millisecond) {
 			return
 		}

@@ -349,6 +349,14 @@ func (w *world) liveProcs() []*process {
 	return out
 }
 
+// crashedNow reports that pr has crashed, as a goroutine racing the
+// crash sees it.
+func (w *world) crashedNow(pr *process) bool {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	return pr.crashed
+}
+
 func (w *world) currentLeader() *process {
 	w.pmu.Lock()
 	defer w.pmu.Unlock()
@@ -808,7 +816,9 @@ func classStats(s loglet.Stats, c loglet.Class) *loglet.ClassStats {
 func (w *world) crashAndRestart(ctx context.Context, prods []*producer) {
 	old := w.currentLeader()
 	old.stopReaders()
-	old.crashed = true
+	w.pmu.Lock()
+	old.crashed = true // under pmu: the crowd asks (crashedNow)
+	w.pmu.Unlock()
 	old.deposedAt = w.h.tick()
 	for c := range old.fs {
 		for _, f := range old.fs[c] {
