@@ -483,25 +483,17 @@ func (w *world) checkSettledLeaks(ctx context.Context, healedAt time.Time) {
 			return
 		}
 		for _, it := range items {
-			if !strings.Contains(it.Key, "/doomed/") {
-				continue
+			var d struct {
+				Key string `json:"key"`
+				At  int64  `json:"at_ms"`
+				Ref string `json:"ref,omitempty"`
 			}
-			d, err := settle.DecodeMarker(it.Value)
-			if err != nil {
-				continue
-			}
-			var objs []string
-			pending := false
-			for _, n := range d.Names() { // a chunk marker names many
-				objs = append(objs, n.Key)
-				pending = pending || n.Ref != ""
-			}
-			if pending {
+			if !strings.Contains(it.Key, "/doomed/") || json.Unmarshal(it.Value, &d) != nil || d.Ref != "" {
 				continue
 			}
 			if due := d.At + grace; due+20_000 < healedAt.UnixMilli() {
 				if late++; late <= 5 {
-					bad("doomed settled objects %v were due at %v, %v before the healed idle ended, and are still there", objs, time.UnixMilli(due).UTC(), healedAt.Sub(time.UnixMilli(due)))
+					bad("doomed settled object %s was due at %v, %v before the healed idle ended, and is still there", d.Key, time.UnixMilli(due).UTC(), healedAt.Sub(time.UnixMilli(due)))
 				}
 			}
 		}
