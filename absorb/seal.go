@@ -237,3 +237,82 @@ func (c *Committer) refresh(ctx context.Context, rec chain.EpochRecord, moved bo
 	}
 	return nil
 }
+
+// SealMint is a clean takeover's seal and mint in one Commit: when prev
+// (read at prevVersion) carries a clean seal of its own epoch, the cut is
+// known and nothing needs fencing, so nothing has to happen between the
+// seal and the mint. The Commit puts the next epoch record at prevVersion
+// and the checkpoint, found as cp at cpVersion (metastore.NoVersion: there
+// is none, and one is created at (1, 0)), with owner's seal of the new
+// epoch at cpVersion: exactly the writes SealCheckpoint and MintNext make,
+// applied at once, so any interleaving the two-step takeover allows is
+// refused here by one of the two compare-and-swaps. A rival that sealed
+// the checkpoint since cp was read, or whose mint moved the epoch record,
+// makes it fail; it never writes over a seal it did not read.
+//
+// It returns a committer holding the seal at the new epoch, and the record
+// written and its version. The error wraps ErrEpochMoved if the epoch
+// record moved (start the takeover over: a rival minted), ErrSealRaced if
+// only the checkpoint moved (read both again and retry); any other error
+// leaves the outcome to a retry with the same arguments, which finds its
+// own write if it applied.
+func SealMint(ctx context.Context, ms metastore.Store, star string, c chain.Class, owner string, prev chain.EpochRecord, prevVersion metastore.Version,
+	next chain.EpochRecord, cp Checkpoint, cpVersion metastore.Version) (*Committer, chain.EpochRecord, metastore.Version, error) {
+	what := fmt.Sprintf("seal and mint epoch %d of %s/%s", prev.Epoch+1, star, c)
+	if prev.Seal == nil || prev.Seal.Epoch != prev.Epoch {
+		return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: epoch %d carries no clean seal of its own: its cut must be fenced first", what, prev.Epoch)
+	}
+	rec, err := chain.PrepareNext(prev, next)
+	if err != nil {
+		return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: %w", what, err)
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return nil, chain.EpochRecord{}, "", err
+	}
+	sealed := cp
+	sealed.Owner, sealed.OwnerEpoch, sealed.Counter = owner, rec.Epoch, cp.Counter+1
+	cv, err := json.Marshal(sealed)
+	if err != nil {
+		return nil, chain.EpochRecord{}, "", err
+	}
+	epKey := chain.EpochKey(star, c)
+	cm := &Committer{meta: ms, star: star, class: c, owner: owner, epoch: rec.Epoch}
+	vs, err := ms.Commit(ctx, []metastore.Op{
+		{Kind: metastore.OpPut, Key: epKey, Value: val, Expect: prevVersion},
+		{Kind: metastore.OpPut, Key: chain.CheckpointKey(star, c), Value: cv, Expect: cpVersion},
+	})
+	cm.Requests++
+	if err == nil {
+		cm.cp, cm.ver = sealed, vs[1]
+		return cm, rec, vs[0], nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, chain.EpochRecord{}, "", cerr
+	}
+	if errors.Is(err, metastore.ErrInvalidKey) || errors.Is(err, metastore.ErrTooLarge) {
+		return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: %w", what, err)
+	}
+	// A conflict, or an ambiguous failure: the Commit is atomic, so the
+	// epoch record tells whether it applied.
+	it, gerr := ms.Get(ctx, epKey)
+	cm.Requests++
+	switch {
+	case gerr != nil:
+		return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: %w: %w (and the epoch record's re-read failed: %v)", what, errUnresolved, err, gerr)
+	case bytes.Equal(it.Value, val):
+		got, gv, rerr := ReadCheckpoint(ctx, ms, star, c)
+		cm.Requests++
+		if rerr != nil {
+			return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: applied, but the checkpoint's re-read failed: %w", what, rerr)
+		}
+		if got.Owner != owner || got.OwnerEpoch != rec.Epoch {
+			return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: %w: the checkpoint is sealed by %q for %d after our mint", what, ErrDeposed, got.Owner, got.OwnerEpoch)
+		}
+		cm.cp, cm.ver = got, gv
+		return cm, rec, it.Version, nil
+	case it.Version != prevVersion:
+		return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: %w: %w", what, ErrEpochMoved, err)
+	}
+	return nil, chain.EpochRecord{}, "", fmt.Errorf("absorb: %s: %w: %w", what, ErrSealRaced, err)
+}

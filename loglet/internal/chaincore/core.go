@@ -317,7 +317,7 @@ func (c *Core) Step(now time.Time, ev Event) {
 		c.onRendered(ev)
 	case CopyDone:
 		c.onCopyDone(ev)
-	case EpochRead, TrimCursorRead, FirstMinted, CheckpointCreated, Sealed, Fenced, Minted, TailsRead, Walked:
+	case EpochRead, TrimCursorRead, FirstMinted, CheckpointCreated, Sealed, SealMinted, Fenced, Minted, TailsRead, Walked:
 		if c.succ == nil {
 			// The succession that asked for it ended meanwhile (the chain
 			// died, or the opening was abandoned): nothing to do with it.

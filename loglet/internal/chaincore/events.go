@@ -71,7 +71,12 @@ type PutCopy struct {
 // ReadEpoch asks for the chain's epoch record (chain.ReadEpoch): a
 // takeover's first step, and the fence's look for a cut a successor
 // recorded. → EpochRead.
-type ReadEpoch struct{}
+type ReadEpoch struct {
+	// Checkpoint asks for the checkpoint too (absorb.ReadCheckpoint), read
+	// at the same time: a takeover's, so that after a clean seal the seal
+	// and the mint are one Commit (SealMint) with nothing read between.
+	Checkpoint bool
+}
 
 // ReadTrimCursor asks for the chain's trim cursor (chain.ReadTrimCursor):
 // the fence never reads below it, and takes a cut it records. →
@@ -97,6 +102,19 @@ type CreateCheckpoint struct {
 type Seal struct {
 	Epoch        uint64
 	EpochVersion metastore.Version
+}
+
+// SealMint asks for a clean takeover's seal and mint in one Commit
+// (absorb.SealMint): Next put at PrevVersion, and the checkpoint, read as
+// Checkpoint at CheckpointVersion, sealed by this owner for the new epoch
+// at that version. Prev carries a clean seal of its epoch, so there is no
+// cut to fence between the two. → SealMinted.
+type SealMint struct {
+	Prev              chain.EpochRecord
+	PrevVersion       metastore.Version
+	Next              chain.EpochRecord
+	Checkpoint        absorb.Checkpoint
+	CheckpointVersion metastore.Version
 }
 
 // Fence asks to fence Epoch from slot From (chain.Fence, looking ahead at
@@ -289,6 +307,7 @@ func (ReadTrimCursor) isRequest()   {}
 func (MintFirst) isRequest()        {}
 func (CreateCheckpoint) isRequest() {}
 func (Seal) isRequest()             {}
+func (SealMint) isRequest()         {}
 func (Fence) isRequest()            {}
 func (Mint) isRequest()             {}
 func (Probe) isRequest()            {}
@@ -331,6 +350,13 @@ type EpochRead struct {
 	Record  chain.EpochRecord
 	Version metastore.Version
 	Err     error
+	// The checkpoint, when the request asked for it (CheckpointRead: it was
+	// read; a chain with none reads as absorb.Checkpoint{Epoch: 1} at
+	// metastore.NoVersion, as a seal creates it) or CheckpointErr.
+	CheckpointRead    bool
+	Checkpoint        absorb.Checkpoint
+	CheckpointVersion metastore.Version
+	CheckpointErr     error
 }
 
 // TrimCursorRead is ReadTrimCursor's result.
@@ -365,6 +391,20 @@ type Sealed struct {
 	Checkpoint absorb.Checkpoint
 	Requests   uint64
 	Err        error
+}
+
+// SealMinted is SealMint's result: the record minted and its version, and
+// the checkpoint held after it (sealed for the new epoch). Err wraps
+// absorb.ErrEpochMoved if the epoch record moved (a rival minted),
+// absorb.ErrSealRaced if only the checkpoint moved (a rival sealed it), or
+// absorb.ErrDeposed if the Commit applied but a rival sealed the checkpoint
+// since.
+type SealMinted struct {
+	Record   chain.EpochRecord
+	Version  metastore.Version
+	Held     absorb.Held
+	Requests uint64
+	Err      error
 }
 
 // Fenced is Fence's result: chain.Fence's, from the request's From.
@@ -502,6 +542,7 @@ func (TrimCursorRead) isEvent()    {}
 func (FirstMinted) isEvent()       {}
 func (CheckpointCreated) isEvent() {}
 func (Sealed) isEvent()            {}
+func (SealMinted) isEvent()        {}
 func (Fenced) isEvent()            {}
 func (Minted) isEvent()            {}
 func (Probed) isEvent()            {}

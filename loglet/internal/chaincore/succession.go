@@ -32,8 +32,9 @@ func LiveOwner(rec chain.EpochRecord, owner string) bool {
 // The succession protocol (docs/design.md, "Opening a star" and "Halt and
 // recovery on the incumbent") is one sub-machine for both of its uses:
 //
-//	takeover (opening):  read epoch → [first mint → create checkpoint → serve]
-//	                     seal → fence (not after a clean seal) → mint → probe → tails → walk → serve
+//	takeover (opening):  read epoch (and checkpoint) → [first mint → create checkpoint → serve]
+//	                     seal → fence → mint → probe → tails → walk → serve
+//	                     after a clean seal: seal and mint in one Commit → tails → serve
 //	recovery (a halt):   drain own uploads → backoff → fence own epoch → ack below the cut
 //	                     → mint (only while holding the seal) → probe → republish → serve
 //
@@ -43,6 +44,14 @@ func LiveOwner(rec chain.EpochRecord, owner string) bool {
 // read both again (settlement may have passed the cut found meanwhile: the
 // recorded cut wins, or the fence runs again, at most maxFenceRuns times
 // in a row).
+//
+// After a clean seal (the predecessor's Close recorded its cut in the
+// epoch record) there is nothing to fence, so nothing has to happen between
+// the seal and the mint: the takeover reads the epoch record and the
+// checkpoint at once and writes both in one Commit (SealMint), each at the
+// version read. Anything that could come between the two-step seal and
+// mint (a rival's seal, a rival's mint) moves one of the two versions and
+// fails it: two requests on the path instead of four.
 //
 // The mint is binding: one metastore Commit puts the next epoch record at
 // the version it was read at and checks that the checkpoint still carries
@@ -66,6 +75,7 @@ const (
 	stepMintFirst                    // takeover of a chain with no epoch
 	stepCreateCheckpoint             // takeover of a chain with no epoch: the first epoch is minted
 	stepSeal                         // takeover
+	stepSealMint                     // takeover after a clean seal: seal and mint in one Commit
 	stepDrain                        // recovery: wait for own uploads to return
 	stepBackoff                      // recovery: after repeated halts
 	stepFence
@@ -75,7 +85,7 @@ const (
 )
 
 func (s step) String() string {
-	return [...]string{"read epoch", "first mint", "create checkpoint", "seal", "drain uploads", "backoff", "fence", "mint", "read tails", "walk"}[s]
+	return [...]string{"read epoch", "first mint", "create checkpoint", "seal", "seal and mint", "drain uploads", "backoff", "fence", "mint", "read tails", "walk"}[s]
 }
 
 // fenceStage is where the fence (stepFence) is: one request each.
@@ -122,6 +132,7 @@ type succession struct {
 	prev    chain.EpochRecord // the epoch being succeeded
 	prevVer metastore.Version
 	cp      absorb.Checkpoint // takeover: the checkpoint as found at the seal
+	cpVer   metastore.Version // a clean takeover: the version cp was read at
 	from    uint64            // the fence's start
 	// The fence under way: its stage, the trim cursor it read, where its
 	// run of the buckets started (past from if the cursor is), what that
@@ -227,7 +238,7 @@ func (s *succession) next(c *Core) {
 		switch s.step {
 		case stepReadEpoch:
 			s.out = true
-			c.emit(ReadEpoch{})
+			c.emit(ReadEpoch{Checkpoint: true})
 		case stepMintFirst:
 			s.out = true
 			c.emit(MintFirst{Record: chain.EpochRecord{Owner: c.cfg.Owner, Window: c.cfg.Window, K: c.K(), W: c.cfg.W, Buckets: c.cfg.Buckets}})
@@ -237,6 +248,9 @@ func (s *succession) next(c *Core) {
 		case stepSeal:
 			s.out = true
 			c.emit(Seal{Epoch: s.prev.Epoch, EpochVersion: s.prevVer})
+		case stepSealMint:
+			s.out = true
+			c.emit(SealMint{Prev: s.prev, PrevVersion: s.prevVer, Next: c.nextRecord(s), Checkpoint: s.cp, CheckpointVersion: s.cpVer})
 		case stepDrain:
 			if !c.uploadsDrained() {
 				return
@@ -346,6 +360,8 @@ func (s *succession) onEvent(c *Core, ev Event) {
 		s.onCheckpointCreated(c, ev)
 	case Sealed:
 		s.onSealed(c, ev)
+	case SealMinted:
+		s.onSealMinted(c, ev)
 	case Fenced:
 		s.onFenced(c, ev)
 	case Minted:
@@ -383,8 +399,64 @@ func (s *succession) onEpochRead(c *Core, ev EpochRead) {
 			s.found, s.foundAny = rec, true
 		}
 		s.prev, s.prevVer = rec, ev.Version
+		if seal := rec.Seal; seal != nil && seal.Epoch == rec.Epoch && ev.CheckpointRead {
+			// A clean seal: the cut is the seal's, so the seal and the mint
+			// are one Commit at the versions just read. (A checkpoint that
+			// could not be read leaves the two-step seal to read it again.)
+			if s.checkpointPast(c, ev.Checkpoint) {
+				return
+			}
+			s.cp, s.cpVer = ev.Checkpoint, ev.CheckpointVersion
+			s.clean, s.cut, s.fenced = true, seal.Slot, true
+			s.advance(c, stepSealMint)
+			return
+		}
 		s.advance(c, stepSeal)
 	}
+}
+
+// checkpointPast fails the opening if cp, the checkpoint found, is past
+// the epoch being succeeded: the records contradict each other.
+func (s *succession) checkpointPast(c *Core, cp absorb.Checkpoint) bool {
+	if cp.Epoch > s.prev.Epoch {
+		c.failOpen(fmt.Errorf("leader: %s/%s: checkpoint at epoch %d is past the epoch record's %d", c.cfg.Star, c.cfg.Class, cp.Epoch, s.prev.Epoch))
+		return true
+	}
+	return false
+}
+
+// onSealMinted: a clean takeover's seal and mint. The epoch record moved:
+// start over (a rival minted: rivalMinted ends the opening). Only the
+// checkpoint moved (a rival sealed it): read both again and retry, backing
+// off after maxSealRaces in a row. A failure that left the outcome open is
+// retried with the same request, which finds its own write if it applied.
+func (s *succession) onSealMinted(c *Core, ev SealMinted) {
+	s.out = false
+	c.ab.requests += ev.Requests
+	switch {
+	case errors.Is(ev.Err, absorb.ErrEpochMoved):
+		s.sealRaces = 0
+		s.restart(c, ev.Err)
+		return
+	case errors.Is(ev.Err, absorb.ErrSealRaced):
+		s.sealRaces++
+		c.logf(slog.LevelInfo, "checkpoint moved while sealing; reading it again", attrU("epoch", s.prev.Epoch), attrI("attempts", s.sealRaces))
+		s.advance(c, stepReadEpoch)
+		if s.sealRaces >= maxSealRaces {
+			s.sealRaces = 0
+			s.retry(c, "seal and mint raced", ev.Err)
+		}
+		return
+	case errors.Is(ev.Err, absorb.ErrDeposed):
+		c.failOpen(fmt.Errorf("%w: %s/%s: another candidate sealed the checkpoint after our mint of epoch %d: %v", ErrTakeoverLost, c.cfg.Star, c.cfg.Class, s.prev.Epoch+1, ev.Err))
+		return
+	case ev.Err != nil:
+		s.retry(c, "seal and mint failed", ev.Err, attrU("next_epoch", s.prev.Epoch+1))
+		return
+	}
+	s.sealRaces = 0
+	c.hold(ev.Held)
+	s.minted(c, ev.Record, ev.Version)
 }
 
 func (s *succession) onFirstMinted(c *Core, ev FirstMinted) {
@@ -468,8 +540,7 @@ func (s *succession) onSealed(c *Core, ev Sealed) {
 	c.hold(ev.Held)
 	s.cp = ev.Checkpoint
 	e := s.prev.Epoch
-	if s.cp.Epoch > e {
-		c.failOpen(fmt.Errorf("leader: %s/%s: checkpoint at epoch %d is past the epoch record's %d", c.cfg.Star, c.cfg.Class, s.cp.Epoch, e))
+	if s.checkpointPast(c, s.cp) {
 		return
 	}
 	if seal := s.prev.Seal; seal != nil && seal.Epoch == e {
@@ -700,8 +771,14 @@ func (s *succession) onMinted(c *Core, ev Minted) {
 		s.retry(c, "mint failed", ev.Err, attrU("next_epoch", s.prev.Epoch+1))
 		return
 	}
+	s.minted(c, ev.Record, ev.Version)
+}
+
+// minted goes on from the new epoch rec (at ver): probe a fenced epoch,
+// then republish (a recovery) or read the tails (a takeover).
+func (s *succession) minted(c *Core, rec chain.EpochRecord, ver metastore.Version) {
 	e := s.prev.Epoch
-	c.rec, c.ver = ev.Record, ev.Version
+	c.rec, c.ver = rec, ver
 	c.logf(slog.LevelInfo, "minted", attrU("epoch", c.rec.Epoch), attrU("from_epoch", e), attrU("cut", s.cut))
 	if !s.clean {
 		// Poison the fenced epoch's window past the cut so a zombie's

@@ -103,7 +103,7 @@ type harness struct {
 	streams   map[string]*Stream
 	renders   map[UploadID][]RenderStream // the streams of each render asked for
 	wake      time.Time
-	lastReq   []Request
+	lastReq   []Request // every request asked for, in order
 	round     CommitRound // the last round commit asked for (an AdvanceRound's too)
 	refsTo    int         // the end of the last CommitRefs' chunk
 	drop      []string    // the snapshots its round deletes once committed
@@ -142,7 +142,17 @@ func (h *harness) run(d *datadriven.TestData) string {
 		if cuts := h.str(d, "cuts", ""); cuts != "" { // cuts=1@4/2@7
 			rec.Cuts = h.cuts(d, cuts)
 		}
-		h.step(EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch))})
+		ev := EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch))}
+		if h.askedCheckpoint() {
+			// The checkpoint read with it: cp-epoch, cp-next, tails, base,
+			// doomed, pending as for "sealed" (cp-failed: unreadable).
+			if d.HasArg("cp-failed") {
+				ev.CheckpointErr = errors.New("metastore: unavailable")
+			} else {
+				ev.Checkpoint, ev.CheckpointVersion, ev.CheckpointRead = h.checkpointArgs(d), "cp", true
+			}
+		}
+		h.step(ev)
 	case "first-minted":
 		rec := chain.EpochRecord{Epoch: 1, Owner: h.cfg.Owner, Window: h.cfg.Window, K: len(h.cfg.Buckets), W: h.cfg.W, Buckets: h.cfg.Buckets}
 		h.step(FirstMinted{Record: rec, Version: "v1"})
@@ -160,17 +170,24 @@ func (h *harness) run(d *datadriven.TestData) string {
 		h.step(CheckpointCreated{Err: fmt.Errorf("absorb: create checkpoint: %w, sealed by \"p2\" at epoch 2", absorb.ErrCheckpointExists)})
 	case "first-mint-taken":
 		h.step(FirstMinted{Err: fmt.Errorf("chain: mint first epoch: %w", chain.ErrEpochTaken)})
+	case "seal-minted":
+		req, ok := h.lastOf(func(r Request) bool { _, ok := r.(SealMint); return ok }).(SealMint)
+		if !ok {
+			d.Fatalf(h.t, "no seal-mint asked for")
+		}
+		next := req.Next
+		next.Epoch = req.Prev.Epoch + 1
+		held := absorb.Held{Checkpoint: req.Checkpoint, Version: "cp2"}
+		held.Checkpoint.Owner, held.Checkpoint.OwnerEpoch = h.cfg.Owner, next.Epoch
+		h.step(SealMinted{Record: next, Version: metastore.Version(fmt.Sprintf("v%d", next.Epoch)), Held: held})
+	case "seal-mint-moved":
+		h.step(SealMinted{Err: fmt.Errorf("absorb: seal and mint: %w: %w", absorb.ErrEpochMoved, metastore.ErrConflict)})
+	case "seal-mint-raced":
+		h.step(SealMinted{Err: fmt.Errorf("absorb: seal and mint: %w: %w", absorb.ErrSealRaced, metastore.ErrConflict)})
+	case "seal-mint-failed":
+		h.step(SealMinted{Err: errors.New("metastore: unavailable")})
 	case "sealed":
-		cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", ""), TailsBase: h.str(d, "base", "")}
-		if doomed := h.str(d, "doomed", ""); doomed != "" {
-			cp.Doomed = strings.Split(doomed, ",")
-		}
-		if p := h.str(d, "pending", ""); p != "" {
-			a, b, _ := strings.Cut(p, "-")
-			from, _ := strconv.ParseUint(a, 10, 64)
-			to, _ := strconv.ParseUint(b, 10, 64)
-			cp.Pending = &absorb.Round{Epoch: cp.Epoch, From: from, To: to}
-		}
+		cp := h.checkpointArgs(d)
 		held := h.heldAt(cp.Epoch, cp.Next, h.c.succ.prev.Epoch+1)
 		held.Checkpoint.Tails, held.Checkpoint.TailsBase, held.Checkpoint.Doomed, held.Checkpoint.Pending = cp.Tails, cp.TailsBase, cp.Doomed, cp.Pending
 		h.step(Sealed{Held: held, Checkpoint: cp})
@@ -496,6 +513,39 @@ func (h *harness) newCore(d *datadriven.TestData) {
 
 // heldAt is a checkpoint at (epoch, next) carrying this owner's seal for
 // sealEpoch, as a worker returns it.
+// checkpointArgs is the checkpoint a trace line describes: cp-epoch,
+// cp-next, tails, base, doomed (a,b), pending (from-to).
+func (h *harness) checkpointArgs(d *datadriven.TestData) absorb.Checkpoint {
+	cp := absorb.Checkpoint{Epoch: h.u64(d, "cp-epoch", 1), Next: h.u64(d, "cp-next", 0), Tails: h.str(d, "tails", ""), TailsBase: h.str(d, "base", "")}
+	if doomed := h.str(d, "doomed", ""); doomed != "" {
+		cp.Doomed = strings.Split(doomed, ",")
+	}
+	if p := h.str(d, "pending", ""); p != "" {
+		a, b, _ := strings.Cut(p, "-")
+		from, _ := strconv.ParseUint(a, 10, 64)
+		to, _ := strconv.ParseUint(b, 10, 64)
+		cp.Pending = &absorb.Round{Epoch: cp.Epoch, From: from, To: to}
+	}
+	return cp
+}
+
+// askedCheckpoint reports whether the last ReadEpoch the core asked for
+// asked for the checkpoint too.
+func (h *harness) askedCheckpoint() bool {
+	r, ok := h.lastOf(func(r Request) bool { _, ok := r.(ReadEpoch); return ok }).(ReadEpoch)
+	return ok && r.Checkpoint
+}
+
+// lastOf returns the latest request asked for that match says, or nil.
+func (h *harness) lastOf(match func(Request) bool) Request {
+	for i := len(h.lastReq) - 1; i >= 0; i-- {
+		if match(h.lastReq[i]) {
+			return h.lastReq[i]
+		}
+	}
+	return nil
+}
+
 func (h *harness) heldAt(epoch, next, sealEpoch uint64) absorb.Held {
 	return absorb.Held{Checkpoint: absorb.Checkpoint{Epoch: epoch, Next: next, Owner: h.cfg.Owner, OwnerEpoch: sealEpoch}, Version: "cp"}
 }
@@ -691,6 +741,7 @@ func (h *harness) ready() string {
 	for _, id := range rd.Cancels {
 		fmt.Fprintf(&b, "cancel e=%d s=%d\n", id.Epoch, id.Slot)
 	}
+	h.lastReq = append(h.lastReq, rd.Requests...)
 	for _, r := range rd.Requests {
 		b.WriteString(h.request(r))
 		b.WriteString("\n")
@@ -768,6 +819,9 @@ func (h *harness) request(r Request) string {
 	case PutCopy:
 		return fmt.Sprintf("put e=%d s=%d b=%d", r.Upload.Epoch, r.Upload.Slot, r.Bucket)
 	case ReadEpoch:
+		if r.Checkpoint {
+			return "read-epoch and-checkpoint"
+		}
 		return "read-epoch"
 	case ReadTrimCursor:
 		return "read-trim-cursor"
@@ -777,6 +831,12 @@ func (h *harness) request(r Request) string {
 		return fmt.Sprintf("create-checkpoint e=%d", r.Epoch)
 	case Seal:
 		return fmt.Sprintf("seal for=%d at=%s", r.Epoch+1, r.EpochVersion)
+	case SealMint:
+		var cuts []string
+		for _, k := range r.Next.Cuts {
+			cuts = append(cuts, fmt.Sprintf("%d@%d", k.Epoch, k.Slot))
+		}
+		return fmt.Sprintf("seal-mint e=%d from=%s cp=%d/%d at=%s cuts=[%s]", r.Prev.Epoch+1, r.PrevVersion, r.Checkpoint.Epoch, r.Checkpoint.Next, r.CheckpointVersion, strings.Join(cuts, " "))
 	case Fence:
 		return fmt.Sprintf("fence e=%d from=%d window=%d", r.Epoch, r.From, r.Window)
 	case Settle:

@@ -88,6 +88,9 @@ type CoreResult struct {
 	Batches, Acked, NotCommitted, Unknown int
 	Orphaned                              int // admitted to a process that crashed before an outcome
 	Halts, Takeovers, Crashes, Epochs     int
+	// CleanSealMints: takeovers after a clean seal whose seal and mint were
+	// one Commit (chaincore.SealMint) that applied.
+	CleanSealMints int
 	// Settlement (coresim_settle.go): passes run to their end, their
 	// requests, settled objects at the end, repoints checked.
 	SettlePasses, SettleSteps, SettledObjects, Repoints int
@@ -854,6 +857,10 @@ func (cw *coreWorld) noteSplit(req chaincore.Request, ev chaincore.Event) {
 		if ev.Err == nil {
 			cw.res.RefChunks++
 		}
+	case chaincore.SealMinted:
+		if ev.Err == nil {
+			cw.res.CleanSealMints++
+		}
 	}
 }
 
@@ -1152,6 +1159,8 @@ func describe(r chaincore.Request) string {
 		return fmt.Sprintf("seal-epoch e=%d cut=%d", r.Record.Epoch, r.Cut)
 	case chaincore.Seal:
 		return fmt.Sprintf("seal for=%d", r.Epoch+1)
+	case chaincore.SealMint:
+		return fmt.Sprintf("seal-mint e=%d", r.Prev.Epoch+1)
 	case chaincore.ReadCheckpoint:
 		return "read-checkpoint"
 	}
@@ -1176,6 +1185,15 @@ func describeEvent(ev chaincore.Event) string {
 		return fmt.Sprintf("first-minted %s", errs(ev.Err))
 	case chaincore.Sealed:
 		return fmt.Sprintf("sealed cp=%d/%d %s", ev.Checkpoint.Epoch, ev.Checkpoint.Next, errs(ev.Err))
+	case chaincore.SealMinted:
+		kind := errs(ev.Err)
+		switch {
+		case errors.Is(ev.Err, absorb.ErrEpochMoved):
+			kind = "moved"
+		case errors.Is(ev.Err, absorb.ErrSealRaced):
+			kind = "raced"
+		}
+		return fmt.Sprintf("seal-minted e=%d %s", ev.Record.Epoch, kind)
 	case chaincore.Fenced:
 		return fmt.Sprintf("fenced e=%d cut=%d poisoned=%d ahead=%d %s", ev.Epoch, ev.Result.Cut, ev.Result.Poisoned, ev.Result.PoisonedAhead, errs(ev.Err))
 	case chaincore.Minted:

@@ -70,6 +70,7 @@ func TestCoreSim(t *testing.T) {
 		tot.Orphaned += r.Orphaned
 		tot.Halts += r.Halts
 		tot.Takeovers += r.Takeovers
+		tot.CleanSealMints += r.CleanSealMints
 		tot.Crashes += r.Crashes
 		tot.Epochs += r.Epochs
 		tot.Steps += r.Steps
@@ -93,6 +94,10 @@ func TestCoreSim(t *testing.T) {
 	t.Logf("split absorb rounds (too large for one metastore Commit, committed in steps by the core): %d, their ref chunks written %d, pending rounds replayed by a successor %d", tot.SplitRounds, tot.RefChunks, tot.PendingReplays)
 	if n >= 64 && failed == 0 && tot.SplitRounds == 0 {
 		t.Errorf("no seed of %d split an absorb round: the core's split-round steps went unwalked", n)
+	}
+	t.Logf("clean takeovers sealed and minted in one Commit: %d", tot.CleanSealMints)
+	if n >= 64 && failed == 0 && tot.CleanSealMints == 0 {
+		t.Errorf("no seed of %d sealed and minted a clean takeover in one Commit: that path went unwalked", n)
 	}
 	if n >= 64 && failed == 0 && tot.EarlyRounds == 0 {
 		t.Errorf("no seed of %d started an early absorb round: the backlog's early trigger went unwalked", n)

@@ -16,7 +16,8 @@ import (
 // applied write to a chain's checkpoint it checks that the seal is binding
 // (docs/design.md, invariant 8): the checkpoint's owner changes only through
 // a seal (a candidate writing its own seal for the epoch after the record's
-// current one), and a process never rewrites a checkpoint that carries
+// current one, alone, or with that epoch's mint when the current one is
+// sealed cleanly: nothing is fenced between them), and a process never rewrites a checkpoint that carries
 // another owner's seal except by sealing it for a takeover of its own.
 type sealWatch struct {
 	metastore.Store
@@ -84,9 +85,10 @@ func (m sealWatch) before(ctx context.Context, ops []metastore.Op) func() {
 		} else if !errors.Is(err, metastore.ErrNotFound) {
 			continue // cannot judge
 		}
-		epochNow := uint64(0)
+		epochNow, cleanNow := uint64(0), false
 		if rec, _, err := chain.ReadEpoch(ctx, m.Store, starName, c); err == nil {
 			epochNow = rec.Epoch
+			cleanNow = rec.Seal != nil && rec.Seal.Epoch == rec.Epoch
 		}
 		if epochNew == 0 {
 			epochNew = epochNow
@@ -100,6 +102,8 @@ func (m sealWatch) before(ctx context.Context, ops []metastore.Op) func() {
 				// new epoch.
 			case nw.Owner == writer && nw.OwnerEpoch == epochNow+1 && epochNew == epochNow:
 				m.o.seals++ // a seal for a takeover of its own
+			case cleanNow && nw.Owner == writer && nw.OwnerEpoch == epochNow+1 && epochNew == epochNow+1:
+				m.o.seals++ // a clean takeover's seal and mint in one Commit
 			case old == nil && nw.Owner == writer && nw.OwnerEpoch == epochNew:
 				// The first checkpoint of a chain.
 			default:

@@ -25,7 +25,7 @@ import (
 var coreRequests = map[string][]any{
 	"chaincore": {
 		chaincore.Render{}, chaincore.PutCopy{}, chaincore.ReadEpoch{}, chaincore.ReadTrimCursor{},
-		chaincore.MintFirst{}, chaincore.CreateCheckpoint{}, chaincore.Seal{}, chaincore.Fence{},
+		chaincore.MintFirst{}, chaincore.CreateCheckpoint{}, chaincore.Seal{}, chaincore.SealMint{}, chaincore.Fence{},
 		chaincore.Mint{}, chaincore.Probe{}, chaincore.ReadCheckpoint{}, chaincore.ReadTails{},
 		chaincore.Walk{}, chaincore.PutSnapshot{}, chaincore.CommitRound{}, chaincore.DropSnapshots{},
 		chaincore.SealEpoch{}, chaincore.Settle{}, chaincore.MarkRoundPending{}, chaincore.CommitRefs{}, chaincore.AdvanceRound{},

@@ -131,6 +131,9 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		res.Bucket, res.Latency = r.Bucket, e.now().Sub(start)
 		return chaincore.CopyDone{Upload: r.Upload, Result: res}
 	case chaincore.ReadEpoch:
+		if r.Checkpoint {
+			return e.readEpochAndCheckpoint(ctx)
+		}
 		rec, ver, err := chain.ReadEpoch(ctx, e.Meta, e.Star, e.Class)
 		return chaincore.EpochRead{Record: rec, Version: ver, Err: err}
 	case chaincore.ReadTrimCursor:
@@ -154,6 +157,12 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 			return chaincore.Sealed{Err: err}
 		}
 		return chaincore.Sealed{Held: cm.Held(), Checkpoint: cp, Requests: cm.Requests}
+	case chaincore.SealMint:
+		cm, rec, ver, err := absorb.SealMint(ctx, e.Meta, e.Star, e.Class, e.Owner, r.Prev, r.PrevVersion, r.Next, r.Checkpoint, r.CheckpointVersion)
+		if err != nil {
+			return chaincore.SealMinted{Err: err, Requests: 1} // the Commit (its resolving reads are not counted)
+		}
+		return chaincore.SealMinted{Record: rec, Version: ver, Held: cm.Held(), Requests: cm.Requests}
 	case chaincore.Fence:
 		return e.fence(ctx, r)
 	case chaincore.Mint:
@@ -221,6 +230,26 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return e.settle(ctx, r)
 	}
 	panic(fmt.Sprintf("work: unknown request %T", req))
+}
+
+// readEpochAndCheckpoint reads the epoch record and the checkpoint at
+// once (two requests in flight, one round trip's wait): a takeover's
+// first step. A chain with no checkpoint reads as a seal would create it.
+func (e *Env) readEpochAndCheckpoint(ctx context.Context) chaincore.EpochRead {
+	var ev chaincore.EpochRead
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cp, ver, err := absorb.ReadCheckpoint(ctx, e.Meta, e.Star, e.Class)
+		if errors.Is(err, metastore.ErrNotFound) {
+			cp, ver, err = absorb.Checkpoint{Epoch: 1}, metastore.NoVersion, nil
+		}
+		ev.Checkpoint, ev.CheckpointVersion, ev.CheckpointErr, ev.CheckpointRead = cp, ver, err, err == nil
+	}()
+	rec, ver, err := chain.ReadEpoch(ctx, e.Meta, e.Star, e.Class)
+	<-done
+	ev.Record, ev.Version, ev.Err = rec, ver, err
+	return ev
 }
 
 // render builds a flight's transit bundle: each stream's batches of this
