@@ -103,7 +103,7 @@ type harness struct {
 	streams   map[string]*Stream
 	renders   map[UploadID][]RenderStream // the streams of each render asked for
 	wake      time.Time
-	lastReq   []Request // every request asked for, in order
+	lastReq   []Request   // every request asked for, in order
 	round     CommitRound // the last round commit asked for (an AdvanceRound's too)
 	refsTo    int         // the end of the last CommitRefs' chunk
 	drop      []string    // the snapshots its round deletes once committed
