@@ -70,8 +70,9 @@ type copyWorkers struct {
 }
 
 // newLane starts the shell of chain class: its core begins the opening (a
-// first mint or a takeover) at once; awaitOpen waits for it.
-func newLane(s *Star, class Class, cfg ClassConfig) *lane {
+// first mint or a takeover) at once, refusing a live owner if refuseLive;
+// awaitOpen waits for it.
+func newLane(s *Star, class Class, cfg ClassConfig, refuseLive bool) *lane {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lane{
 		star: s, class: class, cfg: cfg,
@@ -98,7 +99,7 @@ func newLane(s *Star, class Class, cfg ClassConfig) *lane {
 		MaxBatchBytes: int64(s.cfg.MaxBatchBytes), CommitDeadline: cfg.CommitDeadline, StragglerTimeout: cfg.StragglerTimeout,
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots, AbsorbEarlyPercent: max(0, s.cfg.AbsorbEarlyPercent),
-		RefuseLiveOwner:   s.cfg.RefuseLiveOwner,
+		RefuseLiveOwner:   refuseLive,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
 		FencePatience:     max(0, s.cfg.FencePatience),

@@ -77,6 +77,24 @@ func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, time.Durati
 			}
 			wg.Wait()
 			checks += time.Since(began)
+		} else if onlyStarts(rd.Requests) {
+			// Every chain taken over at once (a clean handoff): the lanes
+			// are made here, one after the other, and their openings
+			// awaited together.
+			lanes := make([]*lane, len(rd.Requests))
+			for i, r := range rd.Requests {
+				lanes[i] = s.startLane(r.(starcore.StartChain))
+			}
+			var wg sync.WaitGroup
+			var results [2]chaincore.Opened
+			for i, r := range rd.Requests {
+				wg.Go(func() { evs[i] = s.awaitLane(ctx, r.(starcore.StartChain), lanes[i], &results) })
+			}
+			wg.Wait()
+			for _, r := range rd.Requests {
+				c := r.(starcore.StartChain).Class
+				opened[c] = results[c]
+			}
 		} else {
 			for i, r := range rd.Requests {
 				evs[i] = s.execLead(ctx, r, &opened)
@@ -89,6 +107,16 @@ func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, time.Durati
 			}
 		}
 	}
+}
+
+// onlyStarts reports whether every request starts a chain's opening.
+func onlyStarts(rs []starcore.Request) bool {
+	for _, r := range rs {
+		if _, ok := r.(starcore.StartChain); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // onlyReads reports whether every request is a metastore read.
@@ -162,25 +190,7 @@ func (s *Star) execLead(ctx context.Context, r starcore.Request, opened *[2]chai
 		cp, _, err := absorb.ReadCheckpoint(ctx, s.cfg.Meta, s.cfg.Star, Class(r.Class))
 		return starcore.CheckpointRead{Class: r.Class, Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch, Err: err}
 	case starcore.StartChain:
-		c := Class(r.Class)
-		l := newLane(s, c, *s.classConfig(c))
-		s.lanes[c] = l
-		o, err := l.awaitOpen(ctx)
-		if opened != nil {
-			opened[c] = o
-		}
-		switch {
-		case err == nil:
-			if o.TakeOver {
-				l.log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took, "steps", stepsString(o.Steps))
-			}
-			return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeOpened, Epoch: o.Epoch}
-		case errors.Is(err, chaincore.ErrTakeoverLost):
-			return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeLost, Err: err}
-		case errors.Is(err, chaincore.ErrLiveOwner):
-			return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeLiveOwner, Err: err}
-		}
-		return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeFailed, Err: err}
+		return s.awaitLane(ctx, r, s.startLane(r), opened)
 	case starcore.Abandon:
 		if l := s.lanes[r.Class]; l != nil {
 			l.crash()
@@ -196,6 +206,37 @@ func (s *Star) execLead(ctx context.Context, r starcore.Request, opened *[2]chai
 		return starcore.HostReleased{Errs: s.releaseAll()}
 	}
 	return nil // a request this shell does not know: Step refuses a nil event
+}
+
+// startLane makes the lane of r's class, whose chain core starts its
+// opening (refusing a live owner if the star does, unless r is a retake
+// that deposes the rival).
+func (s *Star) startLane(r starcore.StartChain) *lane {
+	c := Class(r.Class)
+	l := newLane(s, c, *s.classConfig(c), s.cfg.RefuseLiveOwner && !r.Depose)
+	s.lanes[c] = l
+	return l
+}
+
+// awaitLane waits for l's opening and steps its result back; opened
+// receives it.
+func (s *Star) awaitLane(ctx context.Context, r starcore.StartChain, l *lane, opened *[2]chaincore.Opened) starcore.Event {
+	o, err := l.awaitOpen(ctx)
+	if opened != nil {
+		opened[Class(r.Class)] = o
+	}
+	switch {
+	case err == nil:
+		if o.TakeOver {
+			l.log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took, "steps", stepsString(o.Steps))
+		}
+		return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeOpened, Epoch: o.Epoch}
+	case errors.Is(err, chaincore.ErrTakeoverLost):
+		return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeLost, Err: err}
+	case errors.Is(err, chaincore.ErrLiveOwner):
+		return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeLiveOwner, Err: err}
+	}
+	return starcore.ChainOpened{Class: r.Class, Outcome: starcore.OutcomeFailed, Err: err}
 }
 
 // stepsString formats where an opening's time went: "seal=2ms mint=31ms …".

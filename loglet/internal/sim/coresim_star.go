@@ -61,16 +61,23 @@ type StarResult struct {
 
 	Opens, Served, Failed int // star openings: started, served, failed
 	Retakes               int // later chains taken again in an opening
-	Winner                string
+	// Together: openings that took every chain over at once (each record
+	// sealed cleanly, with RefuseLiveOwner: a planned handoff).
+	Together int
+	Winner   string
 }
 
 // Failed reports whether the run found a violation.
 func (r *StarResult) failed() bool { return len(r.Violations) > 0 }
 
 type starPlan struct {
-	rivals     int
-	startAt    []time.Duration // each rival's start, from the rivals' start
-	before     string          // "fresh", "crashed", "closed": the star's previous owner
+	rivals  int
+	startAt []time.Duration // each rival's start, from the rivals' start
+	before  string          // "fresh", "crashed", "closed": the star's previous owner
+	// refuseLive: every opening refuses a live owner (RefuseLiveOwner, as
+	// the fleet's and the CLI's do), drawn for a star closed cleanly before
+	// the rivals: their openings then take every chain over at once.
+	refuseLive bool
 	classes    []chain.Class
 	putMedian  time.Duration
 	metaMedian time.Duration
@@ -93,12 +100,15 @@ func drawStarPlan(seed uint64) starPlan {
 	if r.IntN(2) == 0 {
 		p.metaErr = r.Float64() * 0.03
 	}
+	// Drawn from a generator of its own, so every other draw of a seed is
+	// what it was before the draw existed.
+	p.refuseLive = p.before == "closed" && rand.New(rand.NewPCG(seed, 0x11fe)).IntN(2) == 0
 	return p
 }
 
 func (p starPlan) String() string {
-	return fmt.Sprintf("%d rivals starting at %v; before them: %s; classes %v; put median %v, meta median %v, meta errors %.3f",
-		p.rivals, p.startAt, p.before, p.classes, p.putMedian, p.metaMedian, p.metaErr)
+	return fmt.Sprintf("%d rivals starting at %v; before them: %s; classes %v; refuse live owners %v; put median %v, meta median %v, meta errors %.3f",
+		p.rivals, p.startAt, p.before, p.classes, p.refuseLive, p.putMedian, p.metaMedian, p.metaErr)
 }
 
 // starWorld is one star-leadership run on top of a coreWorld (its clock,
@@ -128,6 +138,8 @@ type starProc struct {
 	state             string // opening, serving, failed, closing, closed, crashed
 	err               error
 	retried           bool // its host opened the star again after it failed
+	// refuse: its opening refuses a live owner (Config.RefuseLiveOwner).
+	refuse bool
 }
 
 type starRead struct {
@@ -208,7 +220,7 @@ func (sw *starWorld) run() {
 				cw.now = limit
 			}
 			if len(rivals) < len(starts) && !cw.now.Before(starts[len(rivals)]) {
-				rivals = append(rivals, sw.open())
+				rivals = append(rivals, sw.open(sw.p.refuseLive))
 			}
 		}
 		// A host whose Open failed for another reason than a rival (the
@@ -218,7 +230,7 @@ func (sw *starWorld) run() {
 				r.retried = true
 				retries++
 				cw.tracef("%s's host retries", r.owner)
-				rivals = append(rivals, sw.open())
+				rivals = append(rivals, sw.open(false))
 				starts = append(starts, cw.now)
 			}
 		}
@@ -268,11 +280,13 @@ func (sw *starWorld) run() {
 // host whose Open failed for another reason than a rival (the metastore
 // failed a read) opens it again, as a new process, up to 4 times.
 func (sw *starWorld) openAlone() *starProc {
+	refuse := sw.p.refuseLive
 	for try := 1; ; try++ {
-		s := sw.open()
+		s := sw.open(refuse)
 		if !sw.runUntil(func() bool { return s.state != "opening" }, time.Minute) {
 			return s
 		}
+		refuse = false
 		if s.state != "failed" || errors.Is(s.err, starcore.ErrTakeoverLost) || try == 5 {
 			return s
 		}
@@ -280,11 +294,16 @@ func (sw *starWorld) openAlone() *starProc {
 	}
 }
 
-// open starts a process opening the star.
-func (sw *starWorld) open() *starProc {
+// A host whose opening failed opens the star again deposing a live owner
+// (as a fleet member does after its HandoffWait, and the CLI with
+// --takeover): the failed opening left the epochs it minted unsealed, which
+// a refusing opening would refuse for ever.
+
+// open starts a process opening the star, refusing a live owner if refuse.
+func (sw *starWorld) open(refuse bool) *starProc {
 	cw := sw.cw
 	n := len(sw.stars)
-	s := &starProc{n: n, owner: fmt.Sprintf("star-%d", n), state: "opening"}
+	s := &starProc{n: n, owner: fmt.Sprintf("star-%d", n), state: "opening", refuse: refuse}
 	mf := metastore.WithFaults(cw.meta, cw.o.Seed*1000+500+uint64(n))
 	mf.SetErrorRate(sw.p.metaErr)
 	s.meta = mf
@@ -292,7 +311,7 @@ func (sw *starWorld) open() *starProc {
 	for i, c := range sw.p.classes {
 		classes[i] = starcore.Class(c)
 	}
-	lead, err := starcore.New(starcore.Config{Star: starName, Owner: s.owner, Classes: classes, MaxTakeovers: 4})
+	lead, err := starcore.New(starcore.Config{Star: starName, Owner: s.owner, Classes: classes, MaxTakeovers: 4, RefuseLiveOwner: refuse})
 	if err != nil {
 		cw.violation("starcore.New: %v", err)
 		s.state = "failed"
@@ -301,7 +320,7 @@ func (sw *starWorld) open() *starProc {
 	s.lead = lead
 	sw.stars = append(sw.stars, s)
 	sw.res.Opens++
-	cw.tracef("%s opens", s.owner)
+	cw.tracef("%s opens (refusing a live owner: %v)", s.owner, refuse)
 	if err := lead.Open(); err != nil {
 		cw.violation("%s: Open: %v", s.owner, err)
 	}
@@ -311,7 +330,7 @@ func (sw *starWorld) open() *starProc {
 
 // openChain starts a chain core for class c of star s: it begins the
 // chain's opening at once.
-func (sw *starWorld) openChain(s *starProc, c chain.Class) *coreProc {
+func (sw *starWorld) openChain(s *starProc, c chain.Class, refuseLive bool) *coreProc {
 	cw := sw.cw
 	n := len(cw.procs)
 	mf := metastore.WithFaults(cw.meta, cw.o.Seed*1000+uint64(n))
@@ -325,7 +344,7 @@ func (sw *starWorld) openChain(s *starProc, c chain.Class) *coreProc {
 		Star: starName, Class: c, Owner: s.owner, Buckets: sw.names[c], W: sw.w[c], Window: 4,
 		FlushDeadline: 5 * time.Millisecond, FlightBytes: 4096, MaxBatchBytes: 512, CommitDeadline: time.Second, StragglerTimeout: 3 * time.Second,
 		BacklogFlights: 8, BacklogBytes: 1 << 20, AbsorbInterval: 20 * time.Millisecond, AbsorbMaxSlots: 4,
-		SealCheckInterval: 200 * time.Millisecond,
+		SealCheckInterval: 200 * time.Millisecond, RefuseLiveOwner: refuseLive,
 	}, cw.now)
 	cw.procs = append(cw.procs, pr)
 	cw.tracef("%s starts its %s chain as p%d", s.owner, c, n)
@@ -344,8 +363,11 @@ func (sw *starWorld) drainLead(s *starProc) {
 		}
 		for _, l := range rd.Logs {
 			cw.tracef("%s log %s", s.owner, l.Msg)
-			if l.Msg == "lost a chain's takeover to a rival while holding the star's first chain; taking it again" {
+			switch l.Msg {
+			case "lost a chain's takeover to a rival while holding the star's first chain; taking it again":
 				sw.res.Retakes++
+			case "every chain sealed cleanly; taking them over at once":
+				sw.res.Together++
 			}
 		}
 		if r := rd.Opened; r != nil {
@@ -390,7 +412,7 @@ func (sw *starWorld) execLead(s *starProc, r starcore.Request) {
 	case starcore.StartChain:
 		c := chain.Class(r.Class)
 		cw.tracef("%s %s", s.owner, starcore.Describe(r))
-		s.chains[c] = sw.openChain(s, c)
+		s.chains[c] = sw.openChain(s, c, s.refuse && !r.Depose)
 		s.starting[c] = true
 	case starcore.Abandon:
 		if pr := s.chains[r.Class]; pr != nil && !pr.stopped && !pr.crashed {
@@ -436,8 +458,10 @@ func (sw *starWorld) completeRead(s *starProc, q *starRead) {
 		cw.tracef("%s done#%d checkpoint %s: sealed by %q for %d err=%v", s.owner, q.id, r.Class, cp.Owner, cp.OwnerEpoch, err)
 		ev = starcore.CheckpointRead{Class: r.Class, Owner: cp.Owner, OwnerEpoch: cp.OwnerEpoch, Err: err}
 	}
-	if sw.blind {
-		// The planted bug: whatever the store says, the first is ours.
+	if sw.blind && s.lead.Phase() == "hold-check" {
+		// The planted bug: whatever the store says, the first is ours (the
+		// hold check's reads; the live check's, before any chain started,
+		// are answered as they are).
 		switch r := q.req.(type) {
 		case starcore.ReadEpoch:
 			ev = starcore.EpochRead{Class: r.Class, Record: starcore.EpochRecord{Epoch: s.chains[r.Class].core.Epoch(), Owner: s.owner}}

@@ -104,7 +104,10 @@ func (p phase) String() string { return phaseNames[p] }
 
 // chainState is what the core knows of one class's chain.
 type chainState struct {
-	started  bool   // a StartChain was asked (a lane exists until abandoned or closed)
+	started bool // a StartChain was asked (a lane exists until abandoned or closed)
+	// result is the chain's opening as it came back while every chain
+	// was started at once (Core.together): decided once all are in.
+	result   *ChainOpened
 	open     bool   // its opening succeeded: this process leads it at epoch
 	epoch    uint64 // the epoch it leads
 	attempts int    // takeovers asked in this opening
@@ -159,8 +162,13 @@ type Core struct {
 	// order fails the opening.
 	liveIn   [NumClasses]bool
 	liveErrs [NumClasses]error
-	hold     holdCheck
-	failed   error // the opening's failure, reported once every chain is abandoned
+	// liveClean: the live check found the chain's record cleanly sealed
+	// (its owner closed it). together: every chain was started at once,
+	// their openings out together (every record clean: a planned handoff).
+	liveClean [NumClasses]bool
+	together  bool
+	hold      holdCheck
+	failed    error // the opening's failure, reported once every chain is abandoned
 	// abandonOrder lists the chains started, in start order (each once).
 	abandonOrder []Class
 	pending      int  // requests out whose events have not come back
@@ -252,7 +260,113 @@ func (c *Core) start(class Class) {
 	}
 	ch.started, ch.open, ch.out = true, false, true
 	ch.attempts++
-	c.ask(StartChain{Class: class, Attempt: ch.attempts})
+	c.ask(StartChain{Class: class, Attempt: ch.attempts, Depose: ch.attempts > 1})
+}
+
+// allClean reports whether the live check found every chain's record
+// cleanly sealed: its owner closed the star (a planned handoff), so each
+// chain's takeover is a seal and mint with nothing to fence.
+func (c *Core) allClean() bool {
+	if len(c.cfg.Classes) < 2 {
+		return false
+	}
+	for _, class := range c.cfg.Classes {
+		if !c.liveClean[class] {
+			return false
+		}
+	}
+	return true
+}
+
+// startAll starts every chain's opening at once (a clean handoff: one
+// takeover's time on the path, not one per chain). The first is still the
+// star's lock: the openings are decided together once all are in
+// (decideTogether), the first's before the others', and the star serves
+// only after the hold check of the first that follows them. What running
+// them at once changes is only who may end up with a later chain when a
+// rival opens the star at the same moment: a rival that wins a later
+// chain but loses the first abandons it and this process takes it again
+// (the retake), exactly as when a rival takes a later chain between this
+// process's takeovers. Each chain's own epoch protocol keeps every ack
+// safe either way.
+func (c *Core) startAll() {
+	c.phase, c.next, c.together = phaseStarting, 0, true
+	c.logf("every chain sealed cleanly; taking them over at once", "star", c.cfg.Star, "chains", len(c.cfg.Classes))
+	for _, class := range c.cfg.Classes {
+		c.start(class)
+	}
+}
+
+// decideTogether decides the openings started at once, once every one is
+// in: the first lost or failed fails the star (every chain started is
+// abandoned, a later one won included); a later one that failed, or was
+// lost too often, fails it too; a later one lost to a rival is taken
+// again while this process holds the first (the hold check, then the
+// sequential opening from that chain on); all opened: the hold check
+// before serving.
+func (c *Core) decideTogether() {
+	for _, class := range c.cfg.Classes {
+		if c.chains[class].out {
+			return
+		}
+	}
+	c.together = false
+	results := make([]ChainOpened, len(c.cfg.Classes))
+	for i, class := range c.cfg.Classes {
+		results[i] = *c.chains[class].result
+		c.chains[class].result = nil
+	}
+	for _, ev := range results {
+		if ev.Outcome == OutcomeOpened {
+			c.chains[ev.Class].open, c.chains[ev.Class].epoch = true, ev.Epoch
+		}
+	}
+	for i, ev := range results {
+		ch := &c.chains[ev.Class]
+		if ev.Outcome == OutcomeOpened {
+			continue
+		}
+		if i == 0 {
+			c.failClosingWon(c.openError(ev))
+			return
+		}
+		if !retakeable(ev) || ch.attempts >= c.cfg.MaxTakeovers {
+			c.fail(c.openError(ev))
+			return
+		}
+	}
+	for i, ev := range results {
+		if retakeable(ev) {
+			c.next = i
+			c.phase = phaseHold
+			c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenRetake, retake: ev.Class, lost: c.openError(ev)}
+			c.askHold()
+			return
+		}
+	}
+	c.next = len(c.cfg.Classes) - 1
+	c.phase = phaseHold
+	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenServe}
+	c.askHold()
+}
+
+// retakeable reports whether a later chain's failed opening ev is a rival's
+// doing, to be taken again while this process holds the first: a rival
+// minted first (lost), or the chain has a live owner although the live
+// check before any chain started found none (a rival minted it since:
+// without the retake, this process and the rival, which cannot hold the
+// first, would both give up, each leaving a chain it minted unsealed).
+func retakeable(ev ChainOpened) bool {
+	return ev.Outcome == OutcomeLost || ev.Outcome == OutcomeLiveOwner
+}
+
+// nextUnopened is the index in Config.Classes of the first chain from i
+// on that is not open (len(Classes) if none).
+func (c *Core) nextUnopened(i int) int {
+	for i < len(c.cfg.Classes) && c.chains[c.cfg.Classes[i]].open {
+		i++
+	}
+	return i
 }
 
 // first is the star's lock: the first class opened.
@@ -306,6 +420,8 @@ func (c *Core) onEpochRead(ev EpochRead) error {
 		case !ev.Missing && LiveOwner(ev.Record, c.cfg.Owner):
 			c.liveErrs[ev.Class] = fmt.Errorf("%w: %s/%s is at epoch %d, owned by %q and not sealed cleanly (it is running, or it crashed without a clean Close)",
 				c.cfg.LiveErr, c.cfg.Star, ev.Class, ev.Record.Epoch, ev.Record.Owner)
+		default:
+			c.liveClean[ev.Class] = !ev.Missing && ev.Record.Sealed && ev.Record.SealEpoch == ev.Record.Epoch
 		}
 		for _, class := range c.cfg.Classes {
 			if !c.liveIn[class] {
@@ -317,6 +433,10 @@ func (c *Core) onEpochRead(ev EpochRead) error {
 				c.fail(err)
 				return nil
 			}
+		}
+		if c.allClean() {
+			c.startAll()
+			return nil
 		}
 		c.startNext(0)
 		return nil
@@ -376,7 +496,16 @@ func (c *Core) holdDecide() {
 		c.out.Opened = &Result{}
 		return
 	case holdThenNext:
-		c.startNext(c.next + 1)
+		i := c.nextUnopened(c.next + 1)
+		if class := c.cfg.Classes[i]; c.chains[class].started {
+			// Lost while the chains were started at once: its lane goes
+			// before it is taken again.
+			c.phase, c.next = phaseStarting, i
+			c.chains[class].out = true
+			c.ask(Abandon{Class: class})
+			return
+		}
+		c.startNext(i)
 		return
 	}
 	lost := c.hold.retake
@@ -411,15 +540,23 @@ func (c *Core) notHeld(why string) {
 }
 
 func (c *Core) onChainOpened(ev ChainOpened) error {
+	if c.phase != phaseStarting || int(ev.Class) >= NumClasses || !c.chains[ev.Class].out {
+		return c.unexpected(ev)
+	}
 	ch := &c.chains[ev.Class]
-	if c.phase != phaseStarting || int(ev.Class) >= NumClasses || !ch.out || ev.Class != c.cfg.Classes[c.next] {
+	if c.together {
+		ch.out, ch.result = false, &ev
+		c.decideTogether()
+		return nil
+	}
+	if ev.Class != c.cfg.Classes[c.next] {
 		return c.unexpected(ev)
 	}
 	ch.out = false
 	if ev.Outcome != OutcomeOpened {
 		err := c.openError(ev)
 		first := c.next == 0
-		if first || ev.Outcome != OutcomeLost || ch.attempts >= c.cfg.MaxTakeovers {
+		if first || !retakeable(ev) || ch.attempts >= c.cfg.MaxTakeovers {
 			c.fail(err)
 			return nil
 		}
@@ -441,7 +578,7 @@ func (c *Core) onChainOpened(ev ChainOpened) error {
 	// serves (a rival may have taken it while this process opened the
 	// others).
 	then := holdThenServe
-	if c.next+1 < len(c.cfg.Classes) {
+	if c.nextUnopened(c.next+1) < len(c.cfg.Classes) {
 		then = holdThenNext
 	}
 	c.phase = phaseHold
@@ -482,6 +619,33 @@ func (c *Core) fail(err error) {
 	c.failed = err
 	c.phase = phaseFailing
 	c.abandonAll()
+	if c.pending == 0 {
+		c.finishFailure()
+	}
+}
+
+// failClosingWon fails an opening whose first chain a rival took while
+// every chain was started at once: the later chains this process won are
+// closed cleanly (sealed, nothing admitted), not abandoned, so that the
+// rival, which holds the first, takes them over from a clean seal rather
+// than finding a live owner there; the others are abandoned, the last
+// started first.
+func (c *Core) failClosingWon(err error) {
+	c.failed = err
+	c.phase = phaseFailing
+	for i := len(c.abandonOrder) - 1; i >= 0; i-- {
+		class := c.abandonOrder[i]
+		ch := &c.chains[class]
+		switch {
+		case !ch.started:
+		case ch.open:
+			ch.out = true
+			c.ask(CloseChain{Class: class})
+		default:
+			ch.out = true
+			c.ask(Abandon{Class: class})
+		}
+	}
 	if c.pending == 0 {
 		c.finishFailure()
 	}
@@ -568,8 +732,23 @@ func (c *Core) Crash() error {
 }
 
 func (c *Core) onChainClosed(ev ChainClosed) error {
+	if int(ev.Class) >= NumClasses {
+		return c.unexpected(ev)
+	}
 	ch := &c.chains[ev.Class]
-	if c.phase != phaseClosing || int(ev.Class) >= NumClasses || !ch.started || !ch.out || c.crash {
+	if c.phase == phaseFailing && ch.started && ch.out {
+		// A chain won while the first was lost (failClosingWon): closed.
+		// A close that failed leaves it to be taken over as after a crash.
+		ch.started, ch.open, ch.out = false, false, false
+		if ev.Err != nil {
+			c.logf("closing a chain won while the star's first chain was lost failed", "star", c.cfg.Star, "class", ev.Class.String(), "err", ev.Err)
+		}
+		if c.pending == 0 {
+			c.finishFailure()
+		}
+		return nil
+	}
+	if c.phase != phaseClosing || !ch.started || !ch.out || c.crash {
 		return c.unexpected(ev)
 	}
 	ch.started, ch.open, ch.out, ch.closeErr = false, false, false, ev.Err

@@ -8,11 +8,18 @@
 // no clock and takes no lock: I/O results arrive as events.
 //
 // A star has one chain per enabled class, opened one after the other in
-// Config.Classes order (Standard first). The first chain is the star's
-// lock: a candidate that loses its takeover of it stops there. A later
-// chain lost to a rival is taken again while this process still holds the
-// first (the rival, deposed from the first, gives up when it checks), up
-// to Config.MaxTakeovers takeovers of that chain; the opening fails if a
+// Config.Classes order (Standard first), or all at once when the
+// live-owner check (Config.RefuseLiveOwner) found every chain's record
+// sealed cleanly (a planned handoff: each takeover is a seal and mint,
+// nothing to fence; the openings are then decided together once all are
+// in). The first chain is the star's lock: a candidate that loses its
+// takeover of it stops there (a later chain it won meanwhile is closed
+// cleanly, so that the winner takes it over from a clean seal). A later
+// chain lost to a rival, or found with a live owner the check did not see
+// (a rival minted it since), is taken again while this process still
+// holds the first (the rival, deposed from the first, gives up when it
+// checks), deposing that rival (StartChain.Depose), up to
+// Config.MaxTakeovers takeovers of that chain; the opening fails if a
 // rival took the first meanwhile. The first is checked (its epoch record
 // and its checkpoint, asked at once: a rival seals the checkpoint before
 // it mints, so a checkpoint still carrying this process's seal shows it

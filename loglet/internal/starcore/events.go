@@ -45,10 +45,16 @@ type ReadCheckpoint struct{ Class Class }
 // StartChain asks the shell to start class's lane, whose chain core runs
 // the chain's own opening (a first mint or a takeover), and to wait for
 // its result: steps ChainOpened. Attempt counts the takeovers of this
-// chain in this opening, from 1.
+// chain in this opening, from 1. Depose (a retake: Attempt > 1) says the
+// chain's opening takes the chain from whoever holds it, live owner or
+// not (Config.RefuseLiveOwner does not apply): the rival that took it
+// during this opening does not hold the star's first chain (the hold
+// check just found it this process's), so it cannot serve the star and
+// gives up when it checks; refusing it would leave the chain to nobody.
 type StartChain struct {
 	Class   Class
 	Attempt int
+	Depose  bool
 }
 
 // Abandon asks the shell to stop class's lane the way a dying process
@@ -176,6 +182,9 @@ func Describe(r Request) string {
 	case ReadCheckpoint:
 		return fmt.Sprintf("read-checkpoint %s", r.Class)
 	case StartChain:
+		if r.Depose {
+			return fmt.Sprintf("start %s attempt=%d depose", r.Class, r.Attempt)
+		}
 		return fmt.Sprintf("start %s attempt=%d", r.Class, r.Attempt)
 	case Abandon:
 		return fmt.Sprintf("abandon %s", r.Class)
