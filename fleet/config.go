@@ -43,8 +43,9 @@ type Config struct {
 	// Star (it must be star or empty), Stars (when empty: Config.Stars),
 	// Owner (always: "<member name>/<random>", one per session, published in
 	// the member record so other members can tell a live owner's epoch from
-	// a crashed one's) and RefuseLiveOwner (the handoff rule decides it).
-	// Required by Join.
+	// a crashed one's), RefuseLiveOwner (the handoff rule decides it) and
+	// ExclusiveOpen (set unless the open deposes: the member's claim keeps
+	// the others out). Required by Join.
 	OpenStar func(ctx context.Context, star string) (loglet.Config, error)
 	// TTL is the session lease's TTL, in whole seconds (default
 	// DefaultTTL; etcd may raise a TTL below its minimum, about 2s).

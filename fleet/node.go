@@ -641,6 +641,12 @@ func (n *Node) prepare(star string, depose bool) (loglet.Config, error) {
 	}
 	cfg.Owner = n.owner
 	cfg.RefuseLiveOwner = false
+	// The claim (put only if no other member claims or leads the star)
+	// keeps every other member from opening it meanwhile, so its chains
+	// are taken over at once, a crashed member's too. A deposing open's
+	// claim is put whatever the others hold: its chains go one after the
+	// other, the first the star's lock.
+	cfg.ExclusiveOpen = !depose
 	if !depose {
 		// Refuse the star while its epoch is a live member's: it is still
 		// opening or closing it, and a clean close is on its way. An epoch

@@ -121,6 +121,16 @@ type Config struct {
 	// that must never depose a running service by accident (the CLI's
 	// append without --takeover) set it.
 	RefuseLiveOwner bool
+	// ExclusiveOpen says the host keeps any other process from opening
+	// this star at the same time (a fleet member's claim does): Open then
+	// takes every chain over at once rather than one after the other,
+	// whatever their epoch records (a crashed owner's chains are fenced at
+	// the same time). Without it the chains are taken over at once only
+	// when RefuseLiveOwner's check finds every one sealed cleanly. Safety
+	// does not rest on it: should a rival open the star anyway, each
+	// chain's epoch protocol keeps every ack safe, and the opening takes
+	// again a chain the rival won, or fails and leaves it.
+	ExclusiveOpen bool
 	// ProducerWindow bounds each stream's dedupe window of producer
 	// identities (Batch.Producer): the producers a stream remembers
 	// (default 1024; the least recently committed is forgotten first) and

@@ -36,7 +36,7 @@ func (s *Star) newLeadership() (*starcore.Core, error) {
 	}
 	return starcore.New(starcore.Config{
 		Star: s.cfg.Star, Owner: s.cfg.Owner, Classes: classes,
-		RefuseLiveOwner: s.cfg.RefuseLiveOwner, MaxTakeovers: maxChainRetakes,
+		RefuseLiveOwner: s.cfg.RefuseLiveOwner, AllAtOnce: s.cfg.ExclusiveOpen, MaxTakeovers: maxChainRetakes,
 		LostErr: ErrTakeoverLost, LiveErr: ErrLiveOwner,
 	})
 }

@@ -78,6 +78,12 @@ type starPlan struct {
 	// the fleet's and the CLI's do), drawn for a star closed cleanly before
 	// the rivals: their openings then take every chain over at once.
 	refuseLive bool
+	// allAtOnce: an opening with no rival (the previous owner's, the
+	// final process's) takes every chain over at once
+	// (starcore.Config.AllAtOnce: the host keeps rivals out). The rivals,
+	// who open together, never set it: with the promise broken, acks stay
+	// safe but two rivals may end with one chain each.
+	allAtOnce  bool
 	classes    []chain.Class
 	putMedian  time.Duration
 	metaMedian time.Duration
@@ -102,13 +108,15 @@ func drawStarPlan(seed uint64) starPlan {
 	}
 	// Drawn from a generator of its own, so every other draw of a seed is
 	// what it was before the draw existed.
-	p.refuseLive = p.before == "closed" && rand.New(rand.NewPCG(seed, 0x11fe)).IntN(2) == 0
+	own := rand.New(rand.NewPCG(seed, 0x11fe))
+	p.refuseLive = p.before == "closed" && own.IntN(2) == 0
+	p.allAtOnce = own.IntN(3) == 0
 	return p
 }
 
 func (p starPlan) String() string {
-	return fmt.Sprintf("%d rivals starting at %v; before them: %s; classes %v; refuse live owners %v; put median %v, meta median %v, meta errors %.3f",
-		p.rivals, p.startAt, p.before, p.classes, p.refuseLive, p.putMedian, p.metaMedian, p.metaErr)
+	return fmt.Sprintf("%d rivals starting at %v; before them: %s; classes %v; refuse live owners %v; all at once %v; put median %v, meta median %v, meta errors %.3f",
+		p.rivals, p.startAt, p.before, p.classes, p.refuseLive, p.allAtOnce, p.putMedian, p.metaMedian, p.metaErr)
 }
 
 // starWorld is one star-leadership run on top of a coreWorld (its clock,
@@ -138,8 +146,9 @@ type starProc struct {
 	state             string // opening, serving, failed, closing, closed, crashed
 	err               error
 	retried           bool // its host opened the star again after it failed
-	// refuse: its opening refuses a live owner (Config.RefuseLiveOwner).
-	refuse bool
+	// refuse: its opening refuses a live owner (Config.RefuseLiveOwner);
+	// alone: no rival opens the star meanwhile (openAlone).
+	refuse, alone bool
 }
 
 type starRead struct {
@@ -220,7 +229,7 @@ func (sw *starWorld) run() {
 				cw.now = limit
 			}
 			if len(rivals) < len(starts) && !cw.now.Before(starts[len(rivals)]) {
-				rivals = append(rivals, sw.open(sw.p.refuseLive))
+				rivals = append(rivals, sw.open(sw.p.refuseLive, false))
 			}
 		}
 		// A host whose Open failed for another reason than a rival (the
@@ -230,7 +239,7 @@ func (sw *starWorld) run() {
 				r.retried = true
 				retries++
 				cw.tracef("%s's host retries", r.owner)
-				rivals = append(rivals, sw.open(false))
+				rivals = append(rivals, sw.open(false, false))
 				starts = append(starts, cw.now)
 			}
 		}
@@ -282,7 +291,7 @@ func (sw *starWorld) run() {
 func (sw *starWorld) openAlone() *starProc {
 	refuse := sw.p.refuseLive
 	for try := 1; ; try++ {
-		s := sw.open(refuse)
+		s := sw.open(refuse, true)
 		if !sw.runUntil(func() bool { return s.state != "opening" }, time.Minute) {
 			return s
 		}
@@ -299,11 +308,12 @@ func (sw *starWorld) openAlone() *starProc {
 // --takeover): the failed opening left the epochs it minted unsealed, which
 // a refusing opening would refuse for ever.
 
-// open starts a process opening the star, refusing a live owner if refuse.
-func (sw *starWorld) open(refuse bool) *starProc {
+// open starts a process opening the star, refusing a live owner if refuse,
+// with no rival if alone.
+func (sw *starWorld) open(refuse, alone bool) *starProc {
 	cw := sw.cw
 	n := len(sw.stars)
-	s := &starProc{n: n, owner: fmt.Sprintf("star-%d", n), state: "opening", refuse: refuse}
+	s := &starProc{n: n, owner: fmt.Sprintf("star-%d", n), state: "opening", refuse: refuse, alone: alone}
 	mf := metastore.WithFaults(cw.meta, cw.o.Seed*1000+500+uint64(n))
 	mf.SetErrorRate(sw.p.metaErr)
 	s.meta = mf
@@ -311,7 +321,7 @@ func (sw *starWorld) open(refuse bool) *starProc {
 	for i, c := range sw.p.classes {
 		classes[i] = starcore.Class(c)
 	}
-	lead, err := starcore.New(starcore.Config{Star: starName, Owner: s.owner, Classes: classes, MaxTakeovers: 4, RefuseLiveOwner: refuse})
+	lead, err := starcore.New(starcore.Config{Star: starName, Owner: s.owner, Classes: classes, MaxTakeovers: 4, RefuseLiveOwner: refuse, AllAtOnce: alone && sw.p.allAtOnce})
 	if err != nil {
 		cw.violation("starcore.New: %v", err)
 		s.state = "failed"
@@ -366,7 +376,7 @@ func (sw *starWorld) drainLead(s *starProc) {
 			switch l.Msg {
 			case "lost a chain's takeover to a rival while holding the star's first chain; taking it again":
 				sw.res.Retakes++
-			case "every chain sealed cleanly; taking them over at once":
+			case "taking every chain over at once":
 				sw.res.Together++
 			}
 		}

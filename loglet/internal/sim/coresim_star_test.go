@@ -50,9 +50,9 @@ func TestCoreStarSim(t *testing.T) {
 // rival on the first chain: the checker must catch the star split
 // between two processes on some seed (and replay it exactly). The split
 // needs a rival to take the first chain between a process's own opening of
-// it and its start of the second, which few seeds draw (seed 738 is the
-// first since a clean takeover seals and mints in one Commit and a star
-// sealed cleanly has its chains taken over at once), hence the budget: a
+// it and its start of the second, which few seeds draw (seed 582 is the
+// first since a clean takeover seals and mints in one Commit and an
+// opening may take a star's chains over at once), hence the budget: a
 // blind seed costs about 3 ms.
 func TestCoreStarSimFindsABlindShell(t *testing.T) {
 	for s := uint64(1); s <= 1024; s++ {

@@ -52,6 +52,15 @@ type Config struct {
 	// any and fails the opening with ErrLiveOwner if one has a live owner
 	// other than Owner (LiveOwner).
 	RefuseLiveOwner bool
+	// AllAtOnce starts every chain's opening at once whatever the records
+	// say (without it, only when the live-owner check found every one
+	// sealed cleanly): the host keeps any other process from opening the
+	// star at the same time (a fleet member's claim does), so the first
+	// chain's lock has no rival to hold off. Safety does not rest on it: a
+	// rival that opens the star anyway is dealt with as after the clean
+	// check (openings decided together, a later chain retaken deposing the
+	// rival, or the star given up with the later chains closed cleanly).
+	AllAtOnce bool
 	// MaxTakeovers bounds the takeovers of one later chain in an opening
 	// (the first counts): at least 1.
 	MaxTakeovers int
@@ -243,6 +252,10 @@ func (c *Core) Open() error {
 		}
 		return nil
 	}
+	if c.cfg.AllAtOnce && len(c.cfg.Classes) > 1 {
+		c.startAll("the host keeps rivals out")
+		return nil
+	}
 	c.startNext(0)
 	return nil
 }
@@ -278,8 +291,9 @@ func (c *Core) allClean() bool {
 	return true
 }
 
-// startAll starts every chain's opening at once (a clean handoff: one
-// takeover's time on the path, not one per chain). The first is still the
+// startAll starts every chain's opening at once (a clean handoff, or a
+// host that keeps rivals out: one takeover's time on the path, not one per
+// chain). The first is still the
 // star's lock: the openings are decided together once all are in
 // (decideTogether), the first's before the others', and the star serves
 // only after the hold check of the first that follows them. What running
@@ -289,9 +303,9 @@ func (c *Core) allClean() bool {
 // (the retake), exactly as when a rival takes a later chain between this
 // process's takeovers. Each chain's own epoch protocol keeps every ack
 // safe either way.
-func (c *Core) startAll() {
+func (c *Core) startAll(why string) {
 	c.phase, c.next, c.together = phaseStarting, 0, true
-	c.logf("every chain sealed cleanly; taking them over at once", "star", c.cfg.Star, "chains", len(c.cfg.Classes))
+	c.logf("taking every chain over at once", "star", c.cfg.Star, "chains", len(c.cfg.Classes), "why", why)
 	for _, class := range c.cfg.Classes {
 		c.start(class)
 	}
@@ -434,8 +448,12 @@ func (c *Core) onEpochRead(ev EpochRead) error {
 				return nil
 			}
 		}
-		if c.allClean() {
-			c.startAll()
+		switch {
+		case c.allClean():
+			c.startAll("every chain sealed cleanly")
+			return nil
+		case c.cfg.AllAtOnce && len(c.cfg.Classes) > 1:
+			c.startAll("the host keeps rivals out")
 			return nil
 		}
 		c.startNext(0)

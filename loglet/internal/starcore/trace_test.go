@@ -19,7 +19,7 @@ import (
 //
 // Commands (CLASS is standard or express; arguments are key=value):
 //
-//	new [classes=standard,express] [refuse-live] [max=4] [owner=p1]
+//	new [classes=standard,express] [refuse-live] [all-at-once] [max=4] [owner=p1]
 //	open | close | crash
 //	epoch-read CLASS missing | epoch-read CLASS epoch= owner= [sealed=E] | epoch-read CLASS err
 //	checkpoint-read CLASS owner= epoch= | checkpoint-read CLASS err
@@ -38,7 +38,7 @@ func TestTraces(t *testing.T) {
 			switch d.Cmd {
 			case "new":
 				cfg = Config{Star: "s1", Owner: "p1", Classes: []Class{Standard, Express}, MaxTakeovers: 4,
-					RefuseLiveOwner: d.HasArg("refuse-live")}
+					RefuseLiveOwner: d.HasArg("refuse-live"), AllAtOnce: d.HasArg("all-at-once")}
 				if d.HasArg("classes") {
 					var names []string
 					d.ScanArgs(t, "classes", &names)
