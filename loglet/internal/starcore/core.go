@@ -54,9 +54,10 @@ type Config struct {
 	RefuseLiveOwner bool
 	// AllAtOnce starts every chain's opening at once whatever the records
 	// say (without it, only when the live-owner check found every one
-	// sealed cleanly): the host keeps any other process from opening the
-	// star at the same time (a fleet member's claim does), so the first
-	// chain's lock has no rival to hold off. Safety does not rest on it: a
+	// sealed cleanly), and serves once all opened without checking the
+	// first again: the host keeps any other process from opening the star
+	// at the same time (a fleet member's claim does), so the first chain's
+	// lock has no rival to hold off. Safety does not rest on it: a
 	// rival that opens the star anyway is dealt with as after the clean
 	// check (openings decided together, a later chain retaken deposing the
 	// rival, or the star given up with the later chains closed cleanly).
@@ -359,6 +360,15 @@ func (c *Core) decideTogether() {
 		}
 	}
 	c.next = len(c.cfg.Classes) - 1
+	if c.cfg.AllAtOnce {
+		// The host keeps rivals out: nobody can have taken the first since
+		// its opening returned (a deposed owner cannot mint again), so the
+		// hold check, a round trip on the path of every handoff, would
+		// find it ours.
+		c.phase = phaseServing
+		c.out.Opened = &Result{}
+		return
+	}
 	c.phase = phaseHold
 	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenServe}
 	c.askHold()

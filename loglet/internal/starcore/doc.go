@@ -25,7 +25,8 @@
 // it mints, so a checkpoint still carrying this process's seal shows it
 // held the chain when it was read) before each later chain is started, since a chain's opening can report
 // success after a rival already took it over, and once more when every
-// chain serves. So two processes opening one star at once end with one of
+// chain serves (not with Config.AllAtOnce: with no rival, nobody can have
+// taken it since its opening returned). So two processes opening one star at once end with one of
 // them holding every chain, not with each holding one. (A window stays: a
 // rival that passed its check, then lost the first to this process, can
 // still take a later chain over from it before the rival's final check
