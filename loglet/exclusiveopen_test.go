@@ -18,7 +18,8 @@ func (b *lockedBuffer) logged() string {
 // Open whose host keeps rivals out (ExclusiveOpen) takes both chains over
 // at once, each fenced, and serves every record acked before; one without
 // it takes them one after the other; after a clean close, RefuseLiveOwner's
-// check finding both sealed cleanly takes them at once too.
+// check finding both sealed cleanly takes them at once too, each from the
+// check's own read of it.
 func TestExclusiveOpenTakesChainsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -62,6 +63,11 @@ func TestExclusiveOpenTakesChainsAtOnce(t *testing.T) {
 			}
 			if got := strings.Count(logs.logged(), `msg="took over"`); got < 2 {
 				t.Fatalf("%d chains took over, want 2; logs:\n%s", got, logs.logged())
+			}
+			// After the live-owner check, each chain's opening starts from
+			// what the check read (Config.Found): no read of its own.
+			if got := strings.Contains(logs.logged(), "read_epoch="); got == tc.clean {
+				t.Fatalf("a chain's opening read the epoch record itself: %v, want %v; logs:\n%s", got, !tc.clean, logs.logged())
 			}
 			if ack, err := p2.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("two")}}}); err != nil || ack.Start != 1 {
 				t.Fatalf("append after the takeover: %+v %v, want it at 1", ack, err)

@@ -70,9 +70,10 @@ type copyWorkers struct {
 }
 
 // newLane starts the shell of chain class: its core begins the opening (a
-// first mint or a takeover) at once, refusing a live owner if refuseLive;
-// awaitOpen waits for it.
-func newLane(s *Star, class Class, cfg ClassConfig, refuseLive bool) *lane {
+// first mint or a takeover) at once, refusing a live owner if refuseLive,
+// from found (the chain's first read, made already) if set; awaitOpen
+// waits for it.
+func newLane(s *Star, class Class, cfg ClassConfig, refuseLive bool, found *chaincore.EpochRead) *lane {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &lane{
 		star: s, class: class, cfg: cfg,
@@ -100,6 +101,7 @@ func newLane(s *Star, class Class, cfg ClassConfig, refuseLive bool) *lane {
 		BacklogFlights: cfg.ChainBacklogFlights, BacklogBytes: int64(cfg.ChainBacklogMiB) << 20,
 		AbsorbInterval: s.cfg.AbsorbInterval, AbsorbMaxSlots: s.cfg.AbsorbMaxSlots, AbsorbEarlyPercent: max(0, s.cfg.AbsorbEarlyPercent),
 		RefuseLiveOwner:   refuseLive,
+		Found:             found,
 		StragglerBytes:    int64(cfg.StragglerMiB) << 20,
 		SealCheckInterval: s.cfg.SealCheckInterval,
 		FencePatience:     max(0, s.cfg.FencePatience),

@@ -12,6 +12,7 @@ import (
 	"github.com/flightlog/flightlog/chain"
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/starcore"
+	"github.com/flightlog/flightlog/loglet/internal/work"
 	"github.com/flightlog/flightlog/metastore"
 )
 
@@ -176,7 +177,17 @@ func (s *Star) closeChains(ctx context.Context, crash bool) error {
 func (s *Star) execLead(ctx context.Context, r starcore.Request, opened *[2]chaincore.Opened) starcore.Event {
 	switch r := r.(type) {
 	case starcore.ReadEpoch:
-		rec, _, err := chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, Class(r.Class))
+		var rec chain.EpochRecord
+		var err error
+		if s.lead.Phase() == "live-check" {
+			// The live-owner check's read is the chain's first too: read
+			// its checkpoint with it and hand both to its opening.
+			found := work.ReadEpochAndCheckpoint(ctx, s.cfg.Meta, s.cfg.Star, Class(r.Class))
+			s.found[r.Class] = &found
+			rec, err = found.Record, found.Err
+		} else {
+			rec, _, err = chain.ReadEpoch(ctx, s.cfg.Meta, s.cfg.Star, Class(r.Class))
+		}
 		if errors.Is(err, metastore.ErrNotFound) {
 			return starcore.EpochRead{Class: r.Class, Missing: true}
 		}
@@ -210,10 +221,17 @@ func (s *Star) execLead(ctx context.Context, r starcore.Request, opened *[2]chai
 
 // startLane makes the lane of r's class, whose chain core starts its
 // opening (refusing a live owner if the star does, unless r is a retake
-// that deposes the rival).
+// that deposes the rival), from what the live check read of it if it did.
 func (s *Star) startLane(r starcore.StartChain) *lane {
 	c := Class(r.Class)
-	l := newLane(s, c, *s.classConfig(c), s.cfg.RefuseLiveOwner && !r.Depose)
+	// The live check's read of this chain starts its first opening (a
+	// retake reads afresh).
+	found := s.found[c]
+	s.found[c] = nil
+	if r.Attempt > 1 {
+		found = nil
+	}
+	l := newLane(s, c, *s.classConfig(c), s.cfg.RefuseLiveOwner && !r.Depose, found)
 	s.lanes[c] = l
 	return l
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flightlog/flightlog/loglet/internal/chaincore"
 	"github.com/flightlog/flightlog/loglet/internal/starcore"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
@@ -19,6 +20,9 @@ type Star struct {
 	cfg   Config
 	log   *slog.Logger
 	lanes [2]*lane // by Class; nil when the class is disabled
+	// found is what the opening's live-owner check read of each chain
+	// (its epoch record and checkpoint), for that chain's first takeover.
+	found [2]*chaincore.EpochRead
 	hist  *history
 
 	mu      sync.RWMutex

@@ -89,6 +89,13 @@ type Config struct {
 	// RefuseLiveOwner fails the opening with ErrLiveOwner when the chain's
 	// current epoch has a live owner other than this one (LiveOwner).
 	RefuseLiveOwner bool
+	// Found, if set, is the takeover's first read (the epoch record and the
+	// checkpoint) as the host made it just before (the star's live-owner
+	// check): the opening starts from it instead of asking ReadEpoch. It
+	// may be stale by then; the seal's and the mint's compare-and-swaps on
+	// the versions read refuse anything that moved since, and the takeover
+	// reads again.
+	Found *EpochRead
 }
 
 // phase is where a chain is in its life.

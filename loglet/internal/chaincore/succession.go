@@ -186,6 +186,11 @@ const (
 func (c *Core) startTakeover() {
 	c.phase = phaseOpening
 	c.succ = &succession{kind: takeover, step: stepReadEpoch, entered: c.now}
+	if f := c.cfg.Found; f != nil {
+		// The host read them already: go on from there.
+		c.succ.out = true
+		c.succ.onEpochRead(c, *f)
+	}
 }
 
 // startRecovery begins the recovery of a halt: every unreleased upload is

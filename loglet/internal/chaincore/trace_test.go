@@ -504,6 +504,16 @@ func (h *harness) newCore(d *datadriven.TestData) {
 		AbsorbEarlyPercent: int(h.u64(d, "early", 0)),
 		RefuseLiveOwner:    d.HasArg("refuse-live"), SealCheckInterval: h.dur(d, "sealcheck", 0),
 		SettleInterval: h.dur(d, "settle", 0)}
+	if d.HasArg("found-epoch") {
+		// The host's read handed over (Config.Found): found-epoch,
+		// found-owner, found-sealed, and the checkpoint's arguments.
+		rec := chain.EpochRecord{Epoch: h.u64(d, "found-epoch", 1), Owner: h.str(d, "found-owner", "p0"), Window: h.cfg.Window, K: k, W: h.cfg.W, Buckets: names}
+		if d.HasArg("found-sealed") {
+			rec.Seal = &chain.Cut{Epoch: rec.Epoch, Slot: h.u64(d, "found-sealed", 0), Clean: true}
+		}
+		h.cfg.Found = &EpochRead{Record: rec, Version: metastore.Version(fmt.Sprintf("v%d", rec.Epoch)),
+			CheckpointRead: true, Checkpoint: h.checkpointArgs(d), CheckpointVersion: "cp"}
+	}
 	h.now, h.t0 = epoch0, epoch0
 	h.streams = map[string]*Stream{}
 	h.renders = map[UploadID][]RenderStream{}
@@ -511,8 +521,6 @@ func (h *harness) newCore(d *datadriven.TestData) {
 	h.c = New(h.cfg, h.now)
 }
 
-// heldAt is a checkpoint at (epoch, next) carrying this owner's seal for
-// sealEpoch, as a worker returns it.
 // checkpointArgs is the checkpoint a trace line describes: cp-epoch,
 // cp-next, tails, base, doomed (a,b), pending (from-to).
 func (h *harness) checkpointArgs(d *datadriven.TestData) absorb.Checkpoint {
@@ -546,6 +554,8 @@ func (h *harness) lastOf(match func(Request) bool) Request {
 	return nil
 }
 
+// heldAt is a checkpoint at (epoch, next) carrying this owner's seal for
+// sealEpoch, as a worker returns it.
 func (h *harness) heldAt(epoch, next, sealEpoch uint64) absorb.Held {
 	return absorb.Held{Checkpoint: absorb.Checkpoint{Epoch: epoch, Next: next, Owner: h.cfg.Owner, OwnerEpoch: sealEpoch}, Version: "cp"}
 }

@@ -232,21 +232,28 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 	panic(fmt.Sprintf("work: unknown request %T", req))
 }
 
-// readEpochAndCheckpoint reads the epoch record and the checkpoint at
-// once (two requests in flight, one round trip's wait): a takeover's
-// first step. A chain with no checkpoint reads as a seal would create it.
+// readEpochAndCheckpoint is ReadEpochAndCheckpoint of this chain.
 func (e *Env) readEpochAndCheckpoint(ctx context.Context) chaincore.EpochRead {
+	return ReadEpochAndCheckpoint(ctx, e.Meta, e.Star, e.Class)
+}
+
+// ReadEpochAndCheckpoint reads a chain's epoch record and checkpoint at
+// once (two requests in flight, one round trip's wait): a takeover's first
+// step (chaincore.ReadEpoch with Checkpoint), or the star's live-owner
+// check handing it to the chain's opening (chaincore.Config.Found). A chain
+// with no checkpoint reads as a seal would create it.
+func ReadEpochAndCheckpoint(ctx context.Context, ms metastore.Store, star string, class chain.Class) chaincore.EpochRead {
 	var ev chaincore.EpochRead
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cp, ver, err := absorb.ReadCheckpoint(ctx, e.Meta, e.Star, e.Class)
+		cp, ver, err := absorb.ReadCheckpoint(ctx, ms, star, class)
 		if errors.Is(err, metastore.ErrNotFound) {
 			cp, ver, err = absorb.Checkpoint{Epoch: 1}, metastore.NoVersion, nil
 		}
 		ev.Checkpoint, ev.CheckpointVersion, ev.CheckpointErr, ev.CheckpointRead = cp, ver, err, err == nil
 	}()
-	rec, ver, err := chain.ReadEpoch(ctx, e.Meta, e.Star, e.Class)
+	rec, ver, err := chain.ReadEpoch(ctx, ms, star, class)
 	<-done
 	ev.Record, ev.Version, ev.Err = rec, ver, err
 	return ev
