@@ -475,8 +475,15 @@ func (l *lane) precompress(b *chaincore.Batch) {
 // chunk's make (zeroing 256 KiB): on 2 cores with 64 producers woken by
 // one release, the others queued behind it and were handed the lock one
 // wake-up at a time.
+//
+// A producer that loses the race to install the next chunk keeps the
+// chunk it made as the spare the next refill takes (issue 26: on 2 cores
+// with 64 producers, every producer that found the chunk full while one
+// was zeroing the next made a chunk of its own and dropped it, a third
+// more heap bytes than the batches' own, each zeroed and collected).
 type slab struct {
-	cur atomic.Pointer[slabChunkState]
+	cur   atomic.Pointer[slabChunkState]
+	spare atomic.Pointer[slabChunkState] // a chunk never handed out, or nil
 }
 
 // slabChunkState is one chunk and how much of it is claimed (off may run
@@ -504,11 +511,17 @@ func (s *slab) alloc(n int) []byte {
 		}
 		// Full (or none yet): install a fresh chunk with this claim in
 		// it. If another producer installed one first, claim from that.
-		next := &slabChunkState{buf: make([]byte, slabChunk)}
+		next := s.spare.Swap(nil)
+		if next == nil {
+			next = &slabChunkState{buf: make([]byte, slabChunk)}
+		}
 		next.off.Store(int64(n))
 		if s.cur.CompareAndSwap(c, next) {
 			return next.buf[0:0:n]
 		}
+		// Nothing of next was handed out: it is the spare (or garbage
+		// if another loser left one first).
+		s.spare.CompareAndSwap(nil, next)
 	}
 }
 
