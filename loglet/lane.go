@@ -528,8 +528,12 @@ func (s *slab) alloc(n int) []byte {
 // admit admits b, whose Charge the caller reserved, to the core. On error
 // nothing was admitted and the reservation is returned.
 func (l *lane) admit(ctx context.Context, b *chaincore.Batch, recs []Record, match *uint64, monotone bool) error {
+	// The clock is read before the lock (issue 26: on this machine a
+	// clock read is about 100 ns, a third of the time the lock was held
+	// per batch while 64 producers queued for it).
+	now := time.Now()
 	l.mu.Lock()
-	err := l.core.Admit(time.Now(), b, recs, match, monotone)
+	err := l.core.Admit(now, b, recs, match, monotone)
 	if err == nil {
 		l.pokeLocked()
 	}
