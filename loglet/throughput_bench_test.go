@@ -443,6 +443,7 @@ func handoffBaseline(producers, n int, deadline, put time.Duration) *histogram.H
 		ch     chan struct{}
 		start  time.Time
 		putEnd time.Time // set before ch is closed
+		body   []byte    // the encoded batch, held until the release as a batch's is
 	}
 	type flight struct {
 		reqs   []*request
@@ -480,11 +481,10 @@ func handoffBaseline(producers, n int, deadline, put time.Duration) *histogram.H
 			case <-kick:
 				take()
 			case <-timer.C:
-				armed = false
-				take()
+				take() // armed: it does not re-arm for what it takes now
 				f := pending
 				pending = nil
-				armed = false
+				armed = false // the next kick arms it for what comes next
 				go func() {
 					time.Sleep(put)
 					back <- flight{reqs: f, putEnd: time.Now()}
@@ -513,12 +513,11 @@ func handoffBaseline(producers, n int, deadline, put time.Duration) *histogram.H
 				for _, rec := range recs[off : off+benchBatch] {
 					size += envelope.EncodedRecordSize(rec)
 				}
-				payload := make([]byte, 0, size+benchBatch*10)
+				r.body = make([]byte, 0, size+benchBatch*10)
 				for _, rec := range recs[off : off+benchBatch] {
 					rec.Timestamp = r.start.UnixMilli()
-					payload = envelope.AppendRecord(payload, rec)
+					r.body = envelope.AppendRecord(r.body, rec)
 				}
-				_ = payload
 				mu.Lock()
 				queue = append(queue, r)
 				mu.Unlock()
