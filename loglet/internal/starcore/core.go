@@ -57,10 +57,10 @@ type Config struct {
 	// sealed cleanly), and serves once all opened without checking the
 	// first again: the host keeps any other process from opening the star
 	// at the same time (a fleet member's claim does), so the first chain's
-	// lock has no rival to hold off. Safety does not rest on it: a
-	// rival that opens the star anyway is dealt with as after the clean
-	// check (openings decided together, a later chain retaken deposing the
-	// rival, or the star given up with the later chains closed cleanly).
+	// lock has no rival to hold off. Safety does not rest on it: should a
+	// rival open the star at the same time anyway, every ack stays safe
+	// (each chain's epoch protocol), but the two may end with one chain
+	// each, the star led by nobody until it is opened again.
 	AllAtOnce bool
 	// MaxTakeovers bounds the takeovers of one later chain in an opening
 	// (the first counts): at least 1.
@@ -294,16 +294,18 @@ func (c *Core) allClean() bool {
 
 // startAll starts every chain's opening at once (a clean handoff, or a
 // host that keeps rivals out: one takeover's time on the path, not one per
-// chain). The first is still the
-// star's lock: the openings are decided together once all are in
-// (decideTogether), the first's before the others', and the star serves
-// only after the hold check of the first that follows them. What running
-// them at once changes is only who may end up with a later chain when a
-// rival opens the star at the same moment: a rival that wins a later
-// chain but loses the first abandons it and this process takes it again
-// (the retake), exactly as when a rival takes a later chain between this
-// process's takeovers. Each chain's own epoch protocol keeps every ack
-// safe either way.
+// chain). The first is still the star's lock: the openings are decided
+// together once all are in (decideTogether), the first's before the
+// others', and the star serves only after the hold check of the first that
+// follows them (not with AllAtOnce). After a clean check, what running them
+// at once changes is only who may end up with a later chain when a rival
+// opens the star at the same moment: each takeover is a seal and mint at
+// the versions the check read, so a rival cannot depose an epoch this
+// process just minted (its compare-and-swap fails and it has lost); a
+// rival that won a later chain but lost the first closes it cleanly, and
+// this process takes it again (the retake), as when a rival takes a later
+// chain between this process's takeovers. Each chain's own epoch protocol
+// keeps every ack safe either way.
 func (c *Core) startAll(why string) {
 	c.phase, c.next, c.together = phaseStarting, 0, true
 	c.logf("taking every chain over at once", "star", c.cfg.Star, "chains", len(c.cfg.Classes), "why", why)
@@ -318,7 +320,7 @@ func (c *Core) startAll(why string) {
 // lost too often, fails it too; a later one lost to a rival is taken
 // again while this process holds the first (the hold check, then the
 // sequential opening from that chain on); all opened: the hold check
-// before serving.
+// before serving (with AllAtOnce, none: the star serves).
 func (c *Core) decideTogether() {
 	for _, class := range c.cfg.Classes {
 		if c.chains[class].out {
