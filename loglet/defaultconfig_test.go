@@ -21,7 +21,7 @@ func TestDefaultConfigFillsEveryDefault(t *testing.T) {
 		"Owner": true, "Stars": true, "Logger": true,
 		"W": true, "BucketNames": true, "StragglerMiB": true, "ChainBacklogMiB": true,
 		// the zero value is the default
-		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "doomedGrace": true,
+		"CreateOnAppend": true, "DefaultClass": true, "RefuseLiveOwner": true, "ExclusiveOpen": true, "doomedGrace": true,
 		"UncappedTimestamps": true, "FenceOverride": true, "Retry": true, "CoarseWakeups": true,
 		"ReadAhead": true, // 0: chain's read-ahead defaults (its doc)
 	}
