@@ -511,6 +511,12 @@ func (sw *starWorld) react() {
 					if err := s.lead.Step(ev); err != nil {
 						sw.cw.violation("%s: %v", s.owner, err)
 					}
+				case sw.lostWhileServing(s, c):
+					f := pr.core.Dead()
+					sw.cw.tracef("%s lost its %s chain while serving (p%d): %v", s.owner, c, pr.n, f.Cause)
+					if err := s.lead.ChainLost(starcore.Class(c), f.Cause); err != nil {
+						sw.cw.violation("%s: %v", s.owner, err)
+					}
 				case s.closing[c] && pr.stopped:
 					s.closing[c] = false
 					if err := s.lead.Step(starcore.ChainClosed{Class: starcore.Class(c), Err: pr.core.CloseError()}); err != nil {
@@ -525,6 +531,24 @@ func (sw *starWorld) react() {
 		}
 	}
 	sw.checkAbandoned()
+}
+
+// lostWhileServing reports whether s serves the star from class c's
+// chain by its leadership core's account while the chain core found a
+// successor (deposed): the leadership is told (ChainLost), which takes a
+// later chain back if s still holds the first. Reported only while the
+// leadership serves (not during another retake: it is reported once that
+// one ends).
+func (sw *starWorld) lostWhileServing(s *starProc, c chain.Class) bool {
+	pr := s.chains[c]
+	if s.state != "serving" || s.lead.Phase() != "serving" || pr == nil || !pr.opened || pr.stopped || pr.crashed {
+		return false
+	}
+	if _, held := s.lead.Holds(starcore.Class(c)); !held {
+		return false
+	}
+	f := pr.core.Dead()
+	return f != nil && (f.Deposed != nil || errors.Is(f.Cause, chaincore.ErrDeposed))
 }
 
 // stepOne executes the earliest thing due at or before limit: a chain

@@ -183,6 +183,12 @@ type Core struct {
 	abandonOrder []Class
 	pending      int  // requests out whose events have not come back
 	crash        bool // Crash: no close, chains abandoned
+	// served: the opening reported success. A later chain lost since
+	// (ChainLost) is taken again through the opening's own steps (the
+	// hold check, the abandon, the start), which then end in serving
+	// again rather than in a second report; a failure there does not
+	// fail the opening (it is over) but leaves the chain unheld.
+	served bool
 
 	out Ready
 }
@@ -367,13 +373,79 @@ func (c *Core) decideTogether() {
 		// its opening returned (a deposed owner cannot mint again), so the
 		// hold check, a round trip on the path of every handoff, would
 		// find it ours.
-		c.phase = phaseServing
-		c.out.Opened = &Result{}
+		c.serve()
 		return
 	}
 	c.phase = phaseHold
 	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenServe}
 	c.askHold()
+}
+
+// serve: every chain opened and this process holds the first. The
+// opening reports success the first time; after a retake of a chain lost
+// while serving (ChainLost), the star serves again without a report.
+func (c *Core) serve() {
+	c.phase = phaseServing
+	if c.served {
+		c.logf("took back a chain lost while serving", "star", c.cfg.Star, "class", c.cfg.Classes[c.next].String())
+		return
+	}
+	c.served = true
+	c.out.Opened = &Result{}
+}
+
+// ChainLost tells the core that class's chain, which the star serves from,
+// stopped serving because a rival took it over (its chain core found a
+// successor's seal or epoch): the window a rival leaves when it passed its
+// hold check, started a later chain, lost the first to this process and
+// then took the later chain over from it before its own last check
+// failed. A later chain is taken back, deposing that rival, if this
+// process still holds the first: the hold check, then the lost lane
+// abandoned and the chain started again (StartChain.Depose), up to
+// Config.MaxTakeovers takeovers (the lost opening counts); the star then
+// serves again, with no second report. A retake that fails (the first is
+// a rival's now, a read failed, the takeovers ran out) leaves the chain
+// unheld and the star serving as it was. The first chain lost means a
+// rival holds the star's lock: nothing is taken back (the rival takes
+// the others, and a later chain lost after it is not taken back either),
+// and this process leads nothing more. It returns an error
+// (and changes nothing) unless the star serves from class's chain; Close
+// waits for a retake to end (it returns an error meanwhile).
+func (c *Core) ChainLost(class Class, why error) error {
+	if !c.served || c.phase != phaseServing {
+		return fmt.Errorf("starcore: star %s lost its %s chain while the leadership is %s, not serving", c.cfg.Star, class, c.phase)
+	}
+	i := slices.Index(c.cfg.Classes, class)
+	if i < 0 || !c.chains[class].open {
+		return fmt.Errorf("starcore: star %s lost its %s chain, which it does not hold", c.cfg.Star, class)
+	}
+	ch := &c.chains[class]
+	ch.open = false
+	if i == 0 {
+		c.logf("lost the star's first chain to a rival; this process no longer leads the star", "star", c.cfg.Star, "class", class.String(), "err", why)
+		return nil
+	}
+	if !c.chains[c.first()].open {
+		c.logf("lost a chain to a rival while serving, after the star's first chain; nothing is taken back", "star", c.cfg.Star, "class", class.String(), "err", why)
+		return nil
+	}
+	c.logf("lost a chain to a rival while serving; taking it back if the star's first chain is still ours", "star", c.cfg.Star, "class", class.String(), "err", why)
+	ch.attempts = 1
+	c.next = i
+	c.phase = phaseHold
+	c.hold = holdCheck{class: c.first(), epoch: c.chains[c.first()].epoch, then: holdThenRetake, retake: class,
+		lost: fmt.Errorf("%w: %s: lost while serving: %v", c.cfg.LostErr, class, why)}
+	c.askHold()
+	return nil
+}
+
+// retakeFailed: taking back a chain lost while serving failed; the star
+// serves without it (the opening is over: nothing is abandoned).
+func (c *Core) retakeFailed(err error) {
+	class := c.cfg.Classes[c.next]
+	c.chains[class].open = false
+	c.phase = phaseServing
+	c.logf("could not take back a chain lost while serving; the star serves without it", "star", c.cfg.Star, "class", class.String(), "err", err)
 }
 
 // retakeable reports whether a later chain's failed opening ev is a rival's
@@ -522,8 +594,7 @@ func (c *Core) holdDecide() {
 	// Still ours.
 	switch c.hold.then {
 	case holdThenServe:
-		c.phase = phaseServing
-		c.out.Opened = &Result{}
+		c.serve()
 		return
 	case holdThenNext:
 		i := c.nextUnopened(c.next + 1)
@@ -566,6 +637,10 @@ func (c *Core) notHeld(why string) {
 		c.fail(fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others (%s)", c.cfg.LostErr, c.hold.class, why))
 		return
 	}
+	if c.served {
+		c.fail(fmt.Errorf("%w: %s: a rival holds the star's first chain now (%s)", c.hold.lost, c.hold.class, why))
+		return
+	}
 	c.fail(c.hold.lost)
 }
 
@@ -599,8 +674,7 @@ func (c *Core) onChainOpened(ev ChainOpened) error {
 	}
 	ch.open, ch.epoch = true, ev.Epoch
 	if len(c.cfg.Classes) == 1 {
-		c.phase = phaseServing
-		c.out.Opened = &Result{}
+		c.serve()
 		return nil
 	}
 	// Check the first is still ours before the next chain is started (a
@@ -646,6 +720,10 @@ func (c *Core) openError(ev ChainOpened) error {
 // fail ends the opening with err once every chain started is abandoned,
 // the last started first (the first chain, the star's lock, goes last).
 func (c *Core) fail(err error) {
+	if c.served {
+		c.retakeFailed(err)
+		return
+	}
 	c.failed = err
 	c.phase = phaseFailing
 	c.abandonAll()

@@ -25,6 +25,7 @@ import (
 //	checkpoint-read CLASS owner= epoch= | checkpoint-read CLASS err
 //	opened CLASS epoch= | lost CLASS | live CLASS | failed CLASS   (a chain's opening)
 //	abandoned CLASS | closed CLASS [err] | released [err]
+//	chain-lost CLASS   (a serving chain's core found a successor: ChainLost)
 //	holds
 func TestTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -112,6 +113,8 @@ func TestTraces(t *testing.T) {
 					ev.Err = fmt.Errorf("loglet: close %s: bucket down", ev.Class)
 				}
 				err = c.Step(ev)
+			case "chain-lost":
+				err = c.ChainLost(cmdClass(t, d), errors.New("leader: deposed"))
 			case "released":
 				ev := HostReleased{}
 				if d.HasArg("err") {
