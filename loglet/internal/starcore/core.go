@@ -143,7 +143,15 @@ type holdCheck struct {
 	epochIn, cpIn   bool
 	epochErr, cpErr error
 	epochWhy, cpWhy string
+	// reads counts the rounds of reads asked (holdReadRounds at most).
+	reads int
 }
+
+// holdReadRounds bounds the rounds of the hold check's reads: a read that
+// failed (the metastore's transient error) is asked again, with its pair,
+// rather than failing an opening that may already have deposed the
+// star's previous owner, which a failed opening would leave to nobody.
+const holdReadRounds = 3
 
 // holdThen is why the first chain is checked.
 type holdThen uint8
@@ -578,6 +586,17 @@ func (c *Core) holdDecide() {
 	switch {
 	case !h.epochIn || !h.cpIn:
 		return
+	case h.epochWhy == "" && h.cpWhy == "" && (h.epochErr != nil || h.cpErr != nil) && h.reads < holdReadRounds:
+		// A read failed and nothing read so far says the first is lost:
+		// read both again.
+		err := h.epochErr
+		if err == nil {
+			err = h.cpErr
+		}
+		c.logf("a read of the hold check failed; reading again", "star", c.cfg.Star, "class", h.class.String(), "round", h.reads, "err", err)
+		h.epochIn, h.cpIn, h.epochErr, h.cpErr = false, false, nil, nil
+		c.askHold()
+		return
 	case h.epochErr != nil:
 		c.holdFailed(h.epochErr)
 		return
@@ -699,6 +718,7 @@ func (c *Core) onChainOpened(ev ChainOpened) error {
 // read that still carries this process's seal shows it held the chain
 // then, whenever the record was read.
 func (c *Core) askHold() {
+	c.hold.reads++
 	c.ask(ReadEpoch{Class: c.hold.class})
 	c.ask(ReadCheckpoint{Class: c.hold.class})
 }
