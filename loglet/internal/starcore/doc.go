@@ -27,11 +27,16 @@
 // success after a rival already took it over, and once more when every
 // chain serves (not with Config.AllAtOnce: with no rival, nobody can have
 // taken it since its opening returned). So two processes opening one star at once end with one of
-// them holding every chain, not with each holding one. (A window stays: a
-// rival that passed its check, then lost the first to this process, can
-// still take a later chain over from it before the rival's final check
-// fails; the chain cores' fencing keeps every ack safe, but the star then
-// serves that chain from nowhere until it is opened again.)
+// them holding every chain, not with each holding one. A window stays
+// in the opening: a rival that passed its check, then lost the first to
+// this process, can still take a later chain over from it before the
+// rival's final check fails. The chain cores' fencing keeps every ack
+// safe, and the serving star takes the chain back: its shell reports the
+// chain's core deposed (Core.ChainLost), and while this process holds the
+// first the core retakes it as in the opening (the hold check, the lost
+// lane abandoned, StartChain.Depose) and serves again without a second
+// report. A read of a hold check that fails is asked again, with its
+// pair, up to three rounds.
 //
 // The shell's loop (loglet's Open and Close, or loglet/internal/sim's
 // goroutine-free driver):
@@ -46,6 +51,10 @@
 //     in the order they were asked for. Emit rd.Logs.
 //  3. Repeat until rd.Opened or rd.Closed: the opening's or the close's
 //     result.
+//  4. While the star serves, a chain whose core finds itself deposed is
+//     reported with ChainLost; then run steps 2 and 3 again until the
+//     core asks nothing more (Phase is serving again: a Close waits
+//     for that).
 //
 // Invariants kept here: a process serves a star only while it holds its
 // first chain, checked after every chain opened; a failed opening
