@@ -648,19 +648,27 @@ func (c *Core) holdFailed(err error) {
 // notHeld: a rival holds the first chain now; this process leads no star.
 func (c *Core) notHeld(why string) {
 	c.chains[c.hold.class].open = false
-	switch c.hold.then {
-	case holdThenNext:
-		c.fail(fmt.Errorf("%w: %s: a rival took the chain over as this process opened it (%s)", c.cfg.LostErr, c.hold.class, why))
-		return
-	case holdThenServe:
-		c.fail(fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others (%s)", c.cfg.LostErr, c.hold.class, why))
-		return
+	var err error
+	switch {
+	case c.served:
+		err = fmt.Errorf("%w: %s: a rival holds the star's first chain now (%s)", c.hold.lost, c.hold.class, why)
+	case c.hold.then == holdThenNext:
+		err = fmt.Errorf("%w: %s: a rival took the chain over as this process opened it (%s)", c.cfg.LostErr, c.hold.class, why)
+	case c.hold.then == holdThenServe:
+		err = fmt.Errorf("%w: %s: a rival took the chain over while this process opened the others (%s)", c.cfg.LostErr, c.hold.class, why)
+	default:
+		err = c.hold.lost
 	}
 	if c.served {
-		c.fail(fmt.Errorf("%w: %s: a rival holds the star's first chain now (%s)", c.hold.lost, c.hold.class, why))
+		c.fail(err)
 		return
 	}
-	c.fail(c.hold.lost)
+	// A later chain this process won (possibly from the rival that holds
+	// the first now, after the rival's last check) is closed cleanly, not
+	// left minted in this process's name unsealed: the rival, once its
+	// chain core finds itself deposed, takes it back from a clean seal
+	// (ChainLost) rather than fencing a live owner.
+	c.failClosingWon(err)
 }
 
 func (c *Core) onChainOpened(ev ChainOpened) error {
@@ -752,8 +760,8 @@ func (c *Core) fail(err error) {
 	}
 }
 
-// failClosingWon fails an opening whose first chain a rival took while
-// every chain was started at once: the later chains this process won are
+// failClosingWon fails an opening whose first chain a rival took (while
+// every chain was started at once, or found by a hold check): the later chains this process won are
 // closed cleanly (sealed, nothing admitted), not abandoned, so that the
 // rival, which holds the first, takes them over from a clean seal rather
 // than finding a live owner there; the others are abandoned, the last
