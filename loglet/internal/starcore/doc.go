@@ -31,7 +31,9 @@
 // in the opening: a rival that passed its check, then lost the first to
 // this process, can still take a later chain over from it before the
 // rival's final check fails. The chain cores' fencing keeps every ack
-// safe, and the serving star takes the chain back: its shell reports the
+// safe; the rival, its check failed, closes the chain cleanly (as every
+// opening that finds the first lost closes the later chains it won); and
+// the serving star takes the chain back: its shell reports the
 // chain's core deposed (Core.ChainLost), and while this process holds the
 // first the core retakes it as in the opening (the hold check, the lost
 // lane abandoned, StartChain.Depose) and serves again without a second
