@@ -46,7 +46,9 @@ type StarOptions struct {
 	// BlindHoldChecks plants a bug in the shell: it answers the
 	// leadership's reads of the first chain's epoch record and checkpoint
 	// as if this process still held it, so no opening ever finds a rival
-	// there. The checker must then find a star split between processes.
+	// there, and it reports no chain lost while serving (whose take-back
+	// would mend the split). The checker must then find a star split
+	// between processes.
 	BlindHoldChecks bool
 }
 
@@ -541,6 +543,11 @@ func (sw *starWorld) react() {
 // one ends).
 func (sw *starWorld) lostWhileServing(s *starProc, c chain.Class) bool {
 	pr := s.chains[c]
+	if sw.blind {
+		// The planted shell sees no rival anywhere: nor a chain lost
+		// while serving (which would take the split it makes back).
+		return false
+	}
 	if s.state != "serving" || s.lead.Phase() != "serving" || pr == nil || !pr.opened || pr.stopped || pr.crashed {
 		return false
 	}
