@@ -161,8 +161,8 @@ type Input struct {
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
-// repoint is the ref's put, the delete of its object's pending marker and
-// the checkpoint guard, in one Commit.
+// repoint is the ref's put, beside the Commit's doomed chunk marker and
+// the checkpoint guard.
 const MinCommitOps = 3
 
 // maxBatchOps bounds one Commit of a pass on a backend without a limit.
@@ -385,7 +385,7 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	p := &Pass{cfg: cfg, in: in, now: now, sizes: map[chain.Position]int64{}}
 	p.res.Trim, p.res.TrimVersion = in.Trim, in.TrimVersion
 	if tooSmall {
-		p.finish(fmt.Errorf("settle: %s/%s: the metastore takes %d ops a Commit; a repoint takes %d (the ref, its object's pending marker, the checkpoint guard)", cfg.Star, cfg.Class, cfg.MaxCommitOps, MinCommitOps))
+		p.finish(fmt.Errorf("settle: %s/%s: the metastore takes %d ops a Commit; a repoint takes %d (the ref, a doomed chunk marker, the checkpoint guard)", cfg.Star, cfg.Class, cfg.MaxCommitOps, MinCommitOps))
 		return p
 	}
 	if in.Checkpoint.Less(in.Upto) {
@@ -1024,7 +1024,9 @@ type marker struct {
 	key string
 	ver metastore.Version
 	m   settle.Marker
-	obj bool // delete the object (not referenced)
+	// del: the objects it names that are to be deleted (no ref points at
+	// them); none: only the marker goes.
+	del []string
 }
 
 // reclaim deletes the settled objects marked doomed at least DoomedGrace
@@ -1087,33 +1089,49 @@ func (p *Pass) reclaim(then func(error)) {
 					item(i + 1)
 					return
 				}
-				if d.Ref == "" || d.Deleting {
-					due = append(due, marker{key: it.Key, ver: it.Version, m: d, obj: true})
-					item(i + 1)
-					return
-				}
-				// A pending marker past its grace: is its object referenced
-				// by now?
-				p.call(GetRef{Key: d.Ref}, func(ev Event) {
-					rg := ev.(RefGot)
-					if rg.Err != nil {
-						then(rg.Err)
+				// A doomed object, or a marker some pass began deleting, is
+				// deleted; a pending one past its grace only if its ref
+				// does not point at it by now (a chunk marker: each of its
+				// objects so).
+				x := marker{key: it.Key, ver: it.Version, m: d}
+				names := d.Names()
+				var look func(j int)
+				look = func(j int) {
+					if j == len(names) {
+						due = append(due, x)
+						item(i + 1)
 						return
 					}
-					ref := false
-					if rg.Found {
-						sr, err := absorb.DecodeRef(rg.Item.Value)
-						if err != nil {
-							then(fmt.Errorf("ref %s: %w", d.Ref, err))
+					n := names[j]
+					if n.Ref == "" || d.Deleting {
+						x.del = append(x.del, n.Key)
+						look(j + 1)
+						return
+					}
+					p.call(GetRef{Key: n.Ref}, func(ev Event) {
+						rg := ev.(RefGot)
+						if rg.Err != nil {
+							then(rg.Err)
 							return
 						}
-						for _, e := range sr.Extents {
-							ref = ref || e.Key == d.Key
+						ref := false
+						if rg.Found {
+							sr, err := absorb.DecodeRef(rg.Item.Value)
+							if err != nil {
+								then(fmt.Errorf("ref %s: %w", n.Ref, err))
+								return
+							}
+							for _, e := range sr.Extents {
+								ref = ref || e.Key == n.Key
+							}
 						}
-					}
-					due = append(due, marker{key: it.Key, ver: it.Version, m: d, obj: !ref})
-					item(i + 1)
-				})
+						if !ref {
+							x.del = append(x.del, n.Key)
+						}
+						look(j + 1)
+					})
+				}
+				look(0)
 			}
 			item(0)
 		})
@@ -1127,7 +1145,7 @@ func (p *Pass) reclaimDue(due []marker, then func(error)) {
 	var dropOnly, marked, toMark []marker
 	for _, x := range due {
 		switch {
-		case !x.obj:
+		case len(x.del) == 0:
 			dropOnly = append(dropOnly, x)
 		case x.m.Deleting:
 			marked = append(marked, x)
@@ -1148,6 +1166,14 @@ func (p *Pass) reclaimDue(due []marker, then func(error)) {
 		p.commitEach("mark-deleting", toMark, func(x marker) metastore.Op {
 			m := x.m
 			m.Deleting = true
+			if len(m.Objects) > 0 {
+				// A chunk marker names only what is to be deleted from now
+				// on: its objects a ref points at are left alone.
+				m.Objects = nil
+				for _, k := range x.del {
+					m.Objects = append(m.Objects, settle.Named{Key: k})
+				}
+			}
 			return metastore.Op{Kind: metastore.OpPut, Key: x.key, Value: m.Encode(), Expect: x.ver}
 		}, func(now []marker, err error) {
 			marked = append(marked, now...)
@@ -1159,24 +1185,30 @@ func (p *Pass) reclaimDue(due []marker, then func(error)) {
 			// Every object from every settled bucket, in parallel.
 			var reqs []Request
 			for _, x := range marked {
-				for b := 0; b < p.cfg.SettledBuckets; b++ {
-					reqs = append(reqs, DeleteObject{Bucket: b, Key: x.m.Key})
+				for _, k := range x.del {
+					for b := 0; b < p.cfg.SettledBuckets; b++ {
+						reqs = append(reqs, DeleteObject{Bucket: b, Key: k})
+					}
 				}
 			}
 			p.fanOut(reqs, func(evs []Event) {
 				var gone []marker
 				var derr error
-				for i, x := range marked {
+				i := 0
+				for _, x := range marked {
 					ok := true
-					for b := 0; b < p.cfg.SettledBuckets; b++ {
-						if err := evs[i*p.cfg.SettledBuckets+b].(ObjectDeleted).Err; err != nil && ok {
-							ok = false // its marker stays: the next pass deletes again
-							derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
+					for _, k := range x.del {
+						for b := 0; b < p.cfg.SettledBuckets; b++ {
+							if err := evs[i].(ObjectDeleted).Err; err != nil && ok {
+								ok = false // its marker stays: the next pass deletes again
+								derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", k, b, err)
+							}
+							i++
 						}
 					}
 					if ok {
 						gone = append(gone, x)
-						p.res.DeletedObjects++
+						p.res.DeletedObjects += len(x.del)
 					}
 				}
 				// After their objects: a marker left by a crash here only
