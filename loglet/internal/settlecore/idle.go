@@ -20,7 +20,8 @@ import (
 // more into one by today's merge: render (from ranged GETs of the objects
 // merged), name it in a pending chunk marker, PUT, repoint by
 // compare-and-swap (the new ref at the last one's key; the others
-// deleted), doom the objects absorbed in one chunk marker.
+// deleted; no marker at the new object's key), doom the objects absorbed
+// in one chunk marker.
 
 // maxIdleTail bounds the objects one idle merge absorbs.
 const maxIdleTail = 2 * maxMerges
@@ -40,8 +41,9 @@ func (p *Pass) idleMerge(then func()) {
 	}
 	r := &slotsRun{p: p, objects: map[string][]byte{}, fetched: map[string][]byte{}, failed: map[string]bool{}}
 	// most: a merged object costs an op (its ref's delete or put), plus
-	// the Commit's doomed chunk marker and the guard.
-	most := min(maxIdleTail, p.cfg.MaxCommitOps-2)
+	// the new object's marker check, the Commit's doomed chunk marker and
+	// the guard.
+	most := min(maxIdleTail, p.cfg.MaxCommitOps-3)
 	var errs []error
 	end := func() {
 		r.renderPlanned(func(err error) {

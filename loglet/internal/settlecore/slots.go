@@ -27,13 +27,15 @@ import (
 // Every step is idempotent and a pass may die at any point: a settled
 // object is written with PutIfAbsent and one found in place is adopted; a
 // repoint is one compare-and-swap Commit; the cursor moves only once every
-// ref into the slots behind it is repointed. The objects a pass writes
+// ref into the slots behind it is repointed, each repoint checking that
+// no deletion of its object is under way. The objects a pass writes
 // together are named by chunk markers (pending, each object with the ref
 // that will point at it) before they are written, and a chunk's marker
 // goes only once every repoint onto its objects has committed (or is
 // narrowed to the objects whose repoint failed), so an object whose
 // repoint is lost is deleted by a later pass (reclaim). A repoint costs
-// the new ref's put at the last ref's key and a delete of each other ref;
+// the new ref's put at the last ref's key, a delete of each other ref and
+// a check that no marker is at the object's settle.MarkerKey;
 // the objects one Commit's repoints merge away are named by one doomed
 // chunk marker in that Commit.
 
@@ -454,7 +456,7 @@ func (r *slotsRun) settleable(sr absorb.SpanRef) bool {
 // written and repointed (flushPrepared), and gives then how many of refs
 // it consumed.
 func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
-	maxOps := r.p.cfg.MaxCommitOps - 2 // the guard (see commit) and the Commit's doomed chunk marker
+	maxOps := r.p.cfg.MaxCommitOps - 3 // the guard (see commit), the Commit's doomed chunk marker, the object's marker check (see repoint)
 	n, raw := 0, 0
 	for n < len(refs) && (n == 0 || (raw < r.p.cfg.TargetBytes && n+1+maxMerges < maxOps)) {
 		raw += rawBytes(refs[n].r)
@@ -1016,6 +1018,18 @@ func (r *slotsRun) repoint(id, key string, refs []ref, frames []envelope.FrameIn
 	ops := []metastore.Op{{Kind: metastore.OpPut, Key: last.key, Value: val, Expect: last.ver}}
 	for _, f := range refs[:len(refs)-1] {
 		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver})
+	}
+	// No deletion of the object may be under way: a reclaim claims an
+	// object by a Deleting marker at its MarkerKey before deleting it (see
+	// reclaimDue), so this Commit fails if one is there, and the stream is
+	// settled again once the deletion is over. A pending marker of an
+	// earlier version there goes with this repoint, at the version the
+	// scan read (a claim would have moved it).
+	mk := settle.MarkerKey(cfg.Star, cfg.Class, key)
+	if v, ok := r.p.oldPending[mk]; ok {
+		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: mk, Expect: v})
+	} else {
+		ops = append(ops, metastore.Op{Kind: metastore.OpCheck, Key: mk, Expect: metastore.NoVersion})
 	}
 	for _, f := range refs[:merged] {
 		counts.doomed = append(counts.doomed, f.r.Extents[0].Key) // the Commit's doomed chunk marker names it

@@ -513,6 +513,7 @@ func (h *harness) render() string {
 	case GetRange:
 		fmt.Fprintf(&b, "get-range settled=%v b=%d %s [%d+%d)", r.Settled, r.Bucket, r.Key, r.Offset, r.Length)
 	case PutObject:
+		h.nameMarker(r.Key)
 		fmt.Fprintf(&b, "put-object b=%d %s (%d bytes)", r.Bucket, r.Key, len(r.Body))
 	case GetObject:
 		fmt.Fprintf(&b, "get-object b=%d %s", r.Bucket, r.Key)
@@ -523,6 +524,7 @@ func (h *harness) render() string {
 	case Parallel:
 		fmt.Fprintf(&b, "parallel limit=%d:", r.Limit)
 		for _, q := range r.Puts {
+			h.nameMarker(q.Key)
 			fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
 		}
 		for _, q := range r.Deletes {
@@ -630,6 +632,10 @@ func (h *harness) op(op metastore.Op) string {
 		m, err := settle.DecodeMarker(op.Value)
 		if err == nil {
 			val = fmt.Sprintf(" deleting=%v", m.Deleting)
+			if m.Key != "" {
+				h.nameMarker(m.Key)
+				key = h.name(op.Key)
+			}
 			if len(m.Objects) > 0 {
 				if _, ok := h.marked[op.Key]; !ok {
 					h.marked[op.Key] = "chunk" + strconv.Itoa(len(h.marked))
@@ -647,7 +653,11 @@ func (h *harness) op(op metastore.Op) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s %s%s @%s", kind, key, val, op.Expect)
+	expect := string(op.Expect)
+	if op.Expect == metastore.NoVersion {
+		expect = "absent"
+	}
+	return fmt.Sprintf("%s %s%s @%s", kind, key, val, expect)
 }
 
 // shortObject names a settled object's key STREAM:START-END (by its
@@ -666,6 +676,14 @@ func shortObject(key string) string {
 		stream = id
 	}
 	return fmt.Sprintf("%s:%d-%d", stream, start, end)
+}
+
+// nameMarker names the one-object marker key of the settled object at
+// objKey after the object, for display.
+func (h *harness) nameMarker(objKey string) {
+	if k := settle.MarkerKey(star, h.cfg.Class, objKey); h.marked[k] == "" {
+		h.marked[k] = shortObject(objKey)
+	}
 }
 
 // name shortens a metastore key for display.
