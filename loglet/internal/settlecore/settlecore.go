@@ -1263,11 +1263,14 @@ func (p *Pass) reclaimDue(due []marker, own map[string]bool, then func(error)) {
 					m.Objects = append(m.Objects, n)
 				}
 			}
-			if len(m.Objects) == 0 {
+			switch {
+			case len(m.Objects) == 0:
 				ends = append(ends, *c)
-				continue
+			case len(m.Objects) == len(c.m.Objects):
+				p.res.DoomedDue = p.now // as it was: looked at again
+			default:
+				narrowed = append(narrowed, marker{key: c.key, ver: c.ver, m: m})
 			}
-			narrowed = append(narrowed, marker{key: c.key, ver: c.ver, m: m})
 		}
 		p.phase = "reclaim-drop"
 		p.commitEach("drop-claimed", ends, del, func(_ []marker, err error) {
