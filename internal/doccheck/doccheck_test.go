@@ -30,6 +30,7 @@ type index struct {
 	used     map[string]bool            // names the code uses from other modules: selectors, keys, identifier-shaped string literals
 	pkgs     map[string]map[string]bool // package name → its top-level declarations
 	types    map[string]map[string]bool // type name → its methods and fields (any package)
+	members  map[string]bool            // every type's methods and fields, by name (isMember builds it)
 	embeds   map[string]map[string]bool // type name → the types it embeds
 	external map[string]bool            // names of packages imported from outside the repository
 	deps     map[string]bool            // lower-cased words of the module paths the repository requires
@@ -266,6 +267,20 @@ func (ix *index) addMembers(t string, e ast.Expr) {
 	}
 }
 
+// isMember reports whether some type of the repository has a method or
+// field named m.
+func (ix *index) isMember(m string) bool {
+	if ix.members == nil {
+		ix.members = map[string]bool{}
+		for _, ms := range ix.types {
+			for n := range ms {
+				ix.members[n] = true
+			}
+		}
+	}
+	return ix.members[m]
+}
+
 // hasMember reports whether some type named t has a method or field named
 // m, directly or through the types it embeds.
 func (ix *index) hasMember(t, m string, seen map[string]bool) bool {
@@ -360,9 +375,12 @@ func (ix *index) resolve(s string) string {
 	case ix.external[q] || goWords[q]:
 		return "" // another module's or the standard library's package
 	default:
-		// A variable: each member must be a field or method somewhere.
+		// A variable: each member must be a field or method somewhere
+		// (of one of the repository's types, or used on another module's
+		// values), not merely a name declared somewhere: a local or a
+		// parameter named like it does not make Star.holds resolve.
 		for _, m := range rest {
-			if !ix.names[m] && !ix.used[m] {
+			if !ix.isMember(m) && !ix.used[m] {
 				return fmt.Sprintf("no field or method %s anywhere", m)
 			}
 		}
@@ -779,6 +797,12 @@ type Set struct{ Flight }
 func WriteCopy(f Flight) error { return errors.New("chain: x") }
 
 func (f Flight) Key() string { return "NoSuchKey" }
+
+type Star struct{ Lead Flight }
+
+type Options struct{ Star string }
+
+func hold() bool { holds := true; return holds }
 `
 	f, err := parser.ParseFile(token.NewFileSet(), "chain.go", src, parser.SkipObjectResolution)
 	if err != nil {
@@ -804,6 +828,9 @@ func (f Flight) Key() string { return "NoSuchKey" }
 		{"\tgo test ./internal/leader -run X", "internal/leader"},
 		{"Its settings are chain/set.Config.", "chain/set.Config"},
 		{"Its settings are chain.Config.", "chain.Config"},
+		// Star is a type and a field: a member Star lacks is looked for
+		// among the types' members, not among locals (holds).
+		{"Star.holds decides.", "Star.holds"},
 	}
 	for _, c := range flagged {
 		got := ix.scanGoDoc("doc.go", 1, c.doc, false)
@@ -813,6 +840,7 @@ func (f Flight) Key() string { return "NoSuchKey" }
 	}
 	clean := []string{
 		"WriteCopy writes a copy; chain.WriteCopy, Flight.Key, Flight.Nonce and Set.Key resolve.",
+		"Star.Lead and Star.Lead.Key resolve, and so does cfg.Star.Lead.",
 		"Copies are WriteCopys in prose (a plural).",
 		"An S3 answer \"NoSuchBucket\" is quoted, s3:ListBucket is namespaced, (-sim.seed=5) a flag.",
 		"The file chain.go, the path chains/<star>/<class>, errors.Is and raft.RawNode are not ours.",
