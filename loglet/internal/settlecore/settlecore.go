@@ -1177,10 +1177,10 @@ func (p *Pass) reclaim(then func(error)) {
 // marker at its own key settle.MarkerKey (a one-object marker of an
 // earlier version turns Deleting in place), put in a guarded Commit that
 // also checks the ref of a pending object at the version the scan read.
-// Once every object a chunk marker names is claimed (or pointed at, or
-// named by a marker of its own already), the chunk marker goes (or is
-// narrowed to the objects whose claim failed). Then the claimed objects
-// go from every settled bucket, then their Deleting markers.
+// A chunk marker some of whose claims failed is narrowed to those. Then
+// the claimed objects go from every settled bucket, then their Deleting
+// markers, and with them the chunk markers whose objects are all claimed
+// (or pointed at, or named by a marker of their own already).
 //
 // Why no ref ends up pointing at a deleted object: a settled object's key
 // names its records, so a later pass may render the same key again, find
@@ -1272,31 +1272,28 @@ func (p *Pass) reclaimDue(due []marker, own map[string]bool, then func(error)) {
 				narrowed = append(narrowed, marker{key: c.key, ver: c.ver, m: m})
 			}
 		}
-		p.phase = "reclaim-drop"
-		p.commitEach("drop-claimed", ends, del, func(_ []marker, err error) {
+		p.phase = "reclaim-narrow"
+		p.commitEach("narrow", narrowed, func(x marker) []metastore.Op {
+			return []metastore.Op{{Kind: metastore.OpPut, Key: x.key, Value: x.m.Encode(), Expect: x.ver}}
+		}, func(_ []marker, err error) {
 			if err != nil {
 				then(err)
 				return
 			}
-			p.commitEach("narrow", narrowed, func(x marker) []metastore.Op {
-				return []metastore.Op{{Kind: metastore.OpPut, Key: x.key, Value: x.m.Encode(), Expect: x.ver}}
-			}, func(_ []marker, err error) {
-				if err != nil {
-					then(err)
-					return
-				}
-				if len(narrowed) > 0 {
-					p.res.DoomedDue = p.now // their claims are tried again
-				}
-				p.reclaimDelete(marked, del, then)
-			})
+			if len(narrowed) > 0 {
+				p.res.DoomedDue = p.now // their claims are tried again
+			}
+			p.reclaimDelete(marked, ends, del, then)
 		})
 	})
 }
 
 // reclaimDelete deletes the objects of the Deleting markers marked from
-// every settled bucket, then the markers.
-func (p *Pass) reclaimDelete(marked []marker, del func(marker) []metastore.Op, then func(error)) {
+// every settled bucket, then the markers, in the Commits that also delete
+// ends (the markers that only go: referenced pending ones, and chunk
+// markers whose objects are claimed; one left by a crash is dropped by the
+// next pass).
+func (p *Pass) reclaimDelete(marked, ends []marker, del func(marker) []metastore.Op, then func(error)) {
 	p.phase = "reclaim-delete"
 	// Every object from every settled bucket, in parallel.
 	var reqs []Request
@@ -1330,7 +1327,7 @@ func (p *Pass) reclaimDelete(marked []marker, del func(marker) []metastore.Op, t
 		// After their objects: a marker left by a crash here only
 		// deletes again.
 		p.phase = "reclaim-unmark"
-		p.commitEach("unmark", gone, del, func(_ []marker, err error) {
+		p.commitEach("unmark", append(ends, gone...), del, func(_ []marker, err error) {
 			if err != nil {
 				then(err)
 				return
