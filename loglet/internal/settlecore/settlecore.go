@@ -1338,7 +1338,9 @@ func (p *Pass) reclaimDelete(marked, ends []marker, del func(marker) []metastore
 }
 
 // commitEach commits each marker's ops (the marker's own op last), in
-// Commits of many; on a conflict (a marker moved: a pass rewrote it; or a
+// Commits of many (a marker whose ops name a key the Commit names already
+// starts the next: two objects of one stream pending in two chunk markers
+// may both check the same ref); on a conflict (a marker moved: a pass rewrote it; or a
 // ref a claim checks moved) one marker at a time, leaving out the ones
 // that conflict. then gets the markers committed, with the versions their
 // own ops left.
@@ -1352,12 +1354,16 @@ func (p *Pass) commitEach(what string, xs []marker, opsOf func(marker) []metasto
 			return
 		}
 		var ops []metastore.Op
-		var last []int // each marker's own op
+		var last []int            // each marker's own op
+		keys := map[string]bool{} // a Commit names a key once: two claims may check one ref
 		n := 0
 		for n < len(rest) {
 			o := opsOf(rest[n])
-			if n > 0 && len(ops)+len(o) > maxOps {
+			if n > 0 && (len(ops)+len(o) > maxOps || slices.ContainsFunc(o, func(op metastore.Op) bool { return keys[op.Key] })) {
 				break
+			}
+			for _, op := range o {
+				keys[op.Key] = true
 			}
 			ops = append(ops, o...)
 			last = append(last, len(ops)-1)
