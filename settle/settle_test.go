@@ -60,8 +60,9 @@ func TestSegments(t *testing.T) {
 	}
 }
 
-// TestMarkedObjects: every object a marker of any chain names, and
-// nothing else under stars/.
+// TestMarkedObjects: every object a marker of any chain names (one-object,
+// chunk, or a reclaim's Deleting claim: fsck --repair leaves them to the
+// passes), and nothing else under stars/.
 func TestMarkedObjects(t *testing.T) {
 	ctx := context.Background()
 	ms := metastore.NewMem()
@@ -79,11 +80,16 @@ func TestMarkedObjects(t *testing.T) {
 	if _, err := ms.Put(ctx, settle.ChunkMarkerKey("s1", chain.Standard, []string{c}), chunk.Encode(), metastore.NoVersion); err != nil {
 		t.Fatal(err)
 	}
+	// A reclaim's claim: a Deleting marker at the object's own key.
+	d := chain.SettledKey("d", 0, 3)
+	if _, err := ms.Put(ctx, settle.MarkerKey("s1", chain.Standard, d), settle.Marker{Key: d, Deleting: true}.Encode(), metastore.NoVersion); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ms.Put(ctx, chain.TrimKey("s1", chain.Express), []byte(`{}`), metastore.NoVersion); err != nil {
 		t.Fatal(err)
 	}
 	got, err := settle.MarkedObjects(ctx, ms)
-	if err != nil || !reflect.DeepEqual(got, map[string]bool{a: true, b: true, c: true}) {
+	if err != nil || !reflect.DeepEqual(got, map[string]bool{a: true, b: true, c: true, d: true}) {
 		t.Fatalf("MarkedObjects = %v, %v", got, err)
 	}
 }
