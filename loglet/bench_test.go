@@ -187,11 +187,50 @@ type ackFuture interface {
 // submitFunc admits one batch to the producer's stream.
 type submitFunc func(ctx context.Context, b Batch) (ackFuture, error)
 
+// batchShape is what each batch of a run carries: records records of
+// bytes-byte bodies (the corpus's bodies cut to bytes, bytes at most
+// benchRecordBytes).
+type batchShape struct{ records, bytes int }
+
+// defaultShape is every write-path benchmark's batch but
+// BenchmarkThroughputBatch's.
+var defaultShape = batchShape{benchBatch, benchRecordBytes}
+
+// bodyBytes is the body bytes of one batch.
+func (s batchShape) bodyBytes() int { return s.records * s.bytes }
+
+// recordsOf returns the corpus with bodies cut to s.bytes (the corpus
+// itself for benchRecordBytes), made once per shape.
+func (s batchShape) recordsOf() []Record {
+	recs := benchRecords()
+	if s.bytes >= benchRecordBytes {
+		return recs
+	}
+	shapedMu.Lock()
+	defer shapedMu.Unlock()
+	if c, ok := shaped[s.bytes]; ok {
+		return c
+	}
+	c := make([]Record, len(recs))
+	for i, r := range recs {
+		r.Body = r.Body[:s.bytes]
+		c[i] = r
+	}
+	shaped[s.bytes] = c
+	return c
+}
+
+var (
+	shapedMu sync.Mutex
+	shaped   = map[int][]Record{}
+)
+
 // runResult is what one run of the producers measured.
 type runResult struct {
 	ack     histogram.H
 	elapsed time.Duration
 	batches int64
+	shape   batchShape // what each batch carried
 
 	mu     sync.Mutex
 	traced []tracedBatch // the write path's batches, for the stage breakdown
@@ -213,8 +252,17 @@ func runProducers(b *testing.B, n int, depth int, open func(p int) submitFunc) *
 
 // runProducersN is runProducers with producers producers.
 func runProducersN(b *testing.B, n int, depth, producers int, open func(p int) submitFunc) *runResult {
-	recs := benchRecords()
-	res := &runResult{}
+	return runProducersShape(b, n, depth, producers, defaultShape, true, open)
+}
+
+// runProducersShape is runProducersN with batches of shape; without trace
+// it keeps no batch's flight trace (runResult.traced stays empty: no
+// stage breakdown), so that a benchmark of CPU per batch does not count
+// the harness's own lock, append and memory per batch (issue 26: they were
+// a tenth of the CPU per batch at 1 KiB batches).
+func runProducersShape(b *testing.B, n int, depth, producers int, shape batchShape, trace bool, open func(p int) submitFunc) *runResult {
+	recs := shape.recordsOf()
+	res := &runResult{shape: shape}
 	var left atomic.Int64
 	left.Store(int64(n))
 	var wg sync.WaitGroup
@@ -247,7 +295,7 @@ func runProducersN(b *testing.B, n int, depth, producers int, open func(p int) s
 					}
 					seen := time.Now()
 					res.ack.RecordDuration(seen.Sub(q[0].start))
-					if af, ok := q[0].f.(*AckFuture); ok && af.p.Flight != nil {
+					if af, ok := q[0].f.(*AckFuture); ok && trace && af.p.Flight != nil {
 						res.mu.Lock()
 						res.traced = append(res.traced, tracedBatch{flight: af.p.Flight, submitted: af.p.Submitted, seen: seen})
 						res.mu.Unlock()
@@ -260,9 +308,9 @@ func runProducersN(b *testing.B, n int, depth, producers int, open func(p int) s
 				if len(q) >= depth && !settle(true) {
 					return
 				}
-				off := rng.IntN(len(recs) - benchBatch)
+				off := rng.IntN(len(recs) - shape.records)
 				t := time.Now()
-				f, err := submit(ctx, Batch{Records: recs[off : off+benchBatch]})
+				f, err := submit(ctx, Batch{Records: recs[off : off+shape.records]})
 				if err != nil {
 					b.Errorf("producer %d: submit: %v", p, err)
 					return
@@ -387,7 +435,12 @@ func runNaive(b *testing.B, n int, m benchModel, load benchLoad, codec envelope.
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }
 
-func (r *runResult) bodyBytes() float64 { return float64(r.batches) * benchBatch * benchRecordBytes }
+func (r *runResult) bodyBytes() float64 {
+	if r.shape == (batchShape{}) {
+		return float64(r.batches) * float64(defaultShape.bodyBytes())
+	}
+	return float64(r.batches) * float64(r.shape.bodyBytes())
+}
 
 func (r *runResult) mbps() float64 { return r.bodyBytes() / 1e6 / r.elapsed.Seconds() }
 

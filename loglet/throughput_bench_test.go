@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flightlog/flightlog/envelope"
 	"github.com/flightlog/flightlog/histogram"
+	"github.com/flightlog/flightlog/internal/stages"
 	"github.com/flightlog/flightlog/metastore"
 	"github.com/flightlog/flightlog/objstore"
 )
@@ -101,7 +103,7 @@ func BenchmarkThroughput(b *testing.B) {
 				runtime.ReadMemStats(&before)
 				cpu := processCPU()
 				b.ResetTimer()
-				r := runProducers(b, b.N, benchDepth, func(p int) submitFunc {
+				r := runProducersShape(b, b.N, benchDepth, benchProducers, defaultShape, false, func(p int) submitFunc {
 					return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
 				})
 				b.StopTimer()
@@ -184,7 +186,13 @@ func BenchmarkThroughput(b *testing.B) {
 // on GOMAXPROCS goroutines; nothing else (no sequencing, no frames, no
 // CRC, no hand-offs). It returns body MB/s.
 func twoPassBaseline(n, flightBytes int) float64 {
-	recs := benchRecords()
+	return twoPassBaselineShape(n, flightBytes, defaultShape)
+}
+
+// twoPassBaselineShape is twoPassBaseline over batches of shape.
+func twoPassBaselineShape(n, flightBytes int, shape batchShape) float64 {
+	recs := shape.recordsOf()
+	batch := shape.records
 	procs := runtime.GOMAXPROCS(0)
 	flightBytes = max(flightBytes, 64<<10)
 	runtime.GC()
@@ -195,16 +203,16 @@ func twoPassBaseline(n, flightBytes int) float64 {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(p), 8))
-			obj := make([]byte, 0, flightBytes+benchBatch*(benchRecordBytes+128))
+			obj := make([]byte, 0, flightBytes+batch*(shape.bytes+128))
 			ts := time.Now().UnixMilli()
 			for i := p; i < n; i += procs {
-				off := rng.IntN(len(recs) - benchBatch)
+				off := rng.IntN(len(recs) - batch)
 				size := 0
-				for _, r := range recs[off : off+benchBatch] {
+				for _, r := range recs[off : off+batch] {
 					size += envelope.EncodedRecordSize(Record{Timestamp: ts, Headers: r.Headers, Body: r.Body})
 				}
 				payload := make([]byte, 0, size)
-				for _, r := range recs[off : off+benchBatch] {
+				for _, r := range recs[off : off+batch] {
 					r.Timestamp = ts
 					payload = envelope.AppendRecord(payload, r)
 				}
@@ -217,7 +225,7 @@ func twoPassBaseline(n, flightBytes int) float64 {
 	}
 	wg.Wait()
 	el := time.Since(start)
-	return float64(n) * benchBatch * benchRecordBytes / 1e6 / max(el, time.Nanosecond).Seconds()
+	return float64(n) * float64(shape.bodyBytes()) / 1e6 / max(el, time.Nanosecond).Seconds()
 }
 
 // twoPassFlightBaseline is twoPassBaseline in the design's order: the
@@ -402,10 +410,130 @@ func BenchmarkOwnCost(b *testing.B) {
 					b.ReportMetric(us(ack.Quantile(0.5)), "ack-p50-us")
 					b.ReportMetric(us(ack.Quantile(0.99)), "ack-p99-us")
 					b.ReportMetric(us(r.put.P50), "put-p50-us")
+					// The scheduler's floor on these cores with this many
+					// producers, in the same run, and the own cost over it.
+					own := stageBreakdown(r.runResult, r.cfg.FlushDeadline).Snapshot(stages.OwnCost)
+					ho := handoffBaseline(producers, b.N, r.cfg.FlushDeadline, m.median).Snapshot()
+					b.ReportMetric(us(ho.Quantile(0.5)), "handoff-p50-us")
+					b.ReportMetric(us(ho.Quantile(0.99)), "handoff-p99-us")
+					b.ReportMetric(float64(own.Quantile(0.5))/float64(max(ho.Quantile(0.5), 1)), "x-handoff-p50")
+					b.ReportMetric(float64(own.Quantile(0.99))/float64(max(ho.Quantile(0.99), 1)), "x-handoff-p99")
 				})
 			}
 		}
 	}
+}
+
+// handoffBaseline is the scheduler's floor under the write path's own cost
+// (BenchmarkOwnCost's handoff-*), measured in the same run: producers
+// goroutines each do a Submit's own work (encode benchBatch corpus records
+// into fresh memory), queue the request (a mutex-guarded append and a
+// non-blocking kick, as admission pokes the lane) and wait on a channel of
+// its own (a batch's future). One leader goroutine cuts what is queued
+// deadline after its oldest request (a runtime timer) and hands the flight
+// to a goroutine of its own that sleeps put (the store), which hands it
+// back; the leader then closes each request's channel (the release). No
+// sequencing, render, store or bookkeeping: what a request holds past its
+// flight's sleep is the hand-off back to the leader, the release, and the
+// wait for a processor among producers runnable goroutines each encoding
+// its next batch on GOMAXPROCS Ps. It returns that time, the put's end to
+// the producer running again, for n requests.
+func handoffBaseline(producers, n int, deadline, put time.Duration) *histogram.H {
+	type request struct {
+		ch     chan struct{}
+		start  time.Time
+		putEnd time.Time // set before ch is closed
+		body   []byte    // the encoded batch, held until the release as a batch's is
+	}
+	type flight struct {
+		reqs   []*request
+		putEnd time.Time
+	}
+	var (
+		h     histogram.H
+		mu    sync.Mutex
+		queue []*request
+		left  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	kick := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	back := make(chan flight, 64)
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		var pending []*request
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		armed := false
+		take := func() {
+			mu.Lock()
+			pending = append(pending, queue...)
+			queue = queue[:0]
+			mu.Unlock()
+			if len(pending) > 0 && !armed {
+				timer.Reset(time.Until(pending[0].start.Add(deadline)))
+				armed = true
+			}
+		}
+		for {
+			select {
+			case <-kick:
+				take()
+			case <-timer.C:
+				take() // armed: it does not re-arm for what it takes now
+				f := pending
+				pending = nil
+				armed = false // the next kick arms it for what comes next
+				go func() {
+					time.Sleep(put)
+					back <- flight{reqs: f, putEnd: time.Now()}
+				}()
+			case f := <-back:
+				for _, r := range f.reqs {
+					r.putEnd = f.putEnd
+					close(r.ch)
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	left.Store(int64(n))
+	recs := benchRecords()
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(p), 11))
+			for left.Add(-1) >= 0 {
+				r := &request{ch: make(chan struct{}), start: time.Now()}
+				off := rng.IntN(len(recs) - benchBatch)
+				size := 0
+				for _, rec := range recs[off : off+benchBatch] {
+					size += envelope.EncodedRecordSize(rec)
+				}
+				r.body = make([]byte, 0, size+benchBatch*10)
+				for _, rec := range recs[off : off+benchBatch] {
+					rec.Timestamp = r.start.UnixMilli()
+					r.body = envelope.AppendRecord(r.body, rec)
+				}
+				mu.Lock()
+				queue = append(queue, r)
+				mu.Unlock()
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+				<-r.ch
+				h.RecordDuration(time.Since(r.putEnd))
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-leaderDone
+	return &h
 }
 
 // BenchmarkAckFloor is the library's own cost with nothing else in the
@@ -463,6 +591,77 @@ func BenchmarkAckFloor(b *testing.B) {
 				sn := m.h.Snapshot()
 				b.ReportMetric(us(sn.Quantile(0.5)), m.name+"-p50-us")
 				b.ReportMetric(us(sn.Quantile(0.99)), m.name+"-p99-us")
+			}
+		})
+	}
+}
+
+// BenchmarkThroughputBatch is BenchmarkThroughput's Standard K=1 codec
+// none run swept over the batch's shape (records per batch and record
+// size), to split the write path's CPU into a cost per byte and a cost per
+// batch: the design's two-pass floor (twoPassBaselineShape) is measured in
+// the same run on the same shape, and over-floor-us/batch (our CPU per
+// batch less the floor's) is what the write path adds to the floor's two
+// passes at that shape. A cost per byte keeps it proportional to the
+// batch's bytes; a cost per batch (the future, admission's validation and
+// lock, the core's step, the outcome's delivery, their allocations) keeps
+// it flat, and x-two-pass-cpu then approaches its large-batch limit as
+// the batch grows. Run:
+//
+//	go test ./loglet -run '^$' -bench BenchmarkThroughputBatch -benchtime 1s -count 3
+func BenchmarkThroughputBatch(b *testing.B) {
+	m := benchModel{name: "instant", class: Standard, k: 1, w: 1}
+	for _, shape := range []batchShape{
+		{1, 1024}, {4, 1024}, {10, 1024}, {40, 1024}, {100, 1024}, {400, 1024},
+		{10, 128}, {80, 128},
+	} {
+		b.Run(fmt.Sprintf("records=%d/bytes=%d", shape.records, shape.bytes), func(b *testing.B) {
+			b.SetBytes(int64(shape.bodyBytes()))
+			shape.recordsOf() // outside the timer
+			sink := newSinkStore()
+			bb := &benchBuckets{stores: []objstore.Store{sink}}
+			s := openBenchStar(b, m, bb, ClassConfig{Codec: CodecNone})
+			defer s.Close(context.Background())
+			sessions := make([]*AppendSession, benchProducers)
+			for p := range sessions {
+				sess, err := s.OpenAppendSession(context.Background(), streamName(p))
+				if err != nil {
+					b.Fatalf("session: %v", err)
+				}
+				sessions[p] = sess
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			cpu := processCPU()
+			b.ResetTimer()
+			r := runProducersShape(b, b.N, benchDepth, benchProducers, shape, false, func(p int) submitFunc {
+				return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
+			})
+			b.StopTimer()
+			cpu = processCPU() - cpu
+			runtime.ReadMemStats(&after)
+			if err := s.Close(context.Background()); err != nil {
+				b.Fatalf("close: %v", err)
+			}
+			cs := s.Stats().Standard
+			if cs.Halts > 0 || cs.FailedNotCommitted+cs.FailedOutcomeUnknown > 0 {
+				b.Fatalf("%d halts (%s), %d+%d failed batches", cs.Halts, cs.HaltCause, cs.FailedNotCommitted, cs.FailedOutcomeUnknown)
+			}
+			perBatch := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(r.batches) }
+			c0 := processCPU()
+			fl := twoPassBaselineShape(int(r.batches), int(cs.FlightSize.Quantile(0.5)), shape)
+			floorCPU := processCPU() - c0
+			b.ReportMetric(float64(shape.bodyBytes())/1024, "batch-KiB")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(r.batches), "allocs/batch")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/r.bodyBytes(), "heapB/B")
+			b.ReportMetric(perBatch(cpu), "cpu-us/batch")
+			b.ReportMetric(perBatch(floorCPU), "floor-cpu-us/batch")
+			b.ReportMetric(perBatch(cpu-floorCPU), "over-floor-us/batch")
+			b.ReportMetric(fl, "two-pass-MB/s")
+			b.ReportMetric(r.mbps()/fl, "x-two-pass")
+			if cpu > 0 {
+				b.ReportMetric(float64(floorCPU)/float64(cpu), "x-two-pass-cpu")
 			}
 		})
 	}

@@ -292,7 +292,10 @@ func (c *Core) Admit(now time.Time, b *Batch, recs []envelope.Record, match *uin
 	} else {
 		st.seq.LastTimestamp = b.MaxTS
 	}
-	c.pool.Push(b, b.Charge, now)
+	// The core's clock, not now: a shell may read its clock before it
+	// takes its lock, so a later admission can bring an earlier now, and
+	// the pool's oldest arrival must stay its first.
+	c.pool.Push(b, b.Charge, c.now)
 	c.decideAll()
 	return nil
 }
