@@ -97,7 +97,7 @@ func (c *Config) defaults() {
 const DeriveCutPatience = time.Minute
 
 // MarkedObjects returns the settled objects that a doomed or pending
-// marker of any chain names: a settle pass of that chain deletes each once
+// marker of any chain names (a chunk marker names many): a settle pass of that chain deletes each once
 // it is due (unless, for a pending one, its ref points at it by then). An
 // operator's tool reclaiming orphans leaves these to the passes. It scans
 // the control keys of every star.
@@ -114,7 +114,9 @@ func MarkedObjects(ctx context.Context, ms metastore.Store) (map[string]bool, er
 				continue
 			}
 			if d, err := DecodeMarker(it.Value); err == nil {
-				out[d.Key] = true
+				for _, n := range d.Names() {
+					out[n.Key] = true
+				}
 			}
 		}
 		if len(items) < 1000 {

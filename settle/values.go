@@ -15,6 +15,9 @@ import (
 // Marker is settleval.Marker.
 type Marker = settleval.Marker
 
+// Named is settleval.Named.
+type Named = settleval.Named
+
 // Pass is settleval.Pass.
 type Pass = settleval.Pass
 
@@ -68,6 +71,11 @@ func DecodeMarker(b []byte) (Marker, error) {
 // MarkerKey is settleval.MarkerKey.
 func MarkerKey(star string, c chain.Class, objKey string) string {
 	return settleval.MarkerKey(star, c, objKey)
+}
+
+// ChunkMarkerKey is settleval.ChunkMarkerKey.
+func ChunkMarkerKey(star string, c chain.Class, objKeys []string) string {
+	return settleval.ChunkMarkerKey(star, c, objKeys)
 }
 
 // MarkerPrefix is settleval.MarkerPrefix.

@@ -2,7 +2,7 @@
 // pass is asked and what it did (Pass, Result, SlotsPass, SlotsResult,
 // Slot), the committed slot ranges between two positions (Segments), the
 // rendering of a settled object from its records (Render, SettledNonce), the
-// doomed-marker format and keys (Marker, MarkerKey, MarkerPrefix), the
+// doomed-marker format and keys (Marker, Named, MarkerKey, ChunkMarkerKey, MarkerPrefix), the
 // bounds of a pass (DefaultMaxSlots, MaxPassBytes, GuardRetries) and the
 // sentinel errors a pass's caller compares against (ErrDeposed,
 // ErrCutUnknown).

@@ -226,15 +226,31 @@ func MarkerPrefix(star string, c chainval.Class) string {
 	return "stars/" + star + "/" + c.String() + "/doomed/"
 }
 
-// MarkerKey is the key of the marker of the settled object at objKey.
+// MarkerKey is the key of the marker of the settled object at objKey
+// (one object's marker, as versions before chunk markers wrote them for
+// pending objects, and still write for the reclaim's own state).
 func MarkerKey(star string, c chainval.Class, objKey string) string {
 	return fmt.Sprintf("%s%016x", MarkerPrefix(star, c), xxhash.Sum64String(objKey))
 }
 
-// Marker is a doomed marker's value: the settled object at Key is to be
-// deleted once no reader may still hold a ref to it.
+// ChunkMarkerKey is the key of a chunk marker naming the settled objects
+// at objKeys (in that order): "c" and a hash of them all, so it never
+// meets a one-object marker, and a pass that writes the same chunk again
+// (a retry) writes the same key with the same names.
+func ChunkMarkerKey(star string, c chainval.Class, objKeys []string) string {
+	d := xxhash.New()
+	for _, k := range objKeys {
+		_, _ = d.WriteString(k)
+		_, _ = d.WriteString("\n")
+	}
+	return fmt.Sprintf("%sc%016x", MarkerPrefix(star, c), d.Sum64())
+}
+
+// Marker is a doomed marker's value: the settled object at Key (or, a
+// chunk marker, each object of Objects) is to be deleted once no reader
+// may still hold a ref to it.
 type Marker struct {
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 	At  int64  `json:"at_ms"` // when the merge that doomed it committed
 	// Ref is set on a pending marker: one written before the object, whose
 	// repoint onto it (the ref at Ref) deletes the marker in its Commit.
@@ -242,6 +258,26 @@ type Marker struct {
 	// Deleting: a pass decided to delete the object and may have begun;
 	// whichever pass finds the marker finishes, whatever the grace.
 	Deleting bool `json:"deleting,omitempty"`
+	// Objects makes it a chunk marker (Key and Ref empty): one marker for
+	// the objects a pass writes together (each pending, with the ref that
+	// will point at it) or for those one Commit of repoints merged away
+	// (each doomed, no Ref).
+	Objects []Named `json:"objects,omitempty"`
+}
+
+// Named is one object a chunk marker names: pending if Ref is set (the
+// ref that will point at it), doomed if not.
+type Named struct {
+	Key string `json:"key"`
+	Ref string `json:"ref,omitempty"`
+}
+
+// Names is every object the marker names, with its ref if pending.
+func (m Marker) Names() []Named {
+	if len(m.Objects) > 0 {
+		return m.Objects
+	}
+	return []Named{{Key: m.Key, Ref: m.Ref}}
 }
 
 // Encode is the marker's stored form.
@@ -250,12 +286,21 @@ func (m Marker) Encode() []byte {
 	return b
 }
 
+// NamedBytes is about what one more object adds to a chunk marker's
+// stored form (its key, its ref and the JSON around them).
+func NamedBytes(n Named) int { return len(n.Key) + len(n.Ref) + 24 }
+
 // DecodeMarker parses a marker's stored form; it fails on one that does not
-// name a settled object.
+// name settled objects only (and at least one).
 func DecodeMarker(b []byte) (Marker, error) {
 	var m Marker
-	if err := json.Unmarshal(b, &m); err != nil || !chainval.IsSettledKey(m.Key) {
+	if err := json.Unmarshal(b, &m); err != nil || (len(m.Objects) > 0) == (m.Key != "") {
 		return Marker{}, fmt.Errorf("settle: doomed marker %q is not a settled object's", b)
+	}
+	for _, n := range m.Names() {
+		if !chainval.IsSettledKey(n.Key) {
+			return Marker{}, fmt.Errorf("settle: doomed marker %q is not a settled object's", b)
+		}
 	}
 	return m, nil
 }

@@ -18,8 +18,10 @@ import (
 // settled streams, no scan); the pass walks each one's tail back from that
 // ref (a GetRef an object) while the objects are small, and merges two or
 // more into one by today's merge: render (from ranged GETs of the objects
-// merged), mark pending, PUT, repoint by compare-and-swap (the new ref at
-// the last one's key; the others deleted), doom the objects absorbed.
+// merged), name it in a pending chunk marker, PUT, repoint by
+// compare-and-swap (the new ref at the last one's key; the others
+// deleted; no marker at the new object's key), doom the objects absorbed
+// in one chunk marker.
 
 // maxIdleTail bounds the objects one idle merge absorbs.
 const maxIdleTail = 2 * maxMerges
@@ -38,9 +40,10 @@ func (p *Pass) idleMerge(then func()) {
 		idle = idle[:settle.MaxIdlePerPass]
 	}
 	r := &slotsRun{p: p, objects: map[string][]byte{}, fetched: map[string][]byte{}, failed: map[string]bool{}}
-	// most: a merged object costs two ops (its ref's delete or put, its
-	// doomed marker), plus the new object's pending marker and the guard.
-	most := min(maxIdleTail, (p.cfg.MaxCommitOps-2)/2)
+	// most: a merged object costs an op (its ref's delete or put), plus
+	// the new object's marker check, the Commit's doomed chunk marker and
+	// the guard.
+	most := min(maxIdleTail, p.cfg.MaxCommitOps-3)
 	var errs []error
 	end := func() {
 		r.renderPlanned(func(err error) {

@@ -161,8 +161,11 @@ type Input struct {
 }
 
 // MinCommitOps is the fewest ops a Commit must take for settlement: a
-// repoint is the ref's put, the delete of its object's pending marker and
-// the checkpoint guard, in one Commit.
+// repoint is the ref's put and the check of its object's marker key,
+// beside the checkpoint guard (a repoint that merges, or a Commit that
+// has a doomed chunk marker, needs more, and is only made where they fit);
+// a reclaim's claim of a pending object is its ref's check and its
+// Deleting marker, beside the guard.
 const MinCommitOps = 3
 
 // maxBatchOps bounds one Commit of a pass on a backend without a limit.
@@ -344,6 +347,10 @@ type Pass struct {
 	// (Input.DoomedKnown).
 	markedAt    time.Time
 	scanSkipped bool
+	// oldPending: the one-object pending markers (of an earlier version)
+	// the last scan found, by key, with their versions: a repoint onto
+	// such an object deletes its marker at that version (see repoint).
+	oldPending map[string]metastore.Version
 
 	out  Request     // the request asked, until its event
 	then func(Event) // what its event does
@@ -385,7 +392,7 @@ func New(cfg Config, in Input, now time.Time) *Pass {
 	p := &Pass{cfg: cfg, in: in, now: now, sizes: map[chain.Position]int64{}}
 	p.res.Trim, p.res.TrimVersion = in.Trim, in.TrimVersion
 	if tooSmall {
-		p.finish(fmt.Errorf("settle: %s/%s: the metastore takes %d ops a Commit; a repoint takes %d (the ref, its object's pending marker, the checkpoint guard)", cfg.Star, cfg.Class, cfg.MaxCommitOps, MinCommitOps))
+		p.finish(fmt.Errorf("settle: %s/%s: the metastore takes %d ops a Commit; a repoint takes %d (the ref, its object's marker check, the checkpoint guard)", cfg.Star, cfg.Class, cfg.MaxCommitOps, MinCommitOps))
 		return p
 	}
 	if in.Checkpoint.Less(in.Upto) {
@@ -527,9 +534,10 @@ func eventErr(ev Event) error {
 }
 
 func (p *Pass) finish(err error) {
-	if p.scanSkipped && !p.markedAt.IsZero() {
-		// Unscanned, the markers this pass wrote are due then at the
-		// latest.
+	if !p.markedAt.IsZero() {
+		// The markers this pass wrote are due then at the latest, whether
+		// or not it scanned: an idle merge writes doomed markers after the
+		// scan, and a pass whose cursor is at Upto scans no more.
 		if t := p.markedAt.Add(p.cfg.DoomedGrace); p.res.DoomedDue.IsZero() || t.Before(p.res.DoomedDue) {
 			p.res.DoomedDue = t
 		}
@@ -1024,7 +1032,13 @@ type marker struct {
 	key string
 	ver metastore.Version
 	m   settle.Marker
-	obj bool // delete the object (not referenced)
+	// del: the objects it names that are to be deleted (no ref points at
+	// them); none: only the marker goes. checks: for each of them that was
+	// pending, an OpCheck of its ref at the version the reclaim read it
+	// (metastore.NoVersion: absent), so a repoint onto the object after the
+	// read fails the reclaim's Commit.
+	del    []string
+	checks map[string]metastore.Op
 }
 
 // reclaim deletes the settled objects marked doomed at least DoomedGrace
@@ -1035,10 +1049,12 @@ type marker struct {
 // pending marker (its pass lost or never made its repoint) whose ref does
 // point at the object now (a later pass adopted it) is only dropped.
 //
-// A deletion is three steps: the marker turns Deleting, in a guarded
-// Commit of many, so a deposed leader's pass starts none once a successor
-// has sealed; the objects go; the markers go. A pass that dies in between
-// leaves Deleting markers, which the next pass finishes.
+// A deletion is three steps: a Deleting marker at the object's own key
+// (settle.MarkerKey) is put in a guarded Commit of many, so a deposed
+// leader's pass starts none once a successor has sealed; the object goes;
+// the marker goes. A pass that dies in between leaves Deleting markers,
+// which the next pass finishes. See reclaimDue for why no repoint can land
+// on an object being deleted.
 func (p *Pass) reclaim(then func(error)) {
 	if p.in.DoomedKnown && (p.in.DoomedDue.IsZero() || p.now.Before(p.in.DoomedDue)) {
 		// The leader knows nothing is due yet (the last scan, and the
@@ -1054,6 +1070,8 @@ func (p *Pass) reclaim(then func(error)) {
 	p.res.MarkersScanned = true
 	p.res.DoomedWaiting, p.res.DoomedDue = 0, time.Time{}
 	var due []marker
+	own := map[string]bool{} // the one-object markers' keys, due or not
+	p.oldPending = map[string]metastore.Version{}
 	var scan func(after string)
 	scan = func(after string) {
 		p.call(ScanMarkers{After: after, Limit: scanPage}, func(ev Event) {
@@ -1066,7 +1084,7 @@ func (p *Pass) reclaim(then func(error)) {
 			item = func(i int) {
 				if i == len(ms.Items) {
 					if len(ms.Items) < scanPage {
-						p.reclaimDue(due, then)
+						p.reclaimDue(due, own, then)
 						return
 					}
 					scan(ms.Items[len(ms.Items)-1].Key)
@@ -1078,6 +1096,14 @@ func (p *Pass) reclaim(then func(error)) {
 					then(fmt.Errorf("settle: doomed marker %s is %q, not a settled object's", it.Key, it.Value))
 					return
 				}
+				if len(d.Objects) == 0 {
+					own[it.Key] = true
+					if d.Ref != "" && !d.Deleting {
+						// A pending marker of an earlier version: a repoint
+						// onto its object deletes it (see repoint).
+						p.oldPending[it.Key] = it.Version
+					}
+				}
 				at := time.UnixMilli(d.At)
 				if !d.Deleting && p.cfg.DoomedGrace > 0 && p.now.Sub(at) < p.cfg.DoomedGrace {
 					p.res.DoomedWaiting++
@@ -1087,33 +1113,56 @@ func (p *Pass) reclaim(then func(error)) {
 					item(i + 1)
 					return
 				}
-				if d.Ref == "" || d.Deleting {
-					due = append(due, marker{key: it.Key, ver: it.Version, m: d, obj: true})
-					item(i + 1)
-					return
-				}
-				// A pending marker past its grace: is its object referenced
-				// by now?
-				p.call(GetRef{Key: d.Ref}, func(ev Event) {
-					rg := ev.(RefGot)
-					if rg.Err != nil {
-						then(rg.Err)
+				// A doomed object, or a marker some pass began deleting, is
+				// deleted; a pending one past its grace only if its ref
+				// does not point at it by now (a chunk marker: each of its
+				// objects so), and only if that ref is still at the version
+				// read when the deletion is decided (checks).
+				x := marker{key: it.Key, ver: it.Version, m: d}
+				names := d.Names()
+				var look func(j int)
+				look = func(j int) {
+					if j == len(names) {
+						due = append(due, x)
+						item(i + 1)
 						return
 					}
-					ref := false
-					if rg.Found {
-						sr, err := absorb.DecodeRef(rg.Item.Value)
-						if err != nil {
-							then(fmt.Errorf("ref %s: %w", d.Ref, err))
+					n := names[j]
+					if n.Ref == "" || d.Deleting {
+						x.del = append(x.del, n.Key)
+						look(j + 1)
+						return
+					}
+					p.call(GetRef{Key: n.Ref}, func(ev Event) {
+						rg := ev.(RefGot)
+						if rg.Err != nil {
+							then(rg.Err)
 							return
 						}
-						for _, e := range sr.Extents {
-							ref = ref || e.Key == d.Key
+						ref := false
+						ver := metastore.NoVersion
+						if rg.Found {
+							ver = rg.Item.Version
+							sr, err := absorb.DecodeRef(rg.Item.Value)
+							if err != nil {
+								then(fmt.Errorf("ref %s: %w", n.Ref, err))
+								return
+							}
+							for _, e := range sr.Extents {
+								ref = ref || e.Key == n.Key
+							}
 						}
-					}
-					due = append(due, marker{key: it.Key, ver: it.Version, m: d, obj: !ref})
-					item(i + 1)
-				})
+						if !ref {
+							x.del = append(x.del, n.Key)
+							if x.checks == nil {
+								x.checks = map[string]metastore.Op{}
+							}
+							x.checks[n.Key] = metastore.Op{Kind: metastore.OpCheck, Key: n.Ref, Expect: ver}
+						}
+						look(j + 1)
+					})
+				}
+				look(0)
 			}
 			item(0)
 		})
@@ -1121,84 +1170,181 @@ func (p *Pass) reclaim(then func(error)) {
 	scan("")
 }
 
-// reclaimDue deletes what the scan found due: referenced pending markers
-// are dropped; the others turn Deleting, their objects go, then they go.
-func (p *Pass) reclaimDue(due []marker, then func(error)) {
-	var dropOnly, marked, toMark []marker
-	for _, x := range due {
+// reclaimDue deletes what the scan found due (own: the keys of the
+// one-object markers it found). Referenced pending markers are dropped;
+// a marker some pass began deleting (Deleting) has its objects deleted,
+// then goes. Every other object to delete is first claimed: a Deleting
+// marker at its own key settle.MarkerKey (a one-object marker of an
+// earlier version turns Deleting in place), put in a guarded Commit that
+// also checks the ref of a pending object at the version the scan read.
+// A chunk marker some of whose claims failed is narrowed to those. Then
+// the claimed objects go from every settled bucket, then their Deleting
+// markers, and with them the chunk markers whose objects are all claimed
+// (or pointed at, or named by a marker of their own already).
+//
+// Why no ref ends up pointing at a deleted object: a settled object's key
+// names its records, so a later pass may render the same key again, find
+// it in place and adopt it, while this reclaim deletes it. Every repoint
+// onto an object checks in its Commit that no marker is at the object's
+// MarkerKey (or deletes the earlier version's pending marker there at the
+// version it read). The two Commits are ordered by the metastore: if the
+// claim commits first, the repoint's check fails and the stream is
+// settled again by a later pass, once the deletion is over (the object
+// written afresh); if the repoint commits first, the claim's check of the
+// ref fails and nothing is deleted. A Deleting marker goes only by a
+// guarded Commit after the deletes, so a deposed leader's pass cannot
+// remove one after its successor's seal; and a leader's passes run one at
+// a time, each reclaim before its writes, so the claim a pass finds was
+// finished by that pass's own reclaim, or fails its repoint.
+func (p *Pass) reclaimDue(due []marker, own map[string]bool, then func(error)) {
+	var dropOnly, marked, claims []marker
+	var chunks []*marker
+	claimed := map[string]bool{} // objects a claim of this reclaim names
+	for i := range due {
+		x := due[i]
 		switch {
-		case !x.obj:
+		case len(x.del) == 0:
 			dropOnly = append(dropOnly, x)
 		case x.m.Deleting:
 			marked = append(marked, x)
+		case len(x.m.Objects) == 0:
+			// A one-object marker of an earlier version: it turns Deleting
+			// in place.
+			m := x.m
+			m.Deleting = true
+			claims = append(claims, marker{key: x.key, ver: x.ver, m: m, del: x.del, checks: x.checks})
+			claimed[m.Key] = true
+			delete(p.oldPending, x.key) // no repoint deletes it now: it is being deleted
 		default:
-			toMark = append(toMark, x)
+			c := &due[i]
+			chunks = append(chunks, c)
+			for _, k := range x.del {
+				mk := settle.MarkerKey(p.cfg.Star, p.cfg.Class, k)
+				if own[mk] || claimed[k] {
+					continue // a marker of its own names it already
+				}
+				claimed[k] = true
+				claims = append(claims, marker{key: mk, ver: metastore.NoVersion, m: settle.Marker{Key: k, At: x.m.At, Deleting: true},
+					del: []string{k}, checks: x.checks})
+			}
 		}
 	}
-	del := func(x marker) metastore.Op {
-		return metastore.Op{Kind: metastore.OpDelete, Key: x.key, Expect: x.ver}
+	del := func(x marker) []metastore.Op {
+		return []metastore.Op{{Kind: metastore.OpDelete, Key: x.key, Expect: x.ver}}
 	}
-	p.phase = "reclaim-drop"
-	p.commitEach("drop-referenced", dropOnly, del, func(_ []marker, err error) {
+	p.phase = "reclaim-mark"
+	p.commitEach("mark-deleting", claims, func(x marker) []metastore.Op {
+		var ops []metastore.Op
+		if c, ok := x.checks[x.m.Key]; ok {
+			ops = append(ops, c)
+		}
+		return append(ops, metastore.Op{Kind: metastore.OpPut, Key: x.key, Value: x.m.Encode(), Expect: x.ver})
+	}, func(now []marker, err error) {
+		marked = append(marked, now...)
 		if err != nil {
 			then(err)
 			return
 		}
-		p.phase = "reclaim-mark"
-		p.commitEach("mark-deleting", toMark, func(x marker) metastore.Op {
-			m := x.m
-			m.Deleting = true
-			return metastore.Op{Kind: metastore.OpPut, Key: x.key, Value: m.Encode(), Expect: x.ver}
-		}, func(now []marker, err error) {
-			marked = append(marked, now...)
+		ok := map[string]bool{}
+		for _, x := range now {
+			ok[x.m.Key] = true
+		}
+		// The chunk markers whose objects are claimed go; one with a claim
+		// that failed (its ref moved, or the marker is there already) is
+		// narrowed to those, and the next pass looks at them again.
+		ends := dropOnly
+		var narrowed []marker
+		for _, c := range chunks {
+			m := c.m
+			m.Objects = nil
+			for _, n := range c.m.Objects {
+				mk := settle.MarkerKey(p.cfg.Star, p.cfg.Class, n.Key)
+				if slices.Contains(c.del, n.Key) && !own[mk] && !ok[n.Key] {
+					m.Objects = append(m.Objects, n)
+				}
+			}
+			switch {
+			case len(m.Objects) == 0:
+				ends = append(ends, *c)
+			case len(m.Objects) == len(c.m.Objects):
+				p.res.DoomedDue = p.now // as it was: looked at again
+			default:
+				narrowed = append(narrowed, marker{key: c.key, ver: c.ver, m: m})
+			}
+		}
+		p.phase = "reclaim-narrow"
+		p.commitEach("narrow", narrowed, func(x marker) []metastore.Op {
+			return []metastore.Op{{Kind: metastore.OpPut, Key: x.key, Value: x.m.Encode(), Expect: x.ver}}
+		}, func(_ []marker, err error) {
 			if err != nil {
 				then(err)
 				return
 			}
-			p.phase = "reclaim-delete"
-			// Every object from every settled bucket, in parallel.
-			var reqs []Request
-			for _, x := range marked {
-				for b := 0; b < p.cfg.SettledBuckets; b++ {
-					reqs = append(reqs, DeleteObject{Bucket: b, Key: x.m.Key})
-				}
+			if len(narrowed) > 0 {
+				p.res.DoomedDue = p.now // their claims are tried again
 			}
-			p.fanOut(reqs, func(evs []Event) {
-				var gone []marker
-				var derr error
-				for i, x := range marked {
-					ok := true
-					for b := 0; b < p.cfg.SettledBuckets; b++ {
-						if err := evs[i*p.cfg.SettledBuckets+b].(ObjectDeleted).Err; err != nil && ok {
-							ok = false // its marker stays: the next pass deletes again
-							derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", x.m.Key, b, err)
-						}
-					}
-					if ok {
-						gone = append(gone, x)
-						p.res.DeletedObjects++
-					}
-				}
-				// After their objects: a marker left by a crash here only
-				// deletes again.
-				p.phase = "reclaim-unmark"
-				p.commitEach("unmark", gone, del, func(_ []marker, err error) {
-					if err != nil {
-						then(err)
-						return
-					}
-					then(derr)
-				})
-			})
+			p.reclaimDelete(marked, ends, del, then)
 		})
 	})
 }
 
-// commitEach commits one op per marker, in Commits of many; on a conflict
-// (a marker moved: a pass rewrote it) one at a time, leaving out the ones
-// that moved. then gets the markers committed, with the versions their
-// ops left.
-func (p *Pass) commitEach(what string, xs []marker, op func(marker) metastore.Op, then func([]marker, error)) {
+// reclaimDelete deletes the objects of the Deleting markers marked from
+// every settled bucket, then the markers, in the Commits that also delete
+// ends (the markers that only go: referenced pending ones, and chunk
+// markers whose objects are claimed; one left by a crash is dropped by the
+// next pass).
+func (p *Pass) reclaimDelete(marked, ends []marker, del func(marker) []metastore.Op, then func(error)) {
+	p.phase = "reclaim-delete"
+	// Every object from every settled bucket, in parallel.
+	var reqs []Request
+	for _, x := range marked {
+		for _, k := range x.del {
+			for b := 0; b < p.cfg.SettledBuckets; b++ {
+				reqs = append(reqs, DeleteObject{Bucket: b, Key: k})
+			}
+		}
+	}
+	p.fanOut(reqs, func(evs []Event) {
+		var gone []marker
+		var derr error
+		i := 0
+		for _, x := range marked {
+			ok := true
+			for _, k := range x.del {
+				for b := 0; b < p.cfg.SettledBuckets; b++ {
+					if err := evs[i].(ObjectDeleted).Err; err != nil && ok {
+						ok = false // its marker stays: the next pass deletes again
+						derr = fmt.Errorf("settle: delete doomed %s in settled bucket %d: %w", k, b, err)
+					}
+					i++
+				}
+			}
+			if ok {
+				gone = append(gone, x)
+				p.res.DeletedObjects += len(x.del)
+			}
+		}
+		// After their objects: a marker left by a crash here only
+		// deletes again.
+		p.phase = "reclaim-unmark"
+		p.commitEach("unmark", append(ends, gone...), del, func(_ []marker, err error) {
+			if err != nil {
+				then(err)
+				return
+			}
+			then(derr)
+		})
+	})
+}
+
+// commitEach commits each marker's ops (the marker's own op last), in
+// Commits of many (a marker whose ops name a key the Commit names already
+// starts the next: two objects of one stream pending in two chunk markers
+// may both check the same ref); on a conflict (a marker moved: a pass rewrote it; or a
+// ref a claim checks moved) one marker at a time, leaving out the ones
+// that conflict. then gets the markers committed, with the versions their
+// own ops left.
+func (p *Pass) commitEach(what string, xs []marker, opsOf func(marker) []metastore.Op, then func([]marker, error)) {
 	maxOps := p.cfg.MaxCommitOps - 1 // the guard
 	var out []marker
 	var chunk func(rest []marker)
@@ -1207,16 +1353,28 @@ func (p *Pass) commitEach(what string, xs []marker, op func(marker) metastore.Op
 			then(out, nil)
 			return
 		}
-		c := rest[:min(len(rest), maxOps)]
-		rest = rest[len(c):]
-		ops := make([]metastore.Op, len(c))
-		for i, x := range c {
-			ops[i] = op(x)
+		var ops []metastore.Op
+		var last []int            // each marker's own op
+		keys := map[string]bool{} // a Commit names a key once: two claims may check one ref
+		n := 0
+		for n < len(rest) {
+			o := opsOf(rest[n])
+			if n > 0 && (len(ops)+len(o) > maxOps || slices.ContainsFunc(o, func(op metastore.Op) bool { return keys[op.Key] })) {
+				break
+			}
+			for _, op := range o {
+				keys[op.Key] = true
+			}
+			ops = append(ops, o...)
+			last = append(last, len(ops)-1)
+			n++
 		}
+		c := rest[:n]
+		rest = rest[n:]
 		p.commit(what, ops, func(vs []metastore.Version, err error) {
 			if err == nil {
 				for i, x := range c {
-					x.ver = vs[i]
+					x.ver = vs[last[i]]
 					out = append(out, x)
 				}
 				chunk(rest)
@@ -1233,10 +1391,11 @@ func (p *Pass) commitEach(what string, xs []marker, op func(marker) metastore.Op
 					return
 				}
 				x := c[i]
-				p.commit(what+"-one", []metastore.Op{op(x)}, func(vs []metastore.Version, err error) {
+				o := opsOf(x)
+				p.commit(what+"-one", o, func(vs []metastore.Version, err error) {
 					switch {
 					case err == nil:
-						x.ver = vs[0]
+						x.ver = vs[len(o)-1]
 						out = append(out, x)
 					case !errors.Is(err, metastore.ErrConflict):
 						then(out, err)

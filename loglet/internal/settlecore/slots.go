@@ -27,9 +27,17 @@ import (
 // Every step is idempotent and a pass may die at any point: a settled
 // object is written with PutIfAbsent and one found in place is adopted; a
 // repoint is one compare-and-swap Commit; the cursor moves only once every
-// ref into the slots behind it is repointed. A settled object is marked
-// pending before it is written, so one whose repoint is lost is deleted by
-// a later pass (reclaim).
+// ref into the slots behind it is repointed, each repoint checking that
+// no deletion of its object is under way. The objects a pass writes
+// together are named by chunk markers (pending, each object with the ref
+// that will point at it) before they are written, and a chunk's marker
+// goes only once every repoint onto its objects has committed (or is
+// narrowed to the objects whose repoint failed), so an object whose
+// repoint is lost is deleted by a later pass (reclaim). A repoint costs
+// the new ref's put at the last ref's key, a delete of each other ref and
+// a check that no marker is at the object's settle.MarkerKey;
+// the objects one Commit's repoints merge away are named by one doomed
+// chunk marker in that Commit.
 
 // ScanRefs asks for the refs under Prefix after After (a page of at most
 // Limit). → RefsScanned.
@@ -145,7 +153,11 @@ type prepared struct {
 
 // commitCounts is what a queued group of ops does once committed.
 type commitCounts struct {
+	// stream: whose group it is ("": a chunk marker's, no stream's).
 	stream string
+	// doomed: the settled objects the repoint merges away, named by the
+	// Commit's doomed chunk marker.
+	doomed []string
 	// settled: the settled ref a repoint puts, its op at index op of the
 	// Commit's ops.
 	settled                               *settle.KnownRef
@@ -444,16 +456,16 @@ func (r *slotsRun) settleable(sr absorb.SpanRef) bool {
 // written and repointed (flushPrepared), and gives then how many of refs
 // it consumed.
 func (r *slotsRun) settleGroup(id string, refs []ref, then func(int, error)) {
-	maxOps := r.p.cfg.MaxCommitOps - 2 // the guard (see commit) and the new object's pending marker's delete
+	maxOps := r.p.cfg.MaxCommitOps - 3 // the guard (see commit), the Commit's doomed chunk marker, the object's marker check (see repoint)
 	n, raw := 0, 0
-	for n < len(refs) && (n == 0 || (raw < r.p.cfg.TargetBytes && n+1+2*maxMerges < maxOps)) {
+	for n < len(refs) && (n == 0 || (raw < r.p.cfg.TargetBytes && n+1+maxMerges < maxOps)) {
 		raw += rawBytes(refs[n].r)
 		n++
 	}
 	group := refs[:n]
-	// A merged object costs two ops (its ref's delete, its doomed marker):
-	// the group's Commit must fit the backend.
-	merges := min(maxMerges, max(0, (maxOps-n)/2))
+	// A merged object costs an op (its ref's delete; the Commit's doomed
+	// chunk marker names it): the group's Commit must fit the backend.
+	merges := min(maxMerges, max(0, maxOps-n))
 	r.mergeable(id, group[0].r.Start, raw, merges, nil, func(prev []ref, err error) {
 		if err != nil {
 			then(0, err)
@@ -697,12 +709,14 @@ func (r *slotsRun) records(id string, e absorb.Extent, then func([]envelope.Reco
 }
 
 // flushPrepared writes the objects rendered so far and queues their
-// repoints. Each is marked pending (a doomed marker naming the ref that
-// will point at it) before it is written, in Commits of many, and the
-// repoint's Commit deletes the marker: a pass that loses its repoint (a
-// retention trim or a delete changed a ref; it died; it was deposed)
-// leaves a marker, and a later pass deletes the object once its grace has
-// passed and the ref does not point at it (the pass's reclaim).
+// repoints. Before they are written they are named by chunk markers
+// (pendingChunks: one a few hundred objects, each object with the ref that
+// will point at it), in Commits of many; once every repoint onto a chunk's
+// objects has committed, its marker is deleted (closeChunk). A pass that
+// loses a repoint (a retention trim or a delete changed a ref; it died; it
+// was deposed) leaves its object named, and a later pass deletes the
+// object once the grace has passed and the ref does not point at it (the
+// pass's reclaim).
 func (r *slotsRun) flushPrepared(then func(error)) {
 	ps := r.prepared
 	r.prepared, r.preparedBytes = nil, 0
@@ -712,26 +726,21 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 	}
 	maxOps := r.p.cfg.MaxCommitOps - 1 // the guard
 	maxBytes := r.p.cfg.MaxCommitBytes
-	now := r.p.now.UnixMilli()
-	vers := make([]metastore.Version, 0, len(ps))
+	chunks := r.pendingChunks(ps)
 	var ops []metastore.Op
 	size := 0
 	fail := func(err error) {
 		for _, p := range ps {
 			r.failed[p.id] = true
 		}
-		then(fmt.Errorf("settle: mark %d settled objects pending before writing them: %w", len(ops), err))
+		then(fmt.Errorf("settle: mark %d settled objects pending before writing them: %w", len(ps), err))
 	}
-	var mark func(i int)
-	mark = func(i int) {
-		commitNow := len(ops) > 0 && i == len(ps)
-		var op metastore.Op
+	var mark func(i, from int)
+	mark = func(i, from int) {
+		commitNow := len(ops) > 0 && i == len(chunks)
 		var n int
-		if i < len(ps) {
-			p := ps[i]
-			val := settle.Marker{Key: p.key, At: now, Ref: p.all[len(p.all)-1].key}.Encode()
-			op = metastore.Op{Kind: metastore.OpPut, Key: settle.MarkerKey(r.p.cfg.Star, r.p.cfg.Class, p.key), Value: val, Expect: metastore.AnyVersion}
-			n = r.p.opBytes(op)
+		if i < len(chunks) {
+			n = r.p.opBytes(chunks[i].op)
 			commitNow = len(ops) >= maxOps || (maxBytes > 0 && size+n > maxBytes/2)
 		}
 		if commitNow {
@@ -742,28 +751,74 @@ func (r *slotsRun) flushPrepared(then func(error)) {
 					fail(err)
 					return
 				}
-				vers, ops, size = append(vers, vs...), nil, 0
-				mark(i)
+				for j, v := range vs {
+					chunks[from+j].ver = v
+				}
+				ops, size = nil, 0
+				mark(i, i)
 			})
 			return
 		}
-		if i == len(ps) {
-			r.writeAll(ps, vers, func(err error) {
+		if i == len(chunks) {
+			r.writeAll(ps, chunks, func(err error) {
 				// Written (or failed): the pass holds their bodies no more.
 				r.p.holdMemory(0, func(error) { then(err) })
 			})
 			return
 		}
-		ops, size = append(ops, op), size+n
-		mark(i + 1)
+		ops, size = append(ops, chunks[i].op), size+n
+		mark(i+1, from)
 	}
-	mark(0)
+	mark(0, 0)
+}
+
+// maxChunkMarkerBytes bounds one chunk marker's stored form (about 400
+// objects' names), and a quarter of MaxCommitBytes where there is one.
+const maxChunkMarkerBytes = 64 << 10
+
+// pendingChunk is one chunk marker of the objects ps[first:end].
+type pendingChunk struct {
+	first, end int
+	m          settle.Marker
+	op         metastore.Op
+	ver        metastore.Version
+}
+
+// pendingChunks splits ps into runs whose names fit a chunk marker, and
+// gives each its marker's put.
+func (r *slotsRun) pendingChunks(ps []prepared) []pendingChunk {
+	limit := maxChunkMarkerBytes
+	if mb := r.p.cfg.MaxCommitBytes; mb > 0 {
+		limit = min(limit, mb/4)
+	}
+	now := r.p.now.UnixMilli()
+	var out []pendingChunk
+	for i := 0; i < len(ps); {
+		c := pendingChunk{first: i, m: settle.Marker{At: now}}
+		size := 0
+		var keys []string
+		for i < len(ps) {
+			n := settle.Named{Key: ps[i].key, Ref: ps[i].all[len(ps[i].all)-1].key}
+			if len(keys) > 0 && size+settle.NamedBytes(n) > limit {
+				break
+			}
+			c.m.Objects = append(c.m.Objects, n)
+			keys = append(keys, n.Key)
+			size += settle.NamedBytes(n)
+			i++
+		}
+		c.end = i
+		c.op = metastore.Op{Kind: metastore.OpPut, Key: settle.ChunkMarkerKey(r.p.cfg.Star, r.p.cfg.Class, keys), Value: c.m.Encode(), Expect: metastore.AnyVersion}
+		out = append(out, c)
+	}
+	return out
 }
 
 // writeAll writes every prepared object to every settled bucket, the
 // PUTs in parallel (fanOut), then, object by object, adopts one found in
 // place and queues its repoint; a stream whose write fails is left out.
-func (r *slotsRun) writeAll(ps []prepared, vers []metastore.Version, then func(error)) {
+// After a chunk's last object, its marker's end is queued (closeChunk).
+func (r *slotsRun) writeAll(ps []prepared, chunks []pendingChunk, then func(error)) {
 	nb := r.p.cfg.SettledBuckets
 	var reqs []Request
 	for _, p := range ps {
@@ -774,8 +829,20 @@ func (r *slotsRun) writeAll(ps []prepared, vers []metastore.Version, then func(e
 	r.p.phase = "write-settled"
 	r.p.fanOut(reqs, func(evs []Event) {
 		var errs []error
+		c := 0
 		var next func(i int)
 		next = func(i int) {
+			if c < len(chunks) && i == chunks[c].end {
+				ch := chunks[c]
+				c++
+				r.closeChunk(ps[ch.first:ch.end], ch, func(err error) {
+					if err != nil {
+						errs = append(errs, err)
+					}
+					next(i)
+				})
+				return
+			}
 			if i == len(ps) {
 				then(errors.Join(errs...))
 				return
@@ -791,7 +858,7 @@ func (r *slotsRun) writeAll(ps []prepared, vers []metastore.Version, then func(e
 				for _, f := range frames {
 					counts.raw += int64(f.RawLength)
 				}
-				r.repoint(p.id, p.key, p.all, frames, p.merged, counts, vers[i], func(err error) {
+				r.repoint(p.id, p.key, p.all, frames, p.merged, counts, func(err error) {
 					if err != nil {
 						failed(err)
 						return
@@ -826,6 +893,31 @@ func (r *slotsRun) writeAll(ps []prepared, vers []metastore.Version, then func(e
 		}
 		next(0)
 	})
+}
+
+// closeChunk queues the end of a chunk marker once every repoint onto its
+// objects (ps) is queued: its delete, in the Commit of the last of them or
+// after it, so the marker goes only with or after every repoint. An
+// object whose stream failed in this run (its write, its adoption or its
+// repoint's Commit) may be written and not pointed at: the marker is
+// narrowed to those instead, and a later pass reclaims them.
+func (r *slotsRun) closeChunk(ps []prepared, ch pendingChunk, then func(error)) {
+	m := ch.m
+	m.Objects = nil
+	for j, p := range ps {
+		if r.failed[p.id] {
+			m.Objects = append(m.Objects, ch.m.Objects[j])
+		}
+	}
+	if len(m.Objects) == len(ch.m.Objects) {
+		then(nil) // every one failed: the marker stays as it is
+		return
+	}
+	op := metastore.Op{Kind: metastore.OpDelete, Key: ch.op.Key, Expect: ch.ver}
+	if len(m.Objects) > 0 {
+		op = metastore.Op{Kind: metastore.OpPut, Key: ch.op.Key, Value: m.Encode(), Expect: ch.ver}
+	}
+	r.queue([]metastore.Op{op}, commitCounts{}, then)
 }
 
 // put writes obj at key in every bucket of the settled set. It gives
@@ -901,9 +993,9 @@ func (r *slotsRun) adopt(key string, start, end uint64, then func([]envelope.Fra
 // repoint replaces refs (the first merged of them settled objects being
 // absorbed) by one settled ref at the last one's key, covering
 // [refs[0].Start, last.End) with extents into the object at key, in one
-// Commit that also marks the absorbed objects doomed (deleted once no ref
-// points at them: the pass's reclaim).
-func (r *slotsRun) repoint(id, key string, refs []ref, frames []envelope.FrameInfo, merged int, counts commitCounts, pendingVer metastore.Version, then func(error)) {
+// Commit whose doomed chunk marker names the absorbed objects (deleted
+// once no reader may hold a ref to them: the pass's reclaim).
+func (r *slotsRun) repoint(id, key string, refs []ref, frames []envelope.FrameInfo, merged int, counts commitCounts, then func(error)) {
 	cfg := r.p.cfg
 	last := refs[len(refs)-1]
 	sr := absorb.SpanRef{Stream: id, Class: last.r.Class, Star: cfg.Star, Start: refs[0].r.Start, End: last.r.End,
@@ -927,13 +1019,21 @@ func (r *slotsRun) repoint(id, key string, refs []ref, frames []envelope.FrameIn
 	for _, f := range refs[:len(refs)-1] {
 		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: f.key, Expect: f.ver})
 	}
-	for _, f := range refs[:merged] {
-		d := settle.Marker{Key: f.r.Extents[0].Key, At: r.p.now.UnixMilli()}.Encode()
-		ops = append(ops, metastore.Op{Kind: metastore.OpPut, Key: settle.MarkerKey(cfg.Star, cfg.Class, f.r.Extents[0].Key), Value: d, Expect: metastore.NoVersion})
+	// No deletion of the object may be under way: a reclaim claims an
+	// object by a Deleting marker at its MarkerKey before deleting it (see
+	// reclaimDue), so this Commit fails if one is there, and the stream is
+	// settled again once the deletion is over. A pending marker of an
+	// earlier version there goes with this repoint, at the version the
+	// scan read (a claim would have moved it).
+	mk := settle.MarkerKey(cfg.Star, cfg.Class, key)
+	if v, ok := r.p.oldPending[mk]; ok {
+		ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: mk, Expect: v})
+	} else {
+		ops = append(ops, metastore.Op{Kind: metastore.OpCheck, Key: mk, Expect: metastore.NoVersion})
 	}
-	// The new object is referenced from this Commit on: its pending marker
-	// goes with it.
-	ops = append(ops, metastore.Op{Kind: metastore.OpDelete, Key: settle.MarkerKey(cfg.Star, cfg.Class, key), Expect: pendingVer})
+	for _, f := range refs[:merged] {
+		counts.doomed = append(counts.doomed, f.r.Extents[0].Key) // the Commit's doomed chunk marker names it
+	}
 	counts.repointed, counts.merged = len(refs)-merged, merged
 	counts.settled = &settle.KnownRef{Key: last.key, Ref: sr}
 	r.queue(ops, counts, func(err error) {
@@ -951,13 +1051,17 @@ func (r *slotsRun) repoint(id, key string, refs []ref, frames []envelope.FrameIn
 // one Commit carries many streams' groups, so a pass costs a Commit per
 // MaxCommitOps ops rather than one per stream.
 func (r *slotsRun) queue(ops []metastore.Op, c commitCounts, then func(error)) {
-	maxOps, maxBytes := r.p.cfg.MaxCommitOps-1, r.p.cfg.MaxCommitBytes // the guard (see commit)
+	// Room for the guard (see commit) and the doomed chunk marker.
+	maxOps, maxBytes := r.p.cfg.MaxCommitOps-2, r.p.cfg.MaxCommitBytes
 	if maxBytes > 0 {
-		maxBytes -= r.p.opBytes(r.p.guardOp())
+		maxBytes -= r.p.opBytes(r.p.guardOp()) + r.p.opBytes(r.doomedOp(nil))
 	}
 	size := 0
 	for _, op := range ops {
 		size += r.p.opBytes(op)
+	}
+	for _, k := range c.doomed {
+		size += settle.NamedBytes(settle.Named{Key: k})
 	}
 	add := func() {
 		c.op = len(r.pending)
@@ -982,6 +1086,16 @@ func (r *slotsRun) queue(ops []metastore.Op, c commitCounts, then func(error)) {
 	add()
 }
 
+// doomedOp is the put of the doomed chunk marker naming objects (merged
+// away by the repoints of one Commit).
+func (r *slotsRun) doomedOp(objects []string) metastore.Op {
+	m := settle.Marker{At: r.p.now.UnixMilli()}
+	for _, k := range objects {
+		m.Objects = append(m.Objects, settle.Named{Key: k})
+	}
+	return metastore.Op{Kind: metastore.OpPut, Key: settle.ChunkMarkerKey(r.p.cfg.Star, r.p.cfg.Class, objects), Value: m.Encode(), Expect: metastore.AnyVersion}
+}
+
 // flush commits the pending ops.
 func (r *slotsRun) flush(then func(error)) {
 	if len(r.pending) == 0 {
@@ -991,16 +1105,20 @@ func (r *slotsRun) flush(then func(error)) {
 	ops, counts := r.pending, r.counts
 	r.pending, r.counts, r.pendingBytes = nil, nil, 0
 	r.p.phase = "repoint"
+	var doomed []string
 	for _, c := range counts {
-		if c.merged > 0 {
-			r.p.noteMarked() // doomed markers
-			break
-		}
+		doomed = append(doomed, c.doomed...)
+	}
+	if len(doomed) > 0 {
+		r.p.noteMarked()
+		ops = append(ops, r.doomedOp(doomed))
 	}
 	r.p.commit("repoint", ops, func(vs []metastore.Version, err error) {
 		if err != nil {
 			for _, c := range counts {
-				r.failed[c.stream] = true
+				if c.stream != "" {
+					r.failed[c.stream] = true
+				}
 			}
 			then(fmt.Errorf("settle: commit %d ops of %d repoints and reclaims: %w", len(ops), len(counts), err))
 			return

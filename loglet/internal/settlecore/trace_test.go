@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,7 +43,9 @@ import (
 //	                         last read: the checkpoint did not move)
 //	committed | commit-conflict | commit-failed
 //	slots-deleted n= | slots-delete-failed n=
-//	markers [failed]   (input: one marker a line: OBJECT [at=-d] [ref=STREAM@END] [deleting])
+//	markers [failed]   (input: one marker a line: OBJECT [at=-d] [ref=STREAM@END] [deleting],
+//	                         as versions before chunk markers wrote them, or a chunk
+//	                         marker: chunk OBJECT [ref=STREAM@END] OBJECT [ref=...] ... [at=-d] [deleting])
 //	ref OBJECT,... | ref-missing | ref-failed
 //	settled-ref OBJECT      (GetRef's result: the settled ref of OBJECT, its records rendered)
 //	object-deleted | object-delete-failed
@@ -194,9 +197,31 @@ func (h *harness) run(d *datadriven.TestData) string {
 			if len(f) == 0 {
 				continue
 			}
-			obj := h.object(d, f[0])
-			m := settle.Marker{Key: obj, At: h.now.UnixMilli()}
-			for _, a := range f[1:] {
+			chunk := f[0] == "chunk"
+			m := settle.Marker{At: h.now.UnixMilli()}
+			var names []string
+			args := f[1:]
+			if chunk {
+				// A chunk marker: its objects, each followed by its ref=.
+				args = nil
+				for _, a := range f[1:] {
+					k, v, _ := strings.Cut(a, "=")
+					switch {
+					case !strings.Contains(a, "="):
+						m.Objects = append(m.Objects, settle.Named{Key: h.object(d, a)})
+						names = append(names, a)
+					case k == "ref" && len(m.Objects) > 0:
+						s, end, _ := strings.Cut(v, "@")
+						n, _ := strconv.ParseUint(end, 10, 64)
+						m.Objects[len(m.Objects)-1].Ref = chain.RefKey(s, n)
+					default:
+						args = append(args, a)
+					}
+				}
+			} else {
+				m.Key = h.object(d, f[0])
+			}
+			for _, a := range args {
 				k, v, _ := strings.Cut(a, "=")
 				switch k {
 				case "at":
@@ -215,8 +240,18 @@ func (h *harness) run(d *datadriven.TestData) string {
 					d.Fatalf(h.t, "markers: unknown %q", a)
 				}
 			}
-			key := settle.MarkerKey(star, h.cfg.Class, obj)
-			h.marked[key] = f[0]
+			var key string
+			if chunk {
+				var keys []string
+				for _, n := range m.Objects {
+					keys = append(keys, n.Key)
+				}
+				key = settle.ChunkMarkerKey(star, h.cfg.Class, keys)
+				h.marked[key] = "chunk[" + strings.Join(names, ",") + "]"
+			} else {
+				key = settle.MarkerKey(star, h.cfg.Class, m.Key)
+				h.marked[key] = f[0]
+			}
 			items = append(items, metastore.Item{Key: key, Value: m.Encode(), Version: h.version()})
 		}
 		h.step(MarkersScanned{Items: items})
@@ -478,6 +513,7 @@ func (h *harness) render() string {
 	case GetRange:
 		fmt.Fprintf(&b, "get-range settled=%v b=%d %s [%d+%d)", r.Settled, r.Bucket, r.Key, r.Offset, r.Length)
 	case PutObject:
+		h.nameMarker(r.Key)
 		fmt.Fprintf(&b, "put-object b=%d %s (%d bytes)", r.Bucket, r.Key, len(r.Body))
 	case GetObject:
 		fmt.Fprintf(&b, "get-object b=%d %s", r.Bucket, r.Key)
@@ -488,6 +524,7 @@ func (h *harness) render() string {
 	case Parallel:
 		fmt.Fprintf(&b, "parallel limit=%d:", r.Limit)
 		for _, q := range r.Puts {
+			h.nameMarker(q.Key)
 			fmt.Fprintf(&b, "\n  put-object b=%d %s (%d bytes)", q.Bucket, q.Key, len(q.Body))
 		}
 		for _, q := range r.Deletes {
@@ -518,6 +555,8 @@ func (h *harness) slot(pos chain.Position, streams []string) settle.Slot {
 	key := chain.SlotKey(star, h.cfg.Class, pos.Epoch, pos.Next)
 	h.objects[key] = obj
 	for _, f := range frames {
+		// A slot read again (a pass after one that died) replaces its frame.
+		h.frames[f.Stream] = slices.DeleteFunc(h.frames[f.Stream], func(sf slotFrame) bool { return sf.key == key })
 		h.frames[f.Stream] = append(h.frames[f.Stream], slotFrame{key: key, f: f})
 	}
 	return settle.Slot{Pos: pos, Object: obj, Frames: frames}
@@ -593,9 +632,58 @@ func (h *harness) op(op metastore.Op) string {
 		m, err := settle.DecodeMarker(op.Value)
 		if err == nil {
 			val = fmt.Sprintf(" deleting=%v", m.Deleting)
+			if m.Key != "" {
+				h.nameMarker(m.Key)
+				key = h.name(op.Key)
+			}
+			if len(m.Objects) > 0 {
+				if _, ok := h.marked[op.Key]; !ok {
+					h.marked[op.Key] = "chunk" + strconv.Itoa(len(h.marked))
+					key = h.name(op.Key)
+				}
+				kind := "doomed"
+				if m.Objects[0].Ref != "" {
+					kind = "pending"
+				}
+				var names []string
+				for _, n := range m.Objects {
+					names = append(names, shortObject(n.Key))
+				}
+				val += fmt.Sprintf(" %s=%s", kind, strings.Join(names, ","))
+			}
 		}
 	}
-	return fmt.Sprintf("%s %s%s @%s", kind, key, val, op.Expect)
+	expect := string(op.Expect)
+	if op.Expect == metastore.NoVersion {
+		expect = "absent"
+	}
+	return fmt.Sprintf("%s %s%s @%s", kind, key, val, expect)
+}
+
+// shortObject names a settled object's key STREAM:START-END (by its
+// last two path elements: the stream key's name part and the range).
+func shortObject(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) < 3 {
+		return key
+	}
+	rng := parts[len(parts)-1]
+	a, b, _ := strings.Cut(rng, "-")
+	start, _ := strconv.ParseUint(a, 10, 64)
+	end, _ := strconv.ParseUint(b, 10, 64)
+	stream := parts[len(parts)-2]
+	if _, id, ok := strings.Cut(stream, "_"); ok {
+		stream = id
+	}
+	return fmt.Sprintf("%s:%d-%d", stream, start, end)
+}
+
+// nameMarker names the one-object marker key of the settled object at
+// objKey after the object, for display.
+func (h *harness) nameMarker(objKey string) {
+	if k := settle.MarkerKey(star, h.cfg.Class, objKey); h.marked[k] == "" {
+		h.marked[k] = shortObject(objKey)
+	}
 }
 
 // name shortens a metastore key for display.

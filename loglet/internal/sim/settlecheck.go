@@ -483,17 +483,25 @@ func (w *world) checkSettledLeaks(ctx context.Context, healedAt time.Time) {
 			return
 		}
 		for _, it := range items {
-			var d struct {
-				Key string `json:"key"`
-				At  int64  `json:"at_ms"`
-				Ref string `json:"ref,omitempty"`
+			if !strings.Contains(it.Key, "/doomed/") {
+				continue
 			}
-			if !strings.Contains(it.Key, "/doomed/") || json.Unmarshal(it.Value, &d) != nil || d.Ref != "" {
+			d, err := settle.DecodeMarker(it.Value)
+			if err != nil {
+				continue
+			}
+			var objs []string
+			pending := false
+			for _, n := range d.Names() { // a chunk marker names many
+				objs = append(objs, n.Key)
+				pending = pending || n.Ref != ""
+			}
+			if pending {
 				continue
 			}
 			if due := d.At + grace; due+20_000 < healedAt.UnixMilli() {
 				if late++; late <= 5 {
-					bad("doomed settled object %s was due at %v, %v before the healed idle ended, and is still there", d.Key, time.UnixMilli(due).UTC(), healedAt.Sub(time.UnixMilli(due)))
+					bad("doomed settled objects %v were due at %v, %v before the healed idle ended, and are still there", objs, time.UnixMilli(due).UTC(), healedAt.Sub(time.UnixMilli(due)))
 				}
 			}
 		}

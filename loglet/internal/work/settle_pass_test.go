@@ -2,7 +2,6 @@ package work_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -27,7 +26,9 @@ type crash struct {
 	after, n atomic.Int64
 }
 
-var errCrashed = errors.New("crashed")
+// errCrashed is permanent: the dead process asks nothing again (a pass's
+// own retries of a transient failure would only wait out its timeout).
+var errCrashed = fmt.Errorf("crashed: %w", objstore.ErrPermanent)
 
 func (c *crash) mutate() error {
 	if c.n.Add(1) > c.after.Load() {
@@ -40,7 +41,12 @@ func (c *crash) dead() bool { return c.n.Load() > c.after.Load() }
 type crashMeta struct {
 	metastore.Store
 	c *crash
+	// ops, if set, is the most ops a Commit takes (as etcd's limit): a
+	// pass's repoints then span many Commits.
+	ops int
 }
+
+func (m crashMeta) MaxCommitOps() int { return m.ops }
 
 func (m crashMeta) Get(ctx context.Context, key string) (metastore.Item, error) {
 	if m.c.dead() {
@@ -322,7 +328,16 @@ func (w *world) converged(t *testing.T, when string) {
 // before the trim cursor's CAS, in the middle of trim's deletes), reads
 // everything back at once (no gap, no duplicate), then lets a healthy pass
 // finish: it converges and loses nothing.
+//
+// With op-a-commit, the metastore takes five ops a Commit, so that each
+// stream's repoint is a Commit of its own and a pass can die with a chunk
+// marker half-repointed (some of its objects pointed at, some not).
 func TestSettleCrashAtEveryStep(t *testing.T) {
+	t.Run("one-commit", func(t *testing.T) { crashAtEveryStep(t, 0) })
+	t.Run("op-a-commit", func(t *testing.T) { crashAtEveryStep(t, 5) })
+}
+
+func crashAtEveryStep(t *testing.T, ops int) {
 	ctx := context.Background()
 	merged := 0
 	for after := int64(0); ; after++ {
@@ -330,7 +345,7 @@ func TestSettleCrashAtEveryStep(t *testing.T) {
 		w.verify(t, "before settlement")
 		c := &crash{}
 		c.after.Store(after)
-		meta := crashMeta{Store: w.meta, c: c}
+		meta := crashMeta{Store: w.meta, c: c, ops: ops}
 		wrap := func(s objstore.Store) objstore.Store { return crashObj{Store: s, c: c} }
 		var crashed bool
 		for _, cl := range chain.Classes() {
