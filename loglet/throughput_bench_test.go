@@ -90,28 +90,7 @@ func BenchmarkThroughput(b *testing.B) {
 				bb := &benchBuckets{stores: stores}
 				s := openBenchStar(b, m, bb, ClassConfig{Codec: c.c, ChainBacklogMiB: mb.backlogMiB})
 				defer s.Close(context.Background())
-				sessions := make([]*AppendSession, benchProducers)
-				for p := range sessions {
-					sess, err := s.OpenAppendSession(context.Background(), streamName(p))
-					if err != nil {
-						b.Fatalf("session: %v", err)
-					}
-					sessions[p] = sess
-				}
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				cpu := processCPU()
-				b.ResetTimer()
-				r := runProducersShape(b, b.N, benchDepth, benchProducers, defaultShape, false, func(p int) submitFunc {
-					return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
-				})
-				b.StopTimer()
-				cpu = processCPU() - cpu
-				runtime.ReadMemStats(&after)
-				if err := s.Close(context.Background()); err != nil {
-					b.Fatalf("close: %v", err)
-				}
+				r, cpu, before, after := saturate(b, s, defaultShape)
 				st := s.Stats()
 				cs := st.Standard
 				if m.class == Express {
@@ -622,28 +601,7 @@ func BenchmarkThroughputBatch(b *testing.B) {
 			bb := &benchBuckets{stores: []objstore.Store{sink}}
 			s := openBenchStar(b, m, bb, ClassConfig{Codec: CodecNone})
 			defer s.Close(context.Background())
-			sessions := make([]*AppendSession, benchProducers)
-			for p := range sessions {
-				sess, err := s.OpenAppendSession(context.Background(), streamName(p))
-				if err != nil {
-					b.Fatalf("session: %v", err)
-				}
-				sessions[p] = sess
-			}
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			cpu := processCPU()
-			b.ResetTimer()
-			r := runProducersShape(b, b.N, benchDepth, benchProducers, shape, false, func(p int) submitFunc {
-				return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
-			})
-			b.StopTimer()
-			cpu = processCPU() - cpu
-			runtime.ReadMemStats(&after)
-			if err := s.Close(context.Background()); err != nil {
-				b.Fatalf("close: %v", err)
-			}
+			r, cpu, before, after := saturate(b, s, shape)
 			cs := s.Stats().Standard
 			if cs.Halts > 0 || cs.FailedNotCommitted+cs.FailedOutcomeUnknown > 0 {
 				b.Fatalf("%d halts (%s), %d+%d failed batches", cs.Halts, cs.HaltCause, cs.FailedNotCommitted, cs.FailedOutcomeUnknown)
@@ -665,4 +623,33 @@ func BenchmarkThroughputBatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// saturate runs b.N batches of shape through s from benchProducers
+// append sessions, benchDepth in flight each, timed, and closes s: the
+// run, the process's CPU over it, and the heap's figures before and after.
+func saturate(b *testing.B, s *Star, shape batchShape) (r *runResult, cpu time.Duration, before, after runtime.MemStats) {
+	b.Helper()
+	sessions := make([]*AppendSession, benchProducers)
+	for p := range sessions {
+		sess, err := s.OpenAppendSession(context.Background(), streamName(p))
+		if err != nil {
+			b.Fatalf("session: %v", err)
+		}
+		sessions[p] = sess
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cpu = processCPU()
+	b.ResetTimer()
+	r = runProducersShape(b, b.N, benchDepth, benchProducers, shape, false, func(p int) submitFunc {
+		return func(ctx context.Context, bt Batch) (ackFuture, error) { return sessions[p].Submit(ctx, bt) }
+	})
+	b.StopTimer()
+	cpu = processCPU() - cpu
+	runtime.ReadMemStats(&after)
+	if err := s.Close(context.Background()); err != nil {
+		b.Fatalf("close: %v", err)
+	}
+	return r, cpu, before, after
 }
