@@ -135,6 +135,7 @@ var (
 	flagManyEvery   = flag.Duration("manystreams.every", time.Second, "BenchmarkManyStreams: each active stream appends one batch per this interval")
 	flagManyMetaMem = flag.Bool("manystreams.metamem", false, "BenchmarkManyStreams: use metastore.Mem (O(n) per new key: small counts only)")
 	flagManyHeap    = flag.String("manystreams.heapprofile", "", "BenchmarkManyStreams: write heap profiles <prefix>-{creator,stores,loaded}.pprof where the heap is measured")
+	flagManySettle  = flag.Duration("manystreams.settle", 0, "BenchmarkManyStreams: every process's Config.SettleInterval (0: the library's default, on; negative: off), to tell settlement's share of the rounds apart")
 )
 
 const (
@@ -700,7 +701,7 @@ func manyProc(b *testing.B, phase, owner string, meta metastore.Store, store obj
 		defer cancel()
 		start := time.Now()
 		s, err = Open(ctx, Config{Star: manyStar, Owner: owner, Meta: meta, Logger: slog.New(ev),
-			Standard: ClassConfig{Stores: []objstore.Store{store}, W: 1}})
+			Standard: ClassConfig{Stores: []objstore.Store{store}, W: 1}, SettleInterval: *flagManySettle})
 		took = time.Since(start)
 	})
 	if err != nil {
