@@ -790,7 +790,9 @@ func (c *Core) sealedAway(err error) {
 	d := &Deposed{}
 	var se *absorb.SealedError
 	if errors.As(err, &se) {
-		d.Leader = se.Owner
+		// The seal names the epoch its owner mints (with the seal, or
+		// next): a route to this process is stale below it.
+		d.Leader, d.Epoch = se.Owner, se.OwnerEpoch
 	}
 	c.sealed = d
 	switch c.phase {
