@@ -732,10 +732,11 @@ func (p *Pass) settleSlots() {
 }
 
 // settleStreams settles the streams of sp's slots (slots.go), and again,
-// after a Wait, the streams that failed while tries are left and the pass
-// is not deposed: a step is idempotent, so the retry of the streams that
-// failed finishes what the first try began. then gets the last try's
-// result, with DoomedNew over all tries, and its error.
+// after a Wait, the streams that failed while tries are left, the pass is
+// not deposed and some failure may pass if asked again (retryable): a step
+// is idempotent, so the retry of the streams that failed finishes what the
+// first try began. then gets the last try's result, with DoomedNew over
+// all tries, and its error.
 func (p *Pass) settleStreams(sp settle.SlotsPass, then func(settle.SlotsResult, error)) {
 	tries := 0
 	doomed := false
@@ -749,7 +750,7 @@ func (p *Pass) settleStreams(sp settle.SlotsPass, then func(settle.SlotsResult, 
 			p.res.RawBytes += r.RawBytes
 			p.res.StoredBytes += r.StoredBytes
 			doomed = doomed || r.DoomedNew
-			if serr == nil || len(r.Failed) == 0 || errors.Is(serr, settle.ErrDeposed) || tries >= p.cfg.Retries {
+			if serr == nil || len(r.Failed) == 0 || errors.Is(serr, settle.ErrDeposed) || !retryable(serr) || tries >= p.cfg.Retries {
 				r.DoomedNew = doomed
 				then(r, serr)
 				return
@@ -767,6 +768,20 @@ func (p *Pass) settleStreams(sp settle.SlotsPass, then func(settle.SlotsResult, 
 		})
 	}
 	try()
+}
+
+// retryable reports whether some failure joined in err is transient or a
+// conflict (a ref or marker moved: settled again from a fresh read, it
+// may go through). A pass whose streams all failed permanently (a bucket
+// refusing writes, a ref that does not decode) ends at once: waiting out
+// its backoff would only fail them again.
+func retryable(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			return slices.ContainsFunc(j.Unwrap(), retryable)
+		}
+	}
+	return Transient(err) || errors.Is(err, metastore.ErrConflict)
 }
 
 // holder reads the checkpoint and keeps its version if the pass's leader

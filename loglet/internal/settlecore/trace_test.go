@@ -383,11 +383,13 @@ func (h *harness) run(d *datadriven.TestData) string {
 			}
 			return out
 		}
-		failed, exists := idx("failed"), idx("exists")
+		failed, exists, refused := idx("failed"), idx("exists"), idx("refused")
 		errOf := func(i int) error {
 			switch {
 			case failed[i]:
 				return fmt.Errorf("bucket down: %w", objstore.ErrUnavailable)
+			case refused[i]:
+				return fmt.Errorf("bucket refuses: %w", objstore.ErrPermanent)
 			case exists[i]:
 				return fmt.Errorf("settled: %w", objstore.ErrExists)
 			}
