@@ -248,6 +248,13 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 	}
 	time.Sleep(warm) // the warm-up is a duration of load, not a wait for a condition
 	cm.breakdown()
+	classStats := func() *ClassStats {
+		if c == Express {
+			return s.Stats().Express
+		}
+		return s.Stats().Standard
+	}
+	st0 := classStats().Settle
 	start, n0, g0 := time.Now(), cm.n.Load(), cm.gets.Load()
 	var lags []time.Duration
 	var held float64
@@ -277,6 +284,20 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 		for _, cs := range []*ClassStats{st.Express, st.Standard} {
 			fmt.Fprintf(os.Stderr, "  settle: passes %d, meta requests %d, ref scans %d, settled refs %d, objects %d", cs.Settle.Passes, cs.Settle.MetaRequests, cs.Settle.RefScans, cs.Settle.SettledRefs, cs.Settle.Objects)
 			fmt.Fprintln(os.Stderr)
+		}
+		// The time of the passes that ended in the window, by phase.
+		st1 := classStats().Settle
+		if passes := st1.Passes - st0.Passes; passes > 0 {
+			phases := slices.Collect(maps.Keys(st1.PassTime))
+			slices.SortFunc(phases, func(a, b string) int { return cmp.Compare(st1.PassTime[b]-st0.PassTime[b], st1.PassTime[a]-st0.PassTime[a]) })
+			var total time.Duration
+			line := ""
+			for _, ph := range phases {
+				d := (st1.PassTime[ph] - st0.PassTime[ph]) / time.Duration(passes)
+				total += d
+				line += fmt.Sprintf(" %s %.2fs", ph, d.Seconds())
+			}
+			fmt.Fprintf(os.Stderr, "  a pass (%d in the window): %.2fs:%s\n", passes, total.Seconds(), line)
 		}
 	}
 	close(stop)

@@ -210,6 +210,12 @@ type Settle struct {
 	// (rounds a takeover walked are not counted).
 	TransitBytes int64
 	LastError    string
+	// PassTime is how long passes took, by the phase they were at
+	// (read-slots, read-merged, write-settled, mark-pending, repoint,
+	// advance, reclaim-scan, ...: the I/O each phase waited on) and
+	// "core" (the pass's own CPU: rendering, mostly), summed over the
+	// passes since this process began.
+	PassTime map[string]time.Duration
 	// PassLag is the settle lag per pass (ns): for each pass that settled
 	// at least one absorbed round this process committed, the time from
 	// the commit of the oldest such round to the pass's completion. Lag

@@ -141,6 +141,11 @@ type Result struct {
 	// bucket down): they stay due for the next pass; the pass itself
 	// succeeded.
 	DeleteErr error
+	// Time is how long the pass spent, by the phase it was at
+	// (settlecore.Pass.Phase) while its executor made a request, and under
+	// "core" in the core's own steps (rendering, mostly), by the
+	// executor's clock; nil if the executor did not measure.
+	Time map[string]time.Duration
 }
 
 // ErrCutUnknown: the pass needed the cut of an epoch that neither the

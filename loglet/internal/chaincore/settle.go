@@ -73,6 +73,7 @@ type settleState struct {
 	// that settlement has yet to free.
 	heldBytes int64
 	passLag   histogramH // Settle.PassLag
+	passTime  map[string]time.Duration
 	// paceUntil: no pass starts before it (the request budget: see
 	// DefaultSettleRequestBudget).
 	paceUntil time.Time
@@ -195,6 +196,12 @@ func (c *Core) onSettlePassed(ev SettlePassed) {
 	s.rawBytes += r.RawBytes
 	s.storedBytes += r.StoredBytes
 	s.freedBytes += r.FreedBytes
+	for ph, d := range r.Time {
+		if s.passTime == nil {
+			s.passTime = map[string]time.Duration{}
+		}
+		s.passTime[ph] += d
+	}
 	if ev.Err == nil || !r.DoomedDue.IsZero() {
 		// A failed pass may have stopped before it looked at the doomed
 		// objects: what the last pass learnt stands (the retry runs, idle

@@ -1,6 +1,7 @@
 package chaincore
 
 import (
+	"maps"
 	"time"
 
 	"github.com/flightlog/flightlog/histogram"
@@ -86,7 +87,7 @@ func (c *Core) Stats(now time.Time) stats.Class {
 		Reclaimed: c.st.reclaimed, DeletedCopies: c.st.deletes, Merged: c.st.merged,
 		Retries: c.st.retries, MetaRequests: c.st.metaRequests, RefScans: c.st.refScans, SettledRefs: c.st.settledRefs, RawBytes: c.st.rawBytes, StoredBytes: c.st.storedBytes, FreedBytes: c.st.freedBytes,
 		TrimEpoch: c.st.at.Epoch, TrimNext: c.st.at.Next, Lag: c.st.lag(c.now), UnsettledRounds: len(c.st.rounds), TransitBytes: c.st.heldBytes,
-		PassLag: c.st.passLag.Snapshot()}
+		PassLag: c.st.passLag.Snapshot(), PassTime: maps.Clone(c.st.passTime)}
 	if c.st.lastErr != nil {
 		s.Settle.LastError = c.st.lastErr.Error()
 	}

@@ -76,8 +76,10 @@ func RunSettle(ctx context.Context, cfg settle.Config, p settle.Pass) (settle.Re
 }
 
 // DriveSettle executes pass's requests one after the other until it is
-// done, logging what it asks to.
+// done, logging what it asks to, and measures the time of each phase's
+// requests and of the core's steps (settle.Result.Time).
 func DriveSettle(ctx context.Context, x SettleExec, pass *settlecore.Pass) (settle.Result, error) {
+	spent := map[string]time.Duration{}
 	for {
 		for _, l := range pass.Logs() {
 			x.Cfg.Logger.Warn(l.Msg, l.Attrs...)
@@ -85,10 +87,15 @@ func DriveSettle(ctx context.Context, x SettleExec, pass *settlecore.Pass) (sett
 		req := pass.Next()
 		if req == nil {
 			_, res, err := pass.Done()
+			res.Time = spent
 			return res, err
 		}
+		phase, t0 := pass.Phase(), x.Cfg.Now()
 		ev := x.Do(ctx, req)
-		pass.Step(x.Cfg.Now(), ev)
+		t1 := x.Cfg.Now()
+		pass.Step(t1, ev)
+		spent[phase] += t1.Sub(t0)
+		spent["core"] += x.Cfg.Now().Sub(t1)
 	}
 }
 
