@@ -289,7 +289,9 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 		st1 := classStats().Settle
 		if passes := st1.Passes - st0.Passes; passes > 0 {
 			phases := slices.Collect(maps.Keys(st1.PassTime))
-			slices.SortFunc(phases, func(a, b string) int { return cmp.Compare(st1.PassTime[b]-st0.PassTime[b], st1.PassTime[a]-st0.PassTime[a]) })
+			slices.SortFunc(phases, func(a, b string) int {
+				return cmp.Compare(st1.PassTime[b]-st0.PassTime[b], st1.PassTime[a]-st0.PassTime[a])
+			})
 			var total time.Duration
 			line := ""
 			for _, ph := range phases {
