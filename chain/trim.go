@@ -42,32 +42,38 @@ func Trim(ctx context.Context, set BucketSet, star string, class Class, epoch, f
 		first           error
 	}
 	results := make([]bucketResult, set.K())
-	// Each bucket's deletes run trimAhead at a time: a settle pass deletes
-	// the tens of slots it settled, which one after the other at object
-	// store latencies took seconds of the pass.
+	// Each bucket's deletes run trimAhead at a time, the buckets at once:
+	// a settle pass deletes the hundreds of slots it settled, which one
+	// after the other at object store latencies took seconds of the pass
+	// (and 16 at a time, one bucket after the other, a second of a 4 s
+	// pass at 10,000 Express streams).
 	var wg sync.WaitGroup
 	for i, b := range set.Stores {
 		r := &results[i]
 		var mu sync.Mutex
 		sem := make(chan struct{}, trimAhead)
-		for s := from; s < to && ctx.Err() == nil; s++ {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				derr := deleteKey(ctx, b, SlotKey(star, class, epoch, s), set.Retry)
-				mu.Lock()
-				defer mu.Unlock()
-				if derr != nil {
-					r.failed++
-					if r.first == nil {
-						r.first = fmt.Errorf("slot %d: %w", s, derr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := from; s < to && ctx.Err() == nil; s++ {
+				sem <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					derr := deleteKey(ctx, b, SlotKey(star, class, epoch, s), set.Retry)
+					mu.Lock()
+					defer mu.Unlock()
+					if derr != nil {
+						r.failed++
+						if r.first == nil {
+							r.first = fmt.Errorf("slot %d: %w", s, derr)
+						}
+						return
 					}
-					return
-				}
-				r.deleted++
-			}()
-		}
+					r.deleted++
+				}()
+			}
+		}()
 	}
 	wg.Wait()
 	var errs []error
@@ -87,7 +93,7 @@ func Trim(ctx context.Context, set BucketSet, star string, class Class, epoch, f
 }
 
 // trimAhead bounds the deletes Trim runs at once in one bucket.
-const trimAhead = 16
+const trimAhead = 128
 
 // deleteKey deletes key, retrying failures a few times.
 func deleteKey(ctx context.Context, b objstore.Store, key string, retry RetryPolicy) error {

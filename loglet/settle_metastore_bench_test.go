@@ -300,6 +300,9 @@ func settleMetastore(b *testing.B, n int, c Class, on bool) settleMetaRun {
 				line += fmt.Sprintf(" %s %.2fs", ph, d.Seconds())
 			}
 			fmt.Fprintf(os.Stderr, "  a pass (%d in the window): %.2fs:%s\n", passes, total.Seconds(), line)
+			per := func(a, b int64) float64 { return float64(a-b) / float64(passes) / 1e6 }
+			fmt.Fprintf(os.Stderr, "  a pass settled %.0f objects, %.1f MB raw into %.1f MB stored, freed %.1f MB of transit (every copy)\n",
+				float64(st1.Objects-st0.Objects)/float64(passes), per(st1.RawBytes, st0.RawBytes), per(st1.StoredBytes, st0.StoredBytes), per(st1.FreedBytes, st0.FreedBytes))
 		}
 	}
 	close(stop)

@@ -69,9 +69,11 @@ const DefaultReadAhead = 64
 // DefaultWriteAhead is Config.WriteAhead's default: a pass at 10,000
 // active streams writes 10,000 settled objects, which at 30 ms a PUT and
 // 64 at a time took ~5 s (18 s in batches that each waited for their
-// slowest PUT); their bodies are in memory already, so only the calls in
-// flight grow.
-const DefaultWriteAhead = 512
+// slowest PUT), and at 512 ~1 s, as did reading back the ~10,000 small
+// settled objects they merge; their bodies are in memory already (the
+// reads' reserved before they are asked: HoldMemory), so only the calls
+// in flight grow.
+const DefaultWriteAhead = 2048
 
 // maxParallel bounds the calls of one Parallel request.
 const maxParallel = 4096
