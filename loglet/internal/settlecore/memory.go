@@ -3,6 +3,9 @@ package settlecore
 import (
 	"errors"
 	"fmt"
+
+	absorb "github.com/flightlog/flightlog/absorb/absorbval"
+	"github.com/flightlog/flightlog/envelope"
 )
 
 // The pass's buffers in the memory budget. The executor reserves the slot
@@ -74,8 +77,8 @@ func (p *Pass) holdMemoryTries(n int64, retry bool, then func(error)) {
 const objectOverhead = 512
 
 // buffers is what rendering pl holds: the extents read back (those not in
-// the slots read) and the object rendered (its raw bytes, a margin for a
-// codec that expands, an index entry a frame, and objectOverhead).
+// the slots read) and the object rendered (rendered, an index entry a
+// frame, and objectOverhead).
 func (r *slotsRun) buffers(pl prepared) int64 {
 	var n int64
 	for _, f := range pl.all {
@@ -85,9 +88,31 @@ func (r *slotsRun) buffers(pl prepared) int64 {
 			}
 		}
 		raw := int64(rawBytes(f.r))
-		n += raw + raw/32 + 64*(int64(len(f.r.Extents))+raw/int64(r.p.cfg.FrameBytes)+1)
+		n += r.rendered(f.r) + 64*(int64(len(f.r.Extents))+raw/int64(r.p.cfg.FrameBytes)+1)
 	}
 	return n + objectOverhead
+}
+
+// rendered is what sr's records take in a rendered object: their raw
+// bytes and a margin for a codec that expands; with a codec that
+// compresses, their stored bytes and a quarter if fewer (they were
+// compressed on their way in, and compress about as well again). The raw
+// bound asked about four times what a pass rendered at 10,000 streams, so
+// its chunks were refused and halved down to a few hundred objects, each
+// chunk waiting for the slowest of its reads and PUTs. A chunk that
+// renders more than it held asks for the rest at once, and writes what it
+// rendered if the budget has it not (renderChunks).
+func (r *slotsRun) rendered(sr absorb.SpanRef) int64 {
+	raw := int64(rawBytes(sr))
+	n := raw + raw/32
+	if r.p.cfg.Codec != envelope.CodecNone {
+		var stored int64
+		for _, e := range sr.Extents {
+			stored += int64(e.Length)
+		}
+		n = min(n, stored+stored/4)
+	}
+	return n
 }
 
 // renderChunks renders ps a chunk at a time, each chunk's buffers held
@@ -113,9 +138,13 @@ func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
 		r.renderChunk(chunk, func(err error) {
 			errs = append(errs, err)
 			// The chunk's read-back extents are dropped: what the pass holds
-			// is its rendered objects.
-			r.p.holdMemory(int64(r.preparedBytes), func(error) {
-				if len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
+			// is its rendered objects. Should they be more than the chunk
+			// held (a codec that compressed them less than on their way
+			// in: see rendered), the rest is asked for once, and if the
+			// budget has it not they are written at once, which gives
+			// their bytes back.
+			r.p.holdMemoryTries(int64(r.preparedBytes), false, func(herr error) {
+				if herr == nil && len(r.prepared) < maxPrepared && r.preparedBytes < maxPreparedBytes {
 					r.renderChunks(rest, errs, then)
 					return
 				}

@@ -82,6 +82,9 @@ type harness struct {
 	frames  map[string][]slotFrame
 	seq     map[string]uint64
 	bodies  map[string][]byte
+	// pad: bytes appended to each record's body (new pad=N), to give a
+	// codec something to compress.
+	pad int
 }
 
 // slotFrame is one stream's frame in a slot object.
@@ -115,13 +118,14 @@ func (h *harness) run(d *datadriven.TestData) string {
 	case "new":
 		h.cfg = Config{Star: star, Class: chain.Express, Owner: h.str(d, "owner", "p1"), Epoch: h.u64(d, "epoch", 2),
 			TransitK: int(h.u64(d, "k", 3)), SettledBuckets: int(h.u64(d, "settled", 1)), DoomedGrace: h.dur(d, "grace", time.Minute),
-			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: envelope.CodecNone,
+			MaxCommitOps: int(h.u64(d, "maxops", 0)), Liveness: d.HasArg("live"), Codec: h.codec(d),
 			ReadAhead: int(h.u64(d, "readahead", 0)), WriteAhead: int(h.u64(d, "writeahead", 0)), TargetBytes: int(h.u64(d, "target", 0)), Memory: d.HasArg("memory")}
 		if r := h.str(d, "retries", ""); r == "none" {
 			h.cfg.Retries = -1
 		} else {
 			h.cfg.Retries = int(h.u64(d, "retries", 0))
 		}
+		h.pad = int(h.u64(d, "pad", 0))
 		h.p = nil
 		return ""
 	case "pass":
@@ -542,13 +546,23 @@ func (h *harness) render() string {
 	return b.String()
 }
 
+// codec is new's codec= (none if not given): the settled objects' and
+// the slots' frames'.
+func (h *harness) codec(d *datadriven.TestData) envelope.Codec {
+	c, err := envelope.ParseCodec(h.str(d, "codec", "none"))
+	if err != nil {
+		d.Fatalf(h.t, "new: %v", err)
+	}
+	return c
+}
+
 // slot builds the slot object at pos holding one record of each stream.
 func (h *harness) slot(pos chain.Position, streams []string) settle.Slot {
 	w := envelope.NewBundleWriter()
 	for _, id := range streams {
 		seq := h.seq[id]
-		rec := envelope.Record{Timestamp: int64(1000 + seq), Body: []byte(fmt.Sprintf("%s-%d", id, seq))}
-		if err := w.AddFrame(id, seq, 1, rec.Timestamp, rec.Timestamp, envelope.AppendRecord(nil, rec), envelope.CodecNone); err != nil {
+		rec := envelope.Record{Timestamp: int64(1000 + seq), Body: []byte(fmt.Sprintf("%s-%d%s", id, seq, strings.Repeat(".", h.pad)))}
+		if err := w.AddFrame(id, seq, 1, rec.Timestamp, rec.Timestamp, envelope.AppendRecord(nil, rec), h.cfg.Codec); err != nil {
 			h.t.Fatal(err)
 		}
 		h.seq[id] = seq + 1
