@@ -149,6 +149,7 @@ func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
 					return
 				}
 				r.flushPrepared(func(err error) {
+					r.chunkLimit = 0 // what was rendered is written: the room is back
 					r.renderChunks(rest, append(errs, err), then)
 				})
 			})
@@ -159,7 +160,11 @@ func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
 			// Settle less: the pass holds its slots (it may not wait for
 			// more), so a chunk refused now would be refused at every pass
 			// that reads them, and the cursor would wait for ever. Halve
-			// the chunks for the rest of the pass, down to one object.
+			// the chunks, down to one object, until the pass writes what
+			// it rendered (its bytes go back: chunks are whole again; at
+			// 10,000 streams a halving kept for the rest of the pass cut
+			// its chunks to ~800 objects, each waiting for its slowest
+			// read).
 			r.chunkLimit = n / 2
 			r.renderChunks(ps, errs, then)
 			return
@@ -185,6 +190,7 @@ func (r *slotsRun) renderChunks(ps []prepared, errs []error, then func(error)) {
 			// Write what is rendered (its bytes go back), then ask again.
 			r.flushPrepared(func(ferr error) {
 				errs = append(errs, ferr)
+				r.chunkLimit = 0 // the room is back: a chunk halved before may fit whole
 				r.p.phase = "hold-memory"
 				r.p.holdMemoryTries(need, !halvable, func(err error) {
 					if err != nil {
