@@ -2,6 +2,7 @@ package loglet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"time"
@@ -77,7 +78,10 @@ func (s *Star) submitFencing(ctx context.Context, name string, b Batch, fencing 
 	}
 	// Reserve the budget before encoding: a producer blocked at the budget
 	// then holds no encoded copy the budget does not count.
-	if err := st.lane.reserve(ctx, int64(charge)); err != nil {
+	if err := st.lane.reserve(ctx, name, int64(charge)); err != nil {
+		if s.laneSwapped(st, err) {
+			return s.submitFencing(ctx, name, b, fencing)
+		}
 		return nil, nil, err
 	}
 	// One allocation for the batch and its future; the payload is carved
@@ -104,9 +108,21 @@ func (s *Star) submitFencing(ctx context.Context, name string, b Batch, fencing 
 	}
 	st.lane.precompress(p)
 	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
+		if s.laneSwapped(st, err) {
+			return s.submitFencing(ctx, name, b, fencing)
+		}
 		return nil, nil, err
 	}
 	return a, st.lane, nil
+}
+
+// laneSwapped reports whether st's lane refused a batch (err, not
+// committed) because it stopped serving and a retake of its chain has
+// swapped in another lane since st was looked up (Star.swapLane): the
+// batch is then submitted again, to the new lane. (A retake still under
+// way leaves the refusal as it is: the lost lane's *NotLeaderError.)
+func (s *Star) laneSwapped(st *streamState, err error) bool {
+	return errors.Is(err, ErrNotCommitted) && s.lane(st.class) != st.lane && st.lane.deadFate() != nil
 }
 
 // admitted is a batch and the future that reports its outcome, allocated

@@ -1,0 +1,145 @@
+package loglet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/flightlog/flightlog/chain"
+)
+
+// TestChainLostWhileServingIsTakenBack (issue 28): a rival takes a serving
+// star's later chain (Express; Standard, the first, is the star's lock)
+// over, as one that passed its live-owner check can after this process's
+// last hold check. The star's leadership, told by the deposed lane
+// (starcore.Core.ChainLost), checks it still holds the first chain and
+// takes the later one back through the opening's takeover, deposing the
+// rival; the class's streams then append on the new lane. Every record
+// acked before, by the rival, and after is read back at its sequence
+// number. (Before, the star kept the deposed lane: every append to the
+// class failed with a *NotLeaderError until the star was opened again.)
+func TestChainLostWhileServingIsTakenBack(t *testing.T) {
+	synctest.Test(t, testChainLostWhileServingIsTakenBack)
+}
+
+func testChainLostWhileServingIsTakenBack(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	g := newLedger()
+	var logs lockedBuffer
+	p1, err := w.open("p1", func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		for _, st := range []string{"a", "e"} {
+			if _, err := g.append(t, p1.star, st, fmt.Sprint("p1-before-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A reader of the class follows the stream across the retake.
+	sess, err := p1.star.OpenReadSession(ctx, "e", ReadQuery{Start: AtSeq(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	// The rival: a process whose only chain is the Express one takes it
+	// over from p1 (fencing p1's epoch) and acks appends there.
+	rival, err := w.open("rival", func(c *Config) { c.Standard, c.DefaultClass = ClassConfig{}, Express })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rivalEpoch := recordedEpoch(t, w, Express)
+	for i := range 5 {
+		if _, err := g.append(t, rival.star, "e", fmt.Sprint("rival-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// p1's Express lane finds itself deposed at its next flight; the
+	// star takes the chain back. Appends meanwhile are refused (not
+	// committed) or, for the one in flight at the deposition, unknown.
+	start := time.Now() // the bubble's clock
+	for i := 0; ; i++ {
+		_, err := g.append(t, p1.star, "e", fmt.Sprint("p1-during-", i))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNotCommitted) && !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("append to the lost class: %v", err)
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the star never took its lost Express chain back (last append: %v); logs:\n%s", err, logs.logged())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.logged(), "took back a chain lost while serving") {
+		t.Fatalf("no retake logged:\n%s", logs.logged())
+	}
+	if e := recordedEpoch(t, w, Express); e <= rivalEpoch {
+		t.Fatalf("Express epoch after the retake %d, want past the rival's %d", e, rivalEpoch)
+	}
+	if rec, _, err := chain.ReadEpoch(ctx, w.meta, "s1", Standard); err != nil || rec.Owner != "p1" {
+		t.Fatalf("Standard epoch record %+v (%v): want p1's still", rec, err)
+	}
+	for i := range 5 {
+		for _, st := range []string{"a", "e"} {
+			if _, err := g.append(t, p1.star, st, fmt.Sprint("p1-after-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The rival is deposed: it acks nothing more.
+	if _, err := rival.star.Append(ctx, "e", Batch{Records: []Record{{Body: []byte("rival-late")}}}); !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("append on the deposed rival: %v, want not committed", err)
+	}
+	g.verify(t, p1.star)
+
+	// The read session, opened on the lost lane, reads on past the
+	// retake: every acked record of "e", in order.
+	g.mu.Lock()
+	acked := g.acked["e"]
+	g.mu.Unlock()
+	var last uint64
+	for seq := range acked {
+		last = max(last, seq)
+	}
+	var got []SequencedRecord
+	for len(got) == 0 || got[len(got)-1].Seq < last {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		recs, err := sess.Recv(rctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("read session after %d records: %v", len(got), err)
+		}
+		got = append(got, recs...)
+	}
+	for i, r := range got {
+		if r.Seq != uint64(i) {
+			t.Fatalf("read session: record %d has seq %d", i, r.Seq)
+		}
+		if body, ok := acked[r.Seq]; ok && string(r.Body) != body {
+			t.Fatalf("read session: seq %d is %q, acked %q", r.Seq, r.Body, body)
+		}
+	}
+}
+
+// recordedEpoch is class c's current epoch in w's metastore.
+func recordedEpoch(t *testing.T, w *world, c Class) uint64 {
+	t.Helper()
+	rec, _, err := chain.ReadEpoch(context.Background(), w.meta, "s1", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.Epoch
+}
