@@ -19,11 +19,13 @@ import (
 // Leadership: which chains this star holds. The decisions (the live-owner
 // check, which chain to open next, retaking a chain lost while opening,
 // whether this process still holds the first chain, what a failed opening
-// abandons, what Close releases and in which order) are the leadership
-// core's (loglet/internal/starcore); this file is its shell: it executes
-// each request the core asks for with one call and steps the result back.
+// abandons, taking back a chain lost while serving, what Close releases and
+// in which order) are the leadership core's (loglet/internal/starcore);
+// this file is its shell: it executes each request the core asks for with
+// one call and steps the result back.
 
-// maxChainRetakes bounds the takeovers of one later chain in an opening.
+// maxChainRetakes bounds the takeovers of one later chain in an opening,
+// or in a retake of a chain lost while serving.
 const maxChainRetakes = 4
 
 // newLeadership makes the star's leadership core: one chain per enabled
