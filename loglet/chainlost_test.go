@@ -53,6 +53,10 @@ func testChainLostWhileServingIsTakenBack(t *testing.T) {
 	}
 	defer sess.Close()
 
+	p1.star.mu.RLock()
+	before := p1.star.streams["e"] // what an append that looked "e" up now holds
+	p1.star.mu.RUnlock()
+
 	// The rival: a process whose only chain is the Express one takes it
 	// over from p1 (fencing p1's epoch) and acks appends there.
 	rival, err := w.open("rival", func(c *Config) { c.Standard, c.DefaultClass = ClassConfig{}, Express })
@@ -91,6 +95,18 @@ func testChainLostWhileServingIsTakenBack(t *testing.T) {
 	}
 	if rec, _, err := chain.ReadEpoch(ctx, w.meta, "s1", Standard); err != nil || rec.Owner != "p1" {
 		t.Fatalf("Standard epoch record %+v (%v): want p1's still", rec, err)
+	}
+	// An append that looked "e" up before the swap holds the lost lane:
+	// it refuses the batch as deposed (not committed, naming the rival
+	// and its epoch), and the lane was swapped since, so the append path
+	// submits it again to the new lane.
+	var nl *NotLeaderError
+	err = before.lane.reserve(ctx, "e", 1)
+	if !errors.As(err, &nl) || nl.Leader != "rival" || nl.Epoch != rivalEpoch {
+		t.Fatalf("the lost lane refused a batch with %v, want a *NotLeaderError naming the rival at epoch %d", err, rivalEpoch)
+	}
+	if !p1.star.laneSwapped(before, err) {
+		t.Fatal("a batch the lost lane refused after the swap is not submitted again")
 	}
 	for i := range 5 {
 		for _, st := range []string{"a", "e"} {
@@ -142,4 +158,45 @@ func recordedEpoch(t *testing.T, w *world, c Class) uint64 {
 		t.Fatal(err)
 	}
 	return rec.Epoch
+}
+
+// TestFirstChainLostWhileServingIsNotTakenBack: the first chain (Standard)
+// is the star's lock; once a rival holds it, the star takes nothing back
+// (the rival, holding the lock, is the one to lead the star): the loss is
+// reported, and appends to the class keep failing as not led here.
+func TestFirstChainLostWhileServingIsNotTakenBack(t *testing.T) {
+	synctest.Test(t, testFirstChainLostWhileServingIsNotTakenBack)
+}
+
+func testFirstChainLostWhileServingIsNotTakenBack(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	var logs lockedBuffer
+	p1, err := w.open("p1", func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("p1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.open("rival", func(c *Config) { c.Express = ClassConfig{} }); err != nil {
+		t.Fatal(err)
+	}
+	rivalEpoch := recordedEpoch(t, w, Standard)
+	// p1's Standard lane finds itself deposed at its next flight.
+	_, err = p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("late")}}})
+	if !errors.Is(err, ErrNotCommitted) && !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("append after the rival took the first chain: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "the first chain's loss reported", func() bool {
+		return strings.Contains(logs.logged(), "lost the star's first chain to a rival")
+	})
+	synctest.Wait()
+	if e := recordedEpoch(t, w, Standard); e != rivalEpoch {
+		t.Fatalf("Standard epoch %d after the loss, want the rival's %d (nothing taken back)", e, rivalEpoch)
+	}
+	var nl *NotLeaderError
+	if _, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("later")}}}); !errors.As(err, &nl) || nl.Leader != "rival" {
+		t.Fatalf("append to the lost first chain: %v, want a *NotLeaderError naming the rival", err)
+	}
 }
