@@ -32,7 +32,13 @@ func testChainLostWhileServingIsTakenBack(t *testing.T) {
 	ctx := context.Background()
 	g := newLedger()
 	var logs lockedBuffer
-	p1, err := w.open("p1", func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	p1, err := w.open("p1", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		// p1 learns of the rival at its next flight, not from an absorb
+		// round or a seal check first: the rival's appends come before.
+		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
+		c.RetentionInterval, c.SettleInterval = -1, -1
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
