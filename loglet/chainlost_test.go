@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flightlog/flightlog/chain"
+	"github.com/flightlog/flightlog/fault"
 )
 
 // TestChainLostWhileServingIsTakenBack (issue 28): a rival takes a serving
@@ -62,6 +63,7 @@ func testChainLostWhileServingIsTakenBack(t *testing.T) {
 	p1.star.mu.RLock()
 	before := p1.star.streams["e"] // what an append that looked "e" up now holds
 	p1.star.mu.RUnlock()
+	synctest.Wait() // p1 is idle: its first absorb round is done, the next an hour away
 
 	// The rival: a process whose only chain is the Express one takes it
 	// over from p1 (fencing p1's epoch) and acks appends there.
@@ -204,5 +206,69 @@ func testFirstChainLostWhileServingIsNotTakenBack(t *testing.T) {
 	var nl *NotLeaderError
 	if _, err := p1.star.Append(ctx, "a", Batch{Records: []Record{{Body: []byte("later")}}}); !errors.As(err, &nl) || nl.Leader != "rival" {
 		t.Fatalf("append to the lost first chain: %v, want a *NotLeaderError naming the rival", err)
+	}
+}
+
+// TestCloseEndsARetakeUnderWay: Close while the star takes a lost chain
+// back (its takeover failing over and over: the chain's writes refused)
+// ends the retake first, then closes: it returns within its bound and
+// leaves no goroutine behind (the bubble would not end).
+func TestCloseEndsARetakeUnderWay(t *testing.T) {
+	synctest.Test(t, testCloseEndsARetakeUnderWay)
+}
+
+func testCloseEndsARetakeUnderWay(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	var logs lockedBuffer
+	p1, err := w.open("p1", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
+		c.RetentionInterval, c.SettleInterval = -1, -1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.Append(ctx, "e", Batch{Records: []Record{{Body: []byte("p1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Once the retake starts, p1's writes to the Express chain's records
+	// fail: its takeover retries until its context ends. Then a rival
+	// takes the Express chain over.
+	express := map[string]bool{chain.EpochKey("s1", Express): true, chain.CheckpointKey("s1", Express): true}
+	p1.meta.SetHook(func(c fault.Call) fault.Fault {
+		if c.Op == fault.Get || c.Op == fault.Scan || !strings.Contains(logs.logged(), "taking it back if the star's first chain is still ours") {
+			return fault.Fault{}
+		}
+		for _, k := range c.Keys {
+			if express[k] {
+				return fault.Fault{Kind: fault.Unavailable}
+			}
+		}
+		return fault.Fault{}
+	})
+	synctest.Wait() // p1 is idle: its first absorb round is done, the next an hour away
+	if _, err := w.open("rival", func(c *Config) { c.Standard, c.DefaultClass = ClassConfig{}, Express }); err != nil {
+		t.Fatalf("%v; logs:\n%s", err, logs.logged())
+	}
+	if _, err := p1.star.Append(ctx, "e", Batch{Records: []Record{{Body: []byte("late")}}}); err == nil {
+		t.Fatal("an append to the deposed lane was acked")
+	}
+	waitUntil(t, 10*time.Second, "the retake started", func() bool {
+		return strings.Contains(logs.logged(), "taking it back if the star's first chain is still ours")
+	})
+	time.Sleep(time.Second) // the bubble's clock: the takeover fails and retries meanwhile
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	p1.star.Close(cctx)
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Fatalf("Close took %v with a retake under way", took)
+	}
+	if !strings.Contains(logs.logged(), "could not take back a chain lost while serving") {
+		t.Fatalf("the retake did not end as failed; logs:\n%s", logs.logged())
 	}
 }
