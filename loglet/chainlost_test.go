@@ -272,3 +272,43 @@ func testCloseEndsARetakeUnderWay(t *testing.T) {
 		t.Fatalf("the retake did not end as failed; logs:\n%s", logs.logged())
 	}
 }
+
+// TestExclusiveOpenTakesNothingBack: with Config.ExclusiveOpen the host
+// keeps rivals out, so a chain lost while serving is the host's move (a
+// member deposed while cut off): the star does not take it back.
+func TestExclusiveOpenTakesNothingBack(t *testing.T) {
+	synctest.Test(t, testExclusiveOpenTakesNothingBack)
+}
+
+func testExclusiveOpenTakesNothingBack(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	var logs lockedBuffer
+	p1, err := w.open("p1", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.ExclusiveOpen = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.Append(ctx, "e", Batch{Records: []Record{{Body: []byte("p1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	if _, err := w.open("rival", func(c *Config) { c.Standard, c.DefaultClass = ClassConfig{}, Express }); err != nil {
+		t.Fatal(err)
+	}
+	rivalEpoch := recordedEpoch(t, w, Express)
+	if _, err := p1.star.Append(ctx, "e", Batch{Records: []Record{{Body: []byte("late")}}}); err == nil {
+		t.Fatal("an append to the deposed lane was acked")
+	}
+	waitUntil(t, 10*time.Second, "p1's Express lane deposed", func() bool { return p1.star.lane(Express).deadFate() != nil })
+	time.Sleep(time.Second) // the bubble's clock: a retake would run meanwhile
+	synctest.Wait()
+	if e := recordedEpoch(t, w, Express); e != rivalEpoch || strings.Contains(logs.logged(), "taking it back") {
+		t.Fatalf("Express epoch %d (the rival's %d) after the loss; logs:\n%s", e, rivalEpoch, logs.logged())
+	}
+}

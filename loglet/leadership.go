@@ -331,9 +331,17 @@ func (s *Star) crashLanes() {
 // raced the swap is admitted to the new lane (submitFencing looks again)
 // or refused by the lost one as not committed, never acked by it.
 
-// startLeadership starts watchChains, once the opening succeeded.
+// startLeadership starts watchChains, once the opening succeeded. Not
+// with Config.ExclusiveOpen: the host keeps rivals out, so a chain lost
+// while serving means the host moved the star (a fleet member whose claim
+// lapsed while it was cut off, whose successor takes the chains over at
+// once): taking one back would have a member the host deposed lead a
+// chain again, and ack on it, until its hold check fails.
 func (s *Star) startLeadership() {
 	s.serving = true
+	if s.cfg.ExclusiveOpen {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.leadStop = cancel
 	s.leadDone = make(chan struct{})
