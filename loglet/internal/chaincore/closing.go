@@ -25,6 +25,7 @@ func (c *Core) Close(now time.Time) {
 		return
 	}
 	c.closing = true
+	c.closeAt = c.now
 	c.decideAll()
 }
 
@@ -42,8 +43,14 @@ func (c *Core) maybeFinishClose() {
 		c.stop()
 	case phaseServing:
 		_, pooled := c.pool.Queued()
+		if pooled == 0 && len(c.flights) == 0 && c.flushedAt.IsZero() {
+			c.flushedAt = c.now
+		}
 		if pooled > 0 || len(c.flights) > 0 || len(c.ab.queue) > 0 || c.ab.planned != nil || c.checkpointOut() || c.now.Before(c.ab.retryAt) {
 			return
+		}
+		if c.sealAt.IsZero() {
+			c.sealAt = c.now
 		}
 		c.sealOut = true
 		c.emit(SealEpoch{Held: c.held, Record: c.rec, Version: c.ver, Cut: c.window.Released()})
@@ -59,7 +66,12 @@ func (c *Core) onEpochSealed(ev EpochSealed) {
 	}
 	switch {
 	case ev.Err == nil:
-		c.logf(slog.LevelInfo, "epoch sealed cleanly", attrU("epoch", c.rec.Epoch), attrU("cut", cut))
+		// flush: to the last flight's ack; absorb: the rounds after it
+		// (and one out before); seal: the seal's Commit.
+		c.logf(slog.LevelInfo, "epoch sealed cleanly", attrU("epoch", c.rec.Epoch), attrU("cut", cut),
+			slog.Duration("flush", c.flushedAt.Sub(c.closeAt).Round(100*time.Microsecond)),
+			slog.Duration("absorb", c.sealAt.Sub(c.flushedAt).Round(100*time.Microsecond)),
+			slog.Duration("seal", c.now.Sub(c.sealAt).Round(100*time.Microsecond)))
 		c.sealedClean = true
 		c.ver = ev.Version
 		c.stop()
