@@ -753,13 +753,16 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 		defer cancel()
 	}
 	began := time.Now()
+	n.log.Info("fleet: closing star", "star", star, "withdraw", withdraw)
 	err := s.Close(ctx)
+	took := time.Since(began)
 	if err != nil {
 		n.log.Warn("fleet: star closed with errors", "star", star, "err", err)
 	} else {
-		n.log.Info("fleet: star closed", "star", star, "took", time.Since(began).Round(100*time.Microsecond))
+		n.log.Info("fleet: star closed", "star", star, "took", took.Round(100*time.Microsecond))
 	}
 	if withdraw {
+		withdrawing := time.Now()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
 		// The claim too: one a failed publication left.
 		_, derr := n.cli.Txn(dctx).Then(
@@ -771,6 +774,8 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 			// The lease takes it when it expires; the new owner waits at
 			// most HandoffWait for it.
 			n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+		} else {
+			n.log.Info("fleet: lead withdrawn", "star", star, "took", time.Since(withdrawing).Round(100*time.Microsecond))
 		}
 	}
 	n.mu.Lock()
