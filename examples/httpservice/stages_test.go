@@ -65,7 +65,7 @@ var stageNames = []string{
 	"  of which claim",
 	"  of which loglet.Open",
 	"  of which publish",
-	"test's router sees the lead (watch)",
+	"test's router sees the lead (watch; from the log line)",
 	"first ack after the lead",
 	"whole window (last ack -> first ack)",
 }
@@ -127,7 +127,8 @@ func (c *churn) stages(events []event) {
 			}
 			var led time.Time
 			for _, h := range c.handoffs {
-				if h.star == s && !h.led.Before(leading.at) {
+				// The watch may show the lead before its member logs it.
+				if h.star == s && !h.led.Before(opening.at) {
 					led = h.led
 					break
 				}
