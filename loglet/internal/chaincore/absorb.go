@@ -715,7 +715,7 @@ func (c *Core) onRoundCommitted(ev RoundCommitted) {
 		// The close's last round carried its seal: the close is done.
 		// The snapshots it doomed are in the checkpoint, for the next
 		// owner to delete.
-		c.sealedCleanly(ev.Sealed)
+		c.sealedCleanly(ev.Sealed, true)
 		return
 	}
 	if len(p.drop) > 0 {

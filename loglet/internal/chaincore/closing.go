@@ -79,15 +79,16 @@ func (c *Core) noteSealing() {
 	}
 }
 
-// sealedCleanly ends a clean close whose seal is recorded at version.
-func (c *Core) sealedCleanly(version metastore.Version) {
+// sealedCleanly ends a clean close whose seal is recorded at version
+// (withRound: in the last round's Commit).
+func (c *Core) sealedCleanly(version metastore.Version, withRound bool) {
 	// flush: to the last flight's ack; absorb: the rounds after it (and
 	// one out before); seal: the seal's Commit (with the last round's,
 	// when that round carried it).
 	c.logf(slog.LevelInfo, "epoch sealed cleanly", attrU("epoch", c.rec.Epoch), attrU("cut", c.window.Released()),
 		slog.Duration("flush", c.flushedAt.Sub(c.closeAt).Round(100*time.Microsecond)),
 		slog.Duration("absorb", c.sealAt.Sub(c.flushedAt).Round(100*time.Microsecond)),
-		slog.Duration("seal", c.now.Sub(c.sealAt).Round(100*time.Microsecond)))
+		slog.Duration("seal", c.now.Sub(c.sealAt).Round(100*time.Microsecond)), slog.Bool("with_round", withRound))
 	c.sealedClean = true
 	c.ver = version
 	c.stop()
@@ -102,7 +103,7 @@ func (c *Core) onEpochSealed(ev EpochSealed) {
 	}
 	switch {
 	case ev.Err == nil:
-		c.sealedCleanly(ev.Version)
+		c.sealedCleanly(ev.Version, false)
 	case errors.Is(ev.Err, absorb.ErrDeposed) || errors.Is(ev.Err, chain.ErrDeposed):
 		// A successor sealed or minted meanwhile: it fences, and finds the
 		// same cut (nothing was written at or past it).
