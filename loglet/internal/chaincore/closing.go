@@ -8,7 +8,7 @@ import (
 
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	chain "github.com/flightlog/flightlog/chain/chainval"
-	"github.com/flightlog/flightlog/metastore"
+	metastore "github.com/flightlog/flightlog/metastore/metaval"
 	"github.com/flightlog/flightlog/sequencer"
 )
 
