@@ -2,6 +2,7 @@ package loglet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"time"
@@ -20,8 +21,24 @@ func (s *Star) submit(ctx context.Context, name string, b Batch) (*admitted, *la
 }
 
 // submitFencing is submit with the batch's fencing (a fence batch sets a
-// new token).
+// new token). A batch the stream's lane refused because a retake swapped
+// another lane in since the lookup (laneSwapped) is submitted again, to
+// the new lane, up to maxChainRetakes times.
 func (s *Star) submitFencing(ctx context.Context, name string, b Batch, fencing chaincore.Fencing) (*admitted, *lane, error) {
+	for n := 0; ; n++ {
+		a, st, err := s.submitOnce(ctx, name, b, fencing)
+		if err == nil {
+			return a, st.lane, nil
+		}
+		if st == nil || !s.laneSwapped(st, err) || n == maxChainRetakes {
+			return nil, nil, err
+		}
+	}
+}
+
+// submitOnce is one submission of b; on error, st is the stream's state
+// if the lookup found it.
+func (s *Star) submitOnce(ctx context.Context, name string, b Batch, fencing chaincore.Fencing) (_ *admitted, st *streamState, _ error) {
 	if ctx == nil {
 		return nil, nil, notCommitted(ErrNilContext)
 	}
@@ -77,8 +94,8 @@ func (s *Star) submitFencing(ctx context.Context, name string, b Batch, fencing 
 	}
 	// Reserve the budget before encoding: a producer blocked at the budget
 	// then holds no encoded copy the budget does not count.
-	if err := st.lane.reserve(ctx, int64(charge)); err != nil {
-		return nil, nil, err
+	if err := st.lane.reserve(ctx, name, int64(charge)); err != nil {
+		return nil, st, err
 	}
 	// One allocation for the batch and its future; the payload is carved
 	// from the lane's slab (issue 16: allocations per batch).
@@ -104,9 +121,18 @@ func (s *Star) submitFencing(ctx context.Context, name string, b Batch, fencing 
 	}
 	st.lane.precompress(p)
 	if err := st.lane.admit(ctx, p, recs, b.MatchSeqNum, monotone); err != nil {
-		return nil, nil, err
+		return nil, st, err
 	}
-	return a, st.lane, nil
+	return a, st, nil
+}
+
+// laneSwapped reports whether st's lane refused a batch (err, not
+// committed) because it stopped serving and a retake of its chain has
+// swapped in another lane since st was looked up (Star.swapLane): the
+// batch is then submitted again, to the new lane. (A retake still under
+// way leaves the refusal as it is: the lost lane's *NotLeaderError.)
+func (s *Star) laneSwapped(st *streamState, err error) bool {
+	return errors.Is(err, ErrNotCommitted) && s.lane(st.class) != st.lane && st.lane.deadFate() != nil
 }
 
 // admitted is a batch and the future that reports its outcome, allocated

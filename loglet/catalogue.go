@@ -99,9 +99,11 @@ func dropBucket(name string) int {
 // retire ends rec's incarnation on this star: its chain's core refuses
 // admission to it from now on, and the cache drops it (its read sessions
 // end), together under s.mu. It returns the incarnation's state in the
-// core and the tail admission had reached (what was admitted before the
-// retire), or nil if no lane of this process serves it.
-func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, uint64) {
+// core, that core's lane (a retake may swap the class's lane since: the
+// state is that lane's) and the tail admission had reached (what was
+// admitted before the retire), or nil if no lane of this process serves
+// it.
+func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, *lane, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.streams[rec.Name]; st != nil && st.id == rec.id() {
@@ -110,14 +112,14 @@ func (s *Star) retire(rec streamRecord, c Class) (*chaincore.Stream, uint64) {
 		s.drops[dropBucket(rec.Name)]++
 	}
 	s.trims.forget(rec.id())
-	l := s.lanes[c]
+	l := s.lane(c)
 	if rec.Star != s.cfg.Star || l == nil {
-		return nil, 0
+		return nil, nil, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cst := l.core.Retire(rec.id())
-	return cst, cst.Assigned().Seq
+	return cst, l, cst.Assigned().Seq
 }
 
 // forgetName drops whatever incarnation of name the cache holds (its read
@@ -425,7 +427,7 @@ func (s *Star) newRecord(name string, opts StreamOptions) (streamRecord, Class, 
 	if err := chain.ValidateStarName(star); err != nil {
 		return streamRecord{}, 0, fmt.Errorf("loglet: stream %q: %w", name, err)
 	}
-	if star == s.cfg.Star && s.lanes[opts.Class] == nil {
+	if star == s.cfg.Star && s.lane(opts.Class) == nil {
 		return streamRecord{}, 0, fmt.Errorf("loglet: stream %q: %w: %s", name, ErrClassDisabled, opts.Class)
 	}
 	rec := streamRecord{Name: name, Class: opts.Class.String(), Star: star, Created: time.Now().UnixMilli(), Owner: s.cfg.Owner,
@@ -554,7 +556,7 @@ func (s *Star) lookup(ctx context.Context, name string, create bool) (*streamSta
 // core retired the incarnation (a DeleteStream): the state must not be
 // served. Only cache calls it, under s.mu.
 func (s *Star) newStreamState(rec streamRecord, c Class) (st *streamState, retired bool) {
-	st = &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lanes[c], gone: make(chan struct{})}
+	st = &streamState{name: rec.Name, id: rec.id(), class: c, lane: s.lane(c), gone: make(chan struct{})}
 	if l := st.lane; l != nil {
 		l.mu.Lock()
 		st.core = l.core.Stream(st.id)
@@ -598,6 +600,7 @@ type catalogRun struct {
 	mintErr  error
 	st       *streamState      // the state the cache served
 	cst      *chaincore.Stream // the retired incarnation's state in its chain core
+	cstLane  *lane             // the lane of that core
 	// gen, genOK: the catalogue generation taken before the record was
 	// read or written (Star.liveSnapshot), to seed liveness with.
 	gen   catalogGen
@@ -719,15 +722,13 @@ func (s *Star) execCatalog(ctx context.Context, req catalogcore.Request, x *cata
 		return catalogcore.Done{}
 	case catalogcore.Retire:
 		d := r.Record.Data.(recordData)
-		cst, admitted := s.retire(d.rec, d.class)
-		x.cst = cst
+		cst, l, admitted := s.retire(d.rec, d.class)
+		x.cst, x.cstLane = cst, l
 		return catalogcore.Retired{Served: cst != nil, Admitted: admitted}
 	case catalogcore.AwaitReleased:
-		d := r.Record.Data.(recordData)
-		return catalogcore.Awaited{Err: s.lanes[d.class].awaitReleased(ctx, x.cst, r.Seq)}
+		return catalogcore.Awaited{Err: x.cstLane.awaitReleased(ctx, x.cst, r.Seq)}
 	case catalogcore.CheckDrained:
-		d := r.Record.Data.(recordData)
-		return catalogcore.DrainChecked{Drained: s.lanes[d.class].drained(x.cst)}
+		return catalogcore.DrainChecked{Drained: x.cstLane.drained(x.cst)}
 	case catalogcore.ReadMarker:
 		d := r.Record.Data.(recordData)
 		it, err := s.cfg.Meta.Get(ctx, chain.DeletedKey(d.rec.id()))

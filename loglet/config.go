@@ -129,7 +129,10 @@ type Config struct {
 	// when RefuseLiveOwner's check finds every one sealed cleanly. Safety
 	// does not rest on it: should a rival open the star anyway, each
 	// chain's epoch protocol keeps every ack safe, and the opening takes
-	// again a chain the rival won, or fails and leaves it.
+	// again a chain the rival won, or fails and leaves it. A chain lost
+	// while serving is not taken back (the host moved the star: its
+	// claim, not this process, says who leads); without ExclusiveOpen a
+	// later chain lost to a rival while this process holds the first is.
 	ExclusiveOpen bool
 	// ProducerWindow bounds each stream's dedupe window of producer
 	// identities (Batch.Producer): the producers a stream remembers

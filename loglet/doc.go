@@ -57,7 +57,8 @@
 // of its own (loglet/internal/starcore): Open opens one chain per enabled
 // class, Standard first (the star's lock), checks that the first is still
 // its own before each later chain and at the end, and takes a later chain
-// lost to a rival again while it holds the first; Open and Close
+// lost to a rival again while it holds the first, in the opening and
+// while serving; Open, the shell's watchChains (while serving) and Close
 // (leadership.go) execute its requests.
 //
 // Close(ctx) is a cooperative handoff (flush, acks, absorb, clean seal) that

@@ -150,11 +150,17 @@ func (l *lane) run() {
 		rd := l.core.Ready()
 		l.core.Advance(rd)
 		l.wake = rd.WakeAt
+		stopped := rd.Dead != nil && l.dead == nil
 		if rd.Dead != nil {
 			l.dead = rd.Dead
 		}
 		readers := l.releasedLocked(rd)
 		l.mu.Unlock()
+		if stopped {
+			// A successor may have deposed it: the star's leadership
+			// takes a later chain back (watchChains).
+			l.star.chainStopped()
+		}
 		inline, next = l.execute(rd, readers), nil
 		if rd.Stopped {
 			l.cancel()
@@ -418,10 +424,15 @@ func (l *lane) poke() {
 }
 
 // reserve takes a batch's bytes from the pool budget, blocking at the
-// budget (honouring ctx).
-func (l *lane) reserve(ctx context.Context, charge int64) error {
+// budget (honouring ctx). stream names the batch's stream in errors.
+func (l *lane) reserve(ctx context.Context, stream string, charge int64) error {
 	if err := l.budget.Reserve(ctx, charge); err != nil {
 		if errors.Is(err, pool.ErrClosed) {
+			if f := l.deadFate(); f != nil && f.Deposed != nil {
+				// A lane a successor deposed, then stopped (its chain is
+				// being taken back): not the star's close.
+				return l.fateError(stream, *f)
+			}
 			return notCommitted(ErrClosed)
 		}
 		return notCommitted(fmt.Errorf("loglet: admission to the %s pool: %w", l.class, err))

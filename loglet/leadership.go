@@ -19,11 +19,13 @@ import (
 // Leadership: which chains this star holds. The decisions (the live-owner
 // check, which chain to open next, retaking a chain lost while opening,
 // whether this process still holds the first chain, what a failed opening
-// abandons, what Close releases and in which order) are the leadership
-// core's (loglet/internal/starcore); this file is its shell: it executes
-// each request the core asks for with one call and steps the result back.
+// abandons, taking back a chain lost while serving, what Close releases and
+// in which order) are the leadership core's (loglet/internal/starcore);
+// this file is its shell: it executes each request the core asks for with
+// one call and steps the result back.
 
-// maxChainRetakes bounds the takeovers of one later chain in an opening.
+// maxChainRetakes bounds the takeovers of one later chain in an opening,
+// or in a retake of a chain lost while serving.
 const maxChainRetakes = 4
 
 // newLeadership makes the star's leadership core: one chain per enabled
@@ -64,43 +66,8 @@ func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, time.Durati
 			s.crashLanes()
 			return opened, checks, fmt.Errorf("loglet: the leadership stalled while %s", s.lead.Phase())
 		}
-		// Reads (the live check's of every chain's record, the hold
-		// check's record and checkpoint) run at once: one round trip on
-		// the path of every handoff, not one each. Anything else runs in
-		// the order asked (abandons go last started first). Events step
-		// back in the order asked either way.
-		began := time.Now()
-		evs := make([]starcore.Event, len(rd.Requests))
-		if onlyReads(rd.Requests) {
-			var wg sync.WaitGroup
-			for i, r := range rd.Requests {
-				wg.Go(func() { evs[i] = s.execLead(ctx, r, nil) })
-			}
-			wg.Wait()
-			checks += time.Since(began)
-		} else if onlyStarts(rd.Requests) {
-			// Every chain taken over at once (a clean handoff): the lanes
-			// are made here, one after the other, and their openings
-			// awaited together.
-			lanes := make([]*lane, len(rd.Requests))
-			for i, r := range rd.Requests {
-				lanes[i] = s.startLane(r.(starcore.StartChain))
-			}
-			var wg sync.WaitGroup
-			var results [2]chaincore.Opened
-			for i, r := range rd.Requests {
-				wg.Go(func() { evs[i] = s.awaitLane(ctx, r.(starcore.StartChain), lanes[i], &results) })
-			}
-			wg.Wait()
-			for _, r := range rd.Requests {
-				c := r.(starcore.StartChain).Class
-				opened[c] = results[c]
-			}
-		} else {
-			for i, r := range rd.Requests {
-				evs[i] = s.execLead(ctx, r, &opened)
-			}
-		}
+		evs, took := s.runLead(ctx, rd.Requests, &opened)
+		checks += took
 		for _, ev := range evs {
 			if err := s.lead.Step(ev); err != nil {
 				s.crashLanes()
@@ -108,6 +75,52 @@ func (s *Star) openChains(ctx context.Context) ([2]chaincore.Opened, time.Durati
 			}
 		}
 	}
+}
+
+// runLead executes one Ready's requests and returns their events, in the
+// order asked, and the time the reads took if they were all reads.
+// Reads (the live check's of every chain's record, the hold check's
+// record and checkpoint) run at once: one round trip on the path of every
+// handoff, not one each. Anything else runs in the order asked (abandons
+// go last started first). opened (if not nil) receives each chain's
+// opening result.
+func (s *Star) runLead(ctx context.Context, reqs []starcore.Request, opened *[2]chaincore.Opened) ([]starcore.Event, time.Duration) {
+	began := time.Now()
+	evs := make([]starcore.Event, len(reqs))
+	switch {
+	case onlyReads(reqs):
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Go(func() { evs[i] = s.execLead(ctx, r, nil) })
+		}
+		wg.Wait()
+		return evs, time.Since(began)
+	case onlyStarts(reqs):
+		// Every chain taken over at once (a clean handoff): the lanes
+		// are made here, one after the other, and their openings
+		// awaited together.
+		lanes := make([]*lane, len(reqs))
+		for i, r := range reqs {
+			lanes[i] = s.startLane(r.(starcore.StartChain))
+		}
+		var wg sync.WaitGroup
+		var results [2]chaincore.Opened
+		for i, r := range reqs {
+			wg.Go(func() { evs[i] = s.awaitLane(ctx, r.(starcore.StartChain), lanes[i], &results) })
+		}
+		wg.Wait()
+		if opened != nil {
+			for _, r := range reqs {
+				c := r.(starcore.StartChain).Class
+				opened[c] = results[c]
+			}
+		}
+	default:
+		for i, r := range reqs {
+			evs[i] = s.execLead(ctx, r, opened)
+		}
+	}
+	return evs, 0
 }
 
 // onlyStarts reports whether every request starts a chain's opening.
@@ -203,13 +216,19 @@ func (s *Star) execLead(ctx context.Context, r starcore.Request, opened *[2]chai
 	case starcore.StartChain:
 		return s.awaitLane(ctx, r, s.startLane(r), opened)
 	case starcore.Abandon:
-		if l := s.lanes[r.Class]; l != nil {
+		// A retake's lane that failed to open goes; otherwise the class's
+		// lane (while serving, the lost one: it stays the class's lane,
+		// refusing appends as deposed, until the retake's lane opens).
+		if l := s.retaking[r.Class]; l != nil {
+			s.retaking[r.Class] = nil
+			l.crash()
+		} else if l := s.lane(Class(r.Class)); l != nil {
 			l.crash()
 		}
 		return starcore.Abandoned{Class: r.Class}
 	case starcore.CloseChain:
 		var err error
-		if l := s.lanes[r.Class]; l != nil {
+		if l := s.lane(Class(r.Class)); l != nil {
 			err = l.close(ctx)
 		}
 		return starcore.ChainClosed{Class: r.Class, Err: err}
@@ -232,7 +251,14 @@ func (s *Star) startLane(r starcore.StartChain) *lane {
 		found = nil
 	}
 	l := newLane(s, c, *s.classConfig(c), s.cfg.RefuseLiveOwner && !r.Depose, found)
-	s.lanes[c] = l
+	if s.serving {
+		// A retake while serving: the streams keep the lost lane until
+		// this one opens (awaitLane swaps it in). A stream bound to it
+		// before then would start from no tail.
+		s.retaking[c] = l
+	} else {
+		s.lanes[c].Store(l)
+	}
 	return l
 }
 
@@ -245,6 +271,10 @@ func (s *Star) awaitLane(ctx context.Context, r starcore.StartChain, l *lane, op
 	}
 	switch {
 	case err == nil:
+		if s.retaking[r.Class] == l {
+			s.retaking[r.Class] = nil
+			s.swapLane(Class(r.Class), l)
+		}
 		if o.TakeOver {
 			l.log.Info("took over", "from_epoch", o.PrevEpoch, "from_owner", o.PrevOwner, "epoch", o.Epoch, "cut", o.FencedCut, "clean", o.Clean, "walked_slots", o.Walked, "took", o.Took, "steps", stepsString(o.Steps))
 		}
@@ -278,9 +308,153 @@ func (s *Star) leadLogs(rd starcore.Ready) {
 
 // crashLanes stops every lane started, as a dying process does.
 func (s *Star) crashLanes() {
-	for _, l := range s.lanes {
-		if l != nil {
+	for i := range s.lanes {
+		if l := s.lanes[i].Load(); l != nil {
 			l.crash()
 		}
 	}
+}
+
+// A later chain lost while serving (issue 28). A rival that passed its
+// live-owner check can take a later chain over after this process's last
+// hold check; its own check then fails and it gives the chain up, but
+// this process's lane of that chain is deposed. The leadership core takes
+// it back while this process holds the star's first chain
+// (starcore.Core.ChainLost); watchChains is that part of its shell. It
+// runs from a successful Open until Close (stopLeadership), and owns the
+// core meanwhile: a lane that stops serving wakes it (chainStopped), it
+// reports every held chain whose lane a successor deposed, and carries
+// out what the core asks until it serves again, through the same
+// requests as the opening (the hold check, the lost lane abandoned, the
+// chain's takeover with StartChain.Depose). The new lane is swapped in
+// under the catalogue's lock once it opened (swapLane); an append that
+// raced the swap is admitted to the new lane (submitFencing looks again)
+// or refused by the lost one as not committed, never acked by it.
+
+// startLeadership starts watchChains, once the opening succeeded. Not
+// with Config.ExclusiveOpen: the host keeps rivals out, so a chain lost
+// while serving means the host moved the star (a fleet member whose claim
+// lapsed while it was cut off, whose successor takes the chains over at
+// once): taking one back would have a member the host deposed lead a
+// chain again, and ack on it, until its hold check fails.
+func (s *Star) startLeadership() {
+	s.serving = true
+	if s.cfg.ExclusiveOpen {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.leadStop = cancel
+	s.leadDone = make(chan struct{})
+	go s.watchChains(ctx)
+	s.chainStopped() // a chain may have been deposed while the opening ended
+}
+
+// stopLeadership ends watchChains (a retake under way is abandoned: its
+// takeover's context ends) and waits for it: the core is then Close's.
+func (s *Star) stopLeadership() {
+	if s.leadStop == nil {
+		return
+	}
+	s.leadStop()
+	<-s.leadDone
+}
+
+// chainStopped wakes watchChains: a lane stopped serving. It never
+// blocks (a wake-up pending covers this one: watchChains looks at every
+// lane).
+func (s *Star) chainStopped() {
+	if s.leadKick == nil {
+		return
+	}
+	select {
+	case s.leadKick <- struct{}{}:
+	default:
+	}
+}
+
+// watchChains reports the chains lost while serving until ctx ends.
+func (s *Star) watchChains(ctx context.Context) {
+	defer close(s.leadDone)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.leadKick:
+		}
+		s.takeBackLost(ctx)
+	}
+}
+
+// takeBackLost reports to the core each chain it holds whose lane a
+// successor deposed, and runs what the core asks until it serves again.
+func (s *Star) takeBackLost(ctx context.Context) {
+	for lost := true; lost && ctx.Err() == nil; {
+		lost = false
+		for _, c := range chain.Classes() {
+			l := s.lane(c)
+			if l == nil {
+				continue
+			}
+			f := l.deadFate()
+			if f == nil || (f.Deposed == nil && !errors.Is(f.Cause, chaincore.ErrDeposed)) {
+				continue
+			}
+			if _, held := s.lead.Holds(starcore.Class(c)); !held {
+				continue
+			}
+			if err := s.lead.ChainLost(starcore.Class(c), f.Cause); err != nil {
+				s.log.Warn("the leadership refused a lost chain", "star", s.cfg.Star, "class", c.String(), "err", err)
+				continue
+			}
+			s.runUntilServing(ctx)
+			lost = true
+		}
+	}
+}
+
+// runUntilServing executes the core's requests until it asks nothing
+// more (it serves again). A retake's lane that did not open is stopped.
+func (s *Star) runUntilServing(ctx context.Context) {
+	for {
+		rd := s.lead.Ready()
+		s.leadLogs(rd)
+		if len(rd.Requests) == 0 {
+			break
+		}
+		evs, _ := s.runLead(ctx, rd.Requests, nil)
+		for _, ev := range evs {
+			if err := s.lead.Step(ev); err != nil {
+				// A bug of the shell: the core changed nothing; the
+				// lost chain stays unheld.
+				s.log.Error("the leadership refused an event", "star", s.cfg.Star, "err", err)
+			}
+		}
+	}
+	for c, l := range s.retaking {
+		if l != nil {
+			s.retaking[c] = nil
+			l.crash()
+		}
+	}
+}
+
+// swapLane makes l class c's lane: every cached stream of the class is
+// bound to it afresh (its state in l's core, which read the tails as it
+// took the chain over), and the read sessions waiting on the lost lane
+// wake to follow the new binding. Under s.mu, as every cache insert: a
+// lookup caches either before (and is rebound here) or after (and binds
+// to l).
+func (s *Star) swapLane(c Class, l *lane) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lanes[c].Store(l)
+	l.mu.Lock()
+	for name, st := range s.streams {
+		if st.class != c {
+			continue
+		}
+		s.streams[name] = &streamState{name: st.name, id: st.id, class: c, lane: l, core: l.core.Stream(st.id), gone: make(chan struct{})}
+		st.dropped()
+	}
+	l.mu.Unlock()
 }

@@ -43,7 +43,7 @@ import (
 func (s *Star) RepairUnderReplicated(ctx context.Context) ([]repair.SlotResult, error) {
 	var out []repair.SlotResult
 	for _, c := range chain.Classes() {
-		l := s.lanes[c]
+		l := s.lane(c)
 		if l == nil {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flightlog/flightlog/loglet/internal/chaincore"
@@ -17,9 +18,12 @@ import (
 // class, the streams placed on the star, and their flight indexes. It
 // implements Loglet. All methods are safe for concurrent use.
 type Star struct {
-	cfg   Config
-	log   *slog.Logger
-	lanes [2]*lane // by Class; nil when the class is disabled
+	cfg Config
+	log *slog.Logger
+	// lanes holds each class's lane (nil when the class is disabled): the
+	// one its streams bind to. A retake of a chain lost while serving
+	// swaps in the new lane once it opened (swapLane, under mu).
+	lanes [2]atomic.Pointer[lane]
 	// found is what the opening's live-owner check read of each chain
 	// (its epoch record and checkpoint), for that chain's first takeover.
 	found [2]*chaincore.EpochRead
@@ -42,6 +46,16 @@ type Star struct {
 	// lead decides which chains this star holds (leadership.go); Open
 	// and Close are its shell.
 	lead *starcore.Core
+	// retaking is a retake's lane until it opens (then swapped in), and
+	// serving says the opening reported success: both the leadership's
+	// shell's only (Open's goroutine, then watchChains, then Close).
+	retaking [2]*lane
+	serving  bool
+	// leadKick (capacity 1) wakes watchChains: a lane stopped serving.
+	// leadStop ends it; leadDone is closed when it has returned.
+	leadKick chan struct{}
+	leadStop context.CancelFunc
+	leadDone chan struct{}
 }
 
 var _ Loglet = (*Star)(nil)
@@ -68,9 +82,10 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 	preflightTook := time.Since(began)
 	s := &Star{
 		cfg: cfg, log: cfg.Logger,
-		streams: map[string]*streamState{},
-		closing: make(chan struct{}),
-		hist:    &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Stores, cfg.Express.Stores}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
+		streams:  map[string]*streamState{},
+		closing:  make(chan struct{}),
+		leadKick: make(chan struct{}, 1),
+		hist:     &history{meta: cfg.Meta, sets: [2][]objstore.Store{cfg.Standard.Stores, cfg.Express.Stores}, frames: newFrameCache(cacheBytes(cfg.ReadCacheMiB))},
 	}
 	lead, err := s.newLeadership()
 	if err != nil {
@@ -87,10 +102,14 @@ func Open(ctx context.Context, cfg Config) (*Star, error) {
 		s.release = append(s.release, c.Close)
 	}
 	s.startRetention()
+	s.startLeadership()
 	s.log.Info("star open", "star", cfg.Star, "owner", cfg.Owner, "standard_epoch", opened[Standard].Epoch, "express_epoch", opened[Express].Epoch,
 		"preflight", preflightTook.Round(100*time.Microsecond), "checks", checks.Round(100*time.Microsecond), "took", time.Since(began).Round(100*time.Microsecond))
 	return s, nil
 }
+
+// lane returns class c's lane (nil when the class is disabled).
+func (s *Star) lane(c Class) *lane { return s.lanes[c].Load() }
 
 // Metastore is the star's metastore (Config.Meta), for packages that keep
 // their own records beside the star's (loglet/groups).
@@ -142,6 +161,7 @@ func (s *Star) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		close(s.closing)
 		s.stopRetention()
+		s.stopLeadership() // a retake under way ends first
 		// Both chains close at once, then Config.Closers are closed.
 		s.closeErr = s.closeChains(ctx, false)
 		if s.closeErr != nil {
@@ -163,6 +183,7 @@ func (s *Star) crash() {
 		s.mu.Unlock()
 		close(s.closing)
 		s.stopRetention()
+		s.stopLeadership()
 		// Every chain abandoned, then Config.Closers closed, as a dying
 		// process's file locks go with it.
 		_ = s.closeChains(context.Background(), true)

@@ -31,10 +31,10 @@ type SettleStats = stats.Settle
 func (s *Star) Stats() Stats {
 	out := Stats{Star: s.cfg.Star, ReadCacheBoundBytes: s.hist.frames.bound()}
 	out.ReadCacheBytes, out.ReadCacheHits, out.ReadCacheMisses = s.hist.frames.stats()
-	if l := s.lanes[Standard]; l != nil {
+	if l := s.lane(Standard); l != nil {
 		out.Standard = l.snapshot()
 	}
-	if l := s.lanes[Express]; l != nil {
+	if l := s.lane(Express); l != nil {
 		out.Express = l.snapshot()
 	}
 	return out

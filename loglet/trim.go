@@ -383,7 +383,8 @@ func (s *Star) startRetention() {
 // star leads: it leads nothing any more.
 func (s *Star) deposed() bool {
 	leads := false
-	for _, l := range s.lanes {
+	for i := range s.lanes {
+		l := s.lanes[i].Load()
 		if l == nil {
 			continue
 		}

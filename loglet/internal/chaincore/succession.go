@@ -770,6 +770,12 @@ func (s *succession) onMinted(c *Core, ev Minted) {
 			return
 		}
 		c.sealed = &Deposed{Leader: ev.SealedBy}
+		var se *absorb.SealedError
+		if errors.As(ev.Err, &se) {
+			// The seal names the epoch its owner mints: a route to this
+			// process is stale below it (as sealedAway says).
+			c.sealed.Epoch = se.OwnerEpoch
+		}
 		c.die(c.deposedFate(fmt.Errorf("%w: the checkpoint is sealed by %q for a takeover", ErrDeposed, ev.SealedBy), c.sealed))
 		return
 	case ev.Err != nil:

@@ -40,8 +40,8 @@
 // report. A read of a hold check that fails is asked again, with its
 // pair, up to three rounds.
 //
-// The shell's loop (loglet's Open and Close, or loglet/internal/sim's
-// goroutine-free driver):
+// The shell's loop (loglet's Open, watchChains and Close, or
+// loglet/internal/sim's goroutine-free driver):
 //
 //  1. Call Open (or Close, or Crash) on a Core made by New.
 //  2. Take rd := Ready(). Execute each of rd.Requests: each is one call
