@@ -222,7 +222,8 @@ func (n *Node) session() *concurrency.Session {
 // deletes its member key (so the others place its stars elsewhere at
 // once, and wait for their leads), closes every star it holds (flush,
 // absorb, seal, then withdraw the lead: each one's new owner opens it
-// without a fence), and revokes the session's lease. Its Router stops
+// without a fence), withdraws the claims of the stars it stands by for,
+// and revokes the session's lease. Its Router stops
 // following etcd then, unless Config.KeepRouter leaves it to the host.
 // It returns errors.Join of the stars' Close errors and the revoke's;
 // later calls return the first call's result.
