@@ -202,7 +202,7 @@ func (c *Committer) CommitAtomic(ctx context.Context, round Round, refs []SpanRe
 	}
 	sizes := c.opSizes(ops)
 	if absorbval.RoundFits(maxOps, maxBytes, sizes, metastore.OpBytes(c.meta, c.checkpointOp(next))) {
-		return nil, c.commitAtomic(ctx, round, refs, ops, next)
+		return nil, c.commitAtomic(ctx, round, refs, ops, next, metastore.Op{}, nil)
 	}
 	if c.cp.Pending != nil && *c.cp.Pending != round {
 		return nil, fmt.Errorf("absorb: round [%d, %d) while round [%d, %d) is pending: replay the pending round first", round.From, round.To, c.cp.Pending.From, c.cp.Pending.To)
@@ -220,15 +220,65 @@ func (c *Committer) CommitAtomic(ctx context.Context, round Round, refs []SpanRe
 	return chunks, nil
 }
 
-// commitAtomic is CommitAtomic's Commit, once the round fits.
-func (c *Committer) commitAtomic(ctx context.Context, round Round, refs []SpanRef, ops []metastore.Op, next Checkpoint) error {
+// CommitAtomicSealing is CommitAtomic with a clean seal of rec's epoch
+// (read at version) at cut in the same Commit (SealEpoch's write): a clean
+// close's last round, after which nothing is left to absorb, so the close
+// makes one metastore write where it made two. sealed reports whether the
+// seal is recorded, and at which version of the epoch record. It writes
+// the round alone, as CommitAtomic does (or returns its chunks), when the
+// round and the seal do not fit one Commit, and reports the seal not
+// recorded whenever the Commit's outcome was resolved by re-reading the
+// checkpoint (the round applied, the seal with it, at a version it did not
+// learn): the caller then calls SealEpoch, which finds its record there.
+// A failure (the round not written) is CommitAtomic's.
+func (c *Committer) CommitAtomicSealing(ctx context.Context, round Round, refs []SpanRef, tailsKey, tailsBase string, doomed []string, rec chain.EpochRecord, version metastore.Version, cut uint64) (chunks []int, sealed metastore.Version, err error) {
+	sealedRec, done, err := chain.PrepareSeal(rec, cut)
+	if err != nil || done || len(doomed) > MaxDoomedSnapshots {
+		chunks, err := c.CommitAtomic(ctx, round, refs, tailsKey, tailsBase, doomed)
+		return chunks, "", err
+	}
+	val, err := json.Marshal(sealedRec)
+	if err != nil {
+		return nil, "", err
+	}
+	seal := metastore.Op{Kind: metastore.OpPut, Key: chain.EpochKey(c.star, c.class), Value: val, Expect: version}
+	next := absorbval.AdvancedCheckpoint(c.cp, round, tailsKey, tailsBase, doomed)
+	c.RefVersions = nil
+	ops, err := c.refOps(refs)
+	if err != nil {
+		return nil, "", err
+	}
+	sizes := append(c.opSizes(ops), metastore.OpBytes(c.meta, seal))
+	if !absorbval.RoundFits(metastore.MaxCommitOps(c.meta), metastore.MaxCommitBytes(c.meta), sizes, metastore.OpBytes(c.meta, c.checkpointOp(next))) {
+		chunks, err := c.CommitAtomic(ctx, round, refs, tailsKey, tailsBase, doomed)
+		return chunks, "", err
+	}
+	var vs []metastore.Version
+	err = c.commitAtomic(ctx, round, refs, ops, next, seal, &vs)
+	if err != nil || len(vs) == 0 {
+		return nil, "", err
+	}
+	return nil, vs[len(vs)-1], nil
+}
+
+// commitAtomic is CommitAtomic's Commit, once the round fits; with a seal
+// (its op, not Kind zero), the epoch record's put goes last in the same
+// Commit, and *sealed gets the Commit's versions when one applied.
+func (c *Committer) commitAtomic(ctx context.Context, round Round, refs []SpanRef, ops []metastore.Op, next Checkpoint, seal metastore.Op, sealed *[]metastore.Version) error {
 	for attempt := 0; ; attempt++ {
-		vs, err := c.meta.Commit(ctx, append(ops[:len(ops):len(ops)], c.checkpointOp(next)))
+		all := append(ops[:len(ops):len(ops)], c.checkpointOp(next))
+		if sealed != nil {
+			all = append(all, seal)
+		}
+		vs, err := c.meta.Commit(ctx, all)
 		c.Requests++
 		if err == nil {
-			c.cp, c.ver = next, vs[len(vs)-1]
-			if attempt == 0 && len(vs) == len(refs)+1 {
+			c.cp, c.ver = next, vs[len(ops)]
+			if attempt == 0 && len(ops) == len(refs) {
 				c.RefVersions = vs[:len(refs):len(refs)]
+			}
+			if sealed != nil {
+				*sealed = vs
 			}
 			return nil
 		}

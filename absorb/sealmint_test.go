@@ -2,6 +2,7 @@ package absorb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -135,6 +136,64 @@ func TestSealMint(t *testing.T) {
 		}
 		if got, _, _ := chain.ReadEpoch(ctx, ms, "s", chain.Standard); got.Epoch != 1 {
 			t.Fatalf("epoch %d written, want 1", got.Epoch)
+		}
+	})
+}
+
+// TestCommitAtomicSealing: a clean close's last round and its seal are one
+// Commit, leaving what the round and SealEpoch leave one after the other;
+// an epoch record moved since it was read fails both, writing nothing.
+func TestCommitAtomicSealing(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (metastore.Store, *Committer, chain.EpochRecord, metastore.Version) {
+		ms := metastore.NewMem()
+		rec, ver, err := chain.MintFirst(ctx, ms, "s", chain.Standard, chain.EpochRecord{Owner: "old", Window: 4, K: 1, W: 1, Buckets: []string{"b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := InitCheckpoint(ctx, ms, "s", chain.Standard, "old", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms, cm, rec, ver
+	}
+	round := Round{Epoch: 1, From: 0, To: 3}
+
+	t.Run("sealed", func(t *testing.T) {
+		ms, cm, rec, ver := setup(t)
+		chunks, sv, err := cm.CommitAtomicSealing(ctx, round, nil, "tails-1", "", nil, rec, ver, 3)
+		if err != nil || chunks != nil || sv == "" {
+			t.Fatalf("CommitAtomicSealing: chunks %v, sealed at %q, %v; want one Commit, sealed", chunks, sv, err)
+		}
+		got, gv, err := chain.ReadEpoch(ctx, ms, "s", chain.Standard)
+		if err != nil || gv != sv || got.Seal == nil || got.Seal.Epoch != 1 || got.Seal.Slot != 3 {
+			t.Fatalf("epoch record %+v at %s (%v), want sealed cleanly at 1/3 at %s", got, gv, err, sv)
+		}
+		cp, cv, err := ReadCheckpoint(ctx, ms, "s", chain.Standard)
+		if err != nil || cp.Epoch != 1 || cp.Next != 3 || cp.Tails != "tails-1" || cv != cm.Held().Version {
+			t.Fatalf("checkpoint %+v at %s (%v), want at 1/3 naming tails-1, held at %s", cp, cv, err, cm.Held().Version)
+		}
+	})
+
+	t.Run("record moved", func(t *testing.T) {
+		ms, cm, rec, ver := setup(t)
+		moved := rec
+		moved.Owner = "rival"
+		val, _ := json.Marshal(moved)
+		if _, err := ms.Put(ctx, chain.EpochKey("s", chain.Standard), val, ver); err != nil {
+			t.Fatal(err)
+		}
+		_, sv, err := cm.CommitAtomicSealing(ctx, round, nil, "tails-1", "", nil, rec, ver, 3)
+		if err == nil || sv != "" {
+			t.Fatalf("CommitAtomicSealing over a moved record: sealed at %q, %v; want a failure", sv, err)
+		}
+		cp, _, err := ReadCheckpoint(ctx, ms, "s", chain.Standard)
+		if err != nil || cp.Next != 0 || cp.Tails != "" {
+			t.Fatalf("checkpoint %+v (%v), want untouched", cp, err)
+		}
+		got, _, err := chain.ReadEpoch(ctx, ms, "s", chain.Standard)
+		if err != nil || got.Seal != nil || got.Owner != "rival" {
+			t.Fatalf("epoch record %+v (%v), want the rival's, unsealed", got, err)
 		}
 	})
 }

@@ -18,6 +18,9 @@ const (
 	starOpening                   // loglet.Open running
 	starOpen                      // held and serving
 	starClosing                   // Close running
+	// starStandby: claimed (and its config prepared) while another member
+	// still leads it and closes it; opened as soon as that lead goes.
+	starStandby
 )
 
 // local is one of this member's stars as the controller sees it.
@@ -41,6 +44,10 @@ type actionKind uint8
 const (
 	actOpen  actionKind = iota + 1 // loglet.Open it, then publish the lead
 	actClose                       // withdraw nothing yet: Close it, then delete the lead
+	// actStandby: claim it (unless another member claims it) and prepare
+	// its config while another member's lead of it is still there.
+	actStandby
+	actUnclaim // a star in standby placed elsewhere: withdraw the claim
 )
 
 func (k actionKind) String() string {
@@ -49,6 +56,10 @@ func (k actionKind) String() string {
 		return "open"
 	case actClose:
 		return "close"
+	case actStandby:
+		return "standby"
+	case actUnclaim:
+		return "unclaim"
 	}
 	return "?"
 }
@@ -97,7 +108,11 @@ func newController(handoffWait time.Duration) *controller {
 //     for that lead or claim to go (the old owner's clean close deletes
 //     the lead, a claim turns into a lead or goes when the open fails, a
 //     crashed owner's lease takes both; a claim whose member is no longer
-//     live is not in the view); a failed
+//     live is not in the view); while only a lead is there, stand by
+//     meanwhile: claim the star and prepare its config, so the open that
+//     follows the lead's withdrawal is loglet.Open alone;
+//   - in standby: withdraw the claim if the star is placed elsewhere now,
+//     else open it by the same rule as an idle star's; a failed
 //     open (one refused because a live member still owns the epoch) is
 //     retried after a backoff (100ms doubling to 5s); handoffWait after the
 //     star was first seen placed here, the open may depose (fence) a live
@@ -124,6 +139,12 @@ func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time)
 	for _, s := range names {
 		mine := v.owners[s] == v.self
 		l := v.local[s]
+		if l.state == starStandby && !mine {
+			acts = append(acts, action{kind: actUnclaim, star: s})
+			delete(c.waiting, s)
+			delete(c.retry, s)
+			continue
+		}
 		if !mine || l.state == starOpen || l.state == starClosing {
 			// The wait for a live owner is over, or starts afresh when the
 			// star comes back (an open in flight keeps it: a refused open
@@ -153,7 +174,11 @@ func (c *controller) step(now time.Time, v view) (acts []action, wake time.Time)
 			soonest(r.at)
 			continue
 		}
-		if (ledElsewhere(v.leads[s], v.self) || claimedElsewhere(v.claims[s], v.self)) && now.Before(deadline) {
+		led, claimed := ledElsewhere(v.leads[s], v.self), claimedElsewhere(v.claims[s], v.self)
+		if (led || claimed) && now.Before(deadline) {
+			if l.state == starIdle && led && !claimed {
+				acts = append(acts, action{kind: actStandby, star: s})
+			}
 			soonest(deadline)
 			continue
 		}

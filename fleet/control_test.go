@@ -69,15 +69,27 @@ func TestControllerDecisions(t *testing.T) {
 			{owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
 		}},
 		{"planned-move-waits-for-release", []step{
-			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
-			{at: time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
+			// Led elsewhere: stand by (claim, prepare) while the old
+			// owner closes it.
+			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: wait},
+			{at: time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starStandby}}, want: "", wake: wait},
 			// The old owner's Close deleted its lead: open, no fence.
-			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starStandby}}, want: "open a", wake: -1},
+		}},
+		{"standby-placed-away-unclaims", []step{
+			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: wait},
+			{at: time.Second, owners: map[string]string{"a": "old"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starStandby}}, want: "unclaim a", wake: -1},
+			{at: 2 * time.Second, owners: map[string]string{"a": "old"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starClosing}}, want: "", wake: -1},
+		}},
+		{"no-standby-while-another-claims", []step{
+			// Another member is opening it (its claim): wait for it
+			// without a claim of our own.
+			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), claims: map[string][]string{"a": {"first"}}, want: "", wake: wait},
 		}},
 		{"release-late-opens-after-handoff-wait", []step{
-			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
-			{at: wait - time.Millisecond, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
-			{at: wait, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "open! a", wake: -1},
+			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: wait},
+			{at: wait - time.Millisecond, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starStandby}}, want: "", wake: wait},
+			{at: wait, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starStandby}}, want: "open! a", wake: -1},
 		}},
 		{"crash-lease-gone-opens-at-once", []step{
 			{owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
@@ -86,10 +98,10 @@ func TestControllerDecisions(t *testing.T) {
 			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@me"), want: "open a", wake: -1},
 		}},
 		{"placed-away-while-waiting-forgets-the-wait", []step{
-			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
-			{at: time.Second, owners: map[string]string{"a": "old"}, leads: leadsOf("a@old"), want: "", wake: -1},
+			{owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: wait},
+			{at: time.Second, owners: map[string]string{"a": "old"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starStandby}}, want: "unclaim a", wake: -1},
 			// Back again: the wait starts over.
-			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: 2*time.Second + wait},
+			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: 2*time.Second + wait},
 		}},
 		{"failed-open-backs-off", []step{
 			{owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
@@ -109,22 +121,22 @@ func TestControllerDecisions(t *testing.T) {
 			{at: 1100 * time.Millisecond, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
 			{at: 1500 * time.Millisecond, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpening}}, want: "", wake: -1},
 			{at: 1600 * time.Millisecond, opened: map[string]bool{"a": false}, owners: map[string]string{"a": "me"}, want: "", wake: 1800 * time.Millisecond},
-			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: wait},
-			{at: wait, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "open! a", wake: -1},
+			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: wait},
+			{at: wait, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), local: map[string]local{"a": {state: starStandby}}, want: "open! a", wake: -1},
 			{at: wait + time.Second, opened: map[string]bool{"a": true}, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starOpen}}, want: "", wake: -1},
 			// Placed away and back: a fresh wait.
 			{at: wait + 2*time.Second, owners: map[string]string{"a": "old"}, local: map[string]local{"a": {state: starOpen}}, want: "close a", wake: -1},
-			{at: wait + 3*time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "", wake: 2*wait + 3*time.Second},
+			{at: wait + 3*time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@old"), want: "standby a", wake: 2*wait + 3*time.Second},
 		}},
 		{"cold-start-waits-for-a-claim", []step{
 			// Members joined together: the star was placed on "first"
 			// alone, which claimed it and is opening it; placed here now,
 			// the claim is waited for like a lead, not fenced.
 			{owners: map[string]string{"a": "me"}, claims: map[string][]string{"a": {"first"}}, want: "", wake: wait},
-			// Its open ended: the claim became its lead.
-			{at: time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@first"), want: "", wake: wait},
+			// Its open ended: the claim became its lead; stand by.
+			{at: time.Second, owners: map[string]string{"a": "me"}, leads: leadsOf("a@first"), want: "standby a", wake: wait},
 			// Its clean close withdrew the lead: open, no fence.
-			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, want: "open a", wake: -1},
+			{at: 2 * time.Second, owners: map[string]string{"a": "me"}, local: map[string]local{"a": {state: starStandby}}, want: "open a", wake: -1},
 		}},
 		{"claim-gone-without-lead-opens", []step{
 			// The claimer's open failed (or its session ended: the view

@@ -62,6 +62,18 @@ type held struct {
 	// publishing: the lead is being published again at a later epoch
 	// (the star minted one in a recovery); no close starts meanwhile.
 	publishing bool
+	// standby: the config a standby prepared (claimed while another
+	// member still led the star), for the open that follows; nil
+	// otherwise.
+	standby *prepared
+}
+
+// prepared is a star's config read ahead of its open, and the owner of
+// the epoch record read with it ("": none, or a deposing open's), whose
+// liveness is judged again when the open starts.
+type prepared struct {
+	cfg     loglet.Config
+	epOwner string
 }
 
 // Join makes this process a member: it puts m under a new session lease
@@ -210,7 +222,8 @@ func (n *Node) session() *concurrency.Session {
 // deletes its member key (so the others place its stars elsewhere at
 // once, and wait for their leads), closes every star it holds (flush,
 // absorb, seal, then withdraw the lead: each one's new owner opens it
-// without a fence), and revokes the session's lease. Its Router stops
+// without a fence), withdraws the claims of the stars it stands by for,
+// and revokes the session's lease. Its Router stops
 // following etcd then, unless Config.KeepRouter leaves it to the host.
 // It returns errors.Join of the stars' Close errors and the revoke's;
 // later calls return the first call's result.
@@ -250,14 +263,19 @@ func (n *Node) close(ctx context.Context) error {
 }
 
 // closeAll closes every star still held, at once (withdraw: see
-// closeStar).
+// closeStar), and drops the stars it stands by for (withdraw: withdrawing
+// their claims).
 func (n *Node) closeAll(ctx context.Context, withdraw bool) error {
 	n.mu.Lock()
-	var stars []string
+	var stars, standby []string
 	for s, h := range n.stars {
-		if h.state == starOpen {
+		switch h.state {
+		case starOpen:
 			h.state = starClosing
 			stars = append(stars, s)
+		case starStandby:
+			h.state, h.standby = starClosing, nil
+			standby = append(standby, s)
 		}
 	}
 	n.mu.Unlock()
@@ -265,6 +283,19 @@ func (n *Node) closeAll(ctx context.Context, withdraw bool) error {
 	var wg sync.WaitGroup
 	for i, s := range stars {
 		wg.Go(func() { errs[i] = n.closeStar(ctx, s, withdraw) })
+	}
+	for _, s := range standby {
+		// A claim of a star it stands by for: the lease takes it (a lost
+		// session), or it goes now, so the star's next owner need not
+		// wait for the lease's revocation.
+		wg.Go(func() {
+			if withdraw {
+				n.unclaim(s)
+			}
+			n.mu.Lock()
+			delete(n.stars, s)
+			n.mu.Unlock()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -483,6 +514,18 @@ func (n *Node) decide() time.Time {
 			h.state = starOpening
 			n.log.Info("fleet: opening star", "star", a.star, "may_depose", a.fence)
 			n.ops.Go(func() { n.openStar(a.star, a.fence) })
+		case actStandby:
+			h.state = starOpening // until the claim is in
+			n.ops.Go(func() { n.standBy(a.star) })
+		case actUnclaim:
+			h.state, h.standby = starClosing, nil // until the claim is gone
+			n.ops.Go(func() {
+				defer n.poke()
+				n.unclaim(a.star)
+				n.mu.Lock()
+				delete(n.stars, a.star)
+				n.mu.Unlock()
+			})
 		case actClose:
 			h.state = starClosing
 			n.ops.Go(func() {
@@ -604,20 +647,23 @@ type openTook struct {
 // path of every handoff), prepares its config; then, the claim won, opens
 // it. claimed says whether the claim was put (to withdraw on a failure).
 func (n *Node) open(star string, depose bool) (s *loglet.Star, claimed bool, took openTook, err error) {
-	began := time.Now()
-	claimErr := make(chan error, 1)
-	go func() {
-		err := n.claim(star, depose)
-		took.claim = time.Since(began)
-		claimErr <- err
-	}()
-	cfg, err := n.prepare(star, depose)
-	took.prepare = time.Since(began)
-	if cerr := <-claimErr; cerr != nil {
-		return nil, false, took, cerr
-	}
-	if err != nil {
-		return nil, true, took, err
+	n.mu.Lock()
+	ready := n.stars[star].standby
+	n.stars[star].standby = nil
+	n.mu.Unlock()
+	var cfg loglet.Config
+	if ready != nil && !depose {
+		// Claimed and prepared in standby: whether the epoch's owner is
+		// live is judged now (a crash meanwhile made it a dead one).
+		cfg = ready.cfg
+		cfg.RefuseLiveOwner = ready.epOwner != "" && ready.epOwner != n.owner && n.router.liveOwner(ready.epOwner)
+	} else {
+		var p prepared
+		p, took, claimed, err = n.claimAndPrepare(star, modeOf(depose))
+		if err != nil {
+			return nil, claimed, took, err
+		}
+		cfg = p.cfg
 	}
 	opening := time.Now()
 	s, err = loglet.Open(n.sctx, cfg)
@@ -625,15 +671,62 @@ func (n *Node) open(star string, depose bool) (s *loglet.Star, claimed bool, too
 	return s, true, took, err
 }
 
+// claimAndPrepare claims star (by mode) and, meanwhile (each is an etcd
+// round trip), prepares its config. The error is the claim's first
+// (errClaimed: not claimed), then the preparation's; claimed says whether
+// the claim was put (to withdraw on a failure).
+func (n *Node) claimAndPrepare(star string, mode claimMode) (p prepared, took openTook, claimed bool, err error) {
+	began := time.Now()
+	claimErr := make(chan error, 1)
+	go func() {
+		err := n.claim(star, mode)
+		took.claim = time.Since(began)
+		claimErr <- err
+	}()
+	p, err = n.prepare(star, mode == claimDepose)
+	took.prepare = time.Since(began)
+	if cerr := <-claimErr; cerr != nil {
+		return p, took, false, cerr
+	}
+	return p, took, true, err
+}
+
+// standBy claims star while another member still leads it (closing it),
+// and prepares its config, so that the open which follows the lead's
+// withdrawal starts loglet.Open at once. The claim is put only if no other
+// member claims the star; the lead it waits for is the one being
+// withdrawn. Its failure backs off like an open's.
+func (n *Node) standBy(star string) {
+	defer n.poke()
+	p, took, claimed, err := n.claimAndPrepare(star, claimStandby)
+	if err != nil && claimed {
+		n.unclaim(star)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.stars[star]
+	if err != nil {
+		h.state = starIdle
+		n.ctl.opened(time.Now(), star, false)
+		if n.sctx.Err() == nil {
+			n.log.Info("fleet: could not stand by for the star; will retry", "star", star, "err", err)
+		}
+		return
+	}
+	h.state, h.standby = starStandby, &p
+	n.log.Info("fleet: standing by for star", "star", star, "claim", took.claim.Round(100*time.Microsecond), "prepare", took.prepare.Round(100*time.Microsecond))
+}
+
 // prepare is the loglet.Config to open star with: the host's (OpenStar),
-// with the fleet's Star, Stars, Owner and RefuseLiveOwner.
-func (n *Node) prepare(star string, depose bool) (loglet.Config, error) {
+// with the fleet's Star, Stars, Owner and RefuseLiveOwner; and the owner of
+// the epoch record it read (without depose).
+func (n *Node) prepare(star string, depose bool) (prepared, error) {
 	cfg, err := n.cfg.OpenStar(n.sctx, star)
 	if err != nil {
-		return cfg, fmt.Errorf("fleet: config of star %q: %w", star, err)
+		return prepared{cfg: cfg}, fmt.Errorf("fleet: config of star %q: %w", star, err)
 	}
 	if cfg.Star != "" && cfg.Star != star {
-		return cfg, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
+		return prepared{cfg: cfg}, fmt.Errorf("fleet: OpenStar(%q) returned the config of star %q", star, cfg.Star)
 	}
 	cfg.Star = star
 	if len(cfg.Stars) == 0 {
@@ -659,28 +752,50 @@ func (n *Node) prepare(star string, depose bool) (loglet.Config, error) {
 		switch {
 		case err == nil:
 			cfg.RefuseLiveOwner = ep.Owner != n.owner && n.router.liveOwner(ep.Owner)
+			return prepared{cfg: cfg, epOwner: ep.Owner}, nil
 		case !errors.Is(err, metastore.ErrNotFound):
-			return cfg, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
+			return prepared{cfg: cfg}, fmt.Errorf("fleet: read the epoch of star %q: %w", star, err)
 		}
 	}
-	return cfg, nil
+	return prepared{cfg: cfg}, nil
 }
 
 // errClaimed: a claim without depose found another member's claim or lead
 // of the star (one the router had not shown yet): the open waits for it.
 var errClaimed = errors.New("fleet: another member claims or leads the star")
 
+// claimMode says what a claim checks first.
+type claimMode uint8
+
+const (
+	claimOpen    claimMode = iota // no other member claims or leads the star
+	claimDepose                   // nothing: put whatever the others hold
+	claimStandby                  // no other member claims it (its lead is being withdrawn)
+)
+
+func modeOf(depose bool) claimMode {
+	if depose {
+		return claimDepose
+	}
+	return claimOpen
+}
+
 // claim puts this member's claim of star (it is opening it) under the
-// session's lease. Without depose, only if no other member claims or leads
-// the star (errClaimed): two members never open a star against each other
-// because the router showed one of them a placement before the other's
-// claim.
-func (n *Node) claim(star string, depose bool) error {
+// session's lease. Unless deposing, only if no other member claims the
+// star, nor leads it unless standing by (errClaimed): two members never
+// open a star against each other because the router showed one of them a
+// placement before the other's claim; a member standing by opens only once
+// the lead it waits for is withdrawn.
+func (n *Node) claim(star string, mode claimMode) error {
 	key := n.cfg.claimKey(star, n.self.Name)
 	put := clientv3.OpPut(key, "", clientv3.WithLease(n.sess.Lease()))
 	var cmps []clientv3.Cmp
-	if !depose {
-		for _, prefix := range []string{n.cfg.claimsPrefix() + star + "/", n.cfg.leadsPrefix() + star + "/"} {
+	if mode != claimDepose {
+		prefixes := []string{n.cfg.claimsPrefix() + star + "/", n.cfg.leadsPrefix() + star + "/"}
+		if mode == claimStandby {
+			prefixes = prefixes[:1]
+		}
+		for _, prefix := range prefixes {
 			own := prefix + n.self.Name
 			// Every key of the prefix but this member's own: [prefix, own)
 			// and (own, end of prefix).
@@ -753,13 +868,16 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 		defer cancel()
 	}
 	began := time.Now()
+	n.log.Info("fleet: closing star", "star", star, "withdraw", withdraw)
 	err := s.Close(ctx)
+	took := time.Since(began)
 	if err != nil {
 		n.log.Warn("fleet: star closed with errors", "star", star, "err", err)
 	} else {
-		n.log.Info("fleet: star closed", "star", star, "took", time.Since(began).Round(100*time.Microsecond))
+		n.log.Info("fleet: star closed", "star", star, "took", took.Round(100*time.Microsecond))
 	}
 	if withdraw {
+		withdrawing := time.Now()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.TTL)
 		// The claim too: one a failed publication left.
 		_, derr := n.cli.Txn(dctx).Then(
@@ -771,6 +889,8 @@ func (n *Node) closeStar(ctx context.Context, star string, withdraw bool) error 
 			// The lease takes it when it expires; the new owner waits at
 			// most HandoffWait for it.
 			n.log.Warn("fleet: could not withdraw a lead", "star", star, "err", derr)
+		} else {
+			n.log.Info("fleet: lead withdrawn", "star", star, "took", time.Since(withdrawing).Round(100*time.Microsecond))
 		}
 	}
 	n.mu.Lock()

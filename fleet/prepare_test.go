@@ -24,7 +24,8 @@ func TestPrepareExclusiveOpen(t *testing.T) {
 	for _, tc := range []struct {
 		depose, want bool
 	}{{false, true}, {true, false}} {
-		cfg, err := n.prepare("s1", tc.depose)
+		p, err := n.prepare("s1", tc.depose)
+		cfg := p.cfg
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -302,6 +302,7 @@ func TestFleetProcessChurn(t *testing.T) {
 			os.WriteFile(filepath.Join(d, fmt.Sprintf("%02d-%s.log", i, p.name)), p.log.Bytes(), 0o644)
 		}
 	}
+	c.stages(events)
 	for _, p := range c.exited {
 		if bytes.Contains(p.log.Bytes(), []byte("may_depose=true")) {
 			t.Errorf("%s opened a star deposing a live owner (a planned move that was not a clean handoff):\n%s", p.name, p.log)

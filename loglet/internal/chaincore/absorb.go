@@ -89,6 +89,9 @@ type plannedRound struct {
 	vers     []metastore.Version
 	versLost bool
 	tried    int // no chunk at or past this was sent: refs before it may exist
+	// sealTried: its commit was sent carrying the close's clean seal
+	// (lastRound); a retry goes without it, and the seal after it.
+	sealTried bool
 }
 
 // doomedSnapshot is a tails snapshot no longer needed (superseded, or
@@ -475,7 +478,14 @@ func (c *Core) commitPlanned() {
 	}
 	switch {
 	case p.split == nil:
-		c.emit(CommitRound{Held: c.held, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Doomed: p.doomed})
+		var seal SealEpoch
+		if c.lastRound(p) {
+			// A clean close's last round: the seal goes in its Commit.
+			p.sealTried = true
+			c.noteSealing()
+			seal = SealEpoch{Record: c.rec, Version: c.ver, Cut: c.window.Released()}
+		}
+		c.emit(CommitRound{Held: c.held, Round: p.round, Refs: p.refs, SnapshotKey: p.snapKey, SnapshotBase: base, Doomed: p.doomed, Seal: seal})
 	case !p.marked:
 		c.emit(MarkRoundPending{Held: c.held, Round: p.round})
 	case p.refsDone < len(p.refs):
@@ -700,6 +710,13 @@ func (c *Core) onRoundCommitted(ev RoundCommitted) {
 	}
 	if c.phase == phaseOpening && c.succ != nil {
 		c.succ.walked += uint64(p.slots)
+	}
+	if ev.Sealed != "" {
+		// The close's last round carried its seal: the close is done.
+		// The snapshots it doomed are in the checkpoint, for the next
+		// owner to delete.
+		c.sealedCleanly(ev.Sealed, true)
+		return
 	}
 	if len(p.drop) > 0 {
 		// The round's last step; the next round waits for it. A delete

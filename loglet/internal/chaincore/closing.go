@@ -8,6 +8,7 @@ import (
 
 	absorb "github.com/flightlog/flightlog/absorb/absorbval"
 	chain "github.com/flightlog/flightlog/chain/chainval"
+	metastore "github.com/flightlog/flightlog/metastore/metaval"
 	"github.com/flightlog/flightlog/sequencer"
 )
 
@@ -25,6 +26,7 @@ func (c *Core) Close(now time.Time) {
 		return
 	}
 	c.closing = true
+	c.closeAt = c.now
 	c.decideAll()
 }
 
@@ -42,12 +44,54 @@ func (c *Core) maybeFinishClose() {
 		c.stop()
 	case phaseServing:
 		_, pooled := c.pool.Queued()
+		if pooled == 0 && len(c.flights) == 0 && c.flushedAt.IsZero() {
+			c.flushedAt = c.now
+		}
 		if pooled > 0 || len(c.flights) > 0 || len(c.ab.queue) > 0 || c.ab.planned != nil || c.checkpointOut() || c.now.Before(c.ab.retryAt) {
 			return
 		}
+		c.noteSealing()
 		c.sealOut = true
 		c.emit(SealEpoch{Held: c.held, Record: c.rec, Version: c.ver, Cut: c.window.Released()})
 	}
+}
+
+// lastRound reports whether p is a clean close's last round: serving,
+// nothing pooled or in flight, p absorbs every released flight, all of the
+// current epoch, in one Commit, and its commit has not failed with the
+// seal. Its Commit then carries the seal (CommitRound.Seal).
+func (c *Core) lastRound(p *plannedRound) bool {
+	a := &c.ab
+	_, pooled := c.pool.Queued()
+	return c.closing && c.phase == phaseServing && c.sealed == nil && !p.sealTried && p.split == nil &&
+		pooled == 0 && len(c.flights) == 0 && len(p.flights) > 0 && len(a.queue) == len(p.flights) &&
+		p.round.Epoch == c.rec.Epoch && p.round.To == c.window.Released()
+}
+
+// noteSealing records when the close's seal was first sent (the "epoch
+// sealed cleanly" log's steps).
+func (c *Core) noteSealing() {
+	if c.flushedAt.IsZero() {
+		c.flushedAt = c.now
+	}
+	if c.sealAt.IsZero() {
+		c.sealAt = c.now
+	}
+}
+
+// sealedCleanly ends a clean close whose seal is recorded at version
+// (withRound: in the last round's Commit).
+func (c *Core) sealedCleanly(version metastore.Version, withRound bool) {
+	// flush: to the last flight's ack; absorb: the rounds after it (and
+	// one out before); seal: the seal's Commit (with the last round's,
+	// when that round carried it).
+	c.logf(slog.LevelInfo, "epoch sealed cleanly", attrU("epoch", c.rec.Epoch), attrU("cut", c.window.Released()),
+		slog.Duration("flush", c.flushedAt.Sub(c.closeAt).Round(100*time.Microsecond)),
+		slog.Duration("absorb", c.sealAt.Sub(c.flushedAt).Round(100*time.Microsecond)),
+		slog.Duration("seal", c.now.Sub(c.sealAt).Round(100*time.Microsecond)), slog.Bool("with_round", withRound))
+	c.sealedClean = true
+	c.ver = version
+	c.stop()
 }
 
 // onEpochSealed ends a clean close.
@@ -59,10 +103,7 @@ func (c *Core) onEpochSealed(ev EpochSealed) {
 	}
 	switch {
 	case ev.Err == nil:
-		c.logf(slog.LevelInfo, "epoch sealed cleanly", attrU("epoch", c.rec.Epoch), attrU("cut", cut))
-		c.sealedClean = true
-		c.ver = ev.Version
-		c.stop()
+		c.sealedCleanly(ev.Version, false)
 	case errors.Is(ev.Err, absorb.ErrDeposed) || errors.Is(ev.Err, chain.ErrDeposed):
 		// A successor sealed or minted meanwhile: it fences, and finds the
 		// same cut (nothing was written at or past it).

@@ -137,6 +137,10 @@ type Core struct {
 	aborted     bool // Abort was called
 	opened      bool // Opened was reported
 	sealedClean bool // the clean seal was recorded
+	// Where a clean close's time went (the "epoch sealed cleanly" log):
+	// when Close was called, when the last flight was acked, when the
+	// seal was sent.
+	closeAt, flushedAt, sealAt time.Time
 
 	// The epoch this process leads (or is taking over), and the checkpoint
 	// carrying this process's seal as it last wrote it (held: it holds

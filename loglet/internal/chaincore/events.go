@@ -249,6 +249,11 @@ type CommitRound struct {
 	SnapshotKey  string
 	SnapshotBase string
 	Doomed       []string
+	// Seal, when its Record has an epoch (else none), is a clean close's
+	// seal (its Held unused), written in the round's Commit
+	// (absorb.Committer.CommitAtomicSealing): the close's last round.
+	// RoundCommitted.Sealed says whether it was.
+	Seal SealEpoch
 }
 
 // MarkRoundPending asks to record Round as pending in the checkpoint, a
@@ -495,7 +500,10 @@ type RoundCommitted struct {
 	// RefVersions are the round's refs' versions, in order, when one
 	// Commit wrote them all (nil otherwise): settlement's known refs.
 	RefVersions []metastore.Version
-	Err         error
+	// Sealed is the epoch record's version when the round's Commit
+	// recorded CommitRound.Seal too ("": not recorded, or not asked).
+	Sealed metastore.Version
+	Err    error
 }
 
 // RoundMarked is MarkRoundPending's result, and the checkpoint held after

@@ -62,7 +62,7 @@ import (
 //	                      commit, and every snapshot of its drop deleted)
 //	snapshot-put [failed] | round-snapshot-taken   (the snapshot's PUT; taken: the
 //	                      snapshot's key holds another object)
-//	round-committed [only] | round-failed | round-deposed by= | round-too-large
+//	round-done [sealed] | round-committed [only] | round-failed | round-deposed by= | round-too-large
 //	                      (the commit, after the snapshot's PUT if that is out; then,
 //	                      unless only, every snapshot of the drop deleted)
 //	round-split chunks=E,E,...  (the commit finds the round too large for one
@@ -385,8 +385,14 @@ func (h *harness) run(d *datadriven.TestData) string {
 		return fmt.Sprintf("passes=%d failures=%d retries=%d requests=%d scans=%d settled-refs=%d\n",
 			s.Passes, s.Failures, s.Retries, s.MetaRequests, s.RefScans, s.SettledRefs)
 	case "round-done":
+		// sealed: the round's Commit recorded the seal it carried (else
+		// it is reported unrecorded, as when a re-read resolved it).
 		out := h.snapshotPut()
-		h.step(h.committed(nil))
+		ev := h.committed(nil)
+		if d.HasArg("sealed") {
+			ev.Sealed = "sealed"
+		}
+		h.step(ev)
 		return join(out, h.dropped(true))
 	case "snapshot-put":
 		if d.HasArg("failed") {
@@ -891,7 +897,11 @@ func (h *harness) request(r Request) string {
 		for _, ref := range r.Refs {
 			refs = append(refs, fmt.Sprintf("%s[%d,%d)", ref.Stream, ref.Start, ref.End))
 		}
-		return fmt.Sprintf("commit-round e=%d [%d,%d) refs=%s at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+		out := fmt.Sprintf("commit-round e=%d [%d,%d) refs=%s at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, strings.Join(refs, " "), r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
+		if r.Seal.Record.Epoch != 0 {
+			out += fmt.Sprintf(" +seal e=%d cut=%d", r.Seal.Record.Epoch, r.Seal.Cut)
+		}
+		return out
 	case MarkRoundPending:
 		return fmt.Sprintf("mark-round-pending e=%d [%d,%d) at=%d.%d", r.Round.Epoch, r.Round.From, r.Round.To, r.Held.Checkpoint.Epoch, r.Held.Checkpoint.Next)
 	case CommitRefs:

@@ -206,6 +206,10 @@ func (e *Env) Do(ctx context.Context, req chaincore.Request) chaincore.Event {
 		return chaincore.SnapshotPut{Round: r.Round, Bytes: len(body), Err: err}
 	case chaincore.CommitRound:
 		cm := e.committer(r.Held)
+		if s := r.Seal; s.Record.Epoch != 0 {
+			split, sealed, err := cm.CommitAtomicSealing(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed, s.Record, s.Version, s.Cut)
+			return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Split: split, Requests: cm.Requests, RefVersions: cm.RefVersions, Sealed: sealed, Err: err}
+		}
 		split, err := cm.CommitAtomic(ctx, r.Round, r.Refs, r.SnapshotKey, r.SnapshotBase, r.Doomed)
 		return chaincore.RoundCommitted{Round: r.Round, Held: cm.Held(), Split: split, Requests: cm.Requests, RefVersions: cm.RefVersions, Err: err}
 	case chaincore.MarkRoundPending:
