@@ -38,6 +38,7 @@ func TestEveryChainFigureIsExported(t *testing.T) {
 		for _, in := range chainSecs {
 			fmt.Fprintf(&b, "%s %v\n", in.name, in.get(s))
 		}
+		fmt.Fprintf(&b, "%+v\n", passPhases(s))
 		fmt.Fprintf(&b, "%+v\n", histograms(loglet.Stats{Star: "s", Standard: s}, t0, t0))
 		return b.String()
 	}

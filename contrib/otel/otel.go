@@ -45,6 +45,8 @@ package flightotel
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/flightlog/flightlog/histogram"
@@ -236,6 +238,7 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 	var chain, readers []metric.Int64Observable
 	var secs []metric.Float64Observable
 	var hits, misses, cacheBytes metric.Int64Observable
+	var passTime metric.Float64Observable
 	var err error
 	if star != nil {
 		for _, in := range chainInstrs {
@@ -266,7 +269,11 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 		if cacheBytes, err = m.Int64ObservableGauge("flightlog.read_cache.bytes", metric.WithUnit("By"), metric.WithDescription("Decoded frames the history read cache holds.")); err != nil {
 			return nil, err
 		}
-		all = append(all, hits, misses, cacheBytes)
+		if passTime, err = m.Float64ObservableCounter("flightlog.settle.pass.time", metric.WithUnit("s"),
+			metric.WithDescription("Time settlement passes spent, by the phase they were at (the I/O each phase waited on; core: the pass's own CPU).")); err != nil {
+			return nil, err
+		}
+		all = append(all, hits, misses, cacheBytes, passTime)
 	}
 	if cfg.reader != nil {
 		for _, in := range readerInstrs {
@@ -299,6 +306,10 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 				for i, in := range chainSecs {
 					obs.ObserveFloat64(secs[i], in.get(s), attrs)
 				}
+				for _, p := range passPhases(s) {
+					obs.ObserveFloat64(passTime, p.secs, metric.WithAttributes(attribute.String("flightlog.star", st.Star),
+						attribute.String("flightlog.class", class), attribute.String("flightlog.phase", p.phase)))
+				}
 			})
 		}
 		if r := cfg.reader; r != nil {
@@ -316,6 +327,22 @@ func Register(star *loglet.Star, mp metric.MeterProvider, opts ...Option) (metri
 		}
 		return nil
 	}, all...)
+}
+
+// phaseSecs is one phase's time in settlement passes.
+type phaseSecs struct {
+	phase string
+	secs  float64
+}
+
+// passPhases is s.Settle.PassTime by phase name.
+func passPhases(s *loglet.ClassStats) []phaseSecs {
+	out := make([]phaseSecs, 0, len(s.Settle.PassTime))
+	for phase, d := range s.Settle.PassTime {
+		out = append(out, phaseSecs{phase, d.Seconds()})
+	}
+	slices.SortFunc(out, func(a, b phaseSecs) int { return strings.Compare(a.phase, b.phase) })
+	return out
 }
 
 func eachClass(st loglet.Stats, f func(string, *loglet.ClassStats)) {

@@ -78,17 +78,17 @@ func WithoutClassicBuckets() Option { return func(c *config) { c.classic = false
 // Collector is a prometheus.Collector over a star and, optionally, a
 // Reader. It is safe for concurrent scrapes; each takes one Stats.
 type Collector struct {
-	star                        *loglet.Star
-	cfg                         config
-	chain                       []chainMetric
-	starWide                    []starMetric
-	reader                      []readerMetric
-	hists                       []chainHist
-	put                         *prometheus.Desc
-	putClassic                  []int32
-	memory, memoryBound, stalls *prometheus.Desc
-	lagRecords, lagBytes        *prometheus.Desc
-	lagUp, lagDropped           *prometheus.Desc
+	star                                  *loglet.Star
+	cfg                                   config
+	chain                                 []chainMetric
+	starWide                              []starMetric
+	reader                                []readerMetric
+	hists                                 []chainHist
+	put                                   *prometheus.Desc
+	putClassic                            []int32
+	memory, memoryBound, stalls, passTime *prometheus.Desc
+	lagRecords, lagBytes                  *prometheus.Desc
+	lagUp, lagDropped                     *prometheus.Desc
 }
 
 type chainMetric struct {
@@ -220,6 +220,7 @@ func New(star *loglet.Star, opts ...Option) *Collector {
 	c.memory = prometheus.NewDesc(name("memory_bytes"), "Bytes the chain holds for producers beyond the pool's (pool_reserved_bytes) and the backlog's (backlog_bytes), by part (objects, stragglers, settle).", partLabels, cfg.constLabels)
 	c.memoryBound = prometheus.NewDesc(name("memory_bound_bytes"), "The bound of the memory parts stragglers (StragglerMiB) and settle (settle.MaxPassBytes or the pool budget); the pool's and the backlog's are pool_budget_bytes and backlog_max_bytes.", partLabels, cfg.constLabels)
 	c.stalls = prometheus.NewDesc(name("backlog_stalls_total"), "Ended backlog stalls, by diagnosed cause.", []string{"star", "class", "cause"}, cfg.constLabels)
+	c.passTime = prometheus.NewDesc(name("settle_pass_seconds_total"), "Time settlement passes spent, by the phase they were at (the I/O each phase waited on; core: the pass's own CPU).", []string{"star", "class", "phase"}, cfg.constLabels)
 
 	latency := []int32{}
 	for k := int32(-17); k <= 6; k++ { // 7.6µs .. 64s
@@ -283,6 +284,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.memory
 	ch <- c.memoryBound
 	ch <- c.stalls
+	ch <- c.passTime
 	for _, m := range c.starWide {
 		ch <- m.desc
 	}
@@ -406,6 +408,14 @@ func (c *Collector) collectChain(ch chan<- prometheus.Metric, star, class string
 	sort.Strings(causes)
 	for _, cause := range causes {
 		ch <- prometheus.MustNewConstMetric(c.stalls, prometheus.CounterValue, float64(s.Backlog.Stalls[cause]), star, class, strings.ReplaceAll(cause, " ", "_"))
+	}
+	phases := make([]string, 0, len(s.Settle.PassTime))
+	for phase := range s.Settle.PassTime {
+		phases = append(phases, phase)
+	}
+	sort.Strings(phases)
+	for _, phase := range phases {
+		ch <- prometheus.MustNewConstMetric(c.passTime, prometheus.CounterValue, s.Settle.PassTime[phase].Seconds(), star, class, phase)
 	}
 }
 

@@ -77,6 +77,8 @@ func setNonZero(t *testing.T, v reflect.Value, name string) {
 		v.Set(reflect.ValueOf([]histogram.Snapshot{snap}))
 	case v.Type() == reflect.TypeFor[map[string]uint64]():
 		v.Set(reflect.ValueOf(map[string]uint64{"cause": 3}))
+	case v.Type() == reflect.TypeFor[map[string]time.Duration]():
+		v.Set(reflect.ValueOf(map[string]time.Duration{"phase": 3 * time.Second}))
 	case v.CanInt():
 		v.SetInt(3)
 	case v.CanUint():
