@@ -312,3 +312,79 @@ func testExclusiveOpenTakesNothingBack(t *testing.T) {
 		t.Fatalf("Express epoch %d (the rival's %d) after the loss; logs:\n%s", e, rivalEpoch, logs.logged())
 	}
 }
+
+// TestAppendsRacingARetake: producers append to the lost class without
+// pause while the star finds the chain lost, takes it back and swaps the
+// new lane in, so some of their appends looked the stream up before the
+// swap and are submitted after it (or the other way round). Each append
+// is acked, or fails as not committed or outcome unknown: never another
+// error, and every acked record is read back at its sequence number, once.
+// Each producer is acked on the new lane after the swap.
+func TestAppendsRacingARetake(t *testing.T) {
+	synctest.Test(t, testAppendsRacingARetake)
+}
+
+func testAppendsRacingARetake(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	g := newLedger()
+	var logs lockedBuffer
+	p1, err := w.open("p1", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
+		c.RetentionInterval, c.SettleInterval = -1, -1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.append(t, p1.star, "e", "p1-first"); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	rival, err := w.open("rival", func(c *Config) { c.Standard, c.DefaultClass = ClassConfig{}, Express })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.append(t, rival.star, "e", "rival"); err != nil {
+		t.Fatal(err)
+	}
+	retaken := func() bool { return strings.Contains(logs.logged(), "took back a chain lost while serving") }
+	const producers = 4
+	errs := make(chan error, producers)
+	for p := range producers {
+		go func() {
+			after := 0 // acks since the retake was logged
+			for i := 0; after < 5; i++ {
+				done := retaken()
+				_, err := g.append(t, p1.star, "e", fmt.Sprintf("p%d-%d", p, i))
+				switch {
+				case err == nil && done:
+					after++
+				case err == nil:
+				case errors.Is(err, ErrNotCommitted), errors.Is(err, ErrOutcomeUnknown):
+					time.Sleep(time.Millisecond) // the bubble's clock
+				default:
+					errs <- fmt.Errorf("producer %d, append %d: %w", p, i, err)
+					return
+				}
+				if i > 1000 {
+					errs <- fmt.Errorf("producer %d: no 5 acks after the retake in %d appends; logs:\n%s", p, i, logs.logged())
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range producers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !retaken() {
+		t.Fatalf("no retake logged:\n%s", logs.logged())
+	}
+	g.verify(t, p1.star)
+}
