@@ -33,19 +33,7 @@ func testChainLostWhileServingIsTakenBack(t *testing.T) {
 	ctx := context.Background()
 	g := newLedger()
 	var logs lockedBuffer
-	p1, err := w.open("p1", func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		// p1 learns of the rival at its next flight, not from an absorb
-		// round or a seal check first: the rival's appends come before.
-		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
-		c.RetentionInterval, c.SettleInterval = -1, -1
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
-		t.Fatal(err)
-	}
+	p1 := openQuiet(t, w, &logs)
 	for i := range 5 {
 		for _, st := range []string{"a", "e"} {
 			if _, err := g.append(t, p1.star, st, fmt.Sprint("p1-before-", i)); err != nil {
@@ -158,6 +146,26 @@ func testChainLostWhileServingIsTakenBack(t *testing.T) {
 	}
 }
 
+// openQuiet opens p1 logging to logs, with an Express stream "e". p1
+// learns of a rival at its next flight, not from an absorb round or a
+// seal check first (an hour apart), so a rival's appends come before; no
+// retention or settlement pass runs.
+func openQuiet(t *testing.T, w *world, logs *lockedBuffer) *proc {
+	t.Helper()
+	p1, err := w.open("p1", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
+		c.RetentionInterval, c.SettleInterval = -1, -1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.star.CreateStream(context.Background(), "e", StreamOptions{Class: Express}); err != nil {
+		t.Fatal(err)
+	}
+	return p1
+}
+
 // recordedEpoch is class c's current epoch in w's metastore.
 func recordedEpoch(t *testing.T, w *world, c Class) uint64 {
 	t.Helper()
@@ -221,17 +229,7 @@ func testCloseEndsARetakeUnderWay(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	var logs lockedBuffer
-	p1, err := w.open("p1", func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
-		c.RetentionInterval, c.SettleInterval = -1, -1
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
-		t.Fatal(err)
-	}
+	p1 := openQuiet(t, w, &logs)
 	if _, err := p1.star.Append(ctx, "e", Batch{Records: []Record{{Body: []byte("p1")}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -326,20 +324,9 @@ func TestAppendsRacingARetake(t *testing.T) {
 
 func testAppendsRacingARetake(t *testing.T) {
 	w := newWorld(t)
-	ctx := context.Background()
 	g := newLedger()
 	var logs lockedBuffer
-	p1, err := w.open("p1", func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		c.AbsorbInterval, c.SealCheckInterval = time.Hour, time.Hour
-		c.RetentionInterval, c.SettleInterval = -1, -1
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p1.star.CreateStream(ctx, "e", StreamOptions{Class: Express}); err != nil {
-		t.Fatal(err)
-	}
+	p1 := openQuiet(t, w, &logs)
 	if _, err := g.append(t, p1.star, "e", "p1-first"); err != nil {
 		t.Fatal(err)
 	}
